@@ -1,0 +1,3 @@
+from torchpace.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,253 @@
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from conftest import requires_cuda
+from torchpace.measure import env, memory, noise
+from torchpace.measure.paired import Variant, compare
+from torchpace.measure.stats import summarize
+from torchpace.measure.timing import Work, measure_steps
+
+CPU = torch.device("cpu")
+
+
+def _sleeper(seconds: float):  # type: ignore[no-untyped-def]
+    def step() -> Work:
+        time.sleep(seconds)
+        return Work(samples=8, tokens=80)
+
+    return step
+
+
+def _matmul_work(repeats: int):  # type: ignore[no-untyped-def]
+    a = torch.randn(384, 384)
+
+    def step() -> Work:
+        for _ in range(repeats):
+            torch.mm(a, a)
+        return Work(samples=1)
+
+    return step
+
+
+def test_summary_quartiles() -> None:
+    s = summarize([5.0, 1.0, 3.0, 2.0, 4.0])
+    assert (s.n, s.median, s.q1, s.q3, s.min, s.max) == (5, 3.0, 2.0, 4.0, 1.0, 5.0)
+    assert s.rel_iqr == pytest.approx(2 / 3)
+    with pytest.raises(ValueError):
+        summarize([])
+
+
+def test_planted_delay_is_measured_within_10_percent() -> None:
+    planted = 0.030
+    timing = measure_steps(_sleeper(planted), steps=15, warmup=2, device=CPU)
+    assert timing.step.median == pytest.approx(planted, rel=0.10)
+    assert len(timing.warmup_seconds) == 2
+    assert timing.samples_per_s.median == pytest.approx(8 / planted, rel=0.10)
+    assert timing.tokens_per_s is not None
+
+
+def test_warmup_is_reported_apart_from_the_steady_state() -> None:
+    calls = {"n": 0}
+
+    def step() -> Work:
+        calls["n"] += 1
+        time.sleep(0.15 if calls["n"] == 1 else 0.01)  # a "compile" on the first call
+        return Work(samples=1)
+
+    timing = measure_steps(step, steps=8, warmup=1, device=CPU)
+    assert timing.warmup_seconds[0] > 0.12
+    assert timing.step.max < 0.05
+
+
+def test_planted_2x_slowdown_reads_about_2x_with_sleep() -> None:
+    res = compare(
+        [Variant("slow", _sleeper(0.020)), Variant("fast", _sleeper(0.010))],
+        rounds=8,
+        block=3,
+        warmup=1,
+        device=CPU,
+    )
+    assert res.speedup["fast"].median == pytest.approx(2.0, rel=0.10)
+    assert res.baseline == "slow"
+    names = [v.name for v in res.variants]
+    assert names == ["slow", "fast"]
+
+
+def test_planted_2x_slowdown_reads_about_2x_with_compute() -> None:
+    res = compare(
+        [Variant("twice", _matmul_work(2 * 6)), Variant("once", _matmul_work(6))],
+        rounds=10,
+        block=3,
+        warmup=2,
+        device=CPU,
+    )
+    assert res.speedup["once"].median == pytest.approx(2.0, rel=0.15)
+
+
+def test_rounds_alternate_order_and_feed_equal_work() -> None:
+    log: list[str] = []
+
+    def make(name: str):  # type: ignore[no-untyped-def]
+        def step() -> Work:
+            log.append(name)
+            return Work(samples=1)
+
+        return step
+
+    compare(
+        [Variant("a", make("a")), Variant("b", make("b"))], rounds=4, block=2, warmup=1, device=CPU
+    )
+    measured = log[2:]  # after one warm-up step each
+    assert measured == list("aabbbbaaaabbbbaa")
+
+
+def test_jittery_variant_is_reported_noisy() -> None:
+    rng = random.Random(0)
+
+    def jitter() -> Work:
+        time.sleep(rng.choice([0.002, 0.030]))
+        return Work(samples=1)
+
+    res = compare(
+        [Variant("steady", _sleeper(0.010)), Variant("jitter", jitter)],
+        rounds=12,
+        block=1,
+        warmup=0,
+        device=CPU,
+    )
+    assert res.noisy and "spread" in res.noisy[0]
+
+
+def test_compare_rejects_bad_arguments() -> None:
+    with pytest.raises(ValueError, match="at least two"):
+        compare([Variant("a", _sleeper(0))], rounds=2, block=1, warmup=0, device=CPU)
+    with pytest.raises(ValueError, match="unique"):
+        compare([Variant("a", _sleeper(0))] * 2, rounds=2, block=1, warmup=0, device=CPU)
+
+
+def test_verdict_thresholds() -> None:
+    assert noise.verdict(0.05, 0.0) == []
+    assert "spread" in noise.verdict(noise.MAX_RATIO_REL_IQR + 0.01, None)[0]
+    assert "other processes" in noise.verdict(0.0, noise.MAX_FOREIGN_CORES + 0.1)[0]
+
+
+@pytest.mark.skipif(not Path("/proc/stat").exists(), reason="needs Linux /proc")
+def test_load_probe_sees_foreign_load_but_not_our_own(tmp_path: Path) -> None:
+    # Our own busy work is not foreign load.
+    probe = noise.LoadProbe()
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < 0.8:
+        pass
+    own = probe.foreign_cores()
+    assert own is not None and own < 0.5
+    # A busy process outside our process tree (double-forked, so not our child) is.
+    busy = "import time\nt=time.time()\nwhile time.time()-t<3: pass\n"
+    subprocess.run(["sh", "-c", f"{sys.executable} -c '{busy}' >/dev/null 2>&1 &"], check=True)
+    time.sleep(0.3)
+    probe = noise.LoadProbe()
+    time.sleep(1.5)
+    foreign = probe.foreign_cores()
+    assert foreign is not None and foreign > 0.6
+
+
+def test_peak_memory_tracks_an_allocation() -> None:
+    memory.reset_peak(CPU)
+    before = memory.peak(CPU).bytes
+    big = torch.ones(200 * 2**20 // 4)  # 200 MiB, touched
+    after = memory.peak(CPU)
+    del big
+    assert after.kind in ("rss", "rss-lifetime")
+    assert after.bytes - before > 150 * 2**20
+
+
+@pytest.mark.skipif(not Path("/proc/self/clear_refs").exists(), reason="needs Linux clear_refs")
+def test_peak_memory_resets_per_phase() -> None:
+    big = torch.ones(300 * 2**20 // 4)
+    high = memory.peak(CPU).bytes
+    del big
+    memory.reset_peak(CPU)
+    assert memory.peak(CPU).bytes < high - 200 * 2**20
+
+
+def test_fingerprint_and_peak_cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("TORCHPACE_CACHE_DIR", str(tmp_path))
+    calls: list[torch.dtype] = []
+
+    def fake(device: torch.device, dtype: torch.dtype, n: int, reps: int = 5) -> float:
+        calls.append(dtype)
+        return 1.5
+
+    monkeypatch.setattr(env, "_matmul_tflops", fake)
+    fp = env.fingerprint(CPU)
+    assert fp.torch_version == torch.__version__ and fp.cores >= 1 and fp.cpu_model
+    assert fp.peak_tflops_fp32 == 1.5
+    n_first = len(calls)
+    env.fingerprint(CPU)
+    assert len(calls) == n_first, "peak FLOP/s was measured again instead of read from the cache"
+    cached = json.loads((tmp_path / "peak_flops.json").read_text())
+    assert any(k.startswith("cpu|") for k in cached)
+
+
+def test_damaged_peak_cache_is_remeasured(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("TORCHPACE_CACHE_DIR", str(tmp_path))
+    (tmp_path / "peak_flops.json").write_text("{not json")
+    monkeypatch.setattr(env, "_matmul_tflops", lambda *a, **k: 2.0)
+    assert env.peak_tflops(CPU)["fp32"] == 2.0
+
+
+def test_real_peak_measurement_is_plausible() -> None:
+    tflops = env._matmul_tflops(CPU, torch.float32, 512, reps=3)
+    assert 0.001 < tflops < 100
+
+
+def test_bf16_flag_matches_cpuinfo() -> None:
+    text = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
+    assert env.cpu_supports_bf16() == ("avx512_bf16" in text or "amx_bf16" in text)
+
+
+@requires_cuda
+def test_cuda_step_clock_times_queued_work() -> None:
+    dev = torch.device("cuda")
+    # torch.cuda._sleep spins the GPU for a number of cycles; the host returns at once, so only
+    # events (or a synchronize) see the time.
+    cycles = int(torch.cuda.get_device_properties(dev).clock_rate * 1e3 * 0.02)  # ~20 ms
+
+    def step() -> Work:
+        torch.cuda._sleep(cycles)
+        return Work(samples=1)
+
+    timing = measure_steps(step, steps=5, warmup=1, device=dev)
+    assert timing.step.median == pytest.approx(0.02, rel=0.3)
+
+
+@requires_cuda
+def test_cuda_peak_memory_uses_the_allocator() -> None:
+    dev = torch.device("cuda")
+    memory.reset_peak(dev)
+    x = torch.empty(64 * 2**20, dtype=torch.uint8, device=dev)
+    pk = memory.peak(dev)
+    del x
+    assert pk.kind == "cuda-allocator" and pk.bytes >= 64 * 2**20
+
+
+def test_load_probe_subprocess_smoke() -> None:
+    code = textwrap.dedent(
+        """
+        from torchpace.measure.noise import LoadProbe
+        p = LoadProbe()
+        v = p.foreign_cores()
+        print("none" if v is None else "ok")
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() in ("ok", "none")
