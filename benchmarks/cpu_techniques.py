@@ -50,6 +50,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--json", help="write the results here")
     ap.add_argument("--rounds", type=int, default=8)
+    ap.add_argument("--only", help="run only the cases whose title contains this text")
     args = ap.parse_args()
     dev = resolve_device("cpu")
     lm_params = list(load("lm").model("20m").parameters())
@@ -68,6 +69,22 @@ def main() -> None:
                 "set_to_none+no item()": TrainConfig(
                     "stn", set_to_none=True, sync_every_step=False
                 ),
+            },
+            dev,
+        ),
+        "cnn loader workers (tuned step)": lambda: train_variants(
+            "cnn",
+            {
+                f"{w} workers": TrainConfig(
+                    f"w{w}",
+                    amp="bf16",
+                    channels_last=True,
+                    optimizer="adamw-fused",
+                    set_to_none=True,
+                    sync_every_step=False,
+                    num_workers=w,
+                )
+                for w in (0, 1)
             },
             dev,
         ),
@@ -93,6 +110,8 @@ def main() -> None:
     }
     out: dict[str, Any] = {"environment": fingerprint(dev).to_dict(), "cases": {}}
     for title, make in cases.items():
+        if args.only and args.only not in title:
+            continue
         res = compare(make(), rounds=args.rounds, block=3, warmup=2, device=dev)
         out["cases"][title] = res.to_dict()
         print(f"\n{title} (baseline {res.baseline}; speed-up median [q1-q3])")

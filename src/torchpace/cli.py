@@ -7,6 +7,7 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from torchpace._version import __version__
 
@@ -59,9 +60,15 @@ def _cmd_env(args: argparse.Namespace) -> int:
     return 0
 
 
-def _bench(workload: str, args: argparse.Namespace) -> int:
+def _console() -> Any:
+    """A rich console; 100 columns when the output is not a terminal (pipes, CI logs)."""
     from rich.console import Console
 
+    console = Console()
+    return console if console.is_terminal else Console(width=100)
+
+
+def _bench(workload: str, args: argparse.Namespace) -> int:
     from torchpace.bench.run import run_bench
     from torchpace.bench.table import render
 
@@ -75,7 +82,7 @@ def _bench(workload: str, args: argparse.Namespace) -> int:
         device=args.device,
         seed=args.seed,
     )
-    Console().print(render(data))
+    _console().print(render(data))
     if args.json:
         from torchpace._files import atomic_write_text
 

@@ -18,33 +18,50 @@ def _spread(s: dict[str, Any], fmt: str) -> str:
     return f"{format(s['median'], fmt)} [{format(s['q1'], fmt)}–{format(s['q3'], fmt)}]"
 
 
+def _ms_fmt(ms: float) -> str:
+    return ".0f" if ms >= 100 else ".1f"
+
+
+_MEMORY_KINDS = {
+    "cuda-allocator": "CUDA allocator peak during the configuration's rounds",
+    "rss": "process RSS peak during the configuration's rounds (all configurations are resident)",
+    "rss-lifetime": "process lifetime RSS peak (this OS cannot reset it per phase)",
+}
+
+
 def render(data: dict[str, Any]) -> Group:
     res = data["result"]
     env = data["environment"]
+    mem_kind = res["variants"][0]["memory_kind"]
     table = Table(
         title=f"torchpace bench {data['workload']} on {env['device_name']} ({env['device']})",
         caption=escape(
             f"median [q1–q3] over {res['rounds']} interleaved rounds of {res['block']} steps per "
-            f"configuration; {res['warmup']} warm-up steps each excluded and shown apart; "
+            f"configuration; {res['warmup']} warm-up steps each excluded (the first is shown "
+            f"apart); peak memory: {_MEMORY_KINDS.get(mem_kind, mem_kind)}; "
             f"torch {env['torch_version']}, {env['cores']} cores"
         ),
     )
     table.add_column("config")
-    table.add_column("ms/step", justify="right")
+    table.add_column(escape("ms/step [q1–q3]"), justify="right")
     table.add_column("samples/s", justify="right")
     has_tokens = any(v["tokens_per_s"] for v in res["variants"])
     if has_tokens:
         table.add_column("tokens/s", justify="right")
-    table.add_column(f"speed-up vs {res['baseline']}", justify="right")
+    table.add_column(escape(f"speed-up vs {res['baseline']} [q1–q3]"), justify="right")
     table.add_column("peak mem", justify="right")
-    table.add_column("first step", justify="right")
+    table.add_column("1st step", justify="right")
     for v in res["variants"]:
         ms = {k: v["step_seconds"][k] * 1e3 for k in ("median", "q1", "q3")}
-        row = [escape(v["name"]), _spread(ms, ".1f"), _spread(v["samples_per_s"], ",.0f")]
+        row = [
+            escape(v["name"]),
+            _spread(ms, _ms_fmt(ms["median"])),
+            f"{v['samples_per_s']['median']:,.0f}",
+        ]
         if has_tokens:
-            row.append(_spread(v["tokens_per_s"], ",.0f") if v["tokens_per_s"] else "—")
+            row.append(f"{v['tokens_per_s']['median']:,.0f}" if v["tokens_per_s"] else "—")
         sp = res["speedup"].get(v["name"])
-        row.append(f"{_spread(sp, '.2f')}×" if sp else "1 (baseline)")
+        row.append(_spread(sp, ".2f").replace(" [", "× [") if sp else "1 (baseline)")
         row.append(_mib(v["peak_memory_bytes"]))
         row.append(f"{v['warmup_seconds'][0] * 1e3:,.0f} ms" if v["warmup_seconds"] else "—")
         table.add_row(*row)
