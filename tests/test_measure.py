@@ -142,14 +142,21 @@ def test_verdict_thresholds() -> None:
 
 
 @pytest.mark.skipif(not Path("/proc/stat").exists(), reason="needs Linux /proc")
-def test_load_probe_sees_foreign_load_but_not_our_own(tmp_path: Path) -> None:
+def test_load_probe_sees_foreign_load_but_not_our_own() -> None:
+    # Whatever else this machine runs (a shared CI runner) sets the floor.
+    probe = noise.LoadProbe()
+    time.sleep(0.8)
+    floor = probe.foreign_cores()
+    assert floor is not None
+    if floor > 0.5:
+        pytest.skip(f"other processes already use {floor:.2f} cores; no room to plant a known load")
     # Our own busy work is not foreign load.
     probe = noise.LoadProbe()
     t0 = time.perf_counter()
     while time.perf_counter() - t0 < 0.8:
         pass
     own = probe.foreign_cores()
-    assert own is not None and own < 0.5
+    assert own is not None and own < floor + 0.4
     # A busy process outside our process tree (double-forked, so not our child) is.
     busy = "import time\nt=time.time()\nwhile time.time()-t<3: pass\n"
     subprocess.run(["sh", "-c", f"{sys.executable} -c '{busy}' >/dev/null 2>&1 &"], check=True)
@@ -157,7 +164,7 @@ def test_load_probe_sees_foreign_load_but_not_our_own(tmp_path: Path) -> None:
     probe = noise.LoadProbe()
     time.sleep(1.5)
     foreign = probe.foreign_cores()
-    assert foreign is not None and foreign > 0.6
+    assert foreign is not None and foreign > floor + 0.6
 
 
 def test_peak_memory_tracks_an_allocation() -> None:

@@ -11,6 +11,7 @@ from torch.utils.data import DataLoader
 
 from torchpace.bench.configs import TrainConfig
 from torchpace.measure.timing import StepFn, Work
+from torchpace.workloads.protocol import Recipe
 
 
 def _to_device(batch: Any, device: torch.device, *, non_blocking: bool, channels_last: bool) -> Any:
@@ -32,14 +33,14 @@ def _forever(loader: DataLoader[Any]) -> Iterator[Any]:
         yield from loader
 
 
-def _optimizer(recipe: Any, cfg: TrainConfig, params: Any, lr: float) -> torch.optim.Optimizer:
+def _optimizer(recipe: Recipe, cfg: TrainConfig, params: Any, lr: float) -> torch.optim.Optimizer:
     if cfg.optimizer == "recipe":
         opt: torch.optim.Optimizer = recipe.optimizer(params, lr)
         return opt
     return torch.optim.AdamW(params, lr=lr, fused=cfg.optimizer == "adamw-fused")
 
 
-def build_step(recipe: Any, cfg: TrainConfig, device: torch.device, *, seed: int = 0) -> StepFn:
+def build_step(recipe: Recipe, cfg: TrainConfig, device: torch.device, *, seed: int = 0) -> StepFn:
     """Model, optimizer and an endless loader for ``recipe``, and a closure running one step.
 
     The same ``seed`` gives every configuration the same initial weights and the same batch order,
@@ -48,7 +49,8 @@ def build_step(recipe: Any, cfg: TrainConfig, device: torch.device, *, seed: int
     torch.manual_seed(seed)
     model = recipe.model().to(device)
     if cfg.channels_last:
-        model = model.to(memory_format=torch.channels_last)
+        # memory_format is a documented keyword of Module.to that torch's type stubs omit.
+        model = model.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
     model.train()
     opt = _optimizer(recipe, cfg, model.parameters(), recipe.lr)
     loader = DataLoader(
