@@ -60,6 +60,66 @@ def _cmd_env(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_lint(args: argparse.Namespace) -> int:
+    from torchpace.lint import RULES, FileResult, LintError, lint_paths, select
+    from torchpace.lint.fixes import apply_fixes, unified_diff, write_fixed
+    from torchpace.lint.output import render_json, render_text
+
+    rules = select(RULES, args.select, args.ignore)
+    results = lint_paths(args.paths, rules)
+    errors = [r for r in results if isinstance(r, LintError)]
+    files = [r for r in results if isinstance(r, FileResult)]
+    findings = [f for r in files for f in r.findings]
+    fixed = 0
+    if args.fix or args.diff:
+        changed = 0
+        remaining = []
+        for r in files:
+            result = apply_fixes(r.source, r.findings, unsafe=args.unsafe_fixes)
+            done = set(result.applied)
+            remaining += [f for f in r.findings if f not in done]
+            if result.source == r.source:
+                continue
+            changed += 1
+            if args.diff:
+                print(unified_diff(r.path, r.source, result.source), end="")
+            else:
+                write_fixed(r.path, result.source)
+                fixed += len(result.applied)
+        if args.diff:
+            for e in errors:
+                print(e, file=sys.stderr)
+            return 2 if errors else (1 if changed else 0)
+        findings = remaining
+    if args.format == "json":
+        print(render_json(findings))
+    else:
+        print(render_text(findings, files=len(files), fixed=fixed))
+    for e in errors:
+        print(e, file=sys.stderr)
+    return 2 if errors else (1 if findings else 0)
+
+
+def _cmd_rules(args: argparse.Namespace) -> int:
+    from torchpace.lint import RULES
+
+    for rule in RULES:
+        print(f"{rule.code}  {rule.name:<28} {rule.technique:<20} {rule.message}")
+    return 0
+
+
+def _cmd_rule(args: argparse.Namespace) -> int:
+    from torchpace.lint import get
+
+    try:
+        rule = get(args.code)
+    except KeyError as exc:
+        raise ValueError(exc.args[0]) from None
+    print(f"# {rule.code} {rule.name}\n\n{rule.message}.\n\nTechnique: {rule.technique}\n")
+    print(rule.doc, end="")
+    return 0
+
+
 def _console() -> Any:
     """A rich console; 100 columns when the output is not a terminal (pipes, CI logs)."""
     from rich.console import Console
@@ -145,6 +205,27 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("demo", help="the main job on the built-in example (bench cnn)")
     _add_bench_options(p)
     p.set_defaults(func=_cmd_demo)
+
+    p = sub.add_parser(
+        "lint",
+        help="find slow PyTorch patterns in source code (never imports torch)",
+        description="Statically lint Python files for the slow patterns of the performance guides.",
+    )
+    p.add_argument("paths", nargs="*", default=["."], metavar="PATH", help="files or directories")
+    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.add_argument("--fix", action="store_true", help="apply the safe fixes")
+    p.add_argument("--unsafe-fixes", action="store_true", help="with --fix, also apply unsafe ones")
+    p.add_argument("--diff", action="store_true", help="print the fixes as a diff; write nothing")
+    p.add_argument("--select", metavar="CODES", help="comma-separated rule codes or prefixes")
+    p.add_argument("--ignore", metavar="CODES", help="comma-separated rule codes or prefixes")
+    p.set_defaults(func=_cmd_lint)
+
+    p = sub.add_parser("rules", help="list the lint rules")
+    p.set_defaults(func=_cmd_rules)
+
+    p = sub.add_parser("rule", help="print a lint rule's documentation")
+    p.add_argument("code", metavar="CODE", help="a rule code, e.g. TP101")
+    p.set_defaults(func=_cmd_rule)
     return parser
 
 

@@ -1,0 +1,75 @@
+"""Resolve the names a module imports to canonical dotted paths.
+
+``import torch as T``, ``from torch import nn`` and ``from torch.utils.data import DataLoader as
+DL`` all let a rule ask one question: does this call's function name
+``torch.utils.data.DataLoader``?
+The analysis is flow-insensitive: every import in the file counts, wherever it is.
+"""
+
+from __future__ import annotations
+
+import ast
+
+# Where torch defines a public name, mapped to the path the rules use for it.
+_CANONICAL: dict[str, str] = {
+    "torch.utils.data.dataloader.DataLoader": "torch.utils.data.DataLoader",
+    "torch.nn.parallel.DataParallel": "torch.nn.DataParallel",
+    "torch.nn.parallel.data_parallel.DataParallel": "torch.nn.DataParallel",
+    "torch.nn.DistributedDataParallel": "torch.nn.parallel.DistributedDataParallel",
+    "torch.nn.parallel.distributed.DistributedDataParallel": (
+        "torch.nn.parallel.DistributedDataParallel"
+    ),
+    "torch.cuda.amp.autocast_mode.autocast": "torch.cuda.amp.autocast",
+    "torch.cuda.amp.grad_scaler.GradScaler": "torch.cuda.amp.GradScaler",
+    "torch.optim.adam.Adam": "torch.optim.Adam",
+    "torch.autograd.anomaly_mode.set_detect_anomaly": "torch.autograd.set_detect_anomaly",
+    "torch.autograd.anomaly_mode.detect_anomaly": "torch.autograd.detect_anomaly",
+    "torch.nn.modules.container.Sequential": "torch.nn.Sequential",
+}
+for _dim in ("1d", "2d", "3d"):
+    _CANONICAL[f"torch.nn.modules.conv.Conv{_dim}"] = f"torch.nn.Conv{_dim}"
+    _CANONICAL[f"torch.nn.modules.batchnorm.BatchNorm{_dim}"] = f"torch.nn.BatchNorm{_dim}"
+
+
+def canonical(dotted: str) -> str:
+    """The path the rules use for ``dotted`` (itself when it has no other spelling)."""
+    return _CANONICAL.get(dotted, dotted)
+
+
+class Resolver:
+    """Maps the local names bound by a module's imports to the dotted paths they stand for."""
+
+    def __init__(self, bindings: dict[str, str]) -> None:
+        self.bindings = bindings
+
+    @classmethod
+    def from_nodes(cls, nodes: list[ast.AST]) -> Resolver:
+        bindings: dict[str, str] = {}
+        for node in nodes:
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    if alias.asname:
+                        bindings[alias.asname] = alias.name
+                    else:
+                        # ``import torch.utils.data`` binds ``torch`` to the top package.
+                        top = alias.name.split(".")[0]
+                        bindings[top] = top
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                for alias in node.names:
+                    if alias.name != "*":
+                        bindings[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+        return cls(bindings)
+
+    def dotted(self, node: ast.expr) -> str | None:
+        """The raw dotted path of a name or attribute chain, or None if it is not imported."""
+        if isinstance(node, ast.Name):
+            return self.bindings.get(node.id)
+        if isinstance(node, ast.Attribute):
+            base = self.dotted(node.value)
+            return None if base is None else f"{base}.{node.attr}"
+        return None
+
+    def qualname(self, node: ast.expr) -> str | None:
+        """The canonical dotted path of ``node`` (e.g. ``torch.utils.data.DataLoader``), or None."""
+        raw = self.dotted(node)
+        return None if raw is None else canonical(raw)

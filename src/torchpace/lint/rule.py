@@ -1,0 +1,134 @@
+"""What a lint rule is, and the per-file context every rule reads.
+
+A rule is data plus one check function: a code, a name after the bad pattern, a message stating
+the problem, the catalogue technique that removes it, and documentation in one template. The
+check reads a :class:`FileContext` (the file parsed once) and yields :class:`Report` values; the
+engine turns them into findings with positions.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from torchpace.findings import Edit, Fix
+from torchpace.lint.imports import Resolver
+
+DOC_HEADINGS = (
+    "What it does",
+    "Why is this slow",
+    "Example",
+    "Use instead",
+    "Fix safety",
+    "References",
+)
+
+
+@dataclass(frozen=True)
+class Report:
+    """A rule's hit: the node to point at and, where one is exact, a fix."""
+
+    node: ast.AST
+    fix: Fix | None = None
+
+
+@dataclass(frozen=True)
+class FileContext:
+    """One file, parsed once. ``calls`` pairs every call with its function's canonical name."""
+
+    path: str
+    source: bytes  # the file's bytes, without a UTF-8 byte-order mark
+    tree: ast.Module
+    nodes: tuple[ast.AST, ...]
+    calls: tuple[tuple[ast.Call, str | None], ...]
+    names: Resolver
+    line_starts: tuple[int, ...]  # byte offset of each line's first byte
+
+    def offset(self, line: int, col: int) -> int:
+        """Byte offset of a 1-based line and a 0-based UTF-8 byte column."""
+        return self.line_starts[line - 1] + col
+
+    def segment(self, node: ast.AST) -> str:
+        """The exact source text of ``node``."""
+        start = self.offset(node.lineno, node.col_offset)  # type: ignore[attr-defined]
+        end = self.offset(node.end_lineno, node.end_col_offset)  # type: ignore[attr-defined]
+        return self.source[start:end].decode("utf-8")
+
+
+Check = Callable[[FileContext], Iterator[Report]]
+
+
+@dataclass(frozen=True)
+class Rule:
+    code: str
+    name: str
+    message: str
+    technique: str
+    doc: str
+    check: Check
+
+
+# Small helpers the rules share.
+
+
+def start_of(node: ast.AST) -> tuple[int, int]:
+    """(line, byte column) where ``node`` starts."""
+    return node.lineno, node.col_offset  # type: ignore[attr-defined]
+
+
+def end_of(node: ast.AST) -> tuple[int, int]:
+    """(line, byte column) just after ``node``."""
+    return node.end_lineno, node.end_col_offset  # type: ignore[attr-defined]
+
+
+def keyword(call: ast.Call, name: str) -> ast.keyword | None:
+    """The ``name=`` keyword of ``call``, or None."""
+    return next((k for k in call.keywords if k.arg == name), None)
+
+
+def has_star_args(call: ast.Call) -> bool:
+    """True when ``*args`` or ``**kwargs`` could carry any setting: the analysis cannot tell."""
+    return any(k.arg is None for k in call.keywords) or any(
+        isinstance(a, ast.Starred) for a in call.args
+    )
+
+
+def argument(call: ast.Call, name: str, position: int) -> ast.expr | None:
+    """The value passed for a parameter by keyword or by position, or None if not passed."""
+    kw = keyword(call, name)
+    if kw is not None:
+        return kw.value
+    if len(call.args) > position:
+        return call.args[position]
+    return None
+
+
+def is_const(node: ast.AST | None, value: object) -> bool:
+    """True when ``node`` is the literal ``value`` (``True`` is not ``1`` here)."""
+    return (
+        isinstance(node, ast.Constant) and type(node.value) is type(value) and node.value == value
+    )
+
+
+def replace(node: ast.AST, text: str) -> Edit:
+    """An edit replacing the whole of ``node`` with ``text``."""
+    return Edit(
+        node.lineno,  # type: ignore[attr-defined]
+        node.col_offset,  # type: ignore[attr-defined]
+        node.end_lineno,  # type: ignore[attr-defined]
+        node.end_col_offset,  # type: ignore[attr-defined]
+        text,
+    )
+
+
+def insert_after(node: ast.AST, text: str) -> Edit:
+    """An edit inserting ``text`` right after ``node``."""
+    line, col = node.end_lineno, node.end_col_offset  # type: ignore[attr-defined]
+    return Edit(line, col, line, col, text)
+
+
+def insert_before(node: ast.AST, text: str) -> Edit:
+    """An edit inserting ``text`` right before ``node``."""
+    line, col = node.lineno, node.col_offset  # type: ignore[attr-defined]
+    return Edit(line, col, line, col, text)
