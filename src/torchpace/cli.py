@@ -27,7 +27,6 @@ def _cmd_techniques(args: argparse.Namespace) -> int:
 
         print(json.dumps([asdict(t) for t in TECHNIQUES], indent=2, ensure_ascii=False))
         return 0
-    from rich.console import Console
     from rich.table import Table
 
     table = Table(title=f"{len(TECHNIQUES)} techniques (docs/techniques.md has the details)")
@@ -36,7 +35,7 @@ def _cmd_techniques(args: argparse.Namespace) -> int:
     for t in TECHNIQUES:
         numerics = "changes" if t.changes_numerics else "preserves"
         table.add_row(t.id, t.family, ",".join(t.devices), numerics, t.title)
-    Console().print(table)
+    _console().print(table)
     return 0
 
 
@@ -48,7 +47,6 @@ def _cmd_env(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(fp, indent=2))
         return 0
-    from rich.console import Console
     from rich.table import Table
 
     table = Table(title="torchpace env", show_header=False)
@@ -56,7 +54,7 @@ def _cmd_env(args: argparse.Namespace) -> int:
     table.add_column("value", overflow="fold")
     for k, v in fp.items():
         table.add_row(k, "—" if v is None else (f"{v:.3f}" if isinstance(v, float) else str(v)))
-    Console().print(table)
+    _console().print(table)
     return 0
 
 

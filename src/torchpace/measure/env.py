@@ -6,6 +6,7 @@ Peak matmul FLOP/s are measured once per (device, torch version, thread count) a
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import platform
@@ -31,11 +32,13 @@ def cache_dir() -> Path:
     return (Path(xdg) if xdg else Path.home() / ".cache") / "torchpace"
 
 
-def _cpu_flags_and_model() -> tuple[set[str], str]:
+@functools.lru_cache(maxsize=1)
+def _cpu_flags_and_model() -> tuple[frozenset[str], str]:
+    """CPU flags and model name from /proc/cpuinfo, read once per process."""
     try:
         text = _CPUINFO.read_text()
     except OSError:
-        return set(), platform.processor() or platform.machine()
+        return frozenset(), platform.processor() or platform.machine()
     flags: set[str] = set()
     model = ""
     for line in text.splitlines():
@@ -43,7 +46,7 @@ def _cpu_flags_and_model() -> tuple[set[str], str]:
             flags = set(line.split(":", 1)[1].split())
         elif line.startswith("model name") and not model:
             model = line.split(":", 1)[1].strip()
-    return flags, model or platform.machine()
+    return frozenset(flags), model or platform.machine()
 
 
 def usable_cores() -> int:
