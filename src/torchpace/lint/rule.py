@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Literal
 
 from torchpace.findings import Edit, Fix
 from torchpace.lint.imports import Resolver
@@ -57,16 +58,21 @@ class FileContext:
 
 
 Check = Callable[[FileContext], Iterator[Report]]
+Level = Literal["warning", "info"]
 
 
 @dataclass(frozen=True)
 class Rule:
+    """A lint rule. ``default=False`` rules run only when selected by their full code."""
+
     code: str
     name: str
     message: str
     technique: str
     doc: str
     check: Check
+    default: bool = True
+    level: Level = "warning"
 
 
 # Small helpers the rules share.
