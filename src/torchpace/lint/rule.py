@@ -11,10 +11,15 @@ from __future__ import annotations
 import ast
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Literal
+from functools import cached_property
+from typing import TYPE_CHECKING, Literal
 
 from torchpace.findings import Edit, Fix
 from torchpace.lint.imports import Resolver
+
+if TYPE_CHECKING:
+    from torchpace.lint.loops import LoopFacts, Scope
+    from torchpace.lint.tensors import TensorFacts
 
 DOC_HEADINGS = (
     "What it does",
@@ -45,6 +50,23 @@ class FileContext:
     calls: tuple[tuple[ast.Call, str | None], ...]
     names: Resolver
     line_starts: tuple[int, ...]  # byte offset of each line's first byte
+
+    @cached_property
+    def loops(self) -> LoopFacts:
+        """The file's training loops and hot code, analysed on first use."""
+        from torchpace.lint.loops import analyse
+
+        return analyse(self.tree, self.nodes, self.names)
+
+    def tensors(self, scope: Scope) -> TensorFacts:
+        """Which names of ``scope`` hold tensors, analysed once per scope."""
+        from torchpace.lint.tensors import TensorFacts
+
+        cache = self.__dict__.setdefault("_tensors", {})
+        if id(scope) not in cache:
+            cache[id(scope)] = TensorFacts(self.loops, scope)
+        found: TensorFacts = cache[id(scope)]
+        return found
 
     def offset(self, line: int, col: int) -> int:
         """Byte offset of a 1-based line and a 0-based UTF-8 byte column."""

@@ -1,0 +1,359 @@
+"""Find the training loops of a file, and the code that runs on every step.
+
+A *step loop* is a ``for`` or ``while`` loop that, on each iteration, calls ``backward()`` or an
+optimizer's ``step()``, or iterates a DataLoader; calls to functions of the same file count
+(``train_step(batch)`` whose body calls ``loss.backward()``). A loop whose body only holds step
+loops (``for epoch in range(n): for batch in loader: ...``) is an *epoch loop*, not a step loop.
+
+The *hot* code is what runs on every step: the bodies of step loops, nested loops included, and
+the whole bodies of the same-file functions they call, transitively. Two things are left out:
+the body of an ``if`` gated by a logging cadence (``if step % 100 == 0:``, also inside an
+``and``), and anything after the loop. The analysis is static and flow-insensitive; where it
+cannot tell, it leaves the code out, so rules built on it stay quiet rather than guess.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+from torchpace.lint.imports import Resolver
+
+Function = ast.FunctionDef | ast.AsyncFunctionDef
+Scope = ast.Module | ast.FunctionDef | ast.AsyncFunctionDef
+Loop = ast.For | ast.AsyncFor | ast.While
+LOOPS = (ast.For, ast.AsyncFor, ast.While)
+_NESTED = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+
+_DATALOADER = "torch.utils.data.DataLoader"
+# Names that say "optimizer" in the usual spellings: opt, optim, optimizer, g_optim, optimizer_d.
+_OPTIMIZER_NAME = re.compile(r"^(opt|optim\w*|\w*_opt|\w*_optim\w*|\w*optimi[sz]er\w*)$", re.I)
+# Names that say "data loader": loader, train_loader, dataloader, val_dl.
+_LOADER_NAME = re.compile(r"(loader|^dl$|_dl$|^dl_)", re.I)
+# Wrappers that iterate what they are given, one item per step: enumerate(loader), tqdm(loader).
+_ITER_WRAPPERS = frozenset({"enumerate", "tqdm", "tqdm.tqdm", "tqdm.auto.tqdm", "zip", "iter"})
+
+
+def dotted(node: ast.AST) -> str | None:
+    """``model`` or ``self.encoder`` for a name or attribute chain; None for anything else."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        base = dotted(node.value)
+        return None if base is None else f"{base}.{node.attr}"
+    return None
+
+
+def walk(nodes: Iterable[ast.AST], *, into_loops: bool = True) -> Iterator[ast.AST]:
+    """Every node under ``nodes`` that runs in their scope: nested defs and lambdas are skipped,
+    and so are the bodies of nested loops unless ``into_loops``."""
+    stack = list(nodes)
+    while stack:
+        node = stack.pop()
+        yield node
+        if isinstance(node, _NESTED):
+            continue
+        if not into_loops and isinstance(node, LOOPS):
+            # A loop's header runs where the loop is; its body runs in the loop.
+            stack.append(node.test if isinstance(node, ast.While) else node.iter)
+            continue
+        stack.extend(ast.iter_child_nodes(node))
+
+
+def is_cadence_gate(test: ast.expr) -> bool:
+    """True for ``step % n == 0``-style tests: a comparison against a modulo, alone or in an
+    ``and`` (``i % log_every == 0 and rank == 0``)."""
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        return any(is_cadence_gate(v) for v in test.values)
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return _is_modulo(test.operand)  # ``if not step % n:``
+    if isinstance(test, ast.Compare):
+        return any(_is_modulo(side) for side in (test.left, *test.comparators))
+    return False
+
+
+def _ungated_part(test: ast.expr) -> list[ast.expr]:
+    """The parts of a gated test that run on every step: ``and`` operands up to the cadence."""
+    if not (isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And)):
+        return [test]
+    parts: list[ast.expr] = []
+    for value in test.values:
+        parts.append(value)
+        if is_cadence_gate(value):
+            break
+    return parts
+
+
+def _is_modulo(node: ast.expr) -> bool:
+    return isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod)
+
+
+def _assignments(nodes: Iterable[ast.AST]) -> Iterator[tuple[str, ast.expr]]:
+    """(target text, value) for each plain assignment ``a = v`` / ``self.a = v``."""
+    for node in nodes:
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                name = dotted(target)
+                if name is not None:
+                    yield name, node.value
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            name = dotted(node.target)
+            if name is not None:
+                yield name, node.value
+
+
+def _strip_moves(value: ast.expr) -> ast.expr:
+    """``Net().to(device).train()`` → ``Net()``: calls that return the module they are called on."""
+    while (
+        isinstance(value, ast.Call)
+        and isinstance(value.func, ast.Attribute)
+        and value.func.attr in {"to", "cuda", "cpu", "train", "eval", "float", "half", "bfloat16"}
+    ):
+        value = value.func.value
+    return value
+
+
+@dataclass
+class LoopFacts:
+    """What one file's loops are, computed once per file (see :func:`analyse`)."""
+
+    names: Resolver
+    functions: dict[str, list[Function]] = field(default_factory=dict)  # by name
+    classes: dict[str, ast.ClassDef] = field(default_factory=dict)
+    instances: dict[str, str] = field(default_factory=dict)  # "model" → file class or torch path
+    loaders: set[str] = field(default_factory=set)  # names bound to a DataLoader
+    optimizers: set[str] = field(default_factory=set)  # names bound to a torch.optim optimizer
+    scope_of: dict[int, Scope] = field(default_factory=dict)  # id(loop or function) → scope
+    step_loops: list[Loop] = field(default_factory=list)
+    epoch_loops: list[Loop] = field(default_factory=list)
+    hot: dict[int, tuple[ast.AST, Scope]] = field(default_factory=dict)  # id(node) → node, scope
+    _steps: dict[int, bool] = field(default_factory=dict)  # id(function) → has a step
+    _loops_in: dict[int, bool] = field(default_factory=dict)  # id(function) → has a step loop
+
+    # Resolution of calls to code of this file.
+
+    def callees(self, call: ast.Call, scope: Scope) -> list[Function]:
+        """The functions of this file that ``call`` runs: ``f()``, ``self.m()``, ``model(x)``."""
+        func = call.func
+        if isinstance(func, ast.Name) and func.id in self.functions:
+            return self.functions[func.id]
+        target = dotted(func)
+        if target is None:
+            return []
+        owner = self.instances.get(target)
+        if owner in self.classes:  # calling a module instance runs its forward
+            return self._methods(owner, "forward")
+        if isinstance(func, ast.Attribute):
+            base = dotted(func.value)
+            if base in {"self", "cls"}:
+                return self._methods(self._class_of(scope), func.attr)
+            owner = self.instances.get(base or "")
+            if owner in self.classes:
+                return self._methods(owner, func.attr)
+        return []
+
+    def _methods(self, cls: str | None, name: str) -> list[Function]:
+        if cls is None or cls not in self.classes:
+            return []
+        return [
+            n
+            for n in self.classes[cls].body
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == name
+        ]
+
+    def _class_of(self, scope: Scope) -> str | None:
+        for name, cls in self.classes.items():
+            if any(n is scope for n in cls.body):
+                return name
+        return None
+
+    # Training signals.
+
+    def is_backward(self, call: ast.Call) -> bool:
+        if isinstance(call.func, ast.Attribute) and call.func.attr == "backward":
+            return True
+        return self.names.qualname(call.func) == "torch.autograd.backward"
+
+    def is_optimizer_step(self, call: ast.Call) -> bool:
+        func = call.func
+        if not (isinstance(func, ast.Attribute) and func.attr == "step"):
+            return False
+        owner = dotted(func.value)
+        if owner is None:
+            return False
+        last = owner.rsplit(".", 1)[-1]
+        if owner in self.optimizers or _OPTIMIZER_NAME.match(last):
+            return True
+        # scaler.step(optimizer): a GradScaler steps the optimizer it is given.
+        return bool(call.args) and self.instances.get(owner, "").endswith("GradScaler")
+
+    def is_loader(self, node: ast.expr) -> bool:
+        """``loader``, ``enumerate(loader)``, ``tqdm(train_loader)``, ``DataLoader(ds)``."""
+        if isinstance(node, ast.Call):
+            name = self.names.qualname(node.func) or dotted(node.func)
+            if name == _DATALOADER:
+                return True
+            if name in _ITER_WRAPPERS:
+                return any(self.is_loader(a) for a in node.args)
+            return False
+        text = dotted(node)
+        if text is None:
+            return False
+        return text in self.loaders or bool(_LOADER_NAME.search(text.rsplit(".", 1)[-1]))
+
+    def _is_next_batch(self, call: ast.Call) -> bool:
+        """``next(it)`` where ``it = iter(loader)``, or ``next(iter(loader))``."""
+        if not (isinstance(call.func, ast.Name) and call.func.id == "next" and call.args):
+            return False
+        return self.is_loader(call.args[0]) or (
+            dotted(call.args[0]) in self.loaders  # it = iter(loader) was recorded as a loader
+        )
+
+    def is_step(self, node: ast.AST, scope: Scope) -> bool:
+        """True when ``node`` is a call that does a training step's work."""
+        if not isinstance(node, ast.Call):
+            return False
+        if self.is_backward(node) or self.is_optimizer_step(node) or self._is_next_batch(node):
+            return True
+        return any(self.function_steps(f) for f in self.callees(node, scope))
+
+    def function_steps(self, function: Function) -> bool:
+        """Whether calling ``function`` does a step (outside any loop of its own)."""
+        key = id(function)
+        if key not in self._steps:
+            self._steps[key] = False  # recursion guard
+            self._steps[key] = any(
+                self.is_step(n, function) for n in walk(function.body, into_loops=False)
+            )
+        return self._steps[key]
+
+    def function_has_step_loop(self, function: Function) -> bool:
+        key = id(function)
+        if key not in self._loops_in:
+            self._loops_in[key] = False
+            self._loops_in[key] = any(
+                self.is_step_loop(n, function) or self._calls_step_loop(n, function)
+                for n in walk(function.body)
+                if isinstance(n, (*LOOPS, ast.Call))
+            )
+        return self._loops_in[key]
+
+    def _calls_step_loop(self, node: ast.AST, scope: Scope) -> bool:
+        return isinstance(node, ast.Call) and any(
+            self.function_has_step_loop(f) for f in self.callees(node, scope)
+        )
+
+    def is_step_loop(self, loop: ast.AST, scope: Scope) -> bool:
+        if not isinstance(loop, LOOPS):
+            return False
+        if isinstance(loop, (ast.For, ast.AsyncFor)) and self.is_loader(loop.iter):
+            return True
+        header: list[ast.AST] = [loop.test] if isinstance(loop, ast.While) else []
+        return any(self.is_step(n, scope) for n in walk([*header, *loop.body], into_loops=False))
+
+
+def _scopes(tree: ast.Module) -> Iterator[Scope]:
+    yield tree
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            yield node
+
+
+def _collect_bindings(facts: LoopFacts, tree: ast.Module, nodes: tuple[ast.AST, ...]) -> None:
+    names = facts.names
+    for node in nodes:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            facts.functions.setdefault(node.name, []).append(node)
+        elif isinstance(node, ast.ClassDef):
+            facts.classes[node.name] = node
+    returns_loader = {
+        f.name
+        for fs in facts.functions.values()
+        for f in fs
+        if any(
+            isinstance(n, ast.Return)
+            and isinstance(n.value, ast.Call)
+            and names.qualname(n.value.func) == _DATALOADER
+            for n in walk(f.body)
+        )
+    }
+    seen: dict[str, set[str]] = {}
+    for target, value in _assignments(nodes):
+        value = _strip_moves(value)
+        if not isinstance(value, ast.Call):
+            seen.setdefault(target, set()).add("?")
+            continue
+        qual = names.qualname(value.func)
+        local = value.func.id if isinstance(value.func, ast.Name) else None
+        if (
+            qual == _DATALOADER
+            or local in returns_loader
+            or (
+                isinstance(value.func, ast.Name)
+                and value.func.id == "iter"
+                and value.args
+                and facts.is_loader(value.args[0])
+            )
+        ):
+            facts.loaders.add(target)
+        if qual and qual.startswith("torch.optim.") and "lr_scheduler" not in qual:
+            facts.optimizers.add(target)
+        owner = qual if qual else (local if local in facts.classes else None)
+        seen.setdefault(target, set()).add(owner or "?")
+    # An instance is known only when every assignment to the name agrees.
+    facts.instances = {t: next(iter(o)) for t, o in seen.items() if len(o) == 1 and "?" not in o}
+
+
+def _mark_hot(
+    facts: LoopFacts, nodes: Iterable[ast.AST], scope: Scope, queue: list[Function]
+) -> None:
+    """Record ``nodes`` (statements or expressions) and everything under them as hot."""
+    stack = list(nodes)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, _NESTED):
+            continue
+        if id(node) in facts.hot:
+            continue
+        facts.hot[id(node)] = (node, scope)
+        if isinstance(node, ast.If) and is_cadence_gate(node.test):
+            # The gated body runs once per N steps, and so does what ``and`` evaluates after
+            # the cadence test.
+            stack += [*_ungated_part(node.test), *node.orelse]
+            continue
+        if isinstance(node, ast.Call):
+            queue += facts.callees(node, scope)
+        stack.extend(ast.iter_child_nodes(node))
+
+
+def analyse(tree: ast.Module, nodes: tuple[ast.AST, ...], names: Resolver) -> LoopFacts:
+    """The loops of one parsed file: step loops, epoch loops, and the hot code."""
+    facts = LoopFacts(names)
+    _collect_bindings(facts, tree, nodes)
+    queue: list[Function] = []
+    for scope in _scopes(tree):
+        body = scope.body
+        for node in walk(body):
+            if not isinstance(node, LOOPS):
+                continue
+            facts.scope_of[id(node)] = scope
+            if facts.is_step_loop(node, scope):
+                facts.step_loops.append(node)
+                header: list[ast.AST] = [node.test] if isinstance(node, ast.While) else []
+                _mark_hot(facts, [*header, *node.body], scope, queue)
+            elif any(
+                facts.is_step_loop(n, scope) or facts._calls_step_loop(n, scope)
+                for n in walk(node.body)
+                if isinstance(n, (*LOOPS, ast.Call))
+            ):
+                facts.epoch_loops.append(node)
+    done: set[int] = set()
+    while queue:
+        function = queue.pop()
+        if id(function) in done:
+            continue
+        done.add(id(function))
+        _mark_hot(facts, function.body, function, queue)
+    return facts

@@ -1,0 +1,588 @@
+"""TP2xx: host-device synchronisations and transfers inside a training loop.
+
+Every rule here reports only hot code (see :mod:`torchpace.lint.loops`): inside a training
+loop, or a same-file function it calls, and not under a logging cadence such as
+``if step % 100 == 0:``.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from torchpace.findings import Edit, Fix
+from torchpace.lint.loops import Scope, dotted
+from torchpace.lint.rule import FileContext, Report, Rule, end_of, has_star_args, keyword
+from torchpace.lint.tensors import TensorFacts
+
+_REFS = 'PyTorch Performance Tuning Guide, "Avoid unnecessary CPU-GPU synchronization"'
+
+
+def _hot(ctx: FileContext) -> Iterator[tuple[ast.AST, Scope]]:
+    yield from ctx.loops.hot.values()
+
+
+def _hot_calls(ctx: FileContext) -> Iterator[tuple[ast.Call, str | None, Scope]]:
+    for node, scope in _hot(ctx):
+        if isinstance(node, ast.Call):
+            yield node, ctx.names.qualname(node.func), scope
+
+
+# TP201 ------------------------------------------------------------------------------------------
+
+_SYNC_METHODS = frozenset({"item", "tolist", "cpu", "numpy"})
+_CONVERSIONS = frozenset({"float", "int", "bool", "complex"})
+
+
+def _sync_method(call: ast.AST) -> bool:
+    return (
+        isinstance(call, ast.Call)
+        and isinstance(call.func, ast.Attribute)
+        and call.func.attr in _SYNC_METHODS
+        and not call.args
+    )
+
+
+def _syncs_earlier(node: ast.expr) -> bool:
+    """True when a sync already happened in the receiver chain: ``x.cpu().numpy()``."""
+    while isinstance(node, (ast.Call, ast.Attribute, ast.Subscript)):
+        if _sync_method(node):
+            return True
+        node = node.func if isinstance(node, ast.Call) else node.value
+    return False
+
+
+def _check_host_sync(ctx: FileContext) -> Iterator[Report]:
+    for call, qual, scope in _hot_calls(ctx):
+        if _sync_method(call):
+            receiver = call.func.value  # type: ignore[attr-defined]
+            if _syncs_earlier(receiver):
+                continue
+            if isinstance(receiver, ast.Call):
+                inner = ctx.names.qualname(receiver.func) or ""
+                if inner.startswith("numpy."):
+                    continue  # np.array(x).tolist() never touches a device
+            yield Report(call)
+        elif (
+            isinstance(call.func, ast.Name)
+            and call.func.id in _CONVERSIONS
+            and qual is None
+            and len(call.args) == 1
+            and ctx.tensors(scope).is_tensor(call.args[0])
+        ):
+            yield Report(call)
+
+
+HOST_SYNC_IN_LOOP = Rule(
+    code="TP201",
+    name="host-sync-in-training-loop",
+    message="Reading a tensor's value on the host waits for the device on every step",
+    technique="avoid-syncs",
+    doc=f"""\
+## What it does
+Flags `.item()`, `.tolist()`, `.cpu()` and `.numpy()`, and `float()` / `int()` / `bool()` of a
+tensor, inside a training loop or a function of the same file that the loop calls. Calls under
+a logging cadence (`if step % 100 == 0:`) and after the loop are not flagged.
+
+## Why is this slow
+The host cannot read a value the device has not computed yet, so it blocks until the device's
+queue drains. The device then idles while the host prepares and launches the next step, on
+every step. On a CPU run the cost is smaller but the call still forces a copy and breaks
+`torch.compile` graphs.
+
+## Example
+```python
+for x, y in loader:
+    loss = criterion(model(x), y)
+    loss.backward()
+    optimizer.step()
+    running += loss.item()
+```
+
+## Use instead
+```python
+for step, (x, y) in enumerate(loader):
+    loss = criterion(model(x), y)
+    loss.backward()
+    optimizer.step()
+    running += loss.detach()  # stays on the device
+    if step % 100 == 0:
+        print(running.item() / 100)  # one sync per 100 steps
+        running.zero_()
+```
+
+## Fix safety
+No fix: where to accumulate and how often to log is the author's choice.
+
+## References
+{_REFS}; "7個提升PyTorch性能的技巧" (PyTorch Lightning team), "避免CPU到GPU的傳輸"; "PyTorch |
+Tricks for Faster Training", "Avoid unnecessary CPU-GPU synchronizations".
+""",
+    check=_check_host_sync,
+)
+
+
+# TP202 ------------------------------------------------------------------------------------------
+
+
+def _formatted_tensors(node: ast.AST, tensors: TensorFacts) -> Iterator[ast.expr]:
+    if isinstance(node, ast.FormattedValue):
+        if tensors.is_tensor(node.value):
+            yield node.value
+    elif isinstance(node, ast.Call):
+        func = node.func
+        if (isinstance(func, ast.Name) and func.id in {"print", "str", "repr"}) or (
+            isinstance(func, ast.Attribute)
+            and func.attr == "format"
+            and isinstance(func.value, ast.Constant)
+            and isinstance(func.value.value, str)
+        ):
+            yield from (a for a in node.args if tensors.is_tensor(a))
+    elif (
+        isinstance(node, ast.BinOp)
+        and isinstance(node.op, ast.Mod)
+        and isinstance(node.left, ast.Constant)
+        and isinstance(node.left.value, str)
+    ):
+        parts = node.right.elts if isinstance(node.right, ast.Tuple) else [node.right]
+        yield from (p for p in parts if tensors.is_tensor(p))
+
+
+def _check_tensor_formatted(ctx: FileContext) -> Iterator[Report]:
+    for node, scope in _hot(ctx):
+        for value in _formatted_tensors(node, ctx.tensors(scope)):
+            yield Report(value)
+
+
+TENSOR_FORMATTED_IN_LOOP = Rule(
+    code="TP202",
+    name="tensor-formatted-in-training-loop",
+    message="Printing or formatting a tensor copies it to the host and waits for the device",
+    technique="avoid-syncs",
+    doc=f"""\
+## What it does
+Flags a tensor passed to `print`, `str`, `repr`, `str.format` or `%`, or placed in an f-string,
+inside a training loop, unless a logging cadence (`if step % N == 0:`) gates it.
+
+## Why is this slow
+Formatting a tensor reads its values on the host, which waits for every queued kernel to
+finish: a hidden `.item()` on every step.
+
+## Example
+```python
+for step, (x, y) in enumerate(loader):
+    loss = train_step(x, y)
+    print(f"step {{step}} loss {{loss}}")
+```
+
+## Use instead
+```python
+for step, (x, y) in enumerate(loader):
+    loss = train_step(x, y)
+    if step % 100 == 0:
+        print(f"step {{step}} loss {{loss.item():.4f}}")
+```
+
+## Fix safety
+No fix: the logging cadence is the author's choice.
+
+## References
+{_REFS}.
+""",
+    check=_check_tensor_formatted,
+)
+
+
+# TP203 ------------------------------------------------------------------------------------------
+
+_DATA_DEPENDENT_FUNCTIONS = frozenset({"torch.nonzero", "torch.masked_select", "torch.argwhere"})
+_DATA_DEPENDENT_METHODS = frozenset({"nonzero", "masked_select", "argwhere"})
+_MASK_FUNCTIONS = frozenset(
+    {
+        "torch.isnan",
+        "torch.isinf",
+        "torch.isfinite",
+        "torch.logical_and",
+        "torch.logical_or",
+        "torch.logical_not",
+        "torch.logical_xor",
+        "torch.eq",
+        "torch.ne",
+        "torch.gt",
+        "torch.ge",
+        "torch.lt",
+        "torch.le",
+        "torch.isin",
+    }
+)
+
+
+def _is_mask(node: ast.expr, ctx: FileContext, tensors: TensorFacts) -> bool:
+    """True when ``node`` is certainly a boolean tensor."""
+    if isinstance(node, ast.Compare):
+        return tensors.is_tensor(node)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Invert):
+        return _is_mask(node.operand, ctx, tensors)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.BitAnd, ast.BitOr, ast.BitXor)):
+        return _is_mask(node.left, ctx, tensors) and _is_mask(node.right, ctx, tensors)
+    if isinstance(node, ast.Call):
+        if ctx.names.qualname(node.func) in _MASK_FUNCTIONS:
+            return True
+        func = node.func
+        return isinstance(func, ast.Attribute) and func.attr == "bool" and not node.args
+    name = dotted(node)
+    if name is not None and name in tensors.names:
+        values = tensors.values.get(name, [])
+        return bool(values) and all(v is not None and _is_mask(v, ctx, tensors) for v in values)
+    return False
+
+
+def _check_data_dependent_shape(ctx: FileContext) -> Iterator[Report]:
+    for node, scope in _hot(ctx):
+        if isinstance(node, ast.Call):
+            qual = ctx.names.qualname(node.func)
+            if (
+                qual in _DATA_DEPENDENT_FUNCTIONS
+                or (qual == "torch.where" and len(node.args) == 1 and not node.keywords)
+                or (
+                    qual is None
+                    and isinstance(node.func, ast.Attribute)
+                    and node.func.attr in _DATA_DEPENDENT_METHODS
+                    and ctx.tensors(scope).is_tensor(node.func.value)
+                )
+            ):
+                yield Report(node)
+        elif (
+            isinstance(node, ast.Subscript)
+            and isinstance(node.ctx, ast.Load)
+            and _is_mask(node.slice, ctx, ctx.tensors(scope))
+        ):
+            yield Report(node)
+
+
+DATA_DEPENDENT_SHAPE_IN_LOOP = Rule(
+    code="TP203",
+    name="data-dependent-shape-in-training-loop",
+    message="The result's shape depends on tensor values, so the host waits for the device",
+    technique="avoid-syncs",
+    doc=f"""\
+## What it does
+Flags `nonzero()`, single-argument `torch.where`, `masked_select`, `argwhere` and indexing with
+a boolean mask (`x[x > 0]`, `x[mask]` where `mask` is a comparison) inside a training loop.
+Assigning through a mask (`x[mask] = 0`) is not flagged.
+
+## Why is this slow
+The size of the result is only known once the device has computed the mask, so PyTorch copies
+the count to the host and waits before it can allocate the output. Under `torch.compile` the
+data-dependent shape also breaks the graph.
+
+## Example
+```python
+valid = logits[labels != IGNORE]
+```
+
+## Use instead
+```python
+weights = (labels != IGNORE).float()
+loss = (F.cross_entropy(logits, labels.clamp(min=0), reduction="none") * weights).sum()
+loss = loss / weights.sum().clamp(min=1)
+```
+Fixed-shape arithmetic with the mask (`torch.where(mask, a, b)`, `masked_fill`, multiplying by
+the mask) keeps the work on the device.
+
+## Fix safety
+No fix: the fixed-shape form depends on what the selected values are used for.
+
+## References
+{_REFS} (lists `cuda_tensor.nonzero()`).
+""",
+    check=_check_data_dependent_shape,
+)
+
+
+# TP204 ------------------------------------------------------------------------------------------
+
+
+def _tensor_operands(test: ast.expr, tensors: TensorFacts) -> Iterator[ast.expr]:
+    if isinstance(test, ast.BoolOp):
+        for value in test.values:
+            yield from _tensor_operands(value, tensors)
+    elif isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        yield from _tensor_operands(test.operand, tensors)
+    elif tensors.is_tensor(test):
+        yield test
+
+
+def _check_tensor_branch(ctx: FileContext) -> Iterator[Report]:
+    for node, scope in _hot(ctx):
+        if isinstance(node, (ast.If, ast.While, ast.IfExp, ast.Assert)):
+            for operand in _tensor_operands(node.test, ctx.tensors(scope)):
+                if id(operand) in ctx.loops.hot:  # not behind ``step % n == 0 and ...``
+                    yield Report(operand)
+
+
+TENSOR_BRANCH_IN_LOOP = Rule(
+    code="TP204",
+    name="tensor-branch-in-training-loop",
+    message="Python control flow on a tensor value waits for the device",
+    technique="avoid-syncs",
+    doc=f"""\
+## What it does
+Flags `if`, `while`, conditional expressions and `assert` whose condition is a tensor, such as
+`if loss > 10:` or `if torch.isnan(loss).any():`, inside a training loop.
+
+## Why is this slow
+Python needs a `bool`, so the tensor is copied to the host, which waits for the device to
+finish everything queued before it. Under `torch.compile` the branch also breaks the graph.
+
+## Example
+```python
+if torch.isnan(loss).any():
+    raise RuntimeError("loss is NaN")
+```
+
+## Use instead
+```python
+bad = torch.isnan(loss).any()  # stays on the device
+...
+if step % 100 == 0 and bad:  # checked once per 100 steps
+    raise RuntimeError("loss is NaN")
+```
+Or use `torch.where` to keep both branches on the device.
+
+## Fix safety
+No fix: how often to check is the author's choice.
+
+## References
+{_REFS}.
+""",
+    check=_check_tensor_branch,
+)
+
+
+# TP205, TP206 -----------------------------------------------------------------------------------
+
+
+def _check_calls_to(name: str):  # type: ignore[no-untyped-def]
+    def check(ctx: FileContext) -> Iterator[Report]:
+        for call, qual, _ in _hot_calls(ctx):
+            if qual == name:
+                yield Report(call)
+
+    return check
+
+
+SYNCHRONIZE_IN_LOOP = Rule(
+    code="TP205",
+    name="synchronize-in-training-loop",
+    message="`torch.cuda.synchronize()` stalls the host until the device is idle, every step",
+    technique="avoid-syncs",
+    doc=f"""\
+## What it does
+Flags `torch.cuda.synchronize()` inside a training loop, unless a logging cadence gates it.
+
+## Why is this slow
+The host stops queueing work until the device has finished all of it, so the device then waits
+for the host to launch the next kernels. Training needs no explicit synchronisation: PyTorch
+orders the work on a stream by itself.
+
+## Example
+```python
+loss.backward()
+optimizer.step()
+torch.cuda.synchronize()
+```
+
+## Use instead
+```python
+loss.backward()
+optimizer.step()
+```
+To time steps, record `torch.cuda.Event(enable_timing=True)` pairs and read them rarely.
+
+## Fix safety
+No fix: code that times steps with the host clock needs the synchronisation to be correct.
+
+## References
+{_REFS}.
+""",
+    check=_check_calls_to("torch.cuda.synchronize"),
+)
+
+EMPTY_CACHE_IN_LOOP = Rule(
+    code="TP206",
+    name="empty-cache-in-training-loop",
+    message="`torch.cuda.empty_cache()` returns cached memory that the next step allocates again",
+    technique="avoid-syncs",
+    doc=f"""\
+## What it does
+Flags `torch.cuda.empty_cache()` inside a training loop, unless a cadence gates it.
+
+## Why is this slow
+The caching allocator keeps freed blocks so the next step can reuse them without calling
+`cudaMalloc`. Emptying the cache synchronises the device and makes every following allocation
+go back to the driver, which is slow and itself synchronises. It frees no memory that tensors
+still use.
+
+## Example
+```python
+for x, y in loader:
+    train_step(x, y)
+    torch.cuda.empty_cache()
+```
+
+## Use instead
+```python
+for x, y in loader:
+    train_step(x, y)
+```
+If memory is fragmented, set `PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True`.
+
+## Fix safety
+No fix: a program that shares the device with another process may rely on it.
+
+## References
+{_REFS}; "7個提升PyTorch性能的技巧" (PyTorch Lightning team), on not calling
+`torch.cuda.empty_cache()` needlessly.
+""",
+    check=_check_calls_to("torch.cuda.empty_cache"),
+)
+
+
+# TP207 ------------------------------------------------------------------------------------------
+
+_FACTORIES = frozenset(
+    {
+        f"torch.{f}"
+        for f in (
+            "tensor",
+            "as_tensor",
+            "zeros",
+            "ones",
+            "empty",
+            "full",
+            "rand",
+            "randn",
+            "randint",
+            "randperm",
+            "arange",
+            "linspace",
+            "logspace",
+            "eye",
+        )
+    }
+)
+
+
+def _device_argument(ctx: FileContext, call: ast.Call) -> str | None:
+    """The source text of the device a ``.cuda()`` / ``.to()`` call moves to, when exact."""
+    func = call.func
+    assert isinstance(func, ast.Attribute)
+    extra = [k for k in call.keywords if k.arg not in {"device", "non_blocking"}]
+    if extra or has_star_args(call):
+        return None
+    if func.attr == "cuda":
+        return '"cuda"' if not call.args and keyword(call, "device") is None else None
+    device = keyword(call, "device")
+    if device is not None and not call.args:
+        return ctx.segment(device.value)
+    if device is None and len(call.args) == 1 and _looks_like_device(ctx, call.args[0]):
+        return ctx.segment(call.args[0])
+    return None
+
+
+def _looks_like_device(ctx: FileContext, node: ast.expr) -> bool:
+    """``device``, ``args.device``, ``x.device``, ``"cuda:0"``, ``torch.device(...)``."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value.startswith(("cuda", "mps", "xpu"))
+    if isinstance(node, ast.Call):
+        return ctx.names.qualname(node.func) == "torch.device"
+    name = dotted(node)
+    return name is not None and "device" in name.rsplit(".", 1)[-1].lower()
+
+
+def _check_host_created_then_moved(ctx: FileContext) -> Iterator[Report]:
+    for call, _, _ in _hot_calls(ctx):
+        func = call.func
+        if not (isinstance(func, ast.Attribute) and func.attr in {"cuda", "to"}):
+            continue
+        factory = func.value
+        if not isinstance(factory, ast.Call) or ctx.names.qualname(factory.func) not in _FACTORIES:
+            continue
+        if has_star_args(factory) or keyword(factory, "device") is not None:
+            continue
+        device = _device_argument(ctx, call)
+        if device is None:
+            if func.attr == "cuda" or (call.args and _looks_like_device(ctx, call.args[0])):
+                yield Report(call)  # a move to a device, but not one we can rewrite exactly
+            continue
+        yield Report(call, _device_fix(factory, call, device))
+
+
+def _device_fix(factory: ast.Call, move: ast.Call, device: str) -> Fix:
+    given: list[ast.expr | ast.keyword] = [*factory.args, *factory.keywords]
+    if given:
+        line, col = max(end_of(n) for n in given)
+        text = f", device={device}"
+    else:
+        line, col = end_of(factory)
+        col -= 1  # before the closing parenthesis
+        text = f"device={device}"
+    factory_end, move_end = end_of(factory), end_of(move)
+    return Fix(
+        "Create the tensor on the device with `device=`",
+        "safe",
+        (
+            Edit(line, col, line, col, text),
+            Edit(*factory_end, *move_end, ""),
+        ),
+    )
+
+
+HOST_TENSOR_MOVED = Rule(
+    code="TP207",
+    name="host-tensor-moved-to-device",
+    message="The tensor is built in host memory and then copied to the device",
+    technique="create-on-device",
+    doc="""\
+## What it does
+Flags a tensor factory (`torch.tensor`, `zeros`, `ones`, `rand`, `randn`, `arange`, ...) whose
+result is immediately moved with `.cuda()` or `.to(device)`, inside a training loop.
+
+## Why is this slow
+The values are written in host memory, then copied over the bus, then the host copy is freed,
+on every step. Created with `device=`, the tensor is allocated and filled by a kernel on the
+device with no copy.
+
+## Example
+```python
+noise = torch.randn(images.shape).to(device)
+```
+
+## Use instead
+```python
+noise = torch.randn(images.shape, device=device)
+```
+
+## Fix safety
+Safe: the tensor has the same shape, dtype and device. Random factories then draw from the
+device's generator instead of the host's, so the sampled values differ from run to run of the
+old code (their distribution does not). Only `.cuda()` with no argument and `.to(device)` with
+a single device argument (plus `non_blocking`) are rewritten; other moves are reported only.
+
+## References
+PyTorch Performance Tuning Guide, "Create tensors directly on the target device";
+"7個提升PyTorch性能的技巧" (PyTorch Lightning team), "直接在GPUs上構建張量".
+""",
+    check=_check_host_created_then_moved,
+)
+
+RULES = (
+    HOST_SYNC_IN_LOOP,
+    TENSOR_FORMATTED_IN_LOOP,
+    DATA_DEPENDENT_SHAPE_IN_LOOP,
+    TENSOR_BRANCH_IN_LOOP,
+    SYNCHRONIZE_IN_LOOP,
+    EMPTY_CACHE_IN_LOOP,
+    HOST_TENSOR_MOVED,
+)

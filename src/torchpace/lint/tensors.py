@@ -1,0 +1,306 @@
+"""Tell, statically and conservatively, whether an expression is a torch tensor.
+
+Rules about printing, branching on or boolean-indexing a tensor must know the value is a tensor;
+a Python float or a list would be fine. The evidence, per function:
+
+- a name is a tensor when *every* assignment to it is a tensor expression (so ``running =
+  loss.item()`` or ``total = 0.0`` alongside ``total += loss`` makes the name unknown);
+- tensor expressions: calls into ``torch`` that build tensors, calls of ``nn`` modules or of
+  file classes (``model(x)``, ``criterion(out, y)``), arithmetic and comparisons involving a
+  tensor, tensor methods other than those that return Python values, items of a tensor, the
+  batch names of ``for x, y in loader``, names ``.backward()`` is called on, and parameters
+  annotated ``Tensor``.
+
+Anything else is "cannot tell", and the rules stay quiet.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from torchpace.lint.loops import LoopFacts, Scope, dotted, walk
+
+# torch namespaces whose calls do not return tensors (or do not only return tensors).
+_NOT_TENSOR_PREFIXES = (
+    "torch.cuda.",
+    "torch.backends.",
+    "torch.distributed.",
+    "torch.utils.",
+    "torch.optim.",
+    "torch.jit.",
+    "torch.compile",
+    "torch.autograd.",
+    "torch.amp.",
+    "torch.profiler.",
+    "torch.nn.init.",
+    "torch.nn.utils.",
+    "torch.is_",
+    "torch.get_",
+    "torch.set_",
+    "torch.manual_seed",
+    "torch.device",
+    "torch.no_grad",
+    "torch.inference_mode",
+    "torch.enable_grad",
+    "torch.autocast",
+    "torch.save",
+    "torch.load",
+    "torch.numel",
+    "torch.Size",
+    "torch.finfo",
+    "torch.iinfo",
+    "torch.use_deterministic_algorithms",
+)
+# Tensor methods and attributes that give back Python values, sizes or metadata, not tensors.
+_NOT_TENSOR_MEMBERS = frozenset(
+    {
+        "item",
+        "tolist",
+        "numpy",
+        "size",
+        "dim",
+        "ndimension",
+        "numel",
+        "nelement",
+        "element_size",
+        "stride",
+        "storage_offset",
+        "data_ptr",
+        "is_contiguous",
+        "is_floating_point",
+        "is_complex",
+        "get_device",
+        "shape",
+        "dtype",
+        "device",
+        "ndim",
+        "is_cuda",
+        "is_leaf",
+        "requires_grad",
+        "layout",
+        "names",
+        "backward",
+        "register_hook",
+        "storage",
+        "untyped_storage",
+    }
+)
+_TENSOR_ANNOTATIONS = frozenset({"torch.Tensor", "Tensor", "torch.FloatTensor", "torch.LongTensor"})
+
+
+class TensorFacts:
+    """Which names of one scope hold tensors."""
+
+    def __init__(self, facts: LoopFacts, scope: Scope) -> None:
+        self.facts = facts
+        self.names: set[str] = set()
+        self.values: dict[str, list[ast.expr | None]] = {}  # every value bound to each name
+        self._visiting: set[str] = set()
+        self._solve(scope)
+
+    def is_tensor(self, node: ast.AST) -> bool:
+        """True only when ``node`` is certainly a tensor expression."""
+        if isinstance(node, (ast.Name, ast.Attribute)):
+            text = dotted(node)
+            if text is not None and text in self.names:
+                return True
+            if isinstance(node, ast.Attribute):
+                if node.attr in _NOT_TENSOR_MEMBERS:
+                    return False
+                return node.attr in {"grad", "data", "T", "mT", "real", "imag"} and self.is_tensor(
+                    node.value
+                )
+            return False
+        if isinstance(node, ast.Call):
+            return self._is_tensor_call(node)
+        if isinstance(node, ast.BinOp):
+            if isinstance(node.op, ast.Mod) and isinstance(node.left, ast.Constant):
+                return False  # "%s" % x is string formatting
+            return self.is_tensor(node.left) or self.is_tensor(node.right)
+        if isinstance(node, ast.UnaryOp):
+            return not isinstance(node.op, ast.Not) and self.is_tensor(node.operand)
+        if isinstance(node, ast.Compare):
+            if any(isinstance(op, (ast.Is, ast.IsNot, ast.In, ast.NotIn)) for op in node.ops):
+                return False
+            return any(self.is_tensor(side) for side in (node.left, *node.comparators))
+        if isinstance(node, ast.Subscript):
+            return self.is_tensor(node.value)
+        return False
+
+    def _is_tensor_call(self, call: ast.Call) -> bool:
+        func = call.func
+        qual = self.facts.names.qualname(func)
+        if qual is not None and qual.startswith("torch."):
+            if qual.startswith(_NOT_TENSOR_PREFIXES):
+                return False
+            if qual.startswith("torch.nn.") and not qual.startswith("torch.nn.functional."):
+                return False  # building a module, not running one
+            return qual.rsplit(".", 1)[-1][:1].islower()  # torch.zeros, not torch.Generator
+        target = dotted(func)
+        if target is not None:
+            owner = self.facts.instances.get(target)
+            if owner is not None and _is_module_class(owner, self.facts):
+                return True  # calling a module runs its forward
+        if isinstance(func, ast.Attribute):
+            if func.attr in _NOT_TENSOR_MEMBERS:
+                return False
+            return self.is_tensor(func.value)
+        return False
+
+    def _solve(self, scope: Scope) -> None:
+        """Names with evidence of holding a tensor and no binding that is certainly not one.
+
+        A least fixed point: ``loss = loss / accum`` keeps a tensor a tensor, but
+        ``batch = batch.to(device)`` alone never makes ``batch`` one.
+        """
+        for name, value in _bindings(scope, self.facts):
+            self.values.setdefault(name, []).append(value)
+        eligible = {
+            n
+            for n, vs in self.values.items()
+            if not any(v is not None and self.is_not_tensor(v) for v in vs)
+        }
+        changed = True
+        while changed:
+            changed = False
+            for name in eligible - self.names:
+                if any(
+                    v is _EVIDENCE or (v is not None and self.is_tensor(v))
+                    for v in self.values[name]
+                ):
+                    self.names.add(name)
+                    changed = True
+
+    def is_not_tensor(self, node: ast.expr) -> bool:
+        """True when ``node`` certainly is not a tensor: a literal, a container, ``.item()``."""
+        if node is _EVIDENCE:
+            return False
+        if isinstance(node, (ast.Constant, ast.JoinedStr, *_CONTAINERS)):
+            return True
+        if isinstance(node, ast.Attribute):
+            return node.attr in _NOT_TENSOR_MEMBERS
+        if isinstance(node, ast.Call):
+            func = node.func
+            if isinstance(func, ast.Name) and func.id in _PYTHON_VALUES:
+                return True
+            if isinstance(func, ast.Attribute) and func.attr in _NOT_TENSOR_MEMBERS:
+                return True
+            if (
+                isinstance(func, ast.Name)
+                and func.id in self.facts.functions
+                and func.id not in self._visiting
+            ):
+                self._visiting.add(func.id)  # recursion guard
+                returns = [
+                    n.value
+                    for f in self.facts.functions[func.id]
+                    for n in walk(f.body)
+                    if isinstance(n, ast.Return) and n.value is not None
+                ]
+                result = bool(returns) and all(self.is_not_tensor(r) for r in returns)
+                self._visiting.discard(func.id)
+                return result
+        return False
+
+
+_CONTAINERS = (ast.List, ast.Tuple, ast.Dict, ast.Set, ast.ListComp, ast.DictComp, ast.SetComp)
+# Builtins whose result is a Python value, never a tensor.
+_PYTHON_VALUES = frozenset(
+    {"float", "int", "bool", "str", "len", "round", "list", "dict", "tuple", "range", "repr"}
+)
+
+
+# A marker value: the name is bound to a tensor by a loop over a loader or an annotation.
+_EVIDENCE = ast.Constant(value=None)
+
+
+def _is_module_class(owner: str, facts: LoopFacts) -> bool:
+    if owner in facts.classes:
+        return any(
+            isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == "forward"
+            for n in facts.classes[owner].body
+        )
+    last = owner.rsplit(".", 1)[-1]
+    return (
+        owner.startswith("torch.nn.")
+        and not owner.startswith("torch.nn.functional.")
+        and (last[:1].isupper())
+    )
+
+
+def _bindings(scope: Scope, facts: LoopFacts) -> Iterator[tuple[str, ast.expr | None]]:
+    """(name, value) for each way a name is bound in ``scope``; value None when unknown."""
+    if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        args = scope.args
+        for arg in [*args.posonlyargs, *args.args, *args.kwonlyargs]:
+            annotation = dotted(arg.annotation) if arg.annotation is not None else None
+            yield arg.arg, (_EVIDENCE if annotation in _TENSOR_ANNOTATIONS else None)
+        for extra in (args.vararg, args.kwarg):
+            if extra is not None:
+                yield extra.arg, None
+    for node in walk(scope.body):
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                yield from _bind(target, node.value)
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            yield from _bind(node.target, node.value)
+        elif isinstance(node, ast.AugAssign):
+            text = dotted(node.target)
+            if text is not None:
+                yield text, ast.BinOp(left=node.target, op=node.op, right=node.value)
+        elif isinstance(node, (ast.For, ast.AsyncFor)):
+            batch = facts.is_loader(node.iter)
+            yield from _bind_loop_target(node.target, node.iter, batch=batch)
+        elif isinstance(node, (ast.With, ast.AsyncWith)):
+            for item in node.items:
+                if item.optional_vars is not None:
+                    yield from _bind(item.optional_vars, None)
+        elif isinstance(node, ast.NamedExpr):
+            yield node.target.id, node.value
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            for alias in node.names:
+                yield (alias.asname or alias.name).split(".")[0], None
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "backward"
+        ):
+            text = dotted(node.func.value)
+            if text is not None:
+                yield text, _EVIDENCE
+
+
+def _bind(target: ast.expr, value: ast.expr | None) -> Iterator[tuple[str, ast.expr | None]]:
+    text = dotted(target)
+    if text is not None:
+        yield text, value
+    elif isinstance(target, (ast.Tuple, ast.List)):
+        # ``x, y = a, b`` pairs up; ``x, y = batch`` leaves both unknown.
+        pairs = isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(target.elts)
+        for i, element in enumerate(target.elts):
+            yield from _bind(element, value.elts[i] if pairs else None)  # type: ignore[union-attr]
+    elif isinstance(target, ast.Starred):
+        yield from _bind(target.value, None)
+
+
+def _bind_loop_target(
+    target: ast.expr, iterable: ast.expr, *, batch: bool
+) -> Iterator[tuple[str, ast.expr | None]]:
+    """``for x, y in loader`` makes x and y tensors; ``for i, (x, y) in enumerate(loader)`` too."""
+    enumerated = (
+        isinstance(iterable, ast.Call)
+        and isinstance(iterable.func, ast.Name)
+        and iterable.func.id == "enumerate"
+    )
+    if enumerated and isinstance(target, ast.Tuple) and len(target.elts) == 2:
+        yield from _bind(target.elts[0], None)
+        target = target.elts[1]
+    if batch and isinstance(target, ast.Tuple):
+        for element in target.elts:
+            if isinstance(element, ast.Name):
+                yield element.id, _EVIDENCE
+            else:
+                yield from _bind(element, None)
+    else:
+        yield from _bind(target, None)
