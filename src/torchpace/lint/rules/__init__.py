@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 from torchpace.lint.rule import Rule
-from torchpace.lint.rules import debug, distributed, loading, memory, precision
+from torchpace.lint.rules import debug, distributed, loading, memory, precision, syncs
 
 RULES: tuple[Rule, ...] = tuple(
     sorted(
-        loading.RULES + precision.RULES + memory.RULES + distributed.RULES + debug.RULES,
+        loading.RULES
+        + syncs.RULES
+        + precision.RULES
+        + memory.RULES
+        + distributed.RULES
+        + debug.RULES,
         key=lambda r: r.code,
     )
 )
