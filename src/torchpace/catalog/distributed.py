@@ -131,6 +131,40 @@ ENTRIES: tuple[Technique, ...] = (
         ),
     ),
     Technique(
+        id="sampler-set-epoch",
+        title="Reshuffle a DistributedSampler every epoch",
+        family="distributed",
+        mechanism=(
+            "DistributedSampler shuffles with a generator seeded by seed + epoch, and its epoch "
+            "only changes when set_epoch(epoch) is called. Without it every epoch visits the "
+            "same samples in the same order on every rank, so training sees less variety per "
+            "step and usually needs more steps to reach the same loss."
+        ),
+        helps_when="A DistributedSampler with shuffle=True drives a loop over several epochs.",
+        hurts_when=(
+            "Nothing slows down; a run that relied on the fixed order to reproduce a result "
+            "sees a different order."
+        ),
+        measured=(
+            "Measured on torch 2.13.0 (CPU; DistributedSampler over 10,000 samples, 2 replicas, "
+            "rank 0): without set_epoch, epoch 2 repeats epoch 1's order at 100% of positions; "
+            "with set_epoch(1), 0.02% of positions match."
+        ),
+        changes_numerics=True,
+        devices=BOTH,
+        guides=(),
+        how=code(
+            """
+            sampler = DistributedSampler(train_set, shuffle=True)
+            loader = DataLoader(train_set, batch_size=64, sampler=sampler)
+            for epoch in range(epochs):
+                sampler.set_epoch(epoch)  # a new order each epoch, the same on every rank
+                for x, y in loader:
+                    ...
+            """
+        ),
+    ),
+    Technique(
         id="rank-load-balance",
         title="Balance the work across ranks",
         family="distributed",

@@ -25,6 +25,8 @@ _CANONICAL: dict[str, str] = {
     "torch.autograd.anomaly_mode.set_detect_anomaly": "torch.autograd.set_detect_anomaly",
     "torch.autograd.anomaly_mode.detect_anomaly": "torch.autograd.detect_anomaly",
     "torch.nn.modules.container.Sequential": "torch.nn.Sequential",
+    "torch.utils.data.distributed.DistributedSampler": "torch.utils.data.DistributedSampler",
+    "torch.profiler.profiler.profile": "torch.profiler.profile",
 }
 for _dim in ("1d", "2d", "3d"):
     _CANONICAL[f"torch.nn.modules.conv.Conv{_dim}"] = f"torch.nn.Conv{_dim}"

@@ -124,6 +124,7 @@ class LoopFacts:
     classes: dict[str, ast.ClassDef] = field(default_factory=dict)
     instances: dict[str, str] = field(default_factory=dict)  # "model" → file class or torch path
     loaders: set[str] = field(default_factory=set)  # names bound to a DataLoader
+    loader_calls: dict[str, list[ast.Call]] = field(default_factory=dict)  # name → DataLoader()
     optimizers: set[str] = field(default_factory=set)  # names bound to a torch.optim optimizer
     scope_of: dict[int, Scope] = field(default_factory=dict)  # id(loop or function) → scope
     step_loops: list[Loop] = field(default_factory=list)
@@ -131,6 +132,8 @@ class LoopFacts:
     hot: dict[int, tuple[ast.AST, Scope]] = field(default_factory=dict)  # id(node) → node, scope
     _steps: dict[int, bool] = field(default_factory=dict)  # id(function) → has a step
     _loops_in: dict[int, bool] = field(default_factory=dict)  # id(function) → has a step loop
+    _trains: dict[int, bool] = field(default_factory=dict)  # id(function) → trains
+    repeated: set[int] = field(default_factory=set)  # id(loop) of loops run more than once
 
     # Resolution of calls to code of this file.
 
@@ -240,6 +243,25 @@ class LoopFacts:
             )
         return self._loops_in[key]
 
+    def trains(self, nodes: Iterable[ast.AST], scope: Scope) -> bool:
+        """Whether running ``nodes`` calls ``backward()`` or an optimizer step, here or in a
+        same-file function they call (nested loops included)."""
+        for node in walk(nodes):
+            if not isinstance(node, ast.Call):
+                continue
+            if self.is_backward(node) or self.is_optimizer_step(node):
+                return True
+            if any(self.function_trains(f) for f in self.callees(node, scope)):
+                return True
+        return False
+
+    def function_trains(self, function: Function) -> bool:
+        key = id(function)
+        if key not in self._trains:
+            self._trains[key] = False  # recursion guard
+            self._trains[key] = self.trains(function.body, function)
+        return self._trains[key]
+
     def _calls_step_loop(self, node: ast.AST, scope: Scope) -> bool:
         return isinstance(node, ast.Call) and any(
             self.function_has_step_loop(f) for f in self.callees(node, scope)
@@ -252,6 +274,17 @@ class LoopFacts:
             return True
         header: list[ast.AST] = [loop.test] if isinstance(loop, ast.While) else []
         return any(self.is_step(n, scope) for n in walk([*header, *loop.body], into_loops=False))
+
+
+def iterated(node: ast.expr) -> ast.expr:
+    """What a loop header iterates: ``loader`` for ``enumerate(loader)`` or ``tqdm(loader)``."""
+    while (
+        isinstance(node, ast.Call)
+        and (dotted(node.func) or "") in _ITER_WRAPPERS - {"zip"}
+        and node.args
+    ):
+        node = node.args[0]
+    return node
 
 
 def _scopes(tree: ast.Module) -> Iterator[Scope]:
@@ -287,6 +320,8 @@ def _collect_bindings(facts: LoopFacts, tree: ast.Module, nodes: tuple[ast.AST, 
             continue
         qual = names.qualname(value.func)
         local = value.func.id if isinstance(value.func, ast.Name) else None
+        if qual == _DATALOADER:
+            facts.loader_calls.setdefault(target, []).append(value)
         if (
             qual == _DATALOADER
             or local in returns_loader
@@ -328,6 +363,31 @@ def _mark_hot(
         stack.extend(ast.iter_child_nodes(node))
 
 
+def _mark_repeated(facts: LoopFacts, tree: ast.Module) -> None:
+    """Loops that run more than once: nested in another loop, or in a function a loop calls."""
+    called_in_loops: list[Function] = []
+    for scope in _scopes(tree):
+        for loop in walk(scope.body):
+            if not isinstance(loop, LOOPS):
+                continue
+            for node in walk(loop.body):
+                if isinstance(node, LOOPS):
+                    facts.repeated.add(id(node))
+                elif isinstance(node, ast.Call):
+                    called_in_loops += facts.callees(node, scope)
+    seen: set[int] = set()
+    while called_in_loops:
+        function = called_in_loops.pop()
+        if id(function) in seen:
+            continue
+        seen.add(id(function))
+        for node in walk(function.body):
+            if isinstance(node, LOOPS):
+                facts.repeated.add(id(node))
+            elif isinstance(node, ast.Call):
+                called_in_loops += facts.callees(node, function)
+
+
 def analyse(tree: ast.Module, nodes: tuple[ast.AST, ...], names: Resolver) -> LoopFacts:
     """The loops of one parsed file: step loops, epoch loops, and the hot code."""
     facts = LoopFacts(names)
@@ -349,6 +409,7 @@ def analyse(tree: ast.Module, nodes: tuple[ast.AST, ...], names: Resolver) -> Lo
                 if isinstance(n, (*LOOPS, ast.Call))
             ):
                 facts.epoch_loops.append(node)
+    _mark_repeated(facts, tree)
     done: set[int] = set()
     while queue:
         function = queue.pop()

@@ -58,6 +58,18 @@ class FileContext:
 
         return analyse(self.tree, self.nodes, self.names)
 
+    @cached_property
+    def parents(self) -> dict[int, ast.AST]:
+        """``id(node)`` → the node that contains it."""
+        return {id(c): n for n in self.nodes for c in ast.iter_child_nodes(n)}
+
+    def ancestors(self, node: ast.AST) -> Iterator[ast.AST]:
+        """The nodes containing ``node``, innermost first."""
+        parent = self.parents.get(id(node))
+        while parent is not None:
+            yield parent
+            parent = self.parents.get(id(parent))
+
     def tensors(self, scope: Scope) -> TensorFacts:
         """Which names of ``scope`` hold tensors, analysed once per scope."""
         from torchpace.lint.tensors import TensorFacts

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from torchpace.lint.rule import Rule
-from torchpace.lint.rules import debug, distributed, loading, memory, precision, syncs
+from torchpace.lint.rules import debug, distributed, loading, memory, pending, precision, syncs
 
 RULES: tuple[Rule, ...] = tuple(
     sorted(
@@ -12,7 +12,8 @@ RULES: tuple[Rule, ...] = tuple(
         + precision.RULES
         + memory.RULES
         + distributed.RULES
-        + debug.RULES,
+        + debug.RULES
+        + pending.RULES,
         key=lambda r: r.code,
     )
 )

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Iterator
 
-from torchpace.lint.rule import FileContext, Report, Rule, is_const, keyword
+from torchpace.lint.loops import Loop, is_cadence_gate, walk
+from torchpace.lint.rule import FileContext, Report, Rule, has_star_args, is_const, keyword
+
+_DDP = "torch.nn.parallel.DistributedDataParallel"
+_SAMPLER = "torch.utils.data.DistributedSampler"
 
 
 def _check_data_parallel(ctx: FileContext) -> Iterator[Report]:
@@ -52,7 +57,7 @@ PyTorch Performance Tuning Guide, "Use efficient data-parallel backend".
 
 def _check_find_unused(ctx: FileContext) -> Iterator[Report]:
     for call, name in ctx.calls:
-        if name == "torch.nn.parallel.DistributedDataParallel":
+        if name == _DDP:
             kw = keyword(call, "find_unused_parameters")
             if kw is not None and is_const(kw.value, True):
                 yield Report(kw)
@@ -94,4 +99,159 @@ execution if using DistributedDataParallel(find_unused_parameters=True)".
     check=_check_find_unused,
 )
 
-RULES = (DATA_PARALLEL, FIND_UNUSED_PARAMETERS)
+
+def _uses_attribute(ctx: FileContext, *names: str) -> bool:
+    return any(isinstance(n, ast.Attribute) and n.attr in names for n in ctx.nodes)
+
+
+def _steps_on_some_iterations(ctx: FileContext, loop: Loop) -> bool:
+    """True when the optimizer steps only every N iterations: gradient accumulation.
+
+    Either the step is under ``if i % n == 0:``, or the body skips ahead first with
+    ``if i % n != 0: continue``.
+    """
+    facts = ctx.loops
+    for node in walk(loop.body):
+        if isinstance(node, ast.Call) and facts.is_optimizer_step(node):
+            for ancestor in ctx.ancestors(node):
+                if ancestor is loop:
+                    break
+                if isinstance(ancestor, ast.If) and is_cadence_gate(ancestor.test):
+                    return True
+    for i, stmt in enumerate(loop.body):
+        if (
+            isinstance(stmt, ast.If)
+            and is_cadence_gate(stmt.test)
+            and any(isinstance(s, ast.Continue) for s in stmt.body)
+        ):
+            later = walk(loop.body[i + 1 :])
+            return any(isinstance(n, ast.Call) and facts.is_optimizer_step(n) for n in later)
+    return False
+
+
+def _check_accumulation_without_no_sync(ctx: FileContext) -> Iterator[Report]:
+    if not any(name == _DDP for _, name in ctx.calls):
+        return
+    if _uses_attribute(ctx, "no_sync", "require_backward_grad_sync"):
+        return
+    facts = ctx.loops
+    for loop in facts.step_loops:
+        if not _steps_on_some_iterations(ctx, loop):
+            continue
+        for node in walk(loop.body):
+            if isinstance(node, ast.Call) and facts.is_backward(node):
+                yield Report(node)
+
+
+ACCUMULATION_WITHOUT_NO_SYNC = Rule(
+    code="TP502",
+    name="ddp-accumulation-without-no-sync",
+    message="Gradient accumulation on a DDP model all-reduces on every micro-batch",
+    technique="ddp-no-sync",
+    doc="""\
+## What it does
+Flags `backward()` in a loop that steps the optimizer only every N iterations (gradient
+accumulation) in a file that wraps its model in `DistributedDataParallel` and never uses
+`no_sync()`.
+
+## Why is this slow
+DDP all-reduces the gradients during every backward. With accumulation only the last
+micro-batch's all-reduce is needed; the others move the whole gradient across the network for
+nothing.
+
+## Example
+```python
+model = DistributedDataParallel(model, device_ids=[rank])
+for i, (x, y) in enumerate(loader):
+    loss_fn(model(x), y).backward()
+    if (i + 1) % accum == 0:
+        optimizer.step()
+        optimizer.zero_grad()
+```
+
+## Use instead
+```python
+for i, (x, y) in enumerate(loader):
+    sync = (i + 1) % accum == 0
+    with contextlib.nullcontext() if sync else model.no_sync():
+        loss_fn(model(x), y).backward()
+    if sync:
+        optimizer.step()
+        optimizer.zero_grad()
+```
+
+## Fix safety
+No fix: the context must wrap the forward as well as the backward, which needs restructuring.
+
+## References
+PyTorch Performance Tuning Guide, "Skip unnecessary all-reduce if training with
+DistributedDataParallel and gradient accumulation".
+""",
+    check=_check_accumulation_without_no_sync,
+)
+
+
+def _check_sampler_without_set_epoch(ctx: FileContext) -> Iterator[Report]:
+    facts = ctx.loops
+    several_epochs = bool(facts.epoch_loops) or any(
+        id(loop) in facts.repeated for loop in facts.step_loops
+    )
+    if not several_epochs or _uses_attribute(ctx, "set_epoch"):
+        return
+    for call, name in ctx.calls:
+        if name != _SAMPLER or has_star_args(call):
+            continue
+        shuffle = keyword(call, "shuffle")
+        if shuffle is None or is_const(shuffle.value, True):
+            yield Report(call)
+
+
+SAMPLER_WITHOUT_SET_EPOCH = Rule(
+    code="TP504",
+    name="distributed-sampler-without-set-epoch",
+    message="DistributedSampler repeats the same order every epoch without `set_epoch()`",
+    technique="sampler-set-epoch",
+    doc="""\
+## What it does
+Flags a shuffling `DistributedSampler` in a file that trains for several epochs and never calls
+`set_epoch()`.
+
+## Why is this slow
+The sampler seeds its shuffle with `seed + epoch`, and the epoch only changes through
+`set_epoch`. Without it every epoch sees the samples in the same order, so the model gets less
+variety per step and usually needs more steps to reach the same loss.
+
+## Example
+```python
+sampler = DistributedSampler(train_set)
+loader = DataLoader(train_set, batch_size=64, sampler=sampler)
+for epoch in range(epochs):
+    for x, y in loader:
+        train_step(x, y)
+```
+
+## Use instead
+```python
+for epoch in range(epochs):
+    sampler.set_epoch(epoch)
+    for x, y in loader:
+        train_step(x, y)
+```
+
+## Fix safety
+No fix: the sampler may be reached through another name or object.
+
+## References
+PyTorch docs, `torch.utils.data.distributed.DistributedSampler` ("calling the set_epoch()
+method at the beginning of each epoch ... is necessary to make shuffling work properly");
+catalogue entry `sampler-set-epoch` (measured).
+""",
+    check=_check_sampler_without_set_epoch,
+)
+
+RULES = (
+    DATA_PARALLEL,
+    ACCUMULATION_WITHOUT_NO_SYNC,
+    FIND_UNUSED_PARAMETERS,
+    SAMPLER_WITHOUT_SET_EPOCH,
+)
