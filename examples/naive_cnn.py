@@ -1,7 +1,8 @@
 """A CIFAR-style training script written the way many are: it works, and it is slow.
 
 Deliberately naive: it is the starting point torchpace's lint, doctor, tune and benchmarks are
-measured from. Do not "fix" it; the slow patterns are the point (see the comments marked SLOW).
+measured from. Do not "fix" it; the slow patterns are the point (see the comments marked SLOW;
+`SLOW(TPxxx)` marks what `torchpace lint` reports on that line).
 
     python examples/naive_cnn.py --steps 200
 """
@@ -33,8 +34,10 @@ def main():
     train_set = dataset("train", seed=args.seed, cifar_root=args.cifar_root)
     val_set = dataset("val", seed=args.seed, cifar_root=args.cifar_root)
     # SLOW: no worker processes, no pinned memory.
-    train_loader = DataLoader(train_set, batch_size=args.batch_size, shuffle=True)
-    val_loader = DataLoader(val_set, batch_size=256)
+    train_loader = DataLoader(  # SLOW(TP101, TP102)
+        train_set, batch_size=args.batch_size, shuffle=True
+    )
+    val_loader = DataLoader(val_set, batch_size=256)  # SLOW(TP101, TP102)
 
     # SLOW: every conv has a bias right before a BatchNorm, which cancels it.
     model = ResNet(conv_bias=True).to(device)
@@ -43,17 +46,17 @@ def main():
 
     step = 0
     while step < args.steps:
-        for images, labels in train_loader:
+        for images, labels in train_loader:  # SLOW(TP302): fp32 on CUDA
             images = images.to(device)
             labels = labels.to(device)
             # SLOW: noise made on the host, then copied to the device.
-            noise = torch.randn(images.shape).to(device) * 0.01
-            optimizer.zero_grad(set_to_none=False)  # SLOW: zero-fills instead of freeing
+            noise = torch.randn(images.shape).to(device) * 0.01  # SLOW(TP207)
+            optimizer.zero_grad(set_to_none=False)  # SLOW(TP402): zero-fills instead of freeing
             outputs = model(images + noise)  # SLOW: fp32, default memory format
             loss = criterion(outputs, labels)
             loss.backward()
             optimizer.step()
-            running = loss.item()  # SLOW: a host-device sync on every step
+            running = loss.item()  # SLOW(TP201): a sync on every step
             if step % 10 == 0:
                 print(f"step {step} loss {running:.4f}", flush=True)
             step += 1
@@ -61,11 +64,11 @@ def main():
                 model.eval()
                 correct = 0
                 total = 0
-                for i, (images, labels) in enumerate(val_loader):  # SLOW: no torch.no_grad()
+                for i, (images, labels) in enumerate(val_loader):  # SLOW(TP403): no torch.no_grad()
                     if i == args.eval_batches:
                         break
                     outputs = model(images.to(device))
-                    correct += (outputs.argmax(1) == labels.to(device)).sum().item()
+                    correct += (outputs.argmax(1) == labels.to(device)).sum().item()  # SLOW(TP201)
                     total += labels.shape[0]
                 print(f"step {step} val_acc {correct / total:.4f}", flush=True)
                 model.train()

@@ -1,6 +1,7 @@
 """Classify variable-length sequences, padding every batch to its longest sequence.
 
-Deliberately naive (see the comments marked SLOW); torchpace is measured from here.
+Deliberately naive (see the comments marked SLOW;
+`SLOW(TPxxx)` marks what `torchpace lint` reports on that line); torchpace is measured from here.
 
     python examples/naive_seqcls.py --steps 200
 """
@@ -37,26 +38,28 @@ def main():
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
     torch.manual_seed(args.seed)
-    train_loader = DataLoader(
+    train_loader = DataLoader(  # SLOW(TP101, TP102): no workers, no pinned memory
         dataset("train", seed=args.seed),
         batch_size=args.batch_size,
         shuffle=True,
         collate_fn=pad_batch,
     )
-    val_loader = DataLoader(dataset("val", seed=args.seed), batch_size=64, collate_fn=pad_batch)
+    val_loader = DataLoader(  # SLOW(TP101, TP102)
+        dataset("val", seed=args.seed), batch_size=64, collate_fn=pad_batch
+    )
     model = SeqClassifier().to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
     criterion = nn.CrossEntropyLoss()
 
     step = 0
     while step < args.steps:
-        for tokens, labels in train_loader:
+        for tokens, labels in train_loader:  # SLOW(TP302): fp32 on CUDA
             tokens, labels = tokens.to(device), labels.to(device)
             optimizer.zero_grad()
             loss = criterion(model(tokens), labels)
             loss.backward()
             optimizer.step()
-            n_pad = (tokens == PAD).sum().item()  # SLOW: a sync every step, for a statistic
+            n_pad = (tokens == PAD).sum().item()  # SLOW(TP201): a sync every step, for a statistic
             if step % 10 == 0:
                 print(
                     f"step {step} loss {loss.item():.4f} padding {n_pad / tokens.numel():.0%}",
@@ -65,11 +68,11 @@ def main():
             step += 1
             if step % args.eval_every == 0:
                 correct = seen = 0
-                for i, (vtokens, vlabels) in enumerate(val_loader):  # SLOW: no torch.no_grad()
+                for i, (vtokens, vlabels) in enumerate(val_loader):  # SLOW(TP403): no no_grad
                     if i == args.eval_batches:
                         break
-                    pred = model(vtokens.to(device)).argmax(1).cpu()
-                    correct += (pred == vlabels).sum().item()
+                    pred = model(vtokens.to(device)).argmax(1).cpu()  # SLOW(TP201)
+                    correct += (pred == vlabels).sum().item()  # SLOW(TP201)
                     seen += len(vlabels)
                 print(f"step {step} val_acc {correct / seen:.4f}", flush=True)
             if step >= args.steps:

@@ -18,6 +18,7 @@ import ast
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from torchpace.lint.imports import Resolver
 
@@ -130,6 +131,7 @@ class LoopFacts:
     step_loops: list[Loop] = field(default_factory=list)
     epoch_loops: list[Loop] = field(default_factory=list)
     hot: dict[int, tuple[ast.AST, Scope]] = field(default_factory=dict)  # id(node) → node, scope
+    tensor_cache: dict[int, Any] = field(default_factory=dict)  # id(scope) → TensorFacts
     _steps: dict[int, bool] = field(default_factory=dict)  # id(function) → has a step
     _loops_in: dict[int, bool] = field(default_factory=dict)  # id(function) → has a step loop
     _trains: dict[int, bool] = field(default_factory=dict)  # id(function) → trains

@@ -74,11 +74,8 @@ class FileContext:
         """Which names of ``scope`` hold tensors, analysed once per scope."""
         from torchpace.lint.tensors import TensorFacts
 
-        cache = self.__dict__.setdefault("_tensors", {})
-        if id(scope) not in cache:
-            cache[id(scope)] = TensorFacts(self.loops, scope)
-        found: TensorFacts = cache[id(scope)]
-        return found
+        found: TensorFacts | None = self.loops.tensor_cache.get(id(scope))
+        return found if found is not None else TensorFacts(self.loops, scope)
 
     def offset(self, line: int, col: int) -> int:
         """Byte offset of a 1-based line and a 0-based UTF-8 byte column."""

@@ -94,6 +94,8 @@ class TensorFacts:
 
     def __init__(self, facts: LoopFacts, scope: Scope) -> None:
         self.facts = facts
+        self.scope = scope
+        facts.tensor_cache[id(scope)] = self  # before solving: recursive calls find it
         self.names: set[str] = set()
         self.values: dict[str, list[ast.expr | None]] = {}  # every value bound to each name
         self._visiting: set[str] = set()
@@ -142,11 +144,31 @@ class TensorFacts:
             owner = self.facts.instances.get(target)
             if owner is not None and _is_module_class(owner, self.facts):
                 return True  # calling a module runs its forward
+        if self._returns_tensor(call):
+            return True
         if isinstance(func, ast.Attribute):
             if func.attr in _NOT_TENSOR_MEMBERS:
                 return False
             return self.is_tensor(func.value)
         return False
+
+    def _returns_tensor(self, call: ast.Call) -> bool:
+        """A call of a same-file function whose every ``return`` gives a tensor."""
+        callees = self.facts.callees(call, self.scope)
+        if not callees or any(id(f) in _SOLVING for f in callees):
+            return False
+        for function in callees:
+            facts = self.facts.tensor_cache.get(id(function)) or TensorFacts(self.facts, function)
+            returns = [
+                n.value for n in walk(function.body) if isinstance(n, ast.Return) and n.value
+            ]
+            _SOLVING.add(id(function))
+            try:
+                if not returns or not all(facts.is_tensor(r) for r in returns):
+                    return False
+            finally:
+                _SOLVING.discard(id(function))
+        return True
 
     def _solve(self, scope: Scope) -> None:
         """Names with evidence of holding a tensor and no binding that is certainly not one.
@@ -210,6 +232,9 @@ _PYTHON_VALUES = frozenset(
     {"float", "int", "bool", "str", "len", "round", "list", "dict", "tuple", "range", "repr"}
 )
 
+
+# Functions whose returns are being examined, so that recursion ends.
+_SOLVING: set[int] = set()
 
 # A marker value: the name is bound to a tensor by a loop over a loader or an annotation.
 _EVIDENCE = ast.Constant(value=None)

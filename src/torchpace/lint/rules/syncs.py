@@ -413,7 +413,7 @@ EMPTY_CACHE_IN_LOOP = Rule(
     code="TP206",
     name="empty-cache-in-training-loop",
     message="`torch.cuda.empty_cache()` returns cached memory that the next step allocates again",
-    technique="avoid-syncs",
+    technique="avoid-empty-cache",
     doc=f"""\
 ## What it does
 Flags `torch.cuda.empty_cache()` inside a training loop, unless a cadence gates it.

@@ -1,0 +1,137 @@
+"""Whole-file conditions of the loop-aware rules, which one golden fixture per rule cannot hold."""
+
+from __future__ import annotations
+
+import textwrap
+
+from torchpace.lint import RULES, FileResult, lint_source
+
+
+def _codes(source: str) -> list[tuple[int, str]]:
+    result = lint_source("t.py", textwrap.dedent(source).encode(), RULES)
+    assert isinstance(result, FileResult)
+    return [(f.location.line, f.code) for f in result.findings]
+
+
+def test_set_epoch_anywhere_silences_the_sampler_rule() -> None:
+    source = """
+        from torch.utils.data import DistributedSampler
+        sampler = DistributedSampler(ds)
+        for epoch in range(3):
+            sampler.set_epoch(epoch)
+            for x, y in train_loader:
+                model(x).sum().backward()
+                opt.step()
+    """
+    assert _codes(source) == []
+    assert _codes(source.replace("sampler.set_epoch(epoch)", "pass")) == [(3, "TP504")]
+
+
+def test_sampler_rule_needs_several_epochs() -> None:
+    source = """
+        from torch.utils.data import DistributedSampler
+        sampler = DistributedSampler(ds)
+        for x, y in train_loader:
+            model(x).sum().backward()
+            opt.step()
+    """
+    assert _codes(source) == []
+
+
+ACCUMULATION = """
+    import contextlib
+    from torch.nn.parallel import DistributedDataParallel
+    model = DistributedDataParallel(net)
+    for i, (x, y) in enumerate(loader):
+        ctx = model.no_sync() if (i + 1) % 4 else contextlib.nullcontext()
+        with ctx:
+            model(x).sum().backward()
+        if (i + 1) % 4 == 0:
+            optimizer.step()
+"""
+
+
+def test_no_sync_silences_the_accumulation_rule() -> None:
+    assert _codes(ACCUMULATION) == []
+    unsynced = ACCUMULATION.replace("model.no_sync()", "contextlib.nullcontext()")
+    assert _codes(unsynced) == [(8, "TP502")]
+    assert _codes(unsynced.replace("DistributedDataParallel(net)", "net")) == []
+
+
+CUDA_LOOP = """
+    import torch
+    model = Net().cuda()
+    for x, y in train_loader:
+        loss = model(x.cuda()).sum()
+        loss.backward()
+        optimizer.step()
+"""
+
+
+def test_autocast_or_other_precision_silences_the_cuda_loop_rule() -> None:
+    assert _codes(CUDA_LOOP) == [(4, "TP302")]
+    with_autocast = CUDA_LOOP.replace(
+        "loss = model(x.cuda()).sum()",
+        'with torch.autocast("cuda"):\n            loss = model(x.cuda()).sum()',
+    )
+    assert _codes(with_autocast) == []
+    assert _codes(CUDA_LOOP.replace("Net().cuda()", "Net().cuda().half()")) == []
+    assert _codes(CUDA_LOOP.replace(".cuda()", "")) == [], "a CPU loop is not flagged"
+
+
+def test_syncs_are_found_through_methods_and_module_forwards() -> None:
+    source = """
+        import torch
+
+        class Net(torch.nn.Module):
+            def forward(self, x):
+                if x.abs().max().item() > 0:
+                    x = x * 2
+                return x
+
+        class Trainer:
+            def step(self, x):
+                loss = self.model(x).sum()
+                loss.backward()
+                return loss
+
+            def fit(self, loader):
+                for x in loader:
+                    loss = self.step(x)
+                    print(loss)
+
+        net = Net()
+        for x, y in train_loader:
+            net(x).sum().backward()
+            optimizer.step()
+    """
+    found = _codes(source)
+    assert (6, "TP201") in found, "Net.forward runs on every step through net(x)"
+    assert (19, "TP202") in found, "self.step() does the training step, so fit's loop trains"
+
+
+def test_recursive_functions_terminate() -> None:
+    source = """
+        def step(x, n):
+            if n:
+                return step(x, n - 1)
+            x.backward()
+            return x.item()
+
+        for x in batches:
+            step(x, 3)
+    """
+    assert _codes(source) == [(6, "TP201")]
+
+
+def test_cadence_gated_and_short_circuits_the_test() -> None:
+    source = """
+        for step, (x, y) in enumerate(loader):
+            loss = model(x, y)
+            loss.backward()
+            if step % 10 == 0 and loss.item() > 5:
+                pass
+            if loss.item() > 5 and step % 10 == 0:
+                pass
+    """
+    assert _codes(source) == [(7, "TP201")]
