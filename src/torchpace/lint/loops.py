@@ -390,9 +390,40 @@ def _mark_repeated(facts: LoopFacts, tree: ast.Module) -> None:
                 called_in_loops += facts.callees(node, function)
 
 
+# Names of modules that are run for evaluation: model, net, encoder, ...
+MODEL_NAME = re.compile(r"(model|net|encoder|decoder|backbone|classifier)", re.I)
+
+
+def _may_train(nodes: tuple[ast.AST, ...], names: Resolver) -> bool:
+    """A cheap first pass: does the file call ``backward()``, an optimizer-like ``step()``,
+    ``model.eval()``, build a DataLoader, or loop over something named like a loader? If not,
+    it has no step or evaluation loops, and most library modules stop here."""
+    for node in nodes:
+        if isinstance(node, ast.Call):
+            func = node.func
+            if isinstance(func, ast.Attribute):
+                owner = dotted(func.value) or ""
+                last = owner.rsplit(".", 1)[-1]
+                if func.attr == "backward" or (
+                    func.attr == "step" and (_OPTIMIZER_NAME.match(last) or "scaler" in last)
+                ):
+                    return True
+                if func.attr == "eval" and MODEL_NAME.search(last):
+                    return True
+            if names.qualname(func) in {_DATALOADER, "torch.autograd.backward"}:
+                return True
+        elif isinstance(node, (ast.For, ast.AsyncFor)):
+            text = dotted(iterated(node.iter))
+            if text is not None and _LOADER_NAME.search(text.rsplit(".", 1)[-1]):
+                return True
+    return False
+
+
 def analyse(tree: ast.Module, nodes: tuple[ast.AST, ...], names: Resolver) -> LoopFacts:
     """The loops of one parsed file: step loops, epoch loops, and the hot code."""
     facts = LoopFacts(names)
+    if not _may_train(nodes, names):
+        return facts  # most library modules: nothing to analyse
     _collect_bindings(facts, tree, nodes)
     queue: list[Function] = []
     for scope in _scopes(tree):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from torchpace.lint.loops import Loop, Scope, dotted, iterated, walk
+from torchpace.lint.loops import MODEL_NAME, Loop, Scope, dotted, iterated, walk
 from torchpace.lint.rule import (
     FileContext,
     Report,
@@ -34,6 +34,8 @@ def _batch_names(target: ast.expr) -> set[str]:
 
 def _check_non_blocking_unpinned(ctx: FileContext) -> Iterator[Report]:
     facts = ctx.loops
+    if not facts.loader_calls:
+        return
     for node in ctx.nodes:
         if not isinstance(node, (ast.For, ast.AsyncFor)):
             continue
@@ -110,6 +112,8 @@ _NUM_WORKERS_POSITION = 5
 
 def _check_workers_not_persistent(ctx: FileContext) -> Iterator[Report]:
     facts = ctx.loops
+    if not facts.loader_calls:
+        return
     repeated_loaders = {
         dotted(iterated(loop.iter))
         for loop in ctx.nodes
@@ -183,7 +187,6 @@ _NO_GRAD = frozenset(
         "torch.autograd.grad_mode.inference_mode",
     }
 )
-_MODEL_NAME_PARTS = ("model", "net", "encoder", "decoder", "backbone", "classifier")
 
 
 def _disables_grad(ctx: FileContext, expr: ast.expr) -> bool:
@@ -240,11 +243,10 @@ def _module_calls(ctx: FileContext, loop: Loop, scope: Scope) -> set[str]:
         if target is None:
             continue
         owner = facts.instances.get(target, "")
-        last = target.rsplit(".", 1)[-1].lower()
         if (
             owner in facts.classes
             or (owner.startswith("torch.nn.") and owner.rsplit(".", 1)[-1][:1].isupper())
-            or any(part in last for part in _MODEL_NAME_PARTS)
+            or MODEL_NAME.search(target.rsplit(".", 1)[-1])
         ):
             found.add(target)
     return found
@@ -279,13 +281,14 @@ def _freezes_parameters(ctx: FileContext) -> bool:
 
 def _check_eval_loop_without_no_grad(ctx: FileContext) -> Iterator[Report]:
     facts = ctx.loops
-    if _freezes_parameters(ctx):
+    if not facts.scope_of or _freezes_parameters(ctx):
         return
     for loop in ctx.nodes:
-        if not isinstance(loop, (ast.For, ast.AsyncFor, ast.While)):
-            continue
         scope = facts.scope_of.get(id(loop))
-        if scope is None or facts.trains(loop.body, scope) or grad_disabled(ctx, loop):
+        if scope is None:
+            continue
+        assert isinstance(loop, (ast.For, ast.AsyncFor, ast.While))
+        if facts.trains(loop.body, scope) or grad_disabled(ctx, loop):
             continue
         if any(
             isinstance(n, (ast.With, ast.AsyncWith)) and grad_disabled(ctx, n.body[0])
@@ -357,6 +360,8 @@ _PROFILERS = frozenset(
 
 
 def _check_profiler_without_schedule(ctx: FileContext) -> Iterator[Report]:
+    if not any(name in _PROFILERS for _, name in ctx.calls):
+        return
     facts = ctx.loops
     step_loops = {id(loop) for loop in facts.step_loops}
     for node in ctx.nodes:
