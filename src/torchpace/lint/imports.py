@@ -30,7 +30,24 @@ _CANONICAL: dict[str, str] = {
 }
 for _dim in ("1d", "2d", "3d"):
     _CANONICAL[f"torch.nn.modules.conv.Conv{_dim}"] = f"torch.nn.Conv{_dim}"
+    _CANONICAL[f"torch.nn.modules.conv.ConvTranspose{_dim}"] = f"torch.nn.ConvTranspose{_dim}"
     _CANONICAL[f"torch.nn.modules.batchnorm.BatchNorm{_dim}"] = f"torch.nn.BatchNorm{_dim}"
+    _CANONICAL[f"torch.conv{_dim}"] = f"torch.nn.functional.conv{_dim}"  # the same function
+for _module, _cls in (("adamw", "AdamW"), ("sgd", "SGD"), ("adagrad", "Adagrad")):
+    _CANONICAL[f"torch.optim.{_module}.{_cls}"] = f"torch.optim.{_cls}"
+_CANONICAL.update(
+    {
+        "torch.nn.modules.linear.Linear": "torch.nn.Linear",
+        "torch.nn.modules.sparse.Embedding": "torch.nn.Embedding",
+        "torch.autograd.gradcheck.gradcheck": "torch.autograd.gradcheck",
+        "torch.autograd.gradcheck.gradgradcheck": "torch.autograd.gradgradcheck",
+        "torch.distributed.distributed_c10d.init_process_group": (
+            "torch.distributed.init_process_group"
+        ),
+        "torch.amp.autocast_mode.autocast": "torch.amp.autocast",
+        "torch.amp.grad_scaler.GradScaler": "torch.amp.GradScaler",
+    }
+)
 
 
 def canonical(dotted: str) -> str:

@@ -70,6 +70,13 @@ class FileContext:
             yield parent
             parent = self.parents.get(id(parent))
 
+    def enclosing_scope(self, node: ast.AST) -> Scope:
+        """The function ``node`` runs in, or the module."""
+        for ancestor in self.ancestors(node):
+            if isinstance(ancestor, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                return ancestor
+        return self.tree
+
     def tensors(self, scope: Scope) -> TensorFacts:
         """Which names of ``scope`` hold tensors, analysed once per scope."""
         from torchpace.lint.tensors import TensorFacts

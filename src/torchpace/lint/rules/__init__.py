@@ -1,21 +1,35 @@
-"""The flat registry of lint rules, in code order. One module per family."""
+"""The flat registry of lint rules, in code order. One module per idea, named for it."""
 
 from __future__ import annotations
 
 from torchpace.lint.rule import Rule
-from torchpace.lint.rules import debug, distributed, loading, memory, pending, precision, syncs
+from torchpace.lint.rules import (
+    allocation,
+    compilation,
+    convs,
+    debug,
+    distributed,
+    evaluation,
+    loading,
+    memory,
+    precision,
+    syncs,
+)
 
+_MODULES = (
+    allocation,
+    compilation,
+    convs,
+    debug,
+    distributed,
+    evaluation,
+    loading,
+    memory,
+    precision,
+    syncs,
+)
 RULES: tuple[Rule, ...] = tuple(
-    sorted(
-        loading.RULES
-        + syncs.RULES
-        + precision.RULES
-        + memory.RULES
-        + distributed.RULES
-        + debug.RULES
-        + pending.RULES,
-        key=lambda r: r.code,
-    )
+    sorted((r for m in _MODULES for r in m.RULES), key=lambda r: r.code)
 )
 
 

@@ -3,9 +3,20 @@
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
+from pathlib import PurePath
 
-from torchpace.lint.rule import FileContext, Report, Rule, argument, is_const
+from torchpace.lint.loops import walk
+from torchpace.lint.rule import (
+    FileContext,
+    Report,
+    Rule,
+    argument,
+    has_star_args,
+    is_const,
+    keyword,
+)
 
 
 def _check_anomaly(ctx: FileContext) -> Iterator[Report]:
@@ -108,4 +119,162 @@ PyTorch Performance Tuning Guide, "Disable debugging APIs"; CUDA environment var
     check=_check_launch_blocking,
 )
 
-RULES = (ANOMALY_DETECTION, CUDA_LAUNCH_BLOCKING)
+
+_GRADCHECKS = ("torch.autograd.gradcheck", "torch.autograd.gradgradcheck")
+_TEST_FILE = re.compile(r"test_.*\.py|.*_test\.py|conftest\.py")
+_TEST_FRAMEWORKS = ("pytest", "unittest")
+
+
+def _is_test_file(ctx: FileContext) -> bool:
+    """A pytest-style file name, or a file that imports pytest or unittest."""
+    if _TEST_FILE.fullmatch(PurePath(ctx.path).name):
+        return True
+    return any(dotted.split(".")[0] in _TEST_FRAMEWORKS for dotted in ctx.names.bindings.values())
+
+
+def _in_test(ctx: FileContext, node: ast.AST) -> bool:
+    """Inside a ``test*`` function or a ``Test*`` class."""
+    return any(
+        (isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef)) and a.name.startswith("test"))
+        or (isinstance(a, ast.ClassDef) and a.name.startswith("Test"))
+        for a in ctx.ancestors(node)
+    )
+
+
+def _check_gradcheck(ctx: FileContext) -> Iterator[Report]:
+    calls = [call for call, name in ctx.calls if name in _GRADCHECKS]
+    if not calls or _is_test_file(ctx):
+        return
+    for call in calls:
+        if not _in_test(ctx, call):
+            yield Report(call.func)
+
+
+GRADCHECK_OUTSIDE_TESTS = Rule(
+    code="TP603",
+    name="gradcheck-outside-tests",
+    message="`gradcheck` evaluates the function twice per input element; it belongs in tests",
+    technique="disable-debug-apis",
+    doc="""\
+## What it does
+Flags `torch.autograd.gradcheck` and `torch.autograd.gradgradcheck` (however imported) called
+outside tests. A file counts as a test when its name is `test_*.py`, `*_test.py` or
+`conftest.py`, or when it imports `pytest` or `unittest`; calls inside a `test*` function or a
+`Test*` class are not flagged either. The directory is not looked at, so a helper module under
+`tests/` that imports neither framework is still checked.
+
+## Why is this slow
+`gradcheck` compares the analytical gradient with finite differences: it runs the function
+twice per input element, in float64, and `gradgradcheck` does the same for second derivatives.
+Left in a training script or a module's import path, it can cost more than the training step.
+
+## Example
+```python
+loss_fn = MyLoss()
+torch.autograd.gradcheck(loss_fn, (x.double().requires_grad_(),))
+```
+
+## Use instead
+```python
+# tests/test_my_loss.py
+def test_my_loss_gradient():
+    x = torch.randn(4, 3, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(MyLoss(), (x,))
+```
+
+## Fix safety
+No fix: where the check belongs is the author's call; moving it to a test changes files.
+
+## References
+PyTorch Performance Tuning Guide, "Disable debugging APIs" (autograd `gradcheck` and
+`gradgradcheck` are among the APIs it names).
+""",
+    check=_check_gradcheck,
+)
+
+# TP602 ------------------------------------------------------------------------------------------
+
+_PROFILERS = frozenset(
+    {
+        "torch.profiler.profile",
+        "torch.autograd.profiler.profile",
+        "torch.autograd.profiler.emit_nvtx",
+    }
+)
+
+
+def _check_profiler_without_schedule(ctx: FileContext) -> Iterator[Report]:
+    if not any(name in _PROFILERS for _, name in ctx.calls):
+        return
+    facts = ctx.loops
+    step_loops = {id(loop) for loop in facts.step_loops}
+    for node in ctx.nodes:
+        if not isinstance(node, (ast.With, ast.AsyncWith)):
+            continue
+        scope = ctx.enclosing_scope(node)
+        wraps_training = any(
+            id(n) in step_loops
+            or (
+                isinstance(n, ast.Call)
+                and any(facts.function_has_step_loop(f) for f in facts.callees(n, scope))
+            )
+            for n in walk(node.body)
+        )
+        if not wraps_training:
+            continue
+        for item in node.items:
+            call = item.context_expr
+            if not isinstance(call, ast.Call) or ctx.names.qualname(call.func) not in _PROFILERS:
+                continue
+            if has_star_args(call) or keyword(call, "schedule") is not None:
+                continue
+            yield Report(call)
+
+
+PROFILER_WITHOUT_SCHEDULE = Rule(
+    code="TP602",
+    name="profiler-around-whole-training",
+    message="A profiler records every step of the training loop (no `schedule`)",
+    technique="disable-debug-apis",
+    doc="""\
+## What it does
+Flags `torch.profiler.profile(...)` without a `schedule`, and `torch.autograd.profiler.profile`
+or `emit_nvtx`, used as a `with` block around a whole training loop.
+
+## Why is this slow
+The profiler records every operator of every step, which slows each step and grows memory
+until the loop ends. A schedule profiles a few steps after a warm-up and records nothing
+otherwise.
+
+## Example
+```python
+with torch.profiler.profile() as prof:
+    for x, y in loader:
+        train_step(x, y)
+```
+
+## Use instead
+```python
+schedule = torch.profiler.schedule(wait=5, warmup=2, active=3, repeat=1)
+with torch.profiler.profile(schedule=schedule) as prof:
+    for x, y in loader:
+        train_step(x, y)
+        prof.step()
+```
+
+## Fix safety
+No fix: which steps to record is the author's choice.
+
+## References
+PyTorch Performance Tuning Guide, "Disable debugging APIs"; PyTorch docs,
+`torch.profiler.schedule`.
+""",
+    check=_check_profiler_without_schedule,
+)
+
+RULES = (
+    ANOMALY_DETECTION,
+    PROFILER_WITHOUT_SCHEDULE,
+    GRADCHECK_OUTSIDE_TESTS,
+    CUDA_LAUNCH_BLOCKING,
+)

@@ -2,13 +2,26 @@
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Iterator
 
-from torchpace.lint.rule import FileContext, Report, Rule, argument, has_star_args, is_const
+from torchpace.lint.device import uses_cuda
+from torchpace.lint.loops import dotted, iterated, walk
+from torchpace.lint.rule import (
+    FileContext,
+    Report,
+    Rule,
+    argument,
+    has_star_args,
+    is_const,
+    keyword,
+)
 
 _DATALOADER = "torch.utils.data.DataLoader"
-# DataLoader(dataset, batch_size, shuffle, sampler, batch_sampler, num_workers, ...)
+# DataLoader(dataset, batch_size, shuffle, sampler, batch_sampler, num_workers, collate_fn,
+#            pin_memory, ...)
 _NUM_WORKERS_POSITION = 5
+_PIN_MEMORY_POSITION = 7
 
 
 def _check_loader_workers(ctx: FileContext) -> Iterator[Report]:
@@ -59,4 +72,234 @@ PyTorch Performance Tuning Guide, "Enable async data loading and augmentation".
     check=_check_loader_workers,
 )
 
-RULES = (DATALOADER_WITHOUT_WORKERS,)
+
+def _check_pin_memory(ctx: FileContext) -> Iterator[Report]:
+    unpinned: list[Report] = []
+    for call, name in ctx.calls:
+        if name != _DATALOADER:
+            continue
+        pin = argument(call, "pin_memory", _PIN_MEMORY_POSITION)
+        if pin is None:
+            # **kwargs or *args may set pin_memory: stay silent when we cannot tell.
+            if not has_star_args(call):
+                unpinned.append(Report(call))
+        elif is_const(pin, False):
+            unpinned.append(Report(pin))
+    # Pinning only helps copies to a CUDA device: ask about the device only when needed.
+    if unpinned and uses_cuda(ctx):
+        yield from unpinned
+
+
+DATALOADER_WITHOUT_PIN_MEMORY = Rule(
+    code="TP102",
+    name="dataloader-without-pin-memory",
+    message="DataLoader batches are not pinned (`pin_memory=True`): each copy to the GPU is "
+    "staged and blocks the host",
+    technique="pinned-memory",
+    doc="""\
+## What it does
+Flags a `torch.utils.data.DataLoader` created without `pin_memory=True` (not passed, or passed
+as `False`) in a file that uses a CUDA device: it calls `.cuda()`, moves something with
+`.to("cuda")`, builds `torch.device("cuda")`, passes `device="cuda"`, or assigns or compares a
+device such as `"cuda" if torch.cuda.is_available() else "cpu"`. A file that only asks
+`torch.cuda.is_available()` does not count. Calls that pass `*args` or `**kwargs`, and
+`pin_memory=` expressions whose value cannot be known, are not flagged.
+
+## Why is this slow
+The GPU copies from host memory by DMA, which needs page-locked (pinned) memory. A batch in
+ordinary pageable memory is first copied by the driver into a pinned staging buffer, and the
+copy blocks the host. With `pin_memory=True` the loader returns batches already pinned, so the
+transfer is one DMA, and `.to(device, non_blocking=True)` returns at once while the copy runs.
+
+## Example
+```python
+device = "cuda" if torch.cuda.is_available() else "cpu"
+loader = DataLoader(train_set, batch_size=64, num_workers=4)
+for x, y in loader:
+    x, y = x.to(device), y.to(device)
+```
+
+## Use instead
+```python
+device = "cuda" if torch.cuda.is_available() else "cpu"
+loader = DataLoader(train_set, batch_size=64, num_workers=4, pin_memory=device == "cuda")
+for x, y in loader:
+    x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+```
+
+## Fix safety
+No fix: pinned memory cannot be swapped out, so large batches or many workers can exhaust the
+page-locked RAM of a small host, and pinning fails for a dataset that already returns CUDA
+tensors. Pass `pin_memory=True` yourself and measure the loader wait (`torchpace doctor`).
+
+## References
+PyTorch Performance Tuning Guide, "Enable async data loading and augmentation" ("When using a
+GPU it's better to set pin_memory=True"); "PyTorch | Tricks for Faster Training", tip 2 ("Use
+multiple workers and pinned memory in DataLoader"); "Techniques to make PyTorch code run faster
+on GPUs", 3 ("Use pin_memory for DataLoader").
+""",
+    check=_check_pin_memory,
+)
+
+# TP103 ------------------------------------------------------------------------------------------
+
+
+def _unpinned(calls: list[ast.Call]) -> bool:
+    """True when none of these DataLoader calls can pin memory."""
+    for call in calls:
+        pin = keyword(call, "pin_memory")
+        if has_star_args(call) or (pin is not None and not is_const(pin.value, False)):
+            return False
+    return True
+
+
+def _batch_names(target: ast.expr) -> set[str]:
+    return {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
+
+
+def _check_non_blocking_unpinned(ctx: FileContext) -> Iterator[Report]:
+    facts = ctx.loops
+    if not facts.loader_calls:
+        return
+    for node in ctx.nodes:
+        if not isinstance(node, (ast.For, ast.AsyncFor)):
+            continue
+        name = dotted(iterated(node.iter))
+        calls = facts.loader_calls.get(name or "")
+        if not calls or not _unpinned(calls):
+            continue
+        batch = _batch_names(node.target)
+        for call in walk(node.body):
+            if not (
+                isinstance(call, ast.Call)
+                and isinstance(call.func, ast.Attribute)
+                and call.func.attr in {"to", "cuda"}
+            ):
+                continue
+            flag = keyword(call, "non_blocking")
+            receiver = call.func.value
+            while isinstance(receiver, ast.Subscript):
+                receiver = receiver.value  # batch[0], batch["x"]
+            if (
+                flag is not None
+                and is_const(flag.value, True)
+                and isinstance(receiver, ast.Name)
+                and receiver.id in batch
+            ):
+                yield Report(flag)
+
+
+NON_BLOCKING_UNPINNED = Rule(
+    code="TP103",
+    name="non-blocking-copy-from-pageable-memory",
+    message="`non_blocking=True` cannot overlap the copy: the loader does not pin its batches",
+    technique="pinned-memory",
+    doc="""\
+## What it does
+Flags `.to(..., non_blocking=True)` and `.cuda(non_blocking=True)` on the batches of a
+`DataLoader` created without `pin_memory=True`.
+
+## Why is this slow
+A copy from ordinary (pageable) host memory cannot run asynchronously: the driver first stages
+it through a pinned buffer, and the host waits. `non_blocking=True` only overlaps the copy with
+compute when the source is pinned, so here it promises an overlap that never happens.
+
+## Example
+```python
+loader = DataLoader(train_set, batch_size=64, num_workers=4)
+for x, y in loader:
+    x = x.to(device, non_blocking=True)
+```
+
+## Use instead
+```python
+loader = DataLoader(train_set, batch_size=64, num_workers=4, pin_memory=True)
+for x, y in loader:
+    x = x.to(device, non_blocking=True)
+```
+
+## Fix safety
+No fix: pinning memory takes page-locked host memory, which the author should budget.
+
+## References
+PyTorch Performance Tuning Guide, "Enable async data loading and augmentation" (pin_memory);
+"PyTorch | Tricks for Faster Training", on `a.cuda(non_blocking=True)` with pinned memory.
+""",
+    check=_check_non_blocking_unpinned,
+)
+
+
+# TP104 ------------------------------------------------------------------------------------------
+
+
+def _check_workers_not_persistent(ctx: FileContext) -> Iterator[Report]:
+    facts = ctx.loops
+    if not facts.loader_calls:
+        return
+    repeated_loaders = {
+        dotted(iterated(loop.iter))
+        for loop in ctx.nodes
+        if isinstance(loop, (ast.For, ast.AsyncFor)) and id(loop) in facts.repeated
+    }
+    for name, calls in facts.loader_calls.items():
+        if name not in repeated_loaders:
+            continue
+        for call in calls:
+            workers = argument(call, "num_workers", _NUM_WORKERS_POSITION)
+            if has_star_args(call) or not (
+                isinstance(workers, ast.Constant)
+                and type(workers.value) is int
+                and workers.value > 0
+            ):
+                continue
+            persistent = keyword(call, "persistent_workers")
+            if persistent is None or is_const(persistent.value, False):
+                yield Report(call)
+
+
+WORKERS_NOT_PERSISTENT = Rule(
+    code="TP104",
+    name="dataloader-workers-restarted-every-epoch",
+    message="DataLoader workers are started again at every epoch (no `persistent_workers`)",
+    technique="persistent-workers",
+    doc="""\
+## What it does
+Flags a `DataLoader` with a literal `num_workers > 0` and no `persistent_workers=True` that is
+iterated inside another loop, such as an epoch loop.
+
+## Why is this slow
+Each `for batch in loader` starts `num_workers` new processes, which import, copy the dataset
+and warm up before the first batch arrives; the device idles meanwhile, at the start of every
+epoch.
+
+## Example
+```python
+loader = DataLoader(train_set, batch_size=64, num_workers=8)
+for epoch in range(epochs):
+    for x, y in loader:
+        train_step(x, y)
+```
+
+## Use instead
+```python
+loader = DataLoader(train_set, batch_size=64, num_workers=8, persistent_workers=True)
+```
+
+## Fix safety
+No fix: persistent workers keep their copy of the dataset and their memory between epochs, and
+a dataset that changes between epochs must then be changed in the workers.
+
+## References
+PyTorch docs, `torch.utils.data.DataLoader` (`persistent_workers`); catalogue entry
+`persistent-workers`.
+""",
+    check=_check_workers_not_persistent,
+)
+
+
+RULES = (
+    DATALOADER_WITHOUT_WORKERS,
+    DATALOADER_WITHOUT_PIN_MEMORY,
+    NON_BLOCKING_UNPINNED,
+    WORKERS_NOT_PERSISTENT,
+)

@@ -1,4 +1,4 @@
-"""TP3xx: precision and compilation."""
+"""TP3xx: precision. TorchScript (TP305) is in ``compilation``, cuDNN (TP303) in ``convs``."""
 
 from __future__ import annotations
 
@@ -6,7 +6,19 @@ import ast
 from collections.abc import Iterator
 
 from torchpace.findings import Edit, Fix
-from torchpace.lint.rule import FileContext, Report, Rule, insert_before, replace, start_of
+from torchpace.lint.device import uses_cuda
+from torchpace.lint.rule import (
+    FileContext,
+    Report,
+    Rule,
+    argument,
+    has_star_args,
+    insert_before,
+    is_const,
+    keyword,
+    replace,
+    start_of,
+)
 
 _DEPRECATED_AMP = {"torch.cuda.amp.autocast": "autocast", "torch.cuda.amp.GradScaler": "GradScaler"}
 
@@ -97,54 +109,267 @@ mixed precision and AMP".
     check=_check_deprecated_amp,
 )
 
-_JIT = ("torch.jit.script", "torch.jit.trace")
+# Assignments that keep float32 matmuls or convolutions off TF32 Tensor Cores, by the value that
+# does it. `allow_tf32` is the older switch; `fp32_precision` (as in torch 2.13) the newer one,
+# where "ieee" means full float32 and "tf32" allows TF32 ("none" inherits the parent setting).
+_TF32_OFF: dict[str, object] = {
+    "torch.backends.cuda.matmul.allow_tf32": False,
+    "torch.backends.cudnn.allow_tf32": False,
+    "torch.backends.fp32_precision": "ieee",  # every backend
+    "torch.backends.cuda.matmul.fp32_precision": "ieee",
+    "torch.backends.cudnn.fp32_precision": "ieee",  # convolutions and RNNs
+    "torch.backends.cudnn.conv.fp32_precision": "ieee",
+    "torch.backends.cudnn.rnn.fp32_precision": "ieee",
+}
 
 
-def _check_jit(ctx: FileContext) -> Iterator[Report]:
-    for call, name in ctx.calls:
-        if name in _JIT:
-            yield Report(call.func)
-    # A bare decorator `@torch.jit.script` is not a call.
+def _check_tf32_disabled(ctx: FileContext) -> Iterator[Report]:
     for node in ctx.nodes:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            for deco in node.decorator_list:
-                if not isinstance(deco, ast.Call) and ctx.names.qualname(deco) in _JIT:
-                    yield Report(deco)
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                setting = ctx.names.qualname(target) or ""
+                if setting in _TF32_OFF and is_const(node.value, _TF32_OFF[setting]):
+                    yield Report(node)
+    for call, name in ctx.calls:
+        if name == "torch.set_float32_matmul_precision" and is_const(
+            argument(call, "precision", 0), "highest"
+        ):
+            yield Report(call)
 
 
-TORCHSCRIPT_FOR_SPEED = Rule(
-    code="TP305",
-    name="torchscript-for-speed",
-    message="TorchScript (`torch.jit.script`/`trace`) is in maintenance; `torch.compile` fuses "
-    "more",
-    technique="torch-compile",
+TF32_DISABLED = Rule(
+    code="TP304",
+    name="tf32-disabled",
+    message="TF32 is turned off: float32 matmuls or convolutions cannot use Tensor Cores",
+    technique="tf32",
     doc="""\
 ## What it does
-Flags `torch.jit.script` and `torch.jit.trace`, called or used as a decorator.
+Flags code that keeps float32 matrix products or convolutions in full float32 precision on CUDA:
+`torch.backends.cuda.matmul.allow_tf32 = False`, `torch.backends.cudnn.allow_tf32 = False`,
+`torch.set_float32_matmul_precision("highest")`, and the newer `fp32_precision = "ieee"` on
+`torch.backends`, `torch.backends.cuda.matmul`, `torch.backends.cudnn` and its `conv` and `rnn`
+parts. Values that are not literals are not flagged.
 
 ## Why is this slow
-TorchScript fuses a few pointwise operations and is no longer developed. `torch.compile`
-captures the whole graph, fuses far more (including into generated Triton or C++ kernels) and
-handles Python control flow by graph breaks instead of failing.
+On Ampere and newer GPUs, Tensor Cores compute float32 matrix products in TensorFloat-32
+(inputs rounded to a 10-bit mantissa, accumulation in float32) several times faster than the
+float32 units. These settings forbid that, so every float32 matmul or convolution runs on the
+slower path. PyTorch allows TF32 for cuDNN convolutions by default but not for matmuls, so the
+cuDNN settings switch a default speed-up off, and the matmul ones spell out a default that
+`torch.set_float32_matmul_precision("high")` would lift.
 
 ## Example
 ```python
-model = torch.jit.script(model)
+torch.backends.cuda.matmul.allow_tf32 = False
+torch.backends.cudnn.allow_tf32 = False
 ```
 
 ## Use instead
 ```python
-model = torch.compile(model)
+torch.set_float32_matmul_precision("high")  # float32 matmuls may use TF32
+```
+and leave `torch.backends.cudnn.allow_tf32` at its default (`True`). Mixed precision
+(`torch.autocast`) reaches the Tensor Cores without TF32.
+
+## Fix safety
+No fix: TF32 keeps about three significant decimal digits of each input instead of about seven.
+That is harmless for most training but not for numerically sensitive work, and an explicit
+setting like these is often there on purpose (bit-exact comparisons with float32). Keep such a
+line with `# noqa: TP304`.
+
+## References
+PyTorch CUDA semantics notes, "TensorFloat-32 (TF32) on Ampere (and later) devices";
+`torch.set_float32_matmul_precision` docs. The guides predate TF32; the PyTorch Performance
+Tuning Guide's "Use mixed precision and AMP" is about reaching the same Tensor Cores.
+""",
+    check=_check_tf32_disabled,
+)
+
+# The literal sizes each layer is checked for: (parameter, position).
+_SIZES: dict[str, tuple[tuple[str, int], ...]] = {
+    "torch.nn.Linear": (("in_features", 0), ("out_features", 1)),
+    "torch.nn.Embedding": (("num_embeddings", 0), ("embedding_dim", 1)),
+}
+for _kind in ("Conv", "ConvTranspose"):
+    for _dim in ("1d", "2d", "3d"):
+        _SIZES[f"torch.nn.{_kind}{_dim}"] = (("in_channels", 0), ("out_channels", 1))
+# Conv*d(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, ...) and
+# ConvTranspose*d(in_channels, out_channels, kernel_size, stride, padding, output_padding, groups)
+_GROUPS_POSITION = 6
+# Sizes under 64 are left alone: rounding n up to a multiple of 8 adds up to 7/n of the layer's
+# work (60% for 10 classes), such a layer is too small for its matmul to set the step time, and
+# these sizes are mostly fixed by the data (1 or 3 image channels, a class count, one output).
+_MIN_SIZE = 64
+
+
+def _misaligned(call: ast.Call, name: str, position: int) -> ast.expr | None:
+    """The literal size passed for ``name`` when it is at least 64 and not a multiple of 8."""
+    if keyword(call, name) is None and any(
+        isinstance(a, ast.Starred) for a in call.args[: position + 1]
+    ):
+        return None  # *args shifts the positions: cannot tell
+    value = argument(call, name, position)
+    if not isinstance(value, ast.Constant) or isinstance(value.value, bool):
+        return None
+    size = value.value
+    if isinstance(size, int) and size >= _MIN_SIZE and size % 8:
+        return value
+    return None
+
+
+def _check_sizes(ctx: FileContext) -> Iterator[Report]:
+    for call, name in ctx.calls:
+        params = _SIZES.get(name or "")
+        if params is None:
+            continue
+        if "Conv" in (name or ""):
+            groups = argument(call, "groups", _GROUPS_POSITION)
+            if (groups is None and has_star_args(call)) or (
+                groups is not None and not is_const(groups, 1)
+            ):
+                continue  # grouped: the size per group is what counts; or cannot tell
+        for param, position in params:
+            size = _misaligned(call, param, position)
+            if size is not None:
+                yield Report(size)
+
+
+SIZE_NOT_MULTIPLE_OF_8 = Rule(
+    code="TP306",
+    name="size-not-multiple-of-8",
+    message="Layer size is not a multiple of 8: Tensor Core kernels waste part of each tile or "
+    "are not used",
+    technique="sizes-multiple-of-8",
+    doc="""\
+## What it does
+Flags literal sizes of 64 or more that are not multiples of 8 in `nn.Linear(in_features,
+out_features)`, `nn.Embedding(num_embeddings, embedding_dim)` and the channel counts of
+`nn.Conv1d/2d/3d` and `nn.ConvTranspose1d/2d/3d`. Sizes given by a name or an expression are not
+flagged, nor are grouped convolutions (`groups=` other than 1), where the size per group is
+what counts. Off by default: select it with `--select TP306`.
+
+Sizes under 64 are not flagged: rounding `n` up to a multiple of 8 adds up to `7/n` of the
+layer's work (60% for 10 classes), a layer that small is rarely what limits the step, and such
+sizes are usually fixed by the data: 1 or 3 image channels, a class count, a single regression
+output. The embedding's vocabulary size is flagged because the tuning guide names it: the same
+number usually sizes the output layer, often with tied weights.
+
+## Why is this slow
+Tensor Cores work on fixed-size tiles, and cuBLAS and cuDNN use them best for 16-bit data when
+the matrix dimensions are multiples of 8 (larger multiples such as 64 often do better still).
+Other sizes leave part of each tile idle or fall back to kernels without Tensor Cores.
+
+## Example
+```python
+tok_emb = nn.Embedding(50257, 768)
+lm_head = nn.Linear(768, 50257, bias=False)
+```
+
+## Use instead
+```python
+vocab_size = 50304  # 50257 rounded up to a multiple of 64; the extra ids never occur
+tok_emb = nn.Embedding(vocab_size, 768)
+lm_head = nn.Linear(768, vocab_size, bias=False)
 ```
 
 ## Fix safety
-No fix: TorchScript is also used to export models for C++ and mobile, which `torch.compile`
-does not do. Keep it where export is the purpose.
+No fix: a different size is a different model. Padded output logits must be masked or never
+be targets, and checkpoints change shape.
 
 ## References
-PyTorch Performance Tuning Guide, "Fuse pointwise operations"; the `torch.compile` tutorial.
+PyTorch Performance Tuning Guide, "Use mixed precision and AMP" ("set sizes to multiples of 8
+(to map onto dimensions of Tensor Cores)"; "if layer size is derived from other parameters
+rather than fixed, it can still be explicitly padded e.g. vocabulary size in NLP models");
+NVIDIA Deep Learning Performance documentation, per layer type.
 """,
-    check=_check_jit,
+    check=_check_sizes,
+    default=False,
 )
 
-RULES = (DEPRECATED_CUDA_AMP, TORCHSCRIPT_FOR_SPEED)
+
+# TP302 ------------------------------------------------------------------------------------------
+
+_AUTOCASTS = frozenset(
+    {"torch.autocast", "torch.amp.autocast", "torch.cuda.amp.autocast", "torch.cpu.amp.autocast"}
+)
+# The file runs in reduced precision some other way, or through a framework that may: cannot tell.
+_OTHER_PRECISION_ATTRS = frozenset({"half", "bfloat16", "float16"})
+_FRAMEWORKS = ("accelerate", "lightning", "pytorch_lightning", "deepspeed", "transformers")
+
+
+def _manages_precision(ctx: FileContext) -> bool:
+    for node in ctx.nodes:
+        if isinstance(node, ast.Attribute) and node.attr in _OTHER_PRECISION_ATTRS:
+            return True
+        if (
+            isinstance(node, ast.Call)
+            and ctx.names.qualname(node.func) == "torch.set_default_dtype"
+        ):
+            return True
+    imported = ctx.names.bindings.values()
+    if any(path.split(".")[0] in _FRAMEWORKS for path in imported):
+        return True
+    return any(
+        ctx.names.qualname(n) in _AUTOCASTS
+        for n in ctx.nodes
+        if isinstance(n, (ast.Name, ast.Attribute))
+    )
+
+
+def _check_cuda_loop_without_autocast(ctx: FileContext) -> Iterator[Report]:
+    facts = ctx.loops
+    training = [
+        loop for loop in facts.step_loops if facts.trains(loop.body, facts.scope_of[id(loop)])
+    ]
+    if not training or _manages_precision(ctx) or not uses_cuda(ctx):
+        return
+    # One finding per file, on the first training loop: the fix is one change.
+    yield Report(min(training, key=lambda loop: loop.lineno))
+
+
+CUDA_LOOP_WITHOUT_AUTOCAST = Rule(
+    code="TP302",
+    name="cuda-training-without-autocast",
+    message="The CUDA training loop runs every op in float32 (no autocast)",
+    technique="amp-bf16",
+    doc="""\
+## What it does
+Flags the first training loop of a file that trains on CUDA and never uses `torch.autocast`
+(nor `.half()` / `.bfloat16()` / float16 dtypes, nor a framework that manages precision).
+
+## Why is this slow
+Tensor cores run bfloat16 and float16 matrix multiplies and convolutions many times faster
+than float32, and half-width activations halve the memory traffic. Without autocast every op
+runs in float32.
+
+## Example
+```python
+for x, y in loader:
+    loss = loss_fn(model(x.cuda()), y.cuda())
+    loss.backward()
+    optimizer.step()
+```
+
+## Use instead
+```python
+for x, y in loader:
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        loss = loss_fn(model(x.cuda()), y.cuda())
+    loss.backward()
+    optimizer.step()
+```
+On GPUs without bfloat16 (before Ampere), use `dtype=torch.float16` with a
+`torch.amp.GradScaler("cuda")`.
+
+## Fix safety
+No fix: reduced precision changes the numerics; check that training still converges (`torchpace
+tune` does).
+
+## References
+PyTorch Performance Tuning Guide, "Use mixed precision and AMP"; "Techniques to make PyTorch
+code run faster on GPUs", mixed precision with `autocast` and `GradScaler`.
+""",
+    check=_check_cuda_loop_without_autocast,
+)
+
+RULES = (DEPRECATED_CUDA_AMP, CUDA_LOOP_WITHOUT_AUTOCAST, TF32_DISABLED, SIZE_NOT_MULTIPLE_OF_8)

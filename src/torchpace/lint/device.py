@@ -1,0 +1,104 @@
+"""Does a file put its work on a CUDA device? A static, whole-file answer for the rules.
+
+Several techniques only pay off on CUDA (pinned memory, the cuDNN auto-tuner), so their rules
+first ask :func:`uses_cuda`. The answer is True when the file moves tensors or modules to a CUDA
+device, creates them there, or picks CUDA as its device:
+
+- ``x.cuda()`` / ``model.cuda(rank)``: any method call named ``cuda``;
+- ``x.to("cuda")``, ``x.to("cuda:0")``, ``x.to(device="cuda")``, ``x.to(torch.device("cuda"))``;
+- ``torch.device("cuda")``, and a ``device=`` or ``map_location=`` keyword of any call holding a
+  CUDA device (``torch.zeros(3, device="cuda")``, ``torch.load(f, map_location="cuda:0")``);
+- a CUDA device assigned to a name, attribute or item (``device = "cuda"``, ``DEVICE = "cuda" if
+  torch.cuda.is_available() else "cpu"``, ``device = f"cuda:{rank}"``), given as an option's
+  ``default=`` (``parser.add_argument("--device", default="cuda")``), or compared with
+  (``if device.type == "cuda":``);
+- ``torch.cuda.set_device(...)``, and ``torch.distributed.init_process_group("nccl")`` (NCCL
+  runs on CUDA devices only).
+
+A CUDA device is the string ``"cuda"`` or ``"cuda:N"``, an f-string or ``+``/``%`` expression that
+starts with ``"cuda:"``, ``torch.device`` of one of these, or a conditional expression
+(``a if c else b``, ``a or b``) either branch of which is one.
+
+Not enough on their own: ``torch.cuda.is_available()`` (a script that checks for a GPU may never
+use one), and autocast or GradScaler for CUDA in any spelling (``torch.cuda.amp.GradScaler()``,
+``torch.autocast("cuda")``): they set precision, not placement, and without a GPU they warn and
+do nothing.
+
+The analysis is flow-insensitive and per file: it does not follow devices passed in from other
+files or read from configuration files.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+
+from torchpace.lint.imports import Resolver
+from torchpace.lint.rule import FileContext, argument
+
+_CUDA = re.compile(r"cuda(:\d+)?")
+# Keywords whose value says where tensors go; `default=` is an option's (argparse, click).
+_DEVICE_KEYWORDS = frozenset({"device", "map_location", "default"})
+_INIT_PROCESS_GROUP = "torch.distributed.init_process_group"
+
+
+def _starts_with_cuda_index(node: ast.expr) -> bool:
+    """``"cuda:" + ...``, ``"cuda:%d" % ...`` or ``f"cuda:{...}"``."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Mod)):
+        left = node.left
+        return isinstance(left, ast.Constant) and str(left.value).startswith("cuda:")
+    if isinstance(node, ast.JoinedStr) and node.values:
+        first = node.values[0]
+        return isinstance(first, ast.Constant) and str(first.value).startswith("cuda:")
+    return False
+
+
+def is_cuda_device(node: ast.expr | None, names: Resolver) -> bool:
+    """True when ``node`` certainly names a CUDA device in at least one of its branches."""
+    if node is None:
+        return False
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, str) and _CUDA.fullmatch(node.value) is not None
+    if isinstance(node, ast.IfExp):
+        return is_cuda_device(node.body, names) or is_cuda_device(node.orelse, names)
+    if isinstance(node, ast.BoolOp):
+        return any(is_cuda_device(v, names) for v in node.values)
+    if isinstance(node, ast.Call) and names.qualname(node.func) == "torch.device":
+        return is_cuda_device(argument(node, "type", 0), names)
+    return _starts_with_cuda_index(node)
+
+
+def _call_uses_cuda(call: ast.Call, name: str | None, names: Resolver) -> bool:
+    if name == "torch.cuda.set_device":
+        return True
+    if name == _INIT_PROCESS_GROUP:
+        backend = argument(call, "backend", 0)
+        return isinstance(backend, ast.Constant) and backend.value == "nccl"
+    if isinstance(call.func, ast.Attribute):
+        # A method of a tensor or module: `.cuda()` moves it, `.to(...)` may.
+        if call.func.attr == "cuda":
+            return True
+        if call.func.attr == "to" and call.args and is_cuda_device(call.args[0], names):
+            return True
+    if name == "torch.device" and is_cuda_device(call, names):
+        return True
+    return any(k.arg in _DEVICE_KEYWORDS and is_cuda_device(k.value, names) for k in call.keywords)
+
+
+def uses_cuda(ctx: FileContext) -> bool:
+    """True when the file moves or creates tensors or modules on a CUDA device (see module doc).
+
+    One pass over the file's nodes; call it after cheaper checks have found a candidate.
+    """
+    names = ctx.names
+    for call, name in ctx.calls:
+        if _call_uses_cuda(call, name, names):
+            return True
+    for node in ctx.nodes:
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and is_cuda_device(node.value, names):
+            return True
+        if isinstance(node, ast.Compare) and any(
+            is_cuda_device(side, names) for side in (node.left, *node.comparators)
+        ):
+            return True
+    return False

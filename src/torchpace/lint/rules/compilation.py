@@ -1,0 +1,61 @@
+"""TP305: TorchScript used for speed, where ``torch.compile`` is the maintained path."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from torchpace.lint.rule import FileContext, Report, Rule
+
+_JIT = ("torch.jit.script", "torch.jit.trace")
+
+
+def _check_jit(ctx: FileContext) -> Iterator[Report]:
+    for call, name in ctx.calls:
+        if name in _JIT:
+            yield Report(call.func)
+    # A bare decorator `@torch.jit.script` is not a call.
+    for node in ctx.nodes:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            for deco in node.decorator_list:
+                if not isinstance(deco, ast.Call) and ctx.names.qualname(deco) in _JIT:
+                    yield Report(deco)
+
+
+TORCHSCRIPT_FOR_SPEED = Rule(
+    code="TP305",
+    name="torchscript-for-speed",
+    message="TorchScript (`torch.jit.script`/`trace`) is in maintenance; `torch.compile` fuses "
+    "more",
+    technique="torch-compile",
+    doc="""\
+## What it does
+Flags `torch.jit.script` and `torch.jit.trace`, called or used as a decorator.
+
+## Why is this slow
+TorchScript fuses a few pointwise operations and is no longer developed. `torch.compile`
+captures the whole graph, fuses far more (including into generated Triton or C++ kernels) and
+handles Python control flow by graph breaks instead of failing.
+
+## Example
+```python
+model = torch.jit.script(model)
+```
+
+## Use instead
+```python
+model = torch.compile(model)
+```
+
+## Fix safety
+No fix: TorchScript is also used to export models for C++ and mobile, which `torch.compile`
+does not do. Keep it where export is the purpose.
+
+## References
+PyTorch Performance Tuning Guide, "Fuse pointwise operations"; the `torch.compile` tutorial.
+""",
+    check=_check_jit,
+)
+
+
+RULES = (TORCHSCRIPT_FOR_SPEED,)

@@ -1,0 +1,420 @@
+"""Convolutional networks: the cuDNN auto-tuner (TP303), conv biases a BatchNorm cancels (TP401)."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from torchpace.findings import Fix
+from torchpace.lint.device import uses_cuda
+from torchpace.lint.rule import (
+    FileContext,
+    Report,
+    Rule,
+    argument,
+    end_of,
+    has_star_args,
+    insert_after,
+    is_const,
+    replace,
+    start_of,
+)
+
+_CONVS = {f"torch.nn.Conv{d}" for d in ("1d", "2d", "3d")}
+_CONV_MODULES = _CONVS | {f"torch.nn.ConvTranspose{d}" for d in ("1d", "2d", "3d")}
+_NORMS = {f"torch.nn.BatchNorm{d}" for d in ("1d", "2d", "3d")}
+_FUNCTIONAL_CONVS = {f"torch.nn.functional.conv{d}" for d in ("1d", "2d", "3d")}
+_FUNCTIONAL_BATCH_NORM = "torch.nn.functional.batch_norm"
+# Conv2d(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias, ...)
+_BIAS_POSITION = 7
+# F.conv2d(input, weight, bias, ...); F.batch_norm(input, running_mean, running_var, weight,
+# bias, training, ...)
+_FUNCTIONAL_BIAS_POSITION = 2
+_TRAINING_POSITION = 5
+
+# ---------------------------------------------------------------------------------------- TP303
+
+# Settings that show the author chose how cuDNN runs, so the auto-tuner is not our call: any
+# assignment to `benchmark` (True is the advice; False or an expression is a decision, e.g. for
+# input shapes that change every step), and the others unless they keep their default.
+_LEFT_AT_DEFAULT_BY: dict[str, object] = {
+    "torch.backends.cudnn.deterministic": False,  # True: reproducibility wanted
+    "torch.backends.cudnn.enabled": True,  # False: cuDNN is off
+}
+_BENCHMARK = "torch.backends.cudnn.benchmark"
+_CHOOSING_CALLS = {"torch.backends.cudnn.flags", "torch.backends.cudnn.set_flags"}
+
+
+def _chooses_cudnn_setup(ctx: FileContext) -> bool:
+    """True when the file sets the auto-tuner, determinism or cuDNN itself in any way."""
+    for node in ctx.nodes:
+        if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                name = ctx.names.qualname(target)
+                if name == _BENCHMARK:
+                    return True
+                if name in _LEFT_AT_DEFAULT_BY and not (
+                    isinstance(node, ast.Assign) and is_const(node.value, _LEFT_AT_DEFAULT_BY[name])
+                ):
+                    return True
+    for call, name in ctx.calls:
+        if name in _CHOOSING_CALLS:
+            return True
+        if name == "torch.use_deterministic_algorithms" and not is_const(
+            argument(call, "mode", 0), False
+        ):
+            return True
+    return False
+
+
+def _check_cudnn_benchmark(ctx: FileContext) -> Iterator[Report]:
+    convs = [call for call, name in ctx.calls if name in _CONV_MODULES]
+    if not convs or _chooses_cudnn_setup(ctx) or not uses_cuda(ctx):
+        return
+    yield Report(min(convs, key=start_of))
+
+
+CUDNN_BENCHMARK_NOT_ENABLED = Rule(
+    code="TP303",
+    name="cudnn-benchmark-not-enabled",
+    message="Convolutions run on CUDA without the cuDNN auto-tuner "
+    "(`torch.backends.cudnn.benchmark = True`)",
+    technique="cudnn-benchmark",
+    doc="""\
+## What it does
+Flags the first convolution layer (`nn.Conv1d/2d/3d`, `nn.ConvTranspose1d/2d/3d`) of a file
+that uses a CUDA device (`.cuda()`, `.to("cuda")`, `device="cuda"`, a device such as `"cuda" if
+torch.cuda.is_available() else "cpu"`) and never sets `torch.backends.cudnn.benchmark`.
+
+The file is not flagged when it sets `benchmark` at all (`False` or an expression is a
+decision, for instance for inputs whose shape changes every step), asks for reproducibility
+(`torch.backends.cudnn.deterministic = True`, `torch.use_deterministic_algorithms(True)`),
+turns cuDNN off, or uses `torch.backends.cudnn.flags(...)`. A model defined in one file and
+trained in another is not seen.
+
+## Why is this slow
+cuDNN has several algorithms for each convolution; by default PyTorch picks one by heuristics.
+With the auto-tuner on, the first call for each input shape times the candidates and caches the
+fastest for this GPU, so every later step runs the best kernel.
+
+## Example
+```python
+device = "cuda" if torch.cuda.is_available() else "cpu"
+model = nn.Sequential(nn.Conv2d(3, 64, 3), nn.ReLU()).to(device)
+```
+
+## Use instead
+```python
+torch.backends.cudnn.benchmark = True  # once, before the training loop
+device = "cuda" if torch.cuda.is_available() else "cpu"
+model = nn.Sequential(nn.Conv2d(3, 64, 3), nn.ReLU()).to(device)
+```
+
+## Fix safety
+No fix: each new input shape pays a round of benchmarking, so with highly variable input sizes
+the auto-tuner can cost more than it saves; the chosen algorithm may differ between runs, so
+results are not bit-reproducible; and trial algorithms can raise peak memory.
+
+## References
+PyTorch Performance Tuning Guide, "Enable cuDNN auto-tuner"; "PyTorch | Tricks for Faster
+Training", tip 6 ("Turn on cudNN benchmarking"); "Techniques to make PyTorch code run faster on
+GPUs", 1 ("Utilize CUDNN Benchmarking").
+""",
+    check=_check_cudnn_benchmark,
+)
+
+# ---------------------------------------------------------------------------------------- TP401
+
+
+def _conv_bias_fix(call: ast.Call) -> tuple[bool, Fix | None]:
+    """Whether the conv has a bias, and the fix that removes it when exact."""
+    if has_star_args(call):
+        return False, None  # **kwargs may set bias=False: cannot tell
+    bias = argument(call, "bias", _BIAS_POSITION)
+    if bias is None:
+        if not call.args and not call.keywords:
+            return False, None
+        last = max([*call.args, *call.keywords], key=end_of)
+        return True, Fix("Pass `bias=False`", "safe", (insert_after(last, ", bias=False"),))
+    if is_const(bias, True):
+        return True, Fix("Pass `bias=False`", "safe", (replace(bias, "False"),))
+    return False, None  # False, or an expression whose value we cannot tell
+
+
+def _same_channels(conv: ast.Call, norm: ast.Call) -> bool:
+    out = argument(conv, "out_channels", 1)
+    features = argument(norm, "num_features", 0)
+    return out is not None and features is not None and ast.dump(out) == ast.dump(features)
+
+
+def _reads_bias_indirectly(ctx: FileContext) -> bool:
+    """True when the file reads ``m.bias`` of a module it reached another way (``for m in
+    model.modules()``): after ``bias=False`` that is None, so the fix could break such code."""
+    return any(
+        isinstance(node, ast.Attribute)
+        and node.attr == "bias"
+        and isinstance(node.ctx, ast.Load)
+        # `self.conv.bias` is a named layer's (see _scan_method); `self.bias` a module's own
+        and not isinstance(node.value, ast.Attribute)
+        and not (isinstance(node.value, ast.Name) and node.value.id == "self")
+        for node in ctx.nodes
+    )
+
+
+def _sequential_pairs(ctx: FileContext, names: dict[int, str | None]) -> Iterator[ast.Call]:
+    """Convs followed by a BatchNorm over the same channels in an ``nn.Sequential(...)``."""
+    for call, name in ctx.calls:
+        if name != "torch.nn.Sequential":
+            continue
+        for conv, norm in zip(call.args, call.args[1:], strict=False):
+            if not (isinstance(conv, ast.Call) and isinstance(norm, ast.Call)):
+                continue
+            if (
+                names.get(id(conv)) in _CONVS
+                and names.get(id(norm)) in _NORMS
+                and _same_channels(conv, norm)
+            ):
+                yield conv
+
+
+@dataclass
+class _Layer:
+    """A ``self.<attr> = <layer>(...)`` of one class, and how the class uses the attribute."""
+
+    call: ast.Call | None  # None: assigned more than once, or not from a call
+    paired_with: set[str] = field(default_factory=set)  # norm attributes its output goes into
+    escapes: bool = False  # used some other way: its bias may matter
+
+
+_Method = ast.FunctionDef | ast.AsyncFunctionDef
+
+
+def _self_attr(node: ast.AST, self_name: str) -> str | None:
+    """``self.<attr>`` → attr."""
+    if (
+        isinstance(node, ast.Attribute)
+        and isinstance(node.value, ast.Name)
+        and node.value.id == self_name
+    ):
+        return node.attr
+    return None
+
+
+def _single_call(node: ast.AST | None, self_name: str) -> tuple[str, ast.expr] | None:
+    """``self.<attr>(<one argument>)`` → (attr, argument)."""
+    if not (isinstance(node, ast.Call) and len(node.args) == 1 and not node.keywords):
+        return None
+    attr = _self_attr(node.func, self_name)
+    if attr is None or isinstance(node.args[0], ast.Starred):
+        return None
+    return attr, node.args[0]
+
+
+def _norm_of_variable(
+    method: _Method, stmt: ast.stmt, following: ast.stmt | None, self_name: str
+) -> str | None:
+    """For ``v = self.conv(x)`` directly followed by ``v = self.bn(v)`` / ``return self.bn(v)``
+    (or ``w = self.bn(v)`` with ``v`` read nowhere else), the norm's attribute."""
+    if not (
+        isinstance(stmt, ast.Assign)
+        and len(stmt.targets) == 1
+        and isinstance(stmt.targets[0], ast.Name)
+        and isinstance(following, (ast.Assign, ast.Return))
+    ):
+        return None
+    var = stmt.targets[0].id
+    norm = _single_call(following.value, self_name)
+    if norm is None or not (isinstance(norm[1], ast.Name) and norm[1].id == var):
+        return None
+    if isinstance(following, ast.Assign):
+        if len(following.targets) != 1 or not isinstance(following.targets[0], ast.Name):
+            return None
+        if following.targets[0].id != var:
+            reads = sum(
+                isinstance(n, ast.Name) and n.id == var and isinstance(n.ctx, ast.Load)
+                for n in ast.walk(method)
+            )
+            if reads != 1:
+                return None  # the conv's output is used elsewhere too
+    return norm[0]
+
+
+def _scan_method(method: _Method, layers: dict[str, _Layer]) -> None:
+    """Record how ``method`` uses each layer attribute of ``layers``."""
+    params = [*method.args.posonlyargs, *method.args.args]
+    if not params:
+        return
+    self_name = params[0].arg
+    parents = {id(c): n for n in ast.walk(method) for c in ast.iter_child_nodes(n)}
+    for node in ast.walk(method):
+        if not isinstance(node, ast.Attribute) or not isinstance(node.ctx, ast.Load):
+            continue
+        layer = layers.get(_self_attr(node, self_name) or "")
+        if layer is None:
+            continue
+        parent = parents.get(id(node))
+        if isinstance(parent, ast.Attribute) and parent.attr == "weight":
+            continue  # initialising the weight does not involve the bias
+        call = parent if isinstance(parent, ast.Call) and parent.func is node else None
+        if call is None or _single_call(call, self_name) is None:
+            layer.escapes = True
+            continue
+        outer = parents.get(id(call))
+        nested = _single_call(outer, self_name)
+        if nested is not None and nested[1] is call:
+            layer.paired_with.add(nested[0])  # self.bn(self.conv(x))
+            continue
+        norm = None
+        if isinstance(outer, ast.Assign) and outer.value is call:
+            body = parents.get(id(outer))
+            for name in ("body", "orelse", "finalbody"):
+                block = getattr(body, name, None)
+                if isinstance(block, list) and outer in block:
+                    i = block.index(outer)
+                    following = block[i + 1] if i + 1 < len(block) else None
+                    norm = _norm_of_variable(method, outer, following, self_name)
+        if norm is None:
+            layer.escapes = True
+        else:
+            layer.paired_with.add(norm)
+
+
+def _class_pairs(cls: ast.ClassDef, names: dict[int, str | None]) -> Iterator[ast.Call]:
+    """Convs assigned in ``__init__`` whose output only ever goes into a BatchNorm attribute."""
+    methods = [n for n in cls.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    layers: dict[str, _Layer] = {}
+    for method in methods:
+        params = [*method.args.posonlyargs, *method.args.args]
+        if not params:
+            continue
+        for node in ast.walk(method):
+            targets = (
+                node.targets
+                if isinstance(node, ast.Assign)
+                else [node.target]
+                if isinstance(node, (ast.AnnAssign, ast.AugAssign))
+                else []
+            )
+            for target in targets:
+                attr = _self_attr(target, params[0].arg)
+                if attr is None:
+                    continue
+                value = getattr(node, "value", None)
+                first = attr not in layers and method.name == "__init__"
+                ok = first and isinstance(node, ast.Assign) and isinstance(value, ast.Call)
+                layers[attr] = _Layer(value if ok else None)
+    layers = {
+        attr: layer
+        for attr, layer in layers.items()
+        if layer.call is not None and names.get(id(layer.call)) in _CONVS | _NORMS
+    }
+    for method in methods:
+        _scan_method(method, layers)
+    for layer in layers.values():
+        conv = layer.call
+        if conv is None or names.get(id(conv)) not in _CONVS:
+            continue
+        if layer.escapes or not layer.paired_with:
+            continue
+        norms = [layers.get(attr) for attr in layer.paired_with]
+        if all(
+            norm is not None
+            and norm.call is not None
+            and names.get(id(norm.call)) in _NORMS
+            and _same_channels(conv, norm.call)
+            for norm in norms
+        ):
+            yield conv
+
+
+def _functional_pairs(ctx: FileContext, names: dict[int, str | None]) -> Iterator[ast.expr]:
+    """The bias of ``F.convNd(x, w, b)`` passed straight to a training-mode ``F.batch_norm``."""
+    for call, name in ctx.calls:
+        if name != _FUNCTIONAL_BATCH_NORM or has_star_args(call):
+            continue
+        training = argument(call, "training", _TRAINING_POSITION)
+        if training is None or is_const(training, False):
+            continue  # evaluation mode: running statistics, which need not cancel the bias
+        conv = argument(call, "input", 0)
+        if not isinstance(conv, ast.Call) or names.get(id(conv)) not in _FUNCTIONAL_CONVS:
+            continue
+        if has_star_args(conv):
+            continue
+        bias = argument(conv, "bias", _FUNCTIONAL_BIAS_POSITION)
+        if bias is not None and not is_const(bias, None):
+            yield bias
+
+
+def _check_conv_bias_before_bn(ctx: FileContext) -> Iterator[Report]:
+    names = {id(call): name for call, name in ctx.calls}
+    present = set(names.values())
+    convs: list[ast.Call] = []
+    if present & _CONVS and present & _NORMS:  # most files build neither: skip the scans
+        convs += _sequential_pairs(ctx, names)
+        for node in ctx.nodes:
+            if isinstance(node, ast.ClassDef):
+                convs.extend(_class_pairs(node, names))
+    keep_fix = not _reads_bias_indirectly(ctx)
+    for conv in convs:
+        has_bias, fix = _conv_bias_fix(conv)
+        if has_bias:
+            yield Report(conv, fix if keep_fix else None)
+    if _FUNCTIONAL_BATCH_NORM in present:
+        for bias in _functional_pairs(ctx, names):
+            yield Report(bias)
+
+
+CONV_BIAS_BEFORE_BATCHNORM = Rule(
+    code="TP401",
+    name="conv-bias-before-batchnorm",
+    message="Convolution has a bias that the BatchNorm right after it cancels",
+    technique="conv-bias-before-bn",
+    doc="""\
+## What it does
+Flags a convolution with a bias whose output goes straight into a BatchNorm over the same
+channels:
+
+- in an `nn.Sequential(...)` literal, a conv directly followed by the norm;
+- in a module class, `self.conv = nn.Conv2d(...)` and `self.bn = nn.BatchNorm2d(...)` in
+  `__init__`, where every use of `self.conv` is `self.bn(self.conv(x))`, or `y = self.conv(x)`
+  directly followed by `y = self.bn(y)` / `return self.bn(y)` (other than reading
+  `self.conv.weight`). Attributes assigned more than once are left alone;
+- functionally, `F.batch_norm(F.conv2d(x, w, b), ..., training=...)` with a bias `b` that is not
+  `None` and `training` not `False`.
+
+## Why is this slow
+BatchNorm subtracts the per-channel mean, which removes any constant added per channel, so the
+bias is computed, stored and updated for nothing: its gradient is zero.
+
+## Example
+```python
+block = nn.Sequential(nn.Conv2d(64, 64, 3, padding=1), nn.BatchNorm2d(64), nn.ReLU())
+```
+
+## Use instead
+```python
+block = nn.Sequential(nn.Conv2d(64, 64, 3, padding=1, bias=False), nn.BatchNorm2d(64), nn.ReLU())
+```
+
+## Fix safety
+Safe for the module forms: the model computes the same function. A checkpoint saved with the
+bias no longer loads with `strict=True`; load it with `strict=False` or retrain. Convs whose
+`bias` is an expression, or that take `**kwargs`, are not reported. No fix when the file reads
+`.bias` of a module it reached indirectly (`for m in model.modules(): init.zeros_(m.bias)`),
+since that bias becomes None.
+
+The functional form gets no fix: the bias is a tensor the caller owns. In training mode the
+batch statistics cancel it exactly. In evaluation mode the running mean, accumulated by the same
+call, contains the constant bias too and cancels it, unless those statistics come from
+elsewhere; pass `bias=None` where that holds.
+
+## References
+PyTorch Performance Tuning Guide, "Disable bias for convolutions directly followed by a batch
+norm".
+""",
+    check=_check_conv_bias_before_bn,
+)
+
+RULES = (CUDNN_BENCHMARK_NOT_ENABLED, CONV_BIAS_BEFORE_BATCHNORM)

@@ -1,0 +1,175 @@
+"""TP403: evaluation loops that keep autograd on (catalogue family "evaluation")."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from torchpace.lint.loops import MODEL_NAME, Loop, Scope, dotted, walk
+from torchpace.lint.rule import FileContext, Report, Rule, is_const
+
+_NO_GRAD = frozenset(
+    {
+        "torch.no_grad",
+        "torch.inference_mode",
+        "torch.autograd.no_grad",
+        "torch.autograd.inference_mode",
+        "torch.autograd.grad_mode.no_grad",
+        "torch.autograd.grad_mode.inference_mode",
+    }
+)
+
+
+def _disables_grad(ctx: FileContext, expr: ast.expr) -> bool:
+    """``torch.no_grad()``, ``torch.inference_mode()``, ``torch.set_grad_enabled(False)``."""
+    target = expr.func if isinstance(expr, ast.Call) else expr
+    qual = ctx.names.qualname(target)
+    if qual in _NO_GRAD:
+        return True
+    if qual == "torch.set_grad_enabled" and isinstance(expr, ast.Call):
+        return bool(expr.args) and is_const(expr.args[0], False)
+    return False
+
+
+def grad_disabled(ctx: FileContext, node: ast.AST) -> bool:
+    """Whether ``node`` runs under a ``with`` or a decorator that disables autograd, within its
+    own function."""
+    for ancestor in ctx.ancestors(node):
+        if isinstance(ancestor, (ast.With, ast.AsyncWith)) and any(
+            _disables_grad(ctx, item.context_expr) for item in ancestor.items
+        ):
+            return True
+        if isinstance(ancestor, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return any(_disables_grad(ctx, d) for d in ancestor.decorator_list)
+    return False
+
+
+def _called_with_grad(ctx: FileContext, scope: Scope) -> bool:
+    """For a function: it is called in this file, and at least once with autograd on."""
+    if isinstance(scope, ast.Module):
+        return True
+    sites = [
+        call
+        for call, _ in ctx.calls
+        if any(f is scope for f in ctx.loops.callees(call, ctx.enclosing_scope(call)))
+    ]
+    return bool(sites) and not all(grad_disabled(ctx, call) for call in sites)
+
+
+def _module_calls(ctx: FileContext, loop: Loop, scope: Scope) -> set[str]:
+    """The targets of calls in the loop that run a model: ``model(x)``, ``self.net(x)``."""
+    facts = ctx.loops
+    found = set()
+    for node in walk(loop.body):
+        if not isinstance(node, ast.Call):
+            continue
+        target = dotted(node.func)
+        if target is None:
+            continue
+        owner = facts.instances.get(target, "")
+        if (
+            owner in facts.classes
+            or (owner.startswith("torch.nn.") and owner.rsplit(".", 1)[-1][:1].isupper())
+            or MODEL_NAME.search(target.rsplit(".", 1)[-1])
+        ):
+            found.add(target)
+    return found
+
+
+def _put_in_eval(ctx: FileContext, scope: Scope, before: int) -> set[str]:
+    """Modules switched to eval mode in ``scope`` before line ``before`` (and not back)."""
+    mode: dict[str, tuple[int, str]] = {}
+    for node in walk(scope.body):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in {"eval", "train"}
+            and node.lineno < before
+        ):
+            target = dotted(node.func.value)
+            if target is not None and node.lineno >= mode.get(target, (0, ""))[0]:
+                mode[target] = (node.lineno, node.func.attr)
+    return {t for t, (_, m) in mode.items() if m == "eval"}
+
+
+def _freezes_parameters(ctx: FileContext) -> bool:
+    """The file turns autograd off per parameter (``requires_grad_(False)``): cannot tell."""
+    for node in ctx.nodes:
+        if isinstance(node, ast.Attribute) and (
+            node.attr == "requires_grad_"
+            or (node.attr == "requires_grad" and isinstance(node.ctx, ast.Store))
+        ):
+            return True
+    return False
+
+
+def _check_eval_loop_without_no_grad(ctx: FileContext) -> Iterator[Report]:
+    facts = ctx.loops
+    if not facts.scope_of or _freezes_parameters(ctx):
+        return
+    for loop in ctx.nodes:
+        scope = facts.scope_of.get(id(loop))
+        if scope is None:
+            continue
+        assert isinstance(loop, (ast.For, ast.AsyncFor, ast.While))
+        if facts.trains(loop.body, scope) or grad_disabled(ctx, loop):
+            continue
+        if any(
+            isinstance(n, (ast.With, ast.AsyncWith)) and grad_disabled(ctx, n.body[0])
+            for n in walk(loop.body)
+        ):
+            continue
+        models = _module_calls(ctx, loop, scope)
+        if not models:
+            continue
+        evaluated = models & _put_in_eval(ctx, scope, loop.lineno)
+        over_loader = isinstance(loop, (ast.For, ast.AsyncFor)) and facts.is_loader(loop.iter)
+        if (evaluated or over_loader) and _called_with_grad(ctx, scope):
+            yield Report(loop)
+
+
+EVAL_LOOP_WITHOUT_NO_GRAD = Rule(
+    code="TP403",
+    name="eval-loop-without-no-grad",
+    message="Evaluation loop records autograd history it never uses (no `torch.no_grad()`)",
+    technique="no-grad-eval",
+    doc="""\
+## What it does
+Flags a loop that runs a model without training it (no `backward()` or optimizer step in it or
+in the functions it calls) and is not under `torch.no_grad()`, `torch.inference_mode()` or
+`torch.set_grad_enabled(False)`: a loop after `model.eval()`, or one over a DataLoader. A
+function's loop is flagged only when the function is called in the same file without such a
+context.
+
+## Why is this slow
+With autograd on, every operation saves its inputs for a backward pass that never comes, so
+the loop allocates and keeps activation memory and does bookkeeping work per operation. Under
+`no_grad` the same forward uses less memory, which also allows larger evaluation batches.
+
+## Example
+```python
+model.eval()
+for x, y in val_loader:
+    correct += (model(x).argmax(1) == y).sum()
+```
+
+## Use instead
+```python
+model.eval()
+with torch.no_grad():
+    for x, y in val_loader:
+        correct += (model(x).argmax(1) == y).sum()
+```
+
+## Fix safety
+No fix: code that calls `torch.autograd.grad` inside the loop (saliency maps, adversarial
+examples) needs autograd on.
+
+## References
+PyTorch Performance Tuning Guide, "Disable gradient calculation for validation or inference".
+""",
+    check=_check_eval_loop_without_no_grad,
+)
+
+
+RULES = (EVAL_LOOP_WITHOUT_NO_GRAD,)
