@@ -30,6 +30,20 @@ test-slow: $(STAMP)
 
 docs: $(STAMP)
 	$(PY) -m torchpace techniques --write-docs docs/techniques.md
+	$(PY) -m torchpace rules --write-docs docs/rules.md
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .mypy_cache .ruff_cache
+
+# bench-lint: `torchpace lint` against TorchFix over torch's own source (benchmarks/README.md).
+# TorchFix goes into its own .venv-bench: it needs flake8, PyYAML and libcst, and no torch.
+BENCH_VENV := .venv-bench
+LINT_BENCH_JSON ?= benchmarks/results/$(shell date +%F)-lint-speed.json
+.PHONY: bench-lint
+
+$(BENCH_VENV)/bin/torchfix:
+	test -x $(BENCH_VENV)/bin/python || $(PYTHON) -m venv $(BENCH_VENV)
+	$(BENCH_VENV)/bin/python -m pip install --quiet "torchfix==0.7.0"
+
+bench-lint: $(STAMP) $(BENCH_VENV)/bin/torchfix
+	$(PY) benchmarks/lint_speed.py --torchfix $(BENCH_VENV)/bin/torchfix --json $(LINT_BENCH_JSON)

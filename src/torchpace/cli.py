@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -59,62 +60,41 @@ def _cmd_env(args: argparse.Namespace) -> int:
 
 
 def _cmd_lint(args: argparse.Namespace) -> int:
-    from torchpace.lint import RULES, FileResult, LintError, lint_paths, select
-    from torchpace.lint.fixes import apply_fixes, unified_diff, write_fixed
-    from torchpace.lint.output import render_json, render_text
+    from torchpace.lint.command import run
 
-    rules = select(RULES, args.select, args.ignore)
-    results = lint_paths(args.paths, rules)
-    errors = [r for r in results if isinstance(r, LintError)]
-    files = [r for r in results if isinstance(r, FileResult)]
-    findings = [f for r in files for f in r.findings]
-    fixed = 0
-    if args.fix or args.diff:
-        changed = 0
-        remaining = []
-        for r in files:
-            result = apply_fixes(r.source, r.findings, unsafe=args.unsafe_fixes)
-            done = set(result.applied)
-            remaining += [f for f in r.findings if f not in done]
-            if result.source == r.source:
-                continue
-            changed += 1
-            if args.diff:
-                print(unified_diff(r.path, r.source, result.source), end="")
-            else:
-                write_fixed(r.path, result.source)
-                fixed += len(result.applied)
-        if args.diff:
-            for e in errors:
-                print(e, file=sys.stderr)
-            return 2 if errors else (1 if changed else 0)
-        findings = remaining
-    if args.format == "json":
-        print(render_json(findings))
-    else:
-        print(render_text(findings, files=len(files), fixed=fixed))
-    for e in errors:
-        print(e, file=sys.stderr)
-    return 2 if errors else (1 if findings else 0)
+    return run(args)
 
 
 def _cmd_rules(args: argparse.Namespace) -> int:
     from torchpace.lint import RULES
 
+    if args.write_docs:
+        from torchpace._files import atomic_write_text
+        from torchpace.lint.docs import render_markdown
+
+        atomic_write_text(args.write_docs, render_markdown(RULES))
+        print(f"wrote {args.write_docs}")
+        return 0
+    name_width = max(len(r.name) for r in RULES)
+    technique_width = max(len(r.technique) for r in RULES)
     for rule in RULES:
-        print(f"{rule.code}  {rule.name:<28} {rule.technique:<20} {rule.message}")
+        default = "on" if rule.default else "off"
+        print(
+            f"{rule.code}  {rule.name:<{name_width}}  {rule.technique:<{technique_width}}  "
+            f"{default:<3}  {rule.level}"
+        )
     return 0
 
 
 def _cmd_rule(args: argparse.Namespace) -> int:
     from torchpace.lint import get
+    from torchpace.lint.docs import render_rule
 
     try:
         rule = get(args.code)
     except KeyError as exc:
         raise ValueError(exc.args[0]) from None
-    print(f"# {rule.code} {rule.name}\n\n{rule.message}.\n\nTechnique: {rule.technique}\n")
-    print(rule.doc, end="")
+    print(render_rule(rule), end="")
     return 0
 
 
@@ -170,6 +150,26 @@ def _add_bench_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", type=Path, help="also write the result, with the fingerprint, here")
 
 
+_LINT_EPILOG = """\
+rule selection:
+  Without --select, every rule that is on by default runs. Entries are codes (TP201) or
+  prefixes (TP2). Rules that are off by default run only when --select or --extend-select
+  names their full code: a prefix such as TP or TP6 never turns them on. `torchpace rules`
+  shows which rules are off. --select and --ignore replace the lists of [tool.torchpace.lint]
+  in pyproject.toml; --extend-select adds to its list. `# noqa: TP201` silences one line.
+
+exit status:
+  0 no findings, 1 findings, 2 a usage, config or input error (after linting the rest).
+"""
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     from torchpace.workloads import NAMES
 
@@ -207,18 +207,52 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "lint",
         help="find slow PyTorch patterns in source code (never imports torch)",
-        description="Statically lint Python files for the slow patterns of the performance guides.",
+        description="Statically lint Python files and Jupyter notebooks for the slow patterns "
+        "of the performance guides.",
+        epilog=_LINT_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("paths", nargs="*", default=["."], metavar="PATH", help="files or directories")
-    p.add_argument("--format", choices=("text", "json"), default="text")
-    p.add_argument("--fix", action="store_true", help="apply the safe fixes")
+    p.add_argument(
+        "paths",
+        nargs="*",
+        default=["."],
+        metavar="PATH",
+        help="files, directories (searched for .py and .ipynb files) or notebooks",
+    )
+    p.add_argument(
+        "--format",
+        choices=("text", "json", "sarif", "github"),
+        default="text",
+        help="text (default), json, sarif (SARIF 2.1.0) or github (Actions annotations)",
+    )
+    p.add_argument("--fix", action="store_true", help="apply the safe fixes (not in notebooks)")
     p.add_argument("--unsafe-fixes", action="store_true", help="with --fix, also apply unsafe ones")
     p.add_argument("--diff", action="store_true", help="print the fixes as a diff; write nothing")
-    p.add_argument("--select", metavar="CODES", help="comma-separated rule codes or prefixes")
-    p.add_argument("--ignore", metavar="CODES", help="comma-separated rule codes or prefixes")
+    p.add_argument(
+        "--select", metavar="CODES", help="run only these rule codes or prefixes (comma list)"
+    )
+    p.add_argument(
+        "--extend-select", metavar="CODES", help="run these rule codes or prefixes as well"
+    )
+    p.add_argument("--ignore", metavar="CODES", help="do not run these rule codes or prefixes")
+    p.add_argument(
+        "--config",
+        type=Path,
+        metavar="PATH",
+        help="read [tool.torchpace.lint] from this file (default: the nearest pyproject.toml)",
+    )
+    p.add_argument(
+        "--jobs",
+        type=_positive_int,
+        metavar="N",
+        help="lint on N processes (default: the usable cores; small inputs use one)",
+    )
     p.set_defaults(func=_cmd_lint)
 
     p = sub.add_parser("rules", help="list the lint rules")
+    p.add_argument(
+        "--write-docs", type=Path, metavar="PATH", help="write docs/rules.md from the rules"
+    )
     p.set_defaults(func=_cmd_rules)
 
     p = sub.add_parser("rule", help="print a lint rule's documentation")
@@ -237,6 +271,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("torchpace: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader went away (`torchpace lint | head`): stop quietly, as the Python docs advise.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     return rc
 
 

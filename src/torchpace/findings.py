@@ -14,13 +14,19 @@ Safety = Literal["safe", "unsafe"]
 
 @dataclass(frozen=True)
 class Location:
-    """A span of a file: 1-based lines, 1-based character columns, ``end_col`` exclusive."""
+    """A span of a file: 1-based lines, 1-based character columns, ``end_col`` exclusive.
+
+    In a Jupyter notebook ``cell`` is the 1-based index of the cell among *all* cells of the
+    notebook (markdown and raw cells count, as ``cells[cell - 1]`` of the file and as ruff
+    reports it), and the lines are lines of that cell. ``cell`` is None for a Python file.
+    """
 
     path: str
     line: int
     col: int
     end_line: int
     end_col: int
+    cell: int | None = None
 
 
 @dataclass(frozen=True)
@@ -78,6 +84,7 @@ class Finding:
         loc = self.location
         return {
             "path": loc.path,
+            "cell": loc.cell,
             "line": loc.line,
             "col": loc.col,
             "end_line": loc.end_line,

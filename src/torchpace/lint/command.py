@@ -1,0 +1,134 @@
+"""``torchpace lint``: from the command line's arguments to the output and the exit code.
+
+Exit codes: 0 no findings, 1 findings (or, with ``--diff``, changes to show), 2 a usage, config
+or input error. Input errors are reported after every other file has been linted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from torchpace.findings import Finding
+from torchpace.lint.config import ConfigError, LintConfig, find_config, load_config, selection
+from torchpace.lint.discovery import discover
+from torchpace.lint.engine import lint_source
+from torchpace.lint.fixes import apply_fixes, unified_diff, write_fixed
+from torchpace.lint.output import render_github, render_json, render_text
+from torchpace.lint.parallel import lint_jobs, usable_cpus
+from torchpace.lint.results import FileResult, LintError
+from torchpace.lint.rule import Rule
+from torchpace.lint.sarif import render_sarif
+from torchpace.lint.selection import Selection
+
+
+def _applicable(finding: Finding, *, unsafe: bool) -> bool:
+    return finding.fix is not None and (unsafe or finding.fix.safety == "safe")
+
+
+class _Fixer:
+    """Applies fixes file by file (or prints them with ``--diff``); notebooks are left alone."""
+
+    def __init__(self, chosen: Selection, rules: Sequence[Rule], *, unsafe: bool, diff: bool):
+        self.chosen, self.by_code = chosen, {r.code: r for r in rules}
+        self.unsafe, self.diff = unsafe, diff
+        self.fixed = self.changed = self.notebook_unfixed = 0
+
+    def __call__(self, r: FileResult) -> FileResult:
+        if r.notebook:
+            unfixed = sum(1 for f in r.findings if _applicable(f, unsafe=self.unsafe))
+            self.notebook_unfixed += unfixed
+            if unfixed and self.diff:
+                print(f"{r.path}: note: fixes are not applied to notebooks", file=sys.stderr)
+            return r
+        result = apply_fixes(r.source, r.findings, unsafe=self.unsafe)
+        if result.source == r.source:
+            return r
+        self.changed += 1
+        if self.diff:
+            print(unified_diff(r.path, r.source, result.source), end="")
+            return r
+        try:
+            write_fixed(r.path, result.source)
+        except OSError as exc:
+            cause = f"cannot write the fixes: {exc.strerror or exc}"
+            return dataclasses.replace(r, errors=(*r.errors, LintError(r.path, cause)))
+        self.fixed += len(result.applied)
+        # Lint the fixed file again: what remains is reported at its new position.
+        rules = [self.by_code[c] for c in self.chosen.codes_for(r.path)]
+        again = lint_source(r.path, result.source, rules)
+        return again if isinstance(again, FileResult) else r
+
+
+def _errors(results: Sequence[FileResult | LintError]) -> list[LintError]:
+    out: list[LintError] = []
+    for r in results:
+        out += [r] if isinstance(r, LintError) else list(r.errors)
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    """Lint ``args.paths`` as the parsed command line says; the exit code."""
+    from torchpace.lint import rules as registry
+
+    rules = registry.RULES
+    flags = {"select": args.select, "extend_select": args.extend_select, "ignore": args.ignore}
+    config_error: str | None = None
+    try:
+        config = load_config(args.config if args.config else find_config(Path.cwd()))
+        chosen = selection(config, rules, **flags)
+    except ConfigError as exc:
+        # The files are still linted, with the defaults and the command line's flags; the
+        # exit code says something was wrong.
+        config_error = f"{exc}; linted with the default settings"
+        chosen = selection(LintConfig(), rules, **flags)
+    items = discover(args.paths)
+    jobs = [(p, chosen.codes_for(p)) for p in items if isinstance(p, str)]
+    linted = iter(lint_jobs(jobs, workers=args.jobs or usable_cpus()))
+    results = [item if isinstance(item, LintError) else next(linted) for item in items]
+    fixer = _Fixer(chosen, rules, unsafe=args.unsafe_fixes, diff=args.diff)
+    if args.fix or args.diff:
+        results = [fixer(r) if isinstance(r, FileResult) else r for r in results]
+    files = [r for r in results if isinstance(r, FileResult)]
+    errors = _errors(results)
+    if not args.diff:
+        _print_report(args.format, files, errors, chosen.rules, fixer)
+    if config_error is not None:
+        print(config_error, file=sys.stderr)
+    for e in errors:
+        print(e, file=sys.stderr)
+    failed = bool(errors) or config_error is not None
+    if args.diff:
+        return 2 if failed else (1 if fixer.changed else 0)
+    return 2 if failed else (1 if any(r.findings for r in files) else 0)
+
+
+def _print_report(
+    form: str,
+    files: Sequence[FileResult],
+    errors: Sequence[LintError],
+    rules: Sequence[Rule],
+    fixer: _Fixer,
+) -> None:
+    findings = [f for r in files for f in r.findings]
+    if form == "json":
+        print(render_json(findings))
+    elif form == "sarif":
+        sources = {r.path: r.source for r in files}
+        print(render_sarif(findings, rules=rules, errors=errors, sources=sources))
+    elif form == "github":
+        text = render_github(findings, errors, {r.code: r.level for r in rules})
+        if text:
+            print(text)
+    else:
+        print(
+            render_text(
+                findings,
+                files=len(files),
+                fixed=fixer.fixed,
+                notebook_unfixed=fixer.notebook_unfixed,
+            )
+        )

@@ -1,0 +1,134 @@
+"""Find the files ``torchpace lint`` reads: ``.py`` files and Jupyter notebooks.
+
+A file named on the command line is always linted, whatever its name or ignore rules say, and
+a directory named on it is walked even when it is excluded or ignored itself. Directories are
+walked recursively in sorted order, skipping :data:`DEFAULT_EXCLUDES` and whatever the
+``.gitignore`` files say: those in the walked tree, those of its parent directories up to the
+root of the git repository it sits in, and ``.git/info/exclude``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from pathspec import GitIgnoreSpec
+
+from torchpace.lint.results import LintError
+
+# Environments, VCS data, caches and build outputs: never the user's code (ruff's defaults).
+DEFAULT_EXCLUDES = frozenset(
+    {
+        ".bzr",
+        ".direnv",
+        ".eggs",
+        ".git",
+        ".hg",
+        ".ipynb_checkpoints",
+        ".mypy_cache",
+        ".nox",
+        ".pytest_cache",
+        ".pytype",
+        ".ruff_cache",
+        ".svn",
+        ".tox",
+        ".venv",
+        "__pycache__",
+        "__pypackages__",
+        "_build",
+        "build",
+        "dist",
+        "node_modules",
+        "site-packages",
+        "venv",
+    }
+)
+# What a directory walk picks up. Stubs (.pyi) hold no code that runs, so nothing to speed up.
+SUFFIXES = (".py", ".ipynb")
+
+_Spec = tuple[Path, GitIgnoreSpec]  # a .gitignore's directory and its patterns
+
+
+def _read_spec(base: Path, file: Path) -> list[_Spec]:
+    try:
+        lines = file.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return []  # unreadable ignore files are skipped, as git does
+    return [(base, GitIgnoreSpec.from_lines(lines))]
+
+
+def _ignored(specs: Sequence[_Spec], path: Path, *, is_dir: bool) -> bool:
+    """Git's verdict: the last matching pattern wins, and deeper files come later in ``specs``."""
+    verdict: bool | None = None
+    for base, spec in specs:
+        try:
+            relative = path.relative_to(base).as_posix()
+        except ValueError:
+            continue
+        result = spec.check_file(relative + "/" if is_dir else relative)
+        if result.include is not None:
+            verdict = result.include
+    return bool(verdict)
+
+
+def _outer_specs(top: Path) -> list[_Spec]:
+    """The ignore files above ``top`` that apply to it: only inside a git repository."""
+    top = top.resolve()
+    chain = [top, *top.parents]
+    root = next((d for d in chain if (d / ".git").exists()), None)
+    if root is None:
+        return []
+    specs = _read_spec(root, root / ".git" / "info" / "exclude")
+    for d in reversed(chain[1 : chain.index(root) + 1]):
+        specs += _read_spec(d, d / ".gitignore")
+    return specs
+
+
+def _walk(top: str) -> Iterator[str]:
+    """The lintable files under ``top``, sorted, excluded and git-ignored ones left out."""
+    found: list[str] = []
+    outer = _outer_specs(Path(top))
+    absolute_top = Path(top).resolve()
+    if _ignored(outer, absolute_top, is_dir=True):
+        outer = []  # a directory named on the command line is linted, even if ignored
+    specs_at: dict[Path, list[_Spec]] = {}  # os.walk is top-down: a parent comes first
+    for root, dirs, files in os.walk(top):
+        here = absolute_top / os.path.relpath(root, top)
+        inherited = outer if here == absolute_top else specs_at[here.parent]
+        specs = specs_at[here] = inherited + _read_spec(here, here / ".gitignore")
+        dirs[:] = sorted(
+            d
+            for d in dirs
+            if d not in DEFAULT_EXCLUDES and not _ignored(specs, here / d, is_dir=True)
+        )
+        found += [
+            os.path.normpath(os.path.join(root, name))
+            for name in files
+            if name.endswith(SUFFIXES) and not _ignored(specs, here / name, is_dir=False)
+        ]
+    yield from sorted(found, key=lambda p: Path(p).parts)
+
+
+def discover(paths: Sequence[str]) -> list[str | LintError]:
+    """The files to lint under ``paths``, in order, each once; a missing path is an error."""
+    out: list[str | LintError] = []
+    seen: set[str] = set()
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            candidates: Iterator[str] = _walk(raw)
+        elif path.is_file():
+            candidates = iter([raw])
+        elif path.exists():
+            out.append(LintError(raw, "not a regular file"))
+            continue
+        else:
+            out.append(LintError(raw, "no such file or directory"))
+            continue
+        for candidate in candidates:
+            key = os.path.normcase(os.path.abspath(candidate))
+            if key not in seen:
+                seen.add(key)
+                out.append(candidate)
+    return out

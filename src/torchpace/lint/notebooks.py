@@ -1,0 +1,153 @@
+"""Lint Jupyter notebooks: their code cells joined into one virtual Python source.
+
+Each code cell contributes its lines, then a newline, so every line of the virtual source
+belongs to exactly one cell and keeps its place. IPython syntax is not Python: a line magic
+(``%timeit f()``), a shell line (``!pip install x``, ``files = !ls``) or a help request
+(``obj?``, ``?obj``) becomes ``pass`` at the same indentation (lines it continues with ``\\``
+become empty), and a cell magic (``%%bash``) blanks its whole cell unless the cell body is
+Python (``%%time``, ``%%timeit``, ``%%capture``, ``%%prun``). So line numbers never shift.
+
+Findings are then reported per cell: ``cell`` is the 1-based index of the cell among all cells
+of the notebook, markdown included (``cells[cell - 1]`` in the file, as ruff counts), and
+``line`` is the line within that cell. Limitation: a line inside a multi-line string that
+looks like a magic is rewritten too, which can only change what the string says.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import re
+from dataclasses import dataclass, replace
+from typing import Any
+
+from torchpace.findings import Edit, Finding, Fix
+
+_NEWLINE = re.compile(r"\r\n|\r|\n")
+# A line magic, a shell escape, a magic or shell assignment, or a help request.
+_MAGIC = re.compile(
+    r"^\s*(?:[%!]|\?+[\w.]|[\w.]+\?\??\s*$)"
+    r"|^\s*[\w.]+(?:\s*,\s*[\w.]+)*\s*=\s*[%!]"
+)
+# Cell magics whose body is still Python, so only the ``%%`` line is blanked.
+_PYTHON_CELL_MAGICS = frozenset({"time", "timeit", "capture", "prun"})
+
+
+@dataclass(frozen=True)
+class Notebook:
+    """The virtual source of a notebook's code cells and where each cell starts in it."""
+
+    source: bytes
+    cells: tuple[int, ...]  # the notebook cell number of each code cell, in order
+    starts: tuple[int, ...]  # the virtual line where each code cell starts (1-based)
+
+    def locate(self, line: int) -> tuple[int, int]:
+        """(cell number, line within the cell) of a virtual line."""
+        i = max(bisect.bisect_right(self.starts, line) - 1, 0)
+        return self.cells[i], line - self.starts[i] + 1
+
+    def where(self, line: int) -> str:
+        cell, in_cell = self.locate(line)
+        return f"cell {cell}, line {in_cell}"
+
+    def relocate(self, finding: Finding) -> Finding:
+        """``finding`` with its position (and its fix's edits) given within its cell."""
+        loc = finding.location
+        cell, line = self.locate(loc.line)
+        shift = loc.line - line
+        location = replace(loc, cell=cell, line=line, end_line=loc.end_line - shift)
+        return replace(finding, location=location, fix=self._relocate_fix(finding.fix, loc.line))
+
+    def _relocate_fix(self, fix: Fix | None, line: int) -> Fix | None:
+        if fix is None:
+            return None
+        i = max(bisect.bisect_right(self.starts, line) - 1, 0)
+        first = self.starts[i]
+        last = self.starts[i + 1] - 1 if i + 1 < len(self.starts) else None
+        edits: list[Edit] = []
+        for e in fix.edits:
+            if e.start_line < first or (last is not None and e.end_line > last):
+                return None  # an edit in another cell cannot be stated per cell
+            edits.append(
+                replace(e, start_line=e.start_line - first + 1, end_line=e.end_line - first + 1)
+            )
+        return replace(fix, edits=tuple(edits))
+
+
+def _python_lines(lines: list[str]) -> list[str]:
+    """The cell's lines with IPython syntax made blank-equivalent, one output line per input."""
+    first = next((ln.strip() for ln in lines if ln.strip()), "")
+    if first.startswith("%%"):
+        magic = first[2:].split(maxsplit=1)[0] if first[2:].strip() else ""
+        if magic not in _PYTHON_CELL_MAGICS:
+            return ["" for _ in lines]
+    out: list[str] = []
+    continues = False  # the previous line was IPython syntax ending with a backslash
+    for line in lines:
+        if continues:
+            out.append("")
+        elif _MAGIC.match(line) or line.lstrip().startswith("%%"):
+            out.append(line[: len(line) - len(line.lstrip())] + "pass")
+        else:
+            out.append(line)
+            continue
+        continues = line.rstrip().endswith("\\")
+    return out
+
+
+def _source_text(cell: dict[str, Any], number: int) -> str:
+    source = cell.get("source", "")
+    if isinstance(source, list) and all(isinstance(s, str) for s in source):
+        return "".join(source)
+    if isinstance(source, str):
+        return source
+    raise ValueError(
+        f'not a notebook: cell {number} has no valid "source" (a string or a list of strings)'
+    )
+
+
+def _is_python(doc: dict[str, Any]) -> bool:
+    meta = doc.get("metadata")
+    if not isinstance(meta, dict):
+        return True
+    info, kernel = meta.get("language_info"), meta.get("kernelspec")
+    language = (info.get("name") if isinstance(info, dict) else None) or (
+        kernel.get("language") if isinstance(kernel, dict) else None
+    )
+    return not isinstance(language, str) or language.lower() == "python"
+
+
+def read_notebook(data: bytes) -> Notebook:
+    """The virtual source of a notebook's JSON; raise ValueError saying what is wrong with it."""
+    if not data.strip():
+        raise ValueError("not a notebook: the file is empty (a notebook is JSON)")
+    try:
+        doc = json.loads(data)
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"not valid UTF-8 (byte {exc.start}: {exc.reason})") from None
+    except json.JSONDecodeError as exc:
+        raise ValueError(
+            f"invalid notebook JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
+        ) from None
+    except RecursionError:
+        raise ValueError("invalid notebook JSON: nested too deeply") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("cells"), list):
+        raise ValueError('not a notebook: no "cells" list at the top level (nbformat 4)')
+    lines: list[str] = []
+    cells: list[int] = []
+    starts: list[int] = []
+    python = _is_python(doc)
+    for number, cell in enumerate(doc["cells"], start=1):
+        if not isinstance(cell, dict) or not isinstance(cell.get("cell_type"), str):
+            raise ValueError(f'not a notebook: cell {number} is not an object with a "cell_type"')
+        text = _source_text(cell, number)
+        if cell["cell_type"] != "code" or not python:
+            continue
+        cells.append(number)
+        starts.append(len(lines) + 1)
+        cell_lines = _NEWLINE.split(text)
+        if cell_lines[-1] == "":
+            cell_lines.pop()  # the newline ending the last line does not start another
+        lines += _python_lines(cell_lines)
+    source = "".join(line + "\n" for line in lines)
+    return Notebook(source.encode("utf-8"), tuple(cells), tuple(starts))

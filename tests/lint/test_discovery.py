@@ -1,0 +1,84 @@
+"""Which files `torchpace lint` reads: sorted walks, excludes, .gitignore, named files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from torchpace.lint.discovery import discover
+from torchpace.lint.results import LintError
+
+
+def _tree(root: Path, *files: str) -> None:
+    for name in files:
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("x = 1\n")
+
+
+@pytest.fixture(autouse=True)
+def _cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+
+
+def test_walk_is_recursive_sorted_and_picks_python_and_notebooks(tmp_path: Path) -> None:
+    _tree(tmp_path, "b.py", "a/z.py", "a/b/c.py", "n.ipynb", "stub.pyi", "data.txt", "A.py")
+    assert discover(["."]) == ["A.py", "a/b/c.py", "a/z.py", "b.py", "n.ipynb"]
+
+
+def test_default_excludes_apply_inside_a_walk_but_not_to_a_named_directory(
+    tmp_path: Path,
+) -> None:
+    _tree(tmp_path, "src/m.py", ".venv/lib/x.py", "src/build/gen.py", "node_modules/y.py")
+    assert discover(["."]) == ["src/m.py"]
+    assert discover(["src/build"]) == ["src/build/gen.py"]
+
+
+def test_gitignore_files_nested_with_negation(tmp_path: Path) -> None:
+    _tree(
+        tmp_path,
+        "keep.py",
+        "gen_a.py",
+        "out/x.py",
+        "pkg/gen_b.py",
+        "pkg/gen_keep.py",
+        "pkg/local.py",
+        "pkg/sub/local.py",
+    )
+    (tmp_path / ".gitignore").write_text("# generated\ngen_*.py\nout/\n")
+    (tmp_path / "pkg" / ".gitignore").write_text("!gen_keep.py\n/local.py\n")
+    assert discover(["."]) == ["keep.py", "pkg/gen_keep.py", "pkg/sub/local.py"]
+
+
+def test_gitignore_above_the_walked_directory_applies_inside_a_git_repository(
+    tmp_path: Path,
+) -> None:
+    _tree(tmp_path, "src/a.py", "src/gen/b.py", "src/gen/c.py")
+    (tmp_path / ".gitignore").write_text("src/gen/\n")
+    (tmp_path / "src" / ".gitignore").write_text("!gen/c.py\n")  # cannot undo an ignored dir
+    assert discover(["src"]) == ["src/a.py", "src/gen/b.py", "src/gen/c.py"]  # no repository
+    (tmp_path / ".git" / "info").mkdir(parents=True)
+    assert discover(["src"]) == ["src/a.py"]
+    assert discover(["src/gen"]) == ["src/gen/b.py", "src/gen/c.py"]  # named, so linted
+    (tmp_path / ".git" / "info" / "exclude").write_text("a.py\n")
+    assert discover(["src"]) == []
+
+
+def test_a_named_file_is_linted_even_when_ignored_and_each_file_once(tmp_path: Path) -> None:
+    _tree(tmp_path, "gen_a.py", "build/b.py", "script")
+    (tmp_path / ".gitignore").write_text("gen_*.py\n")
+    assert discover(["gen_a.py", "build/b.py", "script", ".", "./gen_a.py"]) == [
+        "gen_a.py",
+        "build/b.py",
+        "script",
+    ]
+
+
+def test_missing_and_special_paths_are_errors_in_place(tmp_path: Path) -> None:
+    _tree(tmp_path, "a.py")
+    assert discover(["nope.py", "a.py", "/dev/null"]) == [
+        LintError("nope.py", "no such file or directory"),
+        "a.py",
+        LintError("/dev/null", "not a regular file"),
+    ]
