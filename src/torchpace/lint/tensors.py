@@ -51,6 +51,8 @@ _NOT_TENSOR_PREFIXES = (
     "torch.finfo",
     "torch.iinfo",
     "torch.use_deterministic_algorithms",
+    "torch.allclose",  # these return Python bools
+    "torch.equal",
 )
 # Tensor methods and attributes that give back Python values, sizes or metadata, not tensors.
 _NOT_TENSOR_MEMBERS = frozenset(
