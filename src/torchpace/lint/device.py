@@ -94,7 +94,7 @@ def uses_cuda(ctx: FileContext) -> bool:
     for call, name in ctx.calls:
         if _call_uses_cuda(call, name, names):
             return True
-    for node in ctx.nodes:
+    for node in ctx.of_type(ast.Assign, ast.AnnAssign, ast.Compare):
         if isinstance(node, (ast.Assign, ast.AnnAssign)) and is_cuda_device(node.value, names):
             return True
         if isinstance(node, ast.Compare) and any(

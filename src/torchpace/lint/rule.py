@@ -12,7 +12,7 @@ import ast
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from torchpace.findings import Edit, Fix
 from torchpace.lint.imports import Resolver
@@ -57,6 +57,24 @@ class FileContext:
         from torchpace.lint.loops import analyse
 
         return analyse(self.tree, self.nodes, self.names)
+
+    @cached_property
+    def _by_type(self) -> dict[type, list[ast.AST]]:
+        index: dict[type, list[ast.AST]] = {}
+        for node in self.nodes:
+            index.setdefault(node.__class__, []).append(node)
+        return index
+
+    def of_type(self, *types: type) -> list[Any]:
+        """The file's nodes of exactly these AST classes, in walk order per class.
+
+        Rules that look at one kind of node read this index, built once per file, instead of
+        scanning every node: on torch's own sources that scan was a visible share of lint time.
+        """
+        index = self._by_type
+        if len(types) == 1:
+            return index.get(types[0], [])
+        return [n for t in types for n in index.get(t, [])]
 
     @cached_property
     def parents(self) -> dict[int, ast.AST]:

@@ -15,11 +15,10 @@ def _check_jit(ctx: FileContext) -> Iterator[Report]:
         if name in _JIT:
             yield Report(call.func)
     # A bare decorator `@torch.jit.script` is not a call.
-    for node in ctx.nodes:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            for deco in node.decorator_list:
-                if not isinstance(deco, ast.Call) and ctx.names.qualname(deco) in _JIT:
-                    yield Report(deco)
+    for node in ctx.of_type(ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef):
+        for deco in node.decorator_list:
+            if not isinstance(deco, ast.Call) and ctx.names.qualname(deco) in _JIT:
+                yield Report(deco)
 
 
 TORCHSCRIPT_FOR_SPEED = Rule(

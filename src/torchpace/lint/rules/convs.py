@@ -48,17 +48,16 @@ _CHOOSING_CALLS = {"torch.backends.cudnn.flags", "torch.backends.cudnn.set_flags
 
 def _chooses_cudnn_setup(ctx: FileContext) -> bool:
     """True when the file sets the auto-tuner, determinism or cuDNN itself in any way."""
-    for node in ctx.nodes:
-        if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            for target in targets:
-                name = ctx.names.qualname(target)
-                if name == _BENCHMARK:
-                    return True
-                if name in _LEFT_AT_DEFAULT_BY and not (
-                    isinstance(node, ast.Assign) and is_const(node.value, _LEFT_AT_DEFAULT_BY[name])
-                ):
-                    return True
+    for node in ctx.of_type(ast.Assign, ast.AnnAssign, ast.AugAssign):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        for target in targets:
+            name = ctx.names.qualname(target)
+            if name == _BENCHMARK:
+                return True
+            if name in _LEFT_AT_DEFAULT_BY and not (
+                isinstance(node, ast.Assign) and is_const(node.value, _LEFT_AT_DEFAULT_BY[name])
+            ):
+                return True
     for call, name in ctx.calls:
         if name in _CHOOSING_CALLS:
             return True
@@ -159,7 +158,7 @@ def _reads_bias_indirectly(ctx: FileContext) -> bool:
         # `self.conv.bias` is a named layer's (see _scan_method); `self.bias` a module's own
         and not isinstance(node.value, ast.Attribute)
         and not (isinstance(node.value, ast.Name) and node.value.id == "self")
-        for node in ctx.nodes
+        for node in ctx.of_type(ast.Attribute)
     )
 
 
@@ -353,9 +352,8 @@ def _check_conv_bias_before_bn(ctx: FileContext) -> Iterator[Report]:
     convs: list[ast.Call] = []
     if present & _CONVS and present & _NORMS:  # most files build neither: skip the scans
         convs += _sequential_pairs(ctx, names)
-        for node in ctx.nodes:
-            if isinstance(node, ast.ClassDef):
-                convs.extend(_class_pairs(node, names))
+        for node in ctx.of_type(ast.ClassDef):
+            convs.extend(_class_pairs(node, names))
     keep_fix = not _reads_bias_indirectly(ctx)
     for conv in convs:
         has_bias, fix = _conv_bias_fix(conv)

@@ -66,16 +66,15 @@ def _is_launch_blocking(key: ast.AST, value: ast.AST | None) -> bool:
 
 
 def _check_launch_blocking(ctx: FileContext) -> Iterator[Report]:
-    for node in ctx.nodes:
+    for node in ctx.of_type(ast.Assign):
         # os.environ["CUDA_LAUNCH_BLOCKING"] = "1"
-        if isinstance(node, ast.Assign):
-            for target in node.targets:
-                if (
-                    isinstance(target, ast.Subscript)
-                    and ctx.names.qualname(target.value) == "os.environ"
-                    and _is_launch_blocking(target.slice, node.value)
-                ):
-                    yield Report(node)
+        for target in node.targets:
+            if (
+                isinstance(target, ast.Subscript)
+                and ctx.names.qualname(target.value) == "os.environ"
+                and _is_launch_blocking(target.slice, node.value)
+            ):
+                yield Report(node)
     # os.environ.setdefault("CUDA_LAUNCH_BLOCKING", "1"), os.putenv(...)
     for call, name in ctx.calls:
         if (
@@ -208,9 +207,7 @@ def _check_profiler_without_schedule(ctx: FileContext) -> Iterator[Report]:
         return
     facts = ctx.loops
     step_loops = {id(loop) for loop in facts.step_loops}
-    for node in ctx.nodes:
-        if not isinstance(node, (ast.With, ast.AsyncWith)):
-            continue
+    for node in ctx.of_type(ast.With, ast.AsyncWith):
         scope = ctx.enclosing_scope(node)
         wraps_training = any(
             id(n) in step_loops

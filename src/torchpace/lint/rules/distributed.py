@@ -101,7 +101,7 @@ execution if using DistributedDataParallel(find_unused_parameters=True)".
 
 
 def _uses_attribute(ctx: FileContext, *names: str) -> bool:
-    return any(isinstance(n, ast.Attribute) and n.attr in names for n in ctx.nodes)
+    return any(n.attr in names for n in ctx.of_type(ast.Attribute))
 
 
 def _steps_on_some_iterations(ctx: FileContext, loop: Loop) -> bool:

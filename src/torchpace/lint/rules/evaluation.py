@@ -94,10 +94,9 @@ def _put_in_eval(ctx: FileContext, scope: Scope, before: int) -> set[str]:
 
 def _freezes_parameters(ctx: FileContext) -> bool:
     """The file turns autograd off per parameter (``requires_grad_(False)``): cannot tell."""
-    for node in ctx.nodes:
-        if isinstance(node, ast.Attribute) and (
-            node.attr == "requires_grad_"
-            or (node.attr == "requires_grad" and isinstance(node.ctx, ast.Store))
+    for node in ctx.of_type(ast.Attribute):
+        if node.attr == "requires_grad_" or (
+            node.attr == "requires_grad" and isinstance(node.ctx, ast.Store)
         ):
             return True
     return False
@@ -107,7 +106,7 @@ def _check_eval_loop_without_no_grad(ctx: FileContext) -> Iterator[Report]:
     facts = ctx.loops
     if not facts.scope_of or _freezes_parameters(ctx):
         return
-    for loop in ctx.nodes:
+    for loop in ctx.of_type(ast.For, ast.AsyncFor, ast.While):
         scope = facts.scope_of.get(id(loop))
         if scope is None:
             continue

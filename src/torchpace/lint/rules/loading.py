@@ -161,9 +161,7 @@ def _check_non_blocking_unpinned(ctx: FileContext) -> Iterator[Report]:
     facts = ctx.loops
     if not facts.loader_calls:
         return
-    for node in ctx.nodes:
-        if not isinstance(node, (ast.For, ast.AsyncFor)):
-            continue
+    for node in ctx.of_type(ast.For, ast.AsyncFor):
         name = dotted(iterated(node.iter))
         calls = facts.loader_calls.get(name or "")
         if not calls or not _unpinned(calls):
@@ -238,8 +236,8 @@ def _check_workers_not_persistent(ctx: FileContext) -> Iterator[Report]:
         return
     repeated_loaders = {
         dotted(iterated(loop.iter))
-        for loop in ctx.nodes
-        if isinstance(loop, (ast.For, ast.AsyncFor)) and id(loop) in facts.repeated
+        for loop in ctx.of_type(ast.For, ast.AsyncFor)
+        if id(loop) in facts.repeated
     }
     for name, calls in facts.loader_calls.items():
         if name not in repeated_loaders:

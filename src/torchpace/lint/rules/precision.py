@@ -124,12 +124,11 @@ _TF32_OFF: dict[str, object] = {
 
 
 def _check_tf32_disabled(ctx: FileContext) -> Iterator[Report]:
-    for node in ctx.nodes:
-        if isinstance(node, ast.Assign):
-            for target in node.targets:
-                setting = ctx.names.qualname(target) or ""
-                if setting in _TF32_OFF and is_const(node.value, _TF32_OFF[setting]):
-                    yield Report(node)
+    for node in ctx.of_type(ast.Assign):
+        for target in node.targets:
+            setting = ctx.names.qualname(target) or ""
+            if setting in _TF32_OFF and is_const(node.value, _TF32_OFF[setting]):
+                yield Report(node)
     for call, name in ctx.calls:
         if name == "torch.set_float32_matmul_precision" and is_const(
             argument(call, "precision", 0), "highest"
