@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from torchpace.findings import Edit, Finding, Fix
-from torchpace.lint.engine import BOM, line_starts
+from torchpace.lint.engine import BOM
+from torchpace.lint.rule import line_starts
 
 
 @dataclass(frozen=True)

@@ -296,13 +296,12 @@ def _scopes(tree: ast.Module) -> Iterator[Scope]:
             yield node
 
 
-def _collect_bindings(facts: LoopFacts, tree: ast.Module, nodes: tuple[ast.AST, ...]) -> None:
+def _collect_bindings(facts: LoopFacts, tree: ast.Module, by_type: dict[type, list[Any]]) -> None:
     names = facts.names
-    for node in nodes:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            facts.functions.setdefault(node.name, []).append(node)
-        elif isinstance(node, ast.ClassDef):
-            facts.classes[node.name] = node
+    for node in [*by_type.get(ast.FunctionDef, ()), *by_type.get(ast.AsyncFunctionDef, ())]:
+        facts.functions.setdefault(node.name, []).append(node)
+    for node in by_type.get(ast.ClassDef, ()):
+        facts.classes[node.name] = node
     returns_loader = {
         f.name
         for fs in facts.functions.values()
@@ -315,7 +314,9 @@ def _collect_bindings(facts: LoopFacts, tree: ast.Module, nodes: tuple[ast.AST, 
         )
     }
     seen: dict[str, set[str]] = {}
-    for target, value in _assignments(nodes):
+    for target, value in _assignments(
+        [*by_type.get(ast.Assign, ()), *by_type.get(ast.AnnAssign, ())]
+    ):
         value = _strip_moves(value)
         if not isinstance(value, ast.Call):
             seen.setdefault(target, set()).add("?")
@@ -394,37 +395,38 @@ def _mark_repeated(facts: LoopFacts, tree: ast.Module) -> None:
 MODEL_NAME = re.compile(r"(model|net|encoder|decoder|backbone|classifier)", re.I)
 
 
-def _may_train(nodes: tuple[ast.AST, ...], names: Resolver) -> bool:
+def _may_train(by_type: dict[type, list[Any]], names: Resolver) -> bool:
     """A cheap first pass: does the file call ``backward()``, an optimizer-like ``step()``,
     ``model.eval()``, build a DataLoader, or loop over something named like a loader? If not,
     it has no step or evaluation loops, and most library modules stop here."""
-    for node in nodes:
-        if isinstance(node, ast.Call):
-            func = node.func
-            if isinstance(func, ast.Attribute):
-                owner = dotted(func.value) or ""
-                last = owner.rsplit(".", 1)[-1]
-                if func.attr == "backward" or (
-                    func.attr == "step" and (_OPTIMIZER_NAME.match(last) or "scaler" in last)
-                ):
-                    return True
-                if func.attr == "eval" and MODEL_NAME.search(last):
-                    return True
-            if names.qualname(func) in {_DATALOADER, "torch.autograd.backward"}:
+    for node in by_type.get(ast.Call, ()):
+        func = node.func
+        if isinstance(func, ast.Attribute):
+            if func.attr not in {"backward", "step", "eval"}:
+                continue
+            owner = dotted(func.value) or ""
+            last = owner.rsplit(".", 1)[-1]
+            if func.attr == "backward" or (
+                func.attr == "step" and (_OPTIMIZER_NAME.match(last) or "scaler" in last)
+            ):
                 return True
-        elif isinstance(node, (ast.For, ast.AsyncFor)):
-            text = dotted(iterated(node.iter))
-            if text is not None and _LOADER_NAME.search(text.rsplit(".", 1)[-1]):
+            if func.attr == "eval" and MODEL_NAME.search(last):
                 return True
+        elif names.qualname(func) in {_DATALOADER, "torch.autograd.backward"}:
+            return True
+    for node in [*by_type.get(ast.For, ()), *by_type.get(ast.AsyncFor, ())]:
+        text = dotted(iterated(node.iter))
+        if text is not None and _LOADER_NAME.search(text.rsplit(".", 1)[-1]):
+            return True
     return False
 
 
-def analyse(tree: ast.Module, nodes: tuple[ast.AST, ...], names: Resolver) -> LoopFacts:
+def analyse(tree: ast.Module, by_type: dict[type, list[Any]], names: Resolver) -> LoopFacts:
     """The loops of one parsed file: step loops, epoch loops, and the hot code."""
     facts = LoopFacts(names)
-    if not _may_train(nodes, names):
+    if not _may_train(by_type, names):
         return facts  # most library modules: nothing to analyse
-    _collect_bindings(facts, tree, nodes)
+    _collect_bindings(facts, tree, by_type)
     queue: list[Function] = []
     for scope in _scopes(tree):
         body = scope.body

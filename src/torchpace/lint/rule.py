@@ -9,6 +9,7 @@ engine turns them into findings with positions.
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import cached_property
@@ -49,21 +50,19 @@ class FileContext:
     nodes: tuple[ast.AST, ...]
     calls: tuple[tuple[ast.Call, str | None], ...]
     names: Resolver
-    line_starts: tuple[int, ...]  # byte offset of each line's first byte
+    by_type: dict[type, list[Any]]  # the nodes of each AST class, in walk order
+
+    @cached_property
+    def line_starts(self) -> tuple[int, ...]:
+        """The byte offset of each line's first byte (only files with findings need it)."""
+        return line_starts(self.source)
 
     @cached_property
     def loops(self) -> LoopFacts:
         """The file's training loops and hot code, analysed on first use."""
         from torchpace.lint.loops import analyse
 
-        return analyse(self.tree, self.nodes, self.names)
-
-    @cached_property
-    def _by_type(self) -> dict[type, list[ast.AST]]:
-        index: dict[type, list[ast.AST]] = {}
-        for node in self.nodes:
-            index.setdefault(node.__class__, []).append(node)
-        return index
+        return analyse(self.tree, self.by_type, self.names)
 
     def of_type(self, *types: type) -> list[Any]:
         """The file's nodes of exactly these AST classes, in walk order per class.
@@ -71,7 +70,7 @@ class FileContext:
         Rules that look at one kind of node read this index, built once per file, instead of
         scanning every node: on torch's own sources that scan was a visible share of lint time.
         """
-        index = self._by_type
+        index = self.by_type
         if len(types) == 1:
             return index.get(types[0], [])
         return [n for t in types for n in index.get(t, [])]
@@ -112,6 +111,13 @@ class FileContext:
         end = self.offset(node.end_lineno, node.end_col_offset)  # type: ignore[attr-defined]
         return self.source[start:end].decode("utf-8")
 
+
+def line_starts(source: bytes) -> tuple[int, ...]:
+    """The byte offset of each line's first byte; ``\r\n``, ``\r`` and ``\n`` all end a line."""
+    return (0, *(m.end() for m in _NEWLINE.finditer(source)))
+
+
+_NEWLINE = re.compile(rb"\r\n|\r|\n")
 
 Check = Callable[[FileContext], Iterator[Report]]
 Level = Literal["warning", "info"]

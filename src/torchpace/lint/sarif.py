@@ -19,9 +19,9 @@ from urllib.parse import quote
 
 from torchpace._version import __version__
 from torchpace.findings import Edit, Finding
-from torchpace.lint.engine import BOM, line_starts
+from torchpace.lint.engine import BOM
 from torchpace.lint.results import LintError
-from torchpace.lint.rule import Rule
+from torchpace.lint.rule import Rule, line_starts
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 INFORMATION_URI = "https://pypi.org/project/torchpace/"  # the project's public home
