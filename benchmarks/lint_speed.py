@@ -3,17 +3,16 @@
 The corpus is every ``.py`` file of the installed torch package (found without importing torch).
 Both linters run as a user runs them, one subprocess per measurement, with all of their checks
 (``torchpace lint --select`` every code of ``torchpace rules``, off-by-default ones included;
-``torchfix --select ALL``) and the same number of processes
-(``--jobs``, passed to torchpace only once its ``lint --help`` lists it). TorchFix takes about a
-second per file here, so it runs on a deterministic sample: every k-th file of the sorted corpus,
-about ``--sample`` files. torchpace runs on that sample too, which is what the ratio compares, and
-on the whole corpus.
+``torchfix --select ALL``) and the same number of processes (``--jobs``, passed to torchpace only
+once its ``lint --help`` lists it). TorchFix takes about 1.4 CPU-seconds per file here, so it
+runs on a deterministic sample: every k-th file of the sorted corpus, about ``--sample`` files.
+torchpace runs on that sample too, which is what the ratio compares, and on the whole corpus.
 
     make bench-lint   # builds .venv-bench with TorchFix, then runs:
     python benchmarks/lint_speed.py --json benchmarks/results/<date>-lint-speed.json
 
 Rounds alternate the order of the runs (A B C, C B A, ...); figures are the median over rounds
-with the min–max beside them. The file is read once, untimed, before round 1, and each tool runs
+with the min–max beside them. Every file is read once, untimed, before round 1, and each tool runs
 once on one file to warm its imports. torchpace crashes are counted: a traceback, an exit status
 other than 0/1/2, exit 2 with no file error to explain it, an "internal error", or a file error
 for a file that ``ast.parse`` accepts.
@@ -110,13 +109,17 @@ def unparsable(path: str) -> bool:
     return False
 
 
-def torchpace_health(run: Run) -> tuple[dict[str, str], list[str], int]:
-    """One torchpace run's file errors (path -> cause), crashes, and number of findings."""
-    errors: dict[str, str] = {}
+def torchpace_health(run: Run) -> tuple[list[tuple[str, str]], list[str], int]:
+    """One torchpace run's file errors (path, cause), crashes, and number of findings.
+
+    A rule that crashes on a file is reported as a file error "internal error in TPxxx: ..."
+    beside that file's other findings.
+    """
+    errors: list[tuple[str, str]] = []
     for line in run.stderr.splitlines():
         path, sep, cause = line.partition(": error: ")
         if sep and not line.startswith("torchpace:"):
-            errors[path] = cause
+            errors.append((path, cause))
     crashes: list[str] = []
     if "Traceback (most recent call last)" in run.stderr:
         crashes.append("traceback: " + run.stderr.strip().splitlines()[-1])
@@ -124,7 +127,7 @@ def torchpace_health(run: Run) -> tuple[dict[str, str], list[str], int]:
         crashes.append(f"exit status {run.rc}")
     if run.rc == 2 and not errors:
         crashes.append("exit 2 and no file error: " + " | ".join(run.stderr.splitlines()[-2:]))
-    for path, cause in errors.items():
+    for path, cause in errors:
         if "internal error" in cause:
             crashes.append(f"{path}: {cause}")
         elif not unparsable(path):
@@ -149,8 +152,8 @@ def sh(*cmd: str) -> str:
 
 
 def git_state() -> str:
-    """HEAD, and a hash of the uncommitted changes to src/ when there are any."""
-    head = sh("git", "rev-parse", "--short", "HEAD")
+    """The last commit that changed src/, and a hash of src/'s uncommitted changes if any."""
+    head = sh("git", "log", "-1", "--format=%h", "--", "src")
     diff = sh("git", "diff", "HEAD", "--", "src") + sh("git", "status", "--porcelain", "--", "src")
     return f"{head}-dirty-{hashlib.sha1(diff.encode()).hexdigest()[:8]}" if diff else head
 
@@ -167,7 +170,10 @@ def cpu_model() -> str:
 
 def environment(torchfix: str | None, jobs: int, torchpace_jobs: int) -> dict[str, Any]:
     tf_python = str(Path(torchfix).with_name("python")) if torchfix else ""
-    pyver = "import platform, libcst; print(platform.python_version(), libcst.__version__)"
+    pyver = (
+        "import importlib.metadata as m, platform as p; "
+        "print(p.python_version(), m.version('libcst'))"
+    )
     tf_py, _, libcst = sh(tf_python, "-c", pyver).partition(" ") if torchfix else ("", "", "")
     return {
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
@@ -207,7 +213,7 @@ def measure(tasks: dict[str, Task], rounds: int) -> dict[str, list[Run]]:
 
 def summarise(runs: dict[str, list[Run]], tasks: dict[str, Task]) -> dict[str, Any]:
     results: dict[str, Any] = {}
-    errors: dict[str, str] = {}
+    errors: set[tuple[str, str]] = set()
     crashes: set[str] = set()
     for name, rs in runs.items():
         files = tasks[name].files
@@ -227,7 +233,7 @@ def summarise(runs: dict[str, list[Run]], tasks: dict[str, Task]) -> dict[str, A
         if name.startswith("torchpace"):
             for run in rs:
                 errs, bad, res["findings"] = torchpace_health(run)
-                errors |= errs
+                errors |= set(errs)
                 crashes |= set(bad)
         else:  # TorchFix skips files without the text "torch" before parsing
             checked = re.findall(r"Finished checking (\d+) files", rs[-1].stderr)
@@ -243,7 +249,7 @@ def summarise(runs: dict[str, list[Run]], tasks: dict[str, Task]) -> dict[str, A
         "ratio_files_per_cpu_s": cpu_ratio,
         "ratio_over": "the same sampled files, torchpace/sample against torchfix/sample",
         "results": results,
-        "torchpace_file_errors": errors,
+        "torchpace_file_errors": [{"path": p, "cause": c} for p, c in sorted(errors)],
         "torchpace_crashes": sorted(crashes),
     }
 
@@ -272,8 +278,8 @@ def report(summary: dict[str, Any]) -> None:
         )
     errors, crashes = summary["torchpace_file_errors"], summary["torchpace_crashes"]
     print(f"torchpace file errors: {len(errors)}; crashes: {len(crashes)}")
-    for path, cause in sorted(errors.items()):
-        print(f"  {path}: {cause}")
+    for error in errors:
+        print(f"  {error['path']}: {error['cause']}")
     for crash in crashes:
         print(f"  CRASH {crash}")
 
