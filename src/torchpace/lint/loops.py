@@ -28,7 +28,7 @@ Loop = ast.For | ast.AsyncFor | ast.While
 LOOPS = (ast.For, ast.AsyncFor, ast.While)
 _NESTED = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 
-_DATALOADER = "torch.utils.data.DataLoader"
+DATALOADER = "torch.utils.data.DataLoader"
 # Names that say "optimizer" in the usual spellings: opt, optim, optimizer, g_optim, optimizer_d.
 _OPTIMIZER_NAME = re.compile(r"^(opt|optim\w*|\w*_opt|\w*_optim\w*|\w*optimi[sz]er\w*)$", re.I)
 # Names that say "data loader": loader, train_loader, dataloader, val_dl.
@@ -85,6 +85,11 @@ def _ungated_part(test: ast.expr) -> list[ast.expr]:
         if is_cadence_gate(value):
             break
     return parts
+
+
+def returned(function: Function) -> list[ast.expr]:
+    """The values ``function`` returns (``return x``), nested functions and lambdas excluded."""
+    return [n.value for n in walk(function.body) if isinstance(n, ast.Return) and n.value]
 
 
 def _is_modulo(node: ast.expr) -> bool:
@@ -198,7 +203,7 @@ class LoopFacts:
         """``loader``, ``enumerate(loader)``, ``tqdm(train_loader)``, ``DataLoader(ds)``."""
         if isinstance(node, ast.Call):
             name = self.names.qualname(node.func) or dotted(node.func)
-            if name == _DATALOADER:
+            if name == DATALOADER:
                 return True
             if name in _ITER_WRAPPERS:
                 return any(self.is_loader(a) for a in node.args)
@@ -307,10 +312,7 @@ def _collect_bindings(facts: LoopFacts, tree: ast.Module, by_type: dict[type, li
         for fs in facts.functions.values()
         for f in fs
         if any(
-            isinstance(n, ast.Return)
-            and isinstance(n.value, ast.Call)
-            and names.qualname(n.value.func) == _DATALOADER
-            for n in walk(f.body)
+            isinstance(r, ast.Call) and names.qualname(r.func) == DATALOADER for r in returned(f)
         )
     }
     seen: dict[str, set[str]] = {}
@@ -323,10 +325,10 @@ def _collect_bindings(facts: LoopFacts, tree: ast.Module, by_type: dict[type, li
             continue
         qual = names.qualname(value.func)
         local = value.func.id if isinstance(value.func, ast.Name) else None
-        if qual == _DATALOADER:
+        if qual == DATALOADER:
             facts.loader_calls.setdefault(target, []).append(value)
         if (
-            qual == _DATALOADER
+            qual == DATALOADER
             or local in returns_loader
             or (
                 isinstance(value.func, ast.Name)
@@ -412,7 +414,7 @@ def _may_train(by_type: dict[type, list[Any]], names: Resolver) -> bool:
                 return True
             if func.attr == "eval" and MODEL_NAME.search(last):
                 return True
-        elif names.qualname(func) in {_DATALOADER, "torch.autograd.backward"}:
+        elif names.qualname(func) in {DATALOADER, "torch.autograd.backward"}:
             return True
     for node in [*by_type.get(ast.For, ()), *by_type.get(ast.AsyncFor, ())]:
         text = dotted(iterated(node.iter))

@@ -19,7 +19,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from torchpace.lint.loops import LoopFacts, Scope, dotted, walk
+from torchpace.lint.loops import LoopFacts, Scope, dotted, returned, walk
 
 # torch namespaces whose calls do not return tensors (or do not only return tensors).
 _NOT_TENSOR_PREFIXES = (
@@ -161,9 +161,7 @@ class TensorFacts:
             return False
         for function in callees:
             facts = self.facts.tensor_cache.get(id(function)) or TensorFacts(self.facts, function)
-            returns = [
-                n.value for n in walk(function.body) if isinstance(n, ast.Return) and n.value
-            ]
+            returns = returned(function)
             _SOLVING.add(id(function))
             try:
                 if not returns or not all(facts.is_tensor(r) for r in returns):
@@ -216,12 +214,7 @@ class TensorFacts:
                 and func.id not in self._visiting
             ):
                 self._visiting.add(func.id)  # recursion guard
-                returns = [
-                    n.value
-                    for f in self.facts.functions[func.id]
-                    for n in walk(f.body)
-                    if isinstance(n, ast.Return) and n.value is not None
-                ]
+                returns = [r for f in self.facts.functions[func.id] for r in returned(f)]
                 result = bool(returns) and all(self.is_not_tensor(r) for r in returns)
                 self._visiting.discard(func.id)
                 return result

@@ -6,7 +6,7 @@ import ast
 from collections.abc import Iterator
 
 from torchpace.lint.device import uses_cuda
-from torchpace.lint.loops import dotted, iterated, walk
+from torchpace.lint.loops import DATALOADER, dotted, iterated, walk
 from torchpace.lint.rule import (
     FileContext,
     Report,
@@ -17,7 +17,6 @@ from torchpace.lint.rule import (
     keyword,
 )
 
-_DATALOADER = "torch.utils.data.DataLoader"
 # DataLoader(dataset, batch_size, shuffle, sampler, batch_sampler, num_workers, collate_fn,
 #            pin_memory, ...)
 _NUM_WORKERS_POSITION = 5
@@ -26,7 +25,7 @@ _PIN_MEMORY_POSITION = 7
 
 def _check_loader_workers(ctx: FileContext) -> Iterator[Report]:
     for call, name in ctx.calls:
-        if name != _DATALOADER:
+        if name != DATALOADER:
             continue
         workers = argument(call, "num_workers", _NUM_WORKERS_POSITION)
         if workers is None:
@@ -76,7 +75,7 @@ PyTorch Performance Tuning Guide, "Enable async data loading and augmentation".
 def _check_pin_memory(ctx: FileContext) -> Iterator[Report]:
     unpinned: list[Report] = []
     for call, name in ctx.calls:
-        if name != _DATALOADER:
+        if name != DATALOADER:
             continue
         pin = argument(call, "pin_memory", _PIN_MEMORY_POSITION)
         if pin is None:
