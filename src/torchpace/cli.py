@@ -249,6 +249,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=_cmd_lint)
 
+    from torchpace.doctor.command import add_parser as add_doctor
+
+    add_doctor(sub)
+
     p = sub.add_parser("rules", help="list the lint rules")
     p.add_argument(
         "--write-docs", type=Path, metavar="PATH", help="write docs/rules.md from the rules"

@@ -1,0 +1,109 @@
+"""``torchpace doctor``: the command line around ``script.run``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+EPILOG = """\
+The script runs in this process as `python SCRIPT ARGS` would. After --warmup steps, one probe
+step (FLOPs, lines run; not timed) and --steps measured optimizer steps, it is stopped and the
+report printed. Put the script's own arguments after `--`:
+
+  torchpace doctor --steps 30 examples/naive_cnn.py -- --batch-size 128
+
+exit status: the script's own (1 if it raised); 1 if no optimizer step was seen; 2 for a usage
+error or a script that cannot be read or parsed.
+"""
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "doctor",
+        help="measure a training script and rank what slows it down",
+        description="Run an unmodified training script, measure where each step's time goes, "
+        "point at the lines that cost it, and rank the fixes by estimated gain.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--steps", type=int, default=30, help="measured steps; 0 runs to the end")
+    p.add_argument("--warmup", type=int, default=3, help="warm-up steps, not measured (>= 1)")
+    p.add_argument("--json", metavar="PATH", help="write the full result as JSON")
+    p.add_argument("--html", metavar="PATH", help="write the report as one HTML file")
+    p.add_argument("--no-lint", action="store_true", help="do not merge static lint findings")
+    p.add_argument(
+        "--first-step-timeout",
+        type=float,
+        default=60.0,
+        metavar="S",
+        help="give up if no optimizer.step() happens in S seconds (default 60)",
+    )
+    p.add_argument("--top", type=int, default=10, help="findings shown in the terminal")
+    p.add_argument("script", help="the training script")
+    p.add_argument("args", nargs=argparse.REMAINDER, help="the script's arguments, after --")
+    p.set_defaults(func=run)
+
+
+def _write_html(path: str, result: dict[str, Any]) -> None:
+    from rich.console import Console
+
+    from torchpace._files import atomic_write_text
+    from torchpace.doctor.terminal import render
+
+    console = Console(record=True, width=100, file=open(_devnull(), "w"))  # noqa: SIM115
+    console.print(render(result))
+    atomic_write_text(path, console.export_html(inline_styles=True))
+    console.file.close()
+
+
+def _devnull() -> str:
+    import os
+
+    return os.devnull
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.steps < 0:
+        raise ValueError(f"--steps must be 0 (run to the end) or more, not {args.steps}")
+    if args.warmup < 1:
+        raise ValueError(f"--warmup must be at least 1, not {args.warmup}")
+    script_args = list(args.args)
+    if script_args[:1] == ["--"]:
+        script_args = script_args[1:]
+
+    from torchpace.doctor import distributed, script
+    from torchpace.doctor.terminal import print_report
+
+    ran = script.run(
+        args.script,
+        script_args,
+        steps=args.steps,
+        warmup=args.warmup,
+        first_step_timeout=args.first_step_timeout,
+        lint=not args.no_lint,
+    )
+    if ran.result is None:
+        print(f"torchpace doctor: {ran.outcome}; {ran.saw}", file=sys.stderr)
+        if ran.exit_code == 0:
+            print(
+                "torchpace doctor: no optimizer.step() observed, so there are no steps to "
+                "measure; the doctor times steps by optimizer steps",
+                file=sys.stderr,
+            )
+        return ran.exit_code or 1
+    result = distributed.gather(ran.result)
+    if result is None:  # not rank 0: rank 0 reports for every rank
+        return ran.exit_code
+    sys.stdout.flush()
+    print_report(result)
+    if args.json:
+        from torchpace._files import atomic_write_text
+
+        atomic_write_text(args.json, json.dumps(result, indent=2) + "\n")
+        print(f"wrote {args.json}")
+    if args.html:
+        _write_html(args.html, result)
+        print(f"wrote {args.html}")
+    return ran.exit_code

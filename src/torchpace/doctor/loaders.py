@@ -1,0 +1,97 @@
+"""DataLoader iterators, timed: how long the training loop waits for each batch.
+
+``DataLoader.__init__`` is patched to remember where each loader was made (the line a finding
+points at), ``__iter__`` to tag its iterators, and the iterators' shared ``__next__`` to time the
+wait. The loader fetched from last before an optimizer step is a training loader; the others
+(validation, mostly) count as evaluation, not data wait.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from itertools import count
+from time import perf_counter
+from typing import Any
+
+import torch
+from torch.utils.data import DataLoader
+from torch.utils.data.dataloader import _BaseDataLoaderIter
+
+from torchpace.doctor.patching import Patches
+from torchpace.doctor.recorder import Recorder
+from torchpace.doctor.records import LoaderInfo
+from torchpace.doctor.sites import user_site
+
+_KEY = "_torchpace_doctor_key"
+_SITE = "_torchpace_doctor_site"
+_keys = count(1)
+
+
+def batch_size(batch: Any) -> int:
+    """The first dimension of the first tensor in a batch (tuples, lists and dicts searched)."""
+    for _ in range(8):  # nested containers; give up past a sane depth
+        if isinstance(batch, torch.Tensor):
+            return int(batch.shape[0]) if batch.dim() else 1
+        if isinstance(batch, (list, tuple)) and batch:
+            batch = batch[0]
+        elif isinstance(batch, dict) and batch:
+            batch = next(iter(batch.values()))
+        else:
+            return 0
+    return 0
+
+
+def _info(rec: Recorder, loader: DataLoader[Any]) -> int:
+    key = loader.__dict__.get(_KEY)
+    if key is None:
+        key = next(_keys)
+        object.__setattr__(loader, _KEY, key)
+    if key not in rec.records.loaders:
+        rec.records.loaders[key] = LoaderInfo(
+            key=key,
+            site=loader.__dict__.get(_SITE),
+            num_workers=int(loader.num_workers),
+            pin_memory=bool(loader.pin_memory),
+            persistent_workers=bool(loader.persistent_workers),
+            prefetch_factor=loader.prefetch_factor,
+            batch_size=loader.batch_size,
+            dataset=type(loader.dataset).__name__,
+        )
+    return key
+
+
+def install(rec: Recorder, patches: Patches) -> None:
+    init = DataLoader.__init__
+    make_iter = DataLoader.__iter__
+    next_batch = _BaseDataLoaderIter.__next__
+    main = rec.main_thread
+
+    def __init__(self: DataLoader[Any], *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        object.__setattr__(self, _SITE, user_site())
+
+    def __iter__(self: DataLoader[Any]) -> Iterator[Any]:
+        it = make_iter(self)
+        it.__dict__[_KEY] = _info(rec, self)
+        return it
+
+    def __next__(self: _BaseDataLoaderIter) -> Any:
+        key = self.__dict__.get(_KEY)
+        if key is None or threading.get_ident() != main:
+            return next_batch(self)
+        rec.clock.enter("data")
+        t0 = perf_counter()
+        try:
+            batch = next_batch(self)
+        except StopIteration:
+            rec.fetched(key, perf_counter() - t0, 0)
+            raise
+        finally:
+            rec.clock.exit()
+        rec.fetched(key, perf_counter() - t0, batch_size(batch))
+        return batch
+
+    patches.set(DataLoader, "__init__", __init__)
+    patches.set(DataLoader, "__iter__", __iter__)
+    patches.set(_BaseDataLoaderIter, "__next__", __next__)

@@ -1,0 +1,189 @@
+"""Static and runtime findings, merged into one ranked list.
+
+A lint finding on a line that ran (in the probe step, or as a sync, loader, optimizer, forward or
+backward call the instruments saw) is *confirmed* and carries what was measured there; a runtime
+finding on the same line and technique as a lint finding becomes one entry with the rule's code
+(STYLE rule 7: a finding seen both ways shares one id and message). A lint finding whose line
+never ran is kept and marked "not seen running".
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from collections.abc import Iterable
+from typing import Any
+
+from torchpace.catalog import get as technique
+from torchpace.doctor.patterns import RuntimeFinding
+from torchpace.doctor.sites import Site
+from torchpace.findings import Finding
+
+# technique id -> the prepare() verb that applies it (torchpace.speedups); named in a finding
+# only once that verb exists in the installed torchpace.
+VERBS = {
+    "amp-bf16": "autocast",
+    "amp-fp16": "autocast",
+    "channels-last": "use_channels_last",
+    "conv-bias-before-bn": "fold_conv_bias",
+    "fused-optimizer": "fuse_optimizer",
+    "loader-workers": "tuned_loader",
+    "persistent-workers": "tuned_loader",
+    "pinned-memory": "DevicePrefetcher",
+    "async-prefetch": "DevicePrefetcher",
+    "torch-compile": "compile_model",
+    "tf32": "set_fast_math",
+    "cudnn-benchmark": "set_fast_math",
+    "length-bucketing": "LengthBucketBatchSampler",
+    "fixed-shapes": "preallocate",
+    "activation-checkpointing": "checkpoint_activations",
+}
+
+
+def applies(technique_id: str | None) -> dict[str, Any]:
+    """How torchpace can apply a technique here, from what is installed."""
+    verb = VERBS.get(technique_id or "")
+    try:
+        speedups = importlib.import_module("torchpace.speedups")
+    except ImportError:
+        speedups = None
+    has_verb = verb is not None and speedups is not None and hasattr(speedups, verb)
+    try:
+        importlib.import_module("torchpace.tune")
+        tune = True
+    except ImportError:
+        tune = False
+    return {"verb": f"torchpace.speedups.{verb}" if has_verb else None, "tune": tune}
+
+
+def lint_files(paths: Iterable[str]) -> tuple[list[Finding], list[str]]:
+    """Lint findings of the default rules for these files, and files that could not be read."""
+    from torchpace.lint.engine import lint_file
+    from torchpace.lint.results import FileResult
+    from torchpace.lint.rules import RULES
+
+    rules = [r for r in RULES if r.default]
+    findings: list[Finding] = []
+    errors: list[str] = []
+    for path in sorted(set(paths)):
+        result = lint_file(path, rules)
+        if isinstance(result, FileResult):
+            findings.extend(result.findings)
+        else:
+            errors.append(str(result))
+    return findings, errors
+
+
+def _entry(**kw: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {
+        "source": "runtime",
+        "code": None,
+        "pattern": None,
+        "technique": None,
+        "severity": "moderate",
+        "message": "",
+        "fix": "",
+        "path": None,
+        "line": None,
+        "gain": None,
+        "measured": {},
+        "status": "measured",
+    }
+    base.update(kw)
+    base["applies"] = applies(base["technique"])
+    return base
+
+
+def _from_runtime(f: RuntimeFinding) -> dict[str, Any]:
+    return _entry(
+        pattern=f.pattern,
+        technique=f.technique,
+        severity=f.severity,
+        message=f.message,
+        fix=f.fix,
+        path=None if f.site is None else f.site[0],
+        line=None if f.site is None else f.site[1],
+        gain=f.gain,
+        measured=dict(f.measured),
+    )
+
+
+def _same_place(entry: dict[str, Any], lint: Finding) -> bool:
+    loc = lint.location
+    return (
+        entry["path"] is not None
+        and os.path.abspath(loc.path) == entry["path"]
+        and loc.line <= entry["line"] <= loc.end_line
+    )
+
+
+def merge(
+    runtime: list[RuntimeFinding],
+    lint: list[Finding],
+    *,
+    lines_seen: set[Site],
+    syncs: list[dict[str, Any]],
+) -> list[dict[str, Any]]:
+    entries = [_from_runtime(f) for f in runtime]
+    for finding in lint:
+        loc = finding.location
+        path = os.path.abspath(loc.path)
+        span = range(loc.line, loc.end_line + 1)
+        twin = next(
+            (
+                e
+                for e in entries
+                if e["source"] == "runtime"
+                and e["technique"] == finding.technique
+                and _same_place(e, finding)
+            ),
+            None,
+        )
+        if twin is not None:
+            twin.update(source="lint+runtime", code=finding.code, lint_message=finding.message)
+            continue
+        ran = any((path, line) in lines_seen for line in span)
+        at_line = [r for r in syncs if r["path"] == path and r["line"] in span]
+        measured: dict[str, Any] = {}
+        if at_line:
+            measured = {
+                "syncs_per_step": sum(r["per_step"] for r in at_line),
+                "blocked_s_per_step": (
+                    None
+                    if any(r["blocked_s_per_step"] is None for r in at_line)
+                    else sum(r["blocked_s_per_step"] for r in at_line)
+                ),
+            }
+        entries.append(
+            _entry(
+                source="lint",
+                code=finding.code,
+                technique=finding.technique,
+                severity="info",
+                message=finding.message,
+                fix=technique(finding.technique).title,
+                path=path,
+                line=loc.line,
+                measured=measured,
+                status="seen running" if (ran or at_line) else "not seen running",
+            )
+        )
+    return rank(entries)
+
+
+def rank(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Measured gains first (largest first), then runtime findings, then lint findings seen
+    running, then those not seen."""
+    severity = {"high": 0, "moderate": 1, "info": 2}
+    status = {"measured": 0, "seen running": 1, "not seen running": 2}
+    return sorted(
+        entries,
+        key=lambda e: (
+            e["gain"] is None,
+            -(e["gain"] or 0.0),
+            status[e["status"]],
+            severity[e["severity"]],
+            e["path"] or "",
+            e["line"] or 0,
+        ),
+    )

@@ -1,0 +1,79 @@
+"""The probe step: one step, after warm-up and never timed, that counts FLOPs with
+``torch.utils.flop_counter`` and records which lines of the user's code run in a step (so a lint
+finding can be confirmed at runtime)."""
+
+from __future__ import annotations
+
+import sys
+import sysconfig
+from types import FrameType
+from typing import Any
+
+from torchpace.doctor.sites import Site, is_internal
+
+_LIBRARY_DIRS = tuple(
+    {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+)
+
+
+def _user_code(frame: FrameType) -> bool:
+    code = frame.f_code
+    return not (is_internal(code) or code.co_filename.startswith((*_LIBRARY_DIRS, "<")))
+
+
+class Probe:
+    def __init__(self) -> None:
+        self.lines: set[Site] = set()
+        self.flops: int | None = None
+        self.note: str | None = None
+        self._counter: Any = None
+        self._tracing = False
+
+    def _local(self, frame: FrameType, event: str, arg: object) -> Any:
+        if event == "line":
+            self.lines.add((frame.f_code.co_filename, frame.f_lineno))
+        return self._local
+
+    def _global(self, frame: FrameType, event: str, arg: object) -> Any:
+        return self._local if _user_code(frame) else None
+
+    def start(self) -> None:
+        from torch.utils.flop_counter import FlopCounterMode
+
+        try:
+            self._counter = FlopCounterMode(display=False)
+            self._counter.__enter__()
+        except Exception as exc:  # a model the counter cannot run is still timed
+            self._counter = None
+            self.note = f"FLOPs not counted: {type(exc).__name__}: {exc}"
+        if sys.gettrace() is not None:
+            self.note = (self.note + "; " if self.note else "") + (
+                "lines not traced: another tracer (a debugger or coverage) is active"
+            )
+            return
+        # Frames already running (the training loop itself) get the line tracer too.
+        frame: FrameType | None = sys._getframe(1)
+        while frame is not None:
+            if _user_code(frame):
+                frame.f_trace = self._local
+                frame.f_trace_lines = True
+            frame = frame.f_back
+        sys.settrace(self._global)
+        self._tracing = True
+
+    def stop(self) -> None:
+        if self._tracing:
+            sys.settrace(None)
+            frame: FrameType | None = sys._getframe(1)
+            while frame is not None:
+                if frame.f_trace is self._local:
+                    frame.f_trace = None
+                frame = frame.f_back
+            self._tracing = False
+        if self._counter is not None:
+            counter, self._counter = self._counter, None
+            try:
+                counter.__exit__(None, None, None)
+                self.flops = int(counter.get_total_flops())
+            except Exception as exc:
+                self.note = f"FLOPs not counted: {type(exc).__name__}: {exc}"

@@ -1,0 +1,140 @@
+"""The doctor's state while a script runs: step boundaries, the current step's tallies, and when
+to stop.
+
+Steps are bounded by optimizer steps (the global post-step hook), so any loop that calls
+``optimizer.step()`` works: a plain loop, Lightning, Accelerate. With several optimizers (a GAN),
+the first one to step marks the boundary and the others' steps are optimizer time within it.
+
+Step 1 runs from the start to the first optimizer step, so it holds the script's set-up: it is
+always warm-up. After ``warmup`` steps one *probe* step counts FLOPs and records which lines run;
+it is slow and never timed. Then ``steps`` steps are measured, and the script is stopped.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import defaultdict
+from collections.abc import Callable
+from time import perf_counter
+
+from torchpace.doctor.phases import PhaseClock
+from torchpace.doctor.records import Fetch, Records, Step
+from torchpace.doctor.sites import Site
+
+
+class DoctorStop(BaseException):
+    """Raised from the optimizer step hook to end the script once the measured steps are done.
+
+    A BaseException, like KeyboardInterrupt, so the script's ``except Exception`` does not catch
+    it; its ``finally`` blocks and context managers still run.
+    """
+
+
+class Recorder:
+    def __init__(self, *, steps: int, warmup: int, stop: bool) -> None:
+        if warmup < 1:
+            raise ValueError(
+                f"--warmup must be at least 1, not {warmup}: step 1 holds the script's set-up"
+            )
+        if steps < 0:
+            raise ValueError(f"--steps must be 0 (run to the end) or more, not {steps}")
+        self.steps = steps
+        self.warmup = warmup
+        self.stop = stop
+        self.records = Records()
+        self.clock = PhaseClock(cuda=False)
+        self.main_thread = threading.get_ident()
+        self.boundaries = 0
+        self.finished = False
+        self._primary: int | None = None
+        self._started = perf_counter()
+        self._step_start = self._started
+        self._last_loader: int | None = None
+        self._new_step()
+        # Called at the end of warm-up and of the probe step (set by the instruments).
+        self.on_warmup_end: Callable[[], None] = lambda: None
+        self.on_probe_end: Callable[[], None] = lambda: None
+        self.compile_signature: Callable[[], object] = lambda: None
+        self.cuda_in_use: Callable[[], bool] = lambda: False
+        self._compiled_at: object = self.compile_signature()
+
+    # -- the current step's tallies -------------------------------------------------------------
+    def _new_step(self) -> None:
+        self.fetches: list[Fetch] = []
+        self.backward_calls = 0
+        self.forward_samples = 0
+        self.eval_calls = 0
+        self.syncs: dict[tuple[Site, str], int] = defaultdict(int)
+        self.sync_time: dict[tuple[Site, str], float] = defaultdict(float)
+
+    def fetched(self, loader: int, seconds: float, samples: int) -> None:
+        self.fetches.append(Fetch(loader, seconds, samples))
+        self._last_loader = loader
+
+    def synced(self, site: Site, kind: str, blocked: float | None) -> None:
+        key = (site, kind)
+        self.syncs[key] += 1
+        if blocked is not None:
+            self.sync_time[key] += blocked
+
+    @property
+    def phase(self) -> str:
+        """Which step this is about to be: "warmup", "probe" or "measured"."""
+        upcoming = self.boundaries + 1
+        if upcoming <= self.warmup:
+            return "warmup"
+        return "probe" if upcoming == self.warmup + 1 else "measured"
+
+    # -- boundaries -------------------------------------------------------------------------------
+    def is_boundary(self, optimizer: object) -> bool:
+        if self._primary is None:
+            self._primary = id(optimizer)
+        return id(optimizer) == self._primary
+
+    def boundary(self) -> None:
+        """An optimizer step of the primary optimizer ended: close the step."""
+        now = perf_counter()
+        if self.finished:
+            return
+        kind = self.phase
+        self.boundaries += 1
+        if self.boundaries == 1:
+            self.records.first_step_s = now - self._started
+        if self._last_loader is not None and self._last_loader in self.records.loaders:
+            self.records.loaders[self._last_loader].training = True
+        phases = self.clock.cut()
+        signature = self.compile_signature()
+        self.records.steps.append(
+            Step(
+                index=self.boundaries,
+                seconds=now - self._step_start,
+                host=phases.host,
+                events=phases.events,
+                fetches=self.fetches,
+                backward_calls=self.backward_calls,
+                forward_samples=self.forward_samples,
+                eval_calls=self.eval_calls,
+                syncs=dict(self.syncs),
+                sync_time=dict(self.sync_time),
+                compiled=signature != self._compiled_at,
+                kind=kind,
+            )
+        )
+        self._compiled_at = signature
+        self._new_step()
+        if self.boundaries == self.warmup:
+            self.on_warmup_end()
+        elif self.boundaries == self.warmup + 1:
+            self.on_probe_end()
+        if self.boundaries == 1 and self.cuda_in_use():
+            # The script has initialised CUDA by its first step: from here each phase change
+            # also records a CUDA event.
+            self.clock = PhaseClock(cuda=True)
+        if kind != "measured":
+            # Switching instruments took time that belongs to no step.
+            self.clock.restart()
+        self._step_start = perf_counter()
+        if self.steps and self.boundaries >= self.warmup + 1 + self.steps:
+            self.finished = True
+            if self.stop:
+                raise DoctorStop

@@ -1,0 +1,89 @@
+"""What the doctor keeps per step, per loader and per sync site while a script runs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from torchpace.doctor.sites import Site
+
+
+@dataclass
+class Fetch:
+    loader: int  # key of the DataLoader in Records.loaders
+    seconds: float
+    samples: int
+
+
+@dataclass
+class Step:
+    index: int  # 1-based optimizer step (boundary) number
+    seconds: float
+    host: dict[str, float]
+    events: list[tuple[str, Any]]  # CUDA event trail; resolved once, after the run
+    fetches: list[Fetch]
+    backward_calls: int
+    forward_samples: int  # first dimension of the first tensor given to a training forward
+    eval_calls: int  # forward calls without autograd
+    syncs: dict[tuple[Site, str], int]  # (site, kind) -> calls in this step
+    sync_time: dict[tuple[Site, str], float]  # (site, kind) -> seconds blocked (CUDA only)
+    compiled: bool
+    kind: str  # "warmup", "probe" or "measured"
+    device: dict[str, float] | None = None
+
+
+@dataclass
+class LoaderInfo:
+    key: int
+    site: Site | None
+    num_workers: int
+    pin_memory: bool
+    persistent_workers: bool
+    prefetch_factor: int | None
+    batch_size: int | None
+    dataset: str
+    training: bool = False  # the last loader fetched from before an optimizer step
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "site": None if self.site is None else {"path": self.site[0], "line": self.site[1]},
+            "role": "train" if self.training else "other",
+            "num_workers": self.num_workers,
+            "pin_memory": self.pin_memory,
+            "persistent_workers": self.persistent_workers,
+            "prefetch_factor": self.prefetch_factor,
+            "batch_size": self.batch_size,
+            "dataset": self.dataset,
+        }
+
+
+@dataclass
+class OptimizerInfo:
+    name: str
+    site: Site | None
+    fused: bool
+    foreach: bool | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "class": self.name,
+            "site": None if self.site is None else {"path": self.site[0], "line": self.site[1]},
+            "fused": self.fused,
+            "foreach": self.foreach,
+        }
+
+
+@dataclass
+class Records:
+    steps: list[Step] = field(default_factory=list)
+    loaders: dict[int, LoaderInfo] = field(default_factory=dict)
+    optimizers: dict[int, OptimizerInfo] = field(default_factory=dict)
+    lines_run: set[Site] = field(default_factory=set)  # lines executed in the probe step
+    flops_per_step: int | None = None
+    flops_note: str | None = None
+    settings: dict[str, Any] = field(default_factory=dict)
+    roots: list[str] = field(default_factory=list)  # class names of the models seen
+    forward_sites: set[Site] = field(default_factory=set)
+    backward_sites: set[Site] = field(default_factory=set)
+    step_sites: set[Site] = field(default_factory=set)
+    first_step_s: float | None = None  # from the start of the run to the first optimizer step

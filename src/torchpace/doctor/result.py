@@ -1,0 +1,144 @@
+"""The doctor's result: one JSON-ready dictionary under a versioned schema
+(docs/doctor-result.schema.json; described in docs/doctor.md)."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import sysconfig
+from typing import TYPE_CHECKING, Any
+
+from torchpace.doctor.merge import lint_files, merge
+from torchpace.doctor.patterns import Evidence, RuntimeFinding, diagnose
+from torchpace.doctor.sites import Site
+from torchpace.doctor.summary import summarize_steps, utilisation
+from torchpace.findings import Finding
+from torchpace.measure.env import fingerprint
+from torchpace.measure.peaks import known_gpu_peak
+
+if TYPE_CHECKING:
+    from torchpace.doctor.session import Session
+
+SCHEMA = "torchpace.doctor/1"
+_LIBRARY_DIRS = tuple(
+    {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+)
+
+
+def _peaks(env: dict[str, Any]) -> dict[str, float]:
+    """TFLOP/s by math mode: the vendor's figures for a known GPU, else the measured rates."""
+    peaks: dict[str, float] = {}
+    if env["device"].startswith("cuda"):
+        for mode in ("fp32", "tf32", "bf16", "fp16"):
+            value = known_gpu_peak(env["device_name"], mode)
+            if value is not None:
+                peaks[mode] = value
+    if "fp32" not in peaks and env.get("peak_tflops_fp32"):
+        peaks["fp32"] = env["peak_tflops_fp32"]
+    if "bf16" not in peaks and env.get("peak_tflops_bf16"):
+        peaks["bf16"] = env["peak_tflops_bf16"]
+    return peaks
+
+
+def _math_mode(settings: dict[str, Any], cuda: bool) -> str:
+    autocast = " ".join(settings.get("autocast", []))
+    if "bfloat16" in autocast:
+        return "bf16"
+    if "float16" in autocast:
+        return "fp16"
+    if cuda and settings.get("float32_matmul_precision") in ("high", "medium"):
+        return "tf32"
+    return "fp32"
+
+
+def _user_file(path: str) -> bool:
+    return os.path.isfile(path) and not path.startswith(_LIBRARY_DIRS) and path.endswith(".py")
+
+
+def _files_to_lint(session: Session, script: str | None) -> set[str]:
+    r = session.rec.records
+    sites: set[Site] = set(r.forward_sites) | r.backward_sites | r.step_sites
+    sites |= {ld.site for ld in r.loaders.values() if ld.site is not None}
+    sites |= {(p, ln) for s in r.steps for ((p, ln), _k) in s.syncs}
+    files = {p for p, _ in sites if _user_file(p)}
+    if script is not None:
+        files.add(os.path.abspath(script))
+    return files
+
+
+def _forward_site(session: Session, script: str | None) -> Site | None:
+    sites = sorted(session.rec.records.forward_sites)
+    if not sites:
+        return None
+    main = os.path.abspath(script) if script else None
+    return min(sites, key=lambda s: (s[0] != main, s[1]))
+
+
+def build(
+    session: Session,
+    *,
+    target: dict[str, Any],
+    outcome: str,
+    lint: bool = True,
+    script: str | None = None,
+) -> dict[str, Any]:
+    records = session.rec.records
+    cuda = session.device.type == "cuda"
+    summary = summarize_steps(records, cuda=cuda)
+    env = fingerprint(session.device, measure_peak=records.flops_per_step is not None).to_dict()
+    peaks = _peaks(env)
+    settings = dict(records.settings)
+    mode = _math_mode(settings, cuda)
+    step_s = summary["step_seconds"]["median"] if "step_seconds" in summary else None
+    memory = session.memory()
+    loaders = [{**info.to_dict(), "key": key} for key, info in records.loaders.items()]
+    result: dict[str, Any] = {
+        "schema": SCHEMA,
+        "target": target,
+        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "outcome": outcome,
+        "env": env,
+        "run": {
+            "warmup": session.rec.warmup,
+            "steps_requested": session.rec.steps,
+            "optimizer_steps_seen": session.rec.boundaries,
+            "first_step_s": records.first_step_s,
+        },
+        **summary,
+        "utilisation": {
+            **utilisation(records.flops_per_step, step_s, peaks.get(mode)),
+            "math_mode": mode,
+            "note": records.flops_note,
+        },
+        "memory": memory,
+        "settings": settings,
+        "loaders": loaders,
+        "findings": [],
+        "skipped_patterns": {},
+        "lint_errors": [],
+    }
+    runtime: list[RuntimeFinding] = []
+    if step_s is not None:
+        evidence = Evidence(
+            summary=summary,
+            settings=settings,
+            loaders=loaders,
+            device="cuda" if cuda else "cpu",
+            peaks=peaks,
+            flops_per_step=records.flops_per_step,
+            forward_site=_forward_site(session, script),
+            memory=memory,
+        )
+        runtime, skipped = diagnose(evidence)
+        result["skipped_patterns"] = skipped
+    lint_found: list[Finding] = []
+    if lint:
+        lint_found, result["lint_errors"] = lint_files(_files_to_lint(session, script))
+    lines = {(os.path.abspath(p), ln) for p, ln in records.lines_run}
+    lines |= set(records.forward_sites) | records.backward_sites | records.step_sites
+    lines |= {ld.site for ld in records.loaders.values() if ld.site is not None}
+    lines |= {o.site for o in records.optimizers.values() if o.site is not None}
+    result["findings"] = merge(
+        runtime, lint_found, lines_seen=lines, syncs=summary.get("syncs_all_steps", [])
+    )
+    return result

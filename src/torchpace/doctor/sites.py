@@ -1,0 +1,52 @@
+"""Which line of the user's code made a call: the first frame outside torch and torchpace."""
+
+from __future__ import annotations
+
+import os
+import sys
+from types import CodeType, FrameType
+
+import torch
+
+import torchpace
+
+_INTERNAL_DIRS = tuple(
+    os.path.dirname(os.path.abspath(m.__file__)) + os.sep
+    for m in (torch, torchpace)
+    if m.__file__ is not None
+)
+_internal: dict[CodeType, bool] = {}  # code object -> inside torch or torchpace; cached
+
+
+def is_internal(code: CodeType) -> bool:
+    known = _internal.get(code)
+    if known is None:
+        path = os.path.abspath(code.co_filename)
+        known = path.startswith(_INTERNAL_DIRS) or code.co_filename.startswith("<frozen")
+        _internal[code] = known
+    return known
+
+
+Site = tuple[str, int]  # (absolute path, line)
+
+
+def user_site(depth: int = 2) -> Site | None:
+    """The first frame above ``depth`` that is not torch's or torchpace's, or None."""
+    frame: FrameType | None = sys._getframe(depth)
+    while frame is not None and is_internal(frame.f_code):
+        frame = frame.f_back
+    if frame is None:
+        return None
+    return os.path.abspath(frame.f_code.co_filename), frame.f_lineno
+
+
+def called_from_user(depth: int = 2) -> Site | None:
+    """The caller's site if the *immediate* Python caller is user code, else None.
+
+    torch calls ``.item()`` on its own CPU scalars (Adam's step count, for one); those are not the
+    user's syncs and must not be pinned on the user's ``optimizer.step()`` line.
+    """
+    frame = sys._getframe(depth)
+    if is_internal(frame.f_code):
+        return None
+    return os.path.abspath(frame.f_code.co_filename), frame.f_lineno
