@@ -133,8 +133,31 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     return _bench(args.workload, args)
 
 
+def _demo_script() -> Path:
+    script = Path(__file__).resolve().parents[2] / "examples" / "naive_cnn.py"
+    if not script.is_file():
+        raise FileNotFoundError(
+            f"the demo runs examples/naive_cnn.py from a source checkout, and {script} is "
+            "missing; run `make demo` in the repository"
+        )
+    return script
+
+
 def _cmd_demo(args: argparse.Namespace) -> int:
-    print("torchpace demo: the cnn workload, naive script settings against hand-tuned ones\n")
+    from torchpace.doctor import command as doctor
+    from torchpace.lint import command as lint
+
+    script = _demo_script()
+    shown = os.path.relpath(script)
+    out = Path(args.out)
+    print(f"torchpace demo, 1/3 lint: the slow patterns in {shown}, statically\n", flush=True)
+    lint.run(build_parser().parse_args(["lint", str(script)]))
+    print(f"\ntorchpace demo, 2/3 doctor: {shown} run and measured, unmodified\n", flush=True)
+    doctor_args = ["doctor", "--steps", "20", "--json", str(out / "doctor.json"), str(script)]
+    rc = doctor.run(build_parser().parse_args([*doctor_args, "--", "--steps", "200"]))
+    if rc != 0:
+        return rc
+    print("\ntorchpace demo, 3/3 bench: naive settings against hand-tuned ones, paired\n")
     return _bench("cnn", args)
 
 
@@ -200,8 +223,14 @@ def build_parser() -> argparse.ArgumentParser:
     _add_bench_options(p)
     p.set_defaults(func=_cmd_bench)
 
-    p = sub.add_parser("demo", help="the main job on the built-in example (bench cnn)")
+    p = sub.add_parser(
+        "demo",
+        help="the main job on the built-in example: lint, doctor and bench of the naive cnn",
+    )
     _add_bench_options(p)
+    p.add_argument(
+        "--out", default="torchpace-demo", help="folder for the demo's results (torchpace-demo)"
+    )
     p.set_defaults(func=_cmd_demo)
 
     p = sub.add_parser(

@@ -1,0 +1,66 @@
+"""Static and runtime findings merged: one entry per problem, lint findings confirmed or not."""
+
+from __future__ import annotations
+
+from torchpace.doctor.merge import merge
+from torchpace.doctor.patterns import RuntimeFinding
+from torchpace.findings import Finding, Location
+
+PATH = "/proj/train.py"
+
+
+def _lint(code: str, technique: str, line: int, end_line: int | None = None) -> Finding:
+    loc = Location(PATH, line, 1, end_line or line, 10)
+    return Finding(code, "name", technique, f"{code} message", loc)
+
+
+def _runtime(technique: str, line: int, gain: float | None) -> RuntimeFinding:
+    return RuntimeFinding(
+        "input-bound", technique, "high", "waits", "add workers", (PATH, line), gain
+    )
+
+
+def test_a_finding_seen_both_ways_is_one_entry_with_the_rule_code() -> None:
+    # The loader call spans lines 7-9; the runtime finding points at line 8 (where the frame was).
+    entries = merge(
+        [_runtime("loader-workers", 8, 0.4)],
+        [_lint("TP101", "loader-workers", 7, 9)],
+        lines_seen=set(),
+        syncs=[],
+    )
+    (entry,) = entries
+    assert entry["source"] == "lint+runtime"
+    assert entry["code"] == "TP101"
+    assert entry["gain"] == 0.4
+    assert entry["status"] == "measured"
+
+
+def test_lint_findings_are_confirmed_by_lines_that_ran_and_carry_sync_counts() -> None:
+    syncs = [{"path": PATH, "line": 30, "per_step": 2.0, "blocked_s_per_step": None}]
+    entries = merge(
+        [],
+        [
+            _lint("TP201", "avoid-syncs", 30),
+            _lint("TP402", "grad-set-to-none", 25),
+            _lint("TP403", "no-grad-eval", 60),
+        ],
+        lines_seen={(PATH, 25)},
+        syncs=syncs,
+    )
+    by_code = {e["code"]: e for e in entries}
+    assert by_code["TP201"]["status"] == "seen running"
+    assert by_code["TP201"]["measured"] == {"syncs_per_step": 2.0, "blocked_s_per_step": None}
+    assert by_code["TP402"]["status"] == "seen running"
+    assert by_code["TP403"]["status"] == "not seen running"
+    assert [e["code"] for e in entries][-1] == "TP403"  # not seen running ranks last
+
+
+def test_different_technique_on_the_same_line_stays_separate() -> None:
+    entries = merge(
+        [_runtime("loader-workers", 7, 0.3)],
+        [_lint("TP102", "pinned-memory", 7)],
+        lines_seen={(PATH, 7)},
+        syncs=[],
+    )
+    assert sorted(e["source"] for e in entries) == ["lint", "runtime"]
+    assert entries[0]["source"] == "runtime"  # the measured gain ranks first

@@ -1,0 +1,141 @@
+"""Runtime patterns on hand-made evidence: thresholds, gain estimates, skips and ranking."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from torchpace.doctor.patterns import HIGH, MODERATE, Evidence, RuntimeFinding, diagnose, rank
+from torchpace.doctor.phases import PHASES
+
+
+def _summary(shares: dict[str, float], step_s: float = 0.1, syncs: Any = ()) -> dict[str, Any]:
+    breakdown = {
+        p: {"share": shares.get(p, 0.0), "seconds": {"median": shares.get(p, 0.0) * step_s}}
+        for p in PHASES
+    }
+    return {
+        "steps": {"measured": 10, "kept": 10, "excluded": {}},
+        "step_seconds": {"median": step_s},
+        "breakdown": breakdown,
+        "syncs": list(syncs),
+    }
+
+
+def _evidence(shares: dict[str, float], **kw: Any) -> Evidence:
+    base: dict[str, Any] = {
+        "summary": _summary(shares, syncs=kw.pop("syncs", ())),
+        "settings": {"autocast": [], "optimizers": []},
+        "loaders": [
+            {
+                "role": "train",
+                "num_workers": 0,
+                "pin_memory": False,
+                "site": {"path": "/x/train.py", "line": 7},
+            }
+        ],
+        "device": "cpu",
+        "peaks": {"fp32": 0.3, "bf16": 2.0},
+        "flops_per_step": None,
+        "forward_site": ("/x/train.py", 20),
+        "memory": {},
+    }
+    base.update(kw)
+    return Evidence(**base)
+
+
+def _patterns(findings: list[RuntimeFinding]) -> list[str]:
+    return [f.pattern for f in findings]
+
+
+@pytest.mark.parametrize(
+    ("share", "expected"),
+    [(MODERATE - 0.001, None), (MODERATE, "moderate"), (HIGH - 0.001, "moderate"), (HIGH, "high")],
+)
+def test_input_bound_thresholds(share: float, expected: str | None) -> None:
+    found, _ = diagnose(_evidence({"data": share, "forward": 1 - share}))
+    hits = [f for f in found if f.pattern == "input-bound"]
+    if expected is None:
+        assert hits == []
+    else:
+        (hit,) = hits
+        assert hit.severity == expected
+        assert hit.technique == "loader-workers"
+        assert hit.gain == pytest.approx(share)
+        assert hit.site == ("/x/train.py", 7)
+
+
+def test_input_bound_with_workers_points_at_the_input_format() -> None:
+    ev = _evidence({"data": 0.3, "forward": 0.7})
+    loaders = [{**ev.loaders[0], "num_workers": 4}]
+    found, _ = diagnose(_evidence({"data": 0.3, "forward": 0.7}, loaders=loaders))
+    (hit,) = [f for f in found if f.pattern == "input-bound"]
+    assert hit.technique == "fast-input-format"
+
+
+def test_no_training_loader_skips_input_bound_with_the_reason() -> None:
+    found, skipped = diagnose(_evidence({"data": 0.5}, loaders=[]))
+    assert "input-bound" not in _patterns(found)
+    assert skipped["input-bound"] == "no DataLoader feeds the training steps"
+
+
+def test_amp_gain_is_the_flops_time_saved_capped_by_compute() -> None:
+    # 0.06 TFLOP per 0.1 s step would save 0.17 s (0.2 s at 0.3 TFLOP/s, 0.03 s at 2.0): more
+    # than the step's 0.09 s of forward and backward, so the gain is capped at their share.
+    ev = _evidence({"forward": 0.3, "backward": 0.6, "other": 0.1}, flops_per_step=int(6e10))
+    (hit,) = [f for f in diagnose(ev)[0] if f.pattern == "float32-compute"]
+    assert hit.gain == pytest.approx(0.9)
+    small = _evidence({"forward": 0.3, "backward": 0.6}, flops_per_step=int(3e9))
+    (hit,) = [f for f in diagnose(small)[0] if f.pattern == "float32-compute"]
+    assert hit.gain == pytest.approx(3e9 / 1e12 * (1 / 0.3 - 1 / 2.0) / 0.1)
+
+
+def test_amp_is_skipped_when_autocast_is_on_or_there_is_no_fast_bf16() -> None:
+    on = _evidence({"forward": 1.0}, flops_per_step=int(3e10))
+    on = Evidence(**{**on.__dict__, "settings": {"autocast": ["cpu:bfloat16"], "optimizers": []}})
+    assert diagnose(on)[1]["float32-compute"] == "autocast is already on"
+    no_bf16 = _evidence({"forward": 1.0}, flops_per_step=int(3e10), peaks={"fp32": 0.3})
+    assert "float32-compute" in diagnose(no_bf16)[1]
+
+
+def test_unfused_optimizer_gain_uses_the_cited_speedup() -> None:
+    settings = {
+        "autocast": [],
+        "optimizers": [{"class": "AdamW", "fused": False, "site": None, "foreach": None}],
+    }
+    found, _ = diagnose(_evidence({"optimizer": 0.3, "forward": 0.7}, settings=settings))
+    (hit,) = [f for f in found if f.pattern == "unfused-optimizer"]
+    assert hit.gain == pytest.approx(0.3 * (1 - 1 / 3))
+    fused = {**settings, "optimizers": [{**settings["optimizers"][0], "fused": True}]}
+    assert "unfused-optimizer" in diagnose(_evidence({"optimizer": 0.3}, settings=fused))[1]
+
+
+def test_syncs_are_reported_only_when_on_every_step() -> None:
+    rows = [
+        {"path": "/x/t.py", "line": 9, "call": ".item()", "per_step": 2.0, "every_step": True,
+         "blocked_s_per_step": None},
+        {"path": "/x/t.py", "line": 12, "call": "format(tensor)", "per_step": 0.1,
+         "every_step": False, "blocked_s_per_step": None},
+    ]  # fmt: skip
+    found, _ = diagnose(_evidence({"forward": 1.0}, syncs=rows))
+    (hit,) = [f for f in found if f.pattern == "sync-every-step"]
+    assert hit.site == ("/x/t.py", 9)
+    assert hit.gain is None and hit.severity == "info"  # a CPU run: nothing blocked
+    assert "2 times per step" in hit.message
+
+
+def test_cuda_sync_gain_is_the_blocked_share() -> None:
+    rows = [{"path": "/x/t.py", "line": 9, "call": ".item()", "per_step": 1.0,
+             "every_step": True, "blocked_s_per_step": 0.02}]  # fmt: skip
+    found, _ = diagnose(_evidence({"forward": 1.0}, syncs=rows, device="cuda"))
+    (hit,) = [f for f in found if f.pattern == "sync-every-step"]
+    assert hit.gain == pytest.approx(0.2)
+
+
+def test_rank_puts_estimated_gains_first_largest_first() -> None:
+    def f(name: str, gain: float | None, severity: str = "moderate") -> RuntimeFinding:
+        return RuntimeFinding(name, "avoid-syncs", severity, "", "", None, gain)
+
+    ranked = rank([f("a", None, "high"), f("b", 0.1), f("c", 0.4), f("d", None, "info")])
+    assert [x.pattern for x in ranked] == ["c", "b", "a", "d"]
