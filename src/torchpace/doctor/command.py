@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import Any
 
@@ -14,8 +15,11 @@ report printed. Put the script's own arguments after `--`:
 
   torchpace doctor --steps 30 examples/naive_cnn.py -- --batch-size 128
 
-exit status: the script's own (1 if it raised); 1 if no optimizer step was seen; 2 for a usage
-error or a script that cannot be read or parsed.
+exit status: the script's own (1 if it raised, 130 if interrupted); 1 if no optimizer step was
+seen; 2 for a usage error or a script that cannot be read or parsed.
+
+Under torchrun (`torchrun --nproc-per-node N -m torchpace doctor train.py`) every rank measures
+and rank 0 reports for all, with stragglers and data-wait imbalance.
 """
 
 
@@ -47,21 +51,17 @@ def add_parser(sub: Any) -> None:
 
 
 def _write_html(path: str, result: dict[str, Any]) -> None:
+    """The terminal report as one self-contained HTML page (rich renders both)."""
+    import io
+
     from rich.console import Console
 
     from torchpace._files import atomic_write_text
     from torchpace.doctor.terminal import render
 
-    console = Console(record=True, width=100, file=open(_devnull(), "w"))  # noqa: SIM115
+    console = Console(record=True, width=100, file=io.StringIO())
     console.print(render(result))
     atomic_write_text(path, console.export_html(inline_styles=True))
-    console.file.close()
-
-
-def _devnull() -> str:
-    import os
-
-    return os.devnull
 
 
 def run(args: argparse.Namespace) -> int:
@@ -82,10 +82,12 @@ def run(args: argparse.Namespace) -> int:
         steps=args.steps,
         warmup=args.warmup,
         first_step_timeout=args.first_step_timeout,
-        lint=not args.no_lint,
+        # Only rank 0 reports, so only rank 0 lints.
+        lint=not args.no_lint and os.environ.get("RANK", "0") == "0",
     )
     if ran.result is None:
         print(f"torchpace doctor: {ran.outcome}; {ran.saw}", file=sys.stderr)
+        distributed.publish_missing(f"{ran.outcome}; {ran.saw}")  # rank 0 need not wait
         if ran.exit_code == 0:
             print(
                 "torchpace doctor: no optimizer.step() observed, so there are no steps to "
@@ -101,7 +103,8 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         from torchpace._files import atomic_write_text
 
-        atomic_write_text(args.json, json.dumps(result, indent=2) + "\n")
+        # allow_nan=False: a stray infinity fails here instead of writing invalid JSON.
+        atomic_write_text(args.json, json.dumps(result, indent=2, allow_nan=False) + "\n")
         print(f"wrote {args.json}")
     if args.html:
         _write_html(args.html, result)

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from torchpace.catalog import get as technique
-from torchpace.doctor.patterns import RuntimeFinding
+from torchpace.doctor.patterns import RuntimeFinding, estimated
 from torchpace.doctor.sites import Site
 from torchpace.findings import Finding
 
@@ -143,7 +143,11 @@ def merge(
             twin.update(source="lint+runtime", code=finding.code, lint_message=finding.message)
             continue
         ran = any((path, line) in lines_seen for line in span)
-        at_line = [r for r in syncs if r["path"] == path and r["line"] in span]
+        at_line = [
+            r
+            for r in syncs
+            if finding.technique == "avoid-syncs" and r["path"] == path and r["line"] in span
+        ]
         measured: dict[str, Any] = {}
         if at_line:
             measured = {
@@ -179,7 +183,7 @@ def rank(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted(
         entries,
         key=lambda e: (
-            e["gain"] is None,
+            not estimated(e["gain"]),
             -(e["gain"] or 0.0),
             status[e["status"]],
             severity[e["severity"]],

@@ -25,6 +25,7 @@ HIGH = 0.20
 # 3x: fused AdamW against the default on a 2-core AMX Xeon, torch 2.13 (the brief's figure; our
 # benchmarks measured 5.6x, benchmarks/README.md). The lower figure keeps the estimate modest.
 FUSED_OPTIMIZER_SPEEDUP = 3.0
+NEGLIGIBLE = 0.005  # see estimated()
 # Optimizers with a fused kernel on both CPU and CUDA in torch 2.13.
 FUSABLE = frozenset({"Adam", "AdamW", "SGD", "Adagrad"})
 
@@ -97,7 +98,8 @@ def _input_match(ev: Evidence) -> list[RuntimeFinding]:
     if share < MODERATE:
         return []
     loader = next(ld for ld in ev.loaders if ld["role"] == "train")
-    wait_ms = ev.summary["breakdown"]["data"]["seconds"]["median"] * 1e3
+    breakdown = ev.summary.get("device_breakdown") or ev.summary["breakdown"]
+    wait_ms = breakdown["data"]["seconds"]["median"] * 1e3
     if loader["num_workers"] == 0:
         technique = "loader-workers"
         fix = (
@@ -294,7 +296,8 @@ def _setting(
 def _channels_last_match(ev: Evidence) -> list[RuntimeFinding]:
     s = ev.settings
     fast_conv = bool(s.get("autocast")) or ev.device == "cuda"
-    if not (s.get("conv_model") and fast_conv) or s.get("channels_last_input"):
+    # Only when a 4-D input was seen and it was channels-first (None: no 4-D input seen).
+    if not (s.get("conv_model") and fast_conv) or s.get("channels_last_input") is not False:
         return []
     return _setting(
         "channels-first-convs",
@@ -396,12 +399,18 @@ PATTERNS: tuple[Pattern, ...] = (
 )
 
 
+def estimated(gain: float | None) -> bool:
+    """A gain worth ranking by: half a percent is finer than step timing resolves on a shared
+    machine, so a smaller estimate ranks with the findings that have none."""
+    return gain is not None and gain >= NEGLIGIBLE
+
+
 def rank(findings: list[RuntimeFinding]) -> list[RuntimeFinding]:
     """Estimated gains first, largest first; then the rest, high severity first."""
     order = {"high": 0, "moderate": 1, "info": 2}
     return sorted(
         findings,
-        key=lambda f: (f.gain is None, -(f.gain or 0.0), order[f.severity], f.pattern),
+        key=lambda f: (not estimated(f.gain), -(f.gain or 0.0), order[f.severity], f.pattern),
     )
 
 

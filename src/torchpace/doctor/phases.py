@@ -46,6 +46,10 @@ class PhaseClock:
         return event
 
     @property
+    def cuda(self) -> bool:
+        return self._cuda
+
+    @property
     def current(self) -> str:
         return self._stack[-1] if self._stack else "other"
 

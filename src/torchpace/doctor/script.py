@@ -7,6 +7,7 @@ from __future__ import annotations
 import _thread
 import builtins
 import os
+import signal
 import sys
 import threading
 import traceback
@@ -84,6 +85,20 @@ def _saw(session: Session) -> str:
     )
 
 
+def _interrupt_main() -> None:
+    """Raise KeyboardInterrupt in the main thread, even while it is blocked in a system call.
+
+    ``_thread.interrupt_main()`` only sets a flag, which a blocked call (``time.sleep``, a lock, a
+    read) never checks; a real SIGINT interrupts the call, as Ctrl-C does.
+    """
+    kill = getattr(signal, "pthread_kill", None)  # not on Windows
+    main = threading.main_thread().ident
+    if kill is not None and main is not None and callable(signal.getsignal(signal.SIGINT)):
+        kill(main, signal.SIGINT)
+    else:
+        _thread.interrupt_main()
+
+
 def run(
     script: str,
     args: list[str],
@@ -106,10 +121,11 @@ def run(
     def no_step() -> None:
         if session.rec.boundaries == 0:
             fired.set()
-            _thread.interrupt_main()
+            _interrupt_main()
 
     watchdog = threading.Timer(first_step_timeout, no_step)
     watchdog.daemon = True
+    session.start()  # before sys is touched: if it fails, nothing needs restoring
     sys.argv = [script, *args]
     if sys.path:
         sys.path[0] = os.path.dirname(path)
@@ -117,7 +133,6 @@ def run(
         sys.path.insert(0, os.path.dirname(path))
     sys.modules["__main__"] = module
     exit_code = 0
-    session.start()
     watchdog.start()
     try:
         exec(code, module.__dict__)

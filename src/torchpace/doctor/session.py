@@ -123,13 +123,13 @@ def watch(*, steps: int = 0, warmup: int = 3, lint: bool = True) -> Iterator[Wat
     session = Session(steps=steps, warmup=warmup, stop=steps > 0)
     handle = Watch(steps=steps, warmup=warmup)
     session.start()
-    outcome = "finished"
+    outcome = "the block finished"
     try:
         yield handle
     except DoctorStop:
         outcome = "stopped after the measured steps"
     except BaseException as exc:
-        outcome = f"raised {type(exc).__name__}"
+        outcome = f"the block raised {type(exc).__name__}"
         raise
     finally:
         session.finish()

@@ -122,6 +122,7 @@ def summarize_steps(records: Records, *, cuda: bool) -> dict[str, Any]:
     seconds = [s.seconds for s in kept]
     samples = [samples_of(s, train) for s in kept]
     out["step_seconds"] = summarize(seconds).to_dict()
+    out["measured_s"] = sum(seconds)  # the breakdown's shares are fractions of this total
     out["breakdown"] = breakdown(kept, per_step)
     if cuda:
         device = [device_phases(s.events) for s in kept]
@@ -144,7 +145,12 @@ def utilisation(
     flops: int | None, step_s: float | None, peak_tflops: float | None
 ) -> dict[str, Any]:
     if not flops or not step_s:
-        return {"flops_per_step": flops, "achieved_tflops": None, "mfu": None}
+        return {
+            "flops_per_step": flops,
+            "achieved_tflops": None,
+            "peak_tflops": peak_tflops,
+            "mfu": None,
+        }
     achieved = flops / step_s / 1e12
     return {
         "flops_per_step": flops,

@@ -52,7 +52,10 @@ def _tensor_wrapper(rec: Recorder, original: Callable[..., Any], kind: str) -> C
         if site is None:
             return original(self, *args, **kwargs)
         if not self.is_cuda:
-            rec.synced(site, kind, None)
+            # On a CUDA run a CPU tensor's value is already on the host: no sync. On a CPU run
+            # it is the host read that would block on a GPU.
+            if not rec.clock.cuda:
+                rec.synced(site, kind, None)
             return original(self, *args, **kwargs)
         # note: this is the host-device sync being measured
         rec.clock.enter("sync")

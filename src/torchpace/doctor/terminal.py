@@ -74,7 +74,7 @@ def _headline(result: dict[str, Any]) -> Text:
     text.append("torchpace doctor", style="bold")
     text.append(f": {target.get('script') or target.get('kind')}\n")
     text.append(
-        f"{steps['kept']} steps measured ({result['run']['warmup']} warm-up and "
+        f"{steps['kept']} steps measured ({steps['warmup']} warm-up and "
         f"{steps['probe']} probe step not timed; excluded: {excluded}); {result['outcome']}\n"
     )
     if "step_seconds" not in result:
@@ -150,6 +150,29 @@ def _sync_table(rows: list[dict[str, Any]], cuda: bool) -> Table:
     return table
 
 
+def _ranks_table(dist: dict[str, Any]) -> Table:
+    table = Table(
+        title=f"Ranks ({len(dist['reported'])} of {dist['world_size']} reported)",
+        title_justify="left",
+        box=None,
+        pad_edge=False,
+    )
+    table.add_column("rank", justify="right")
+    table.add_column("step ms", justify="right")
+    table.add_column("waiting in backward ms", justify="right")
+    table.add_column("own work ms", justify="right")
+    table.add_column("data wait", justify="right")
+    for row in dist["per_rank"]:
+        table.add_row(
+            str(row["rank"]),
+            f"{row['step_median_s'] * 1e3:.1f}",
+            f"{row['wait_s'] * 1e3:.1f}",
+            f"{row['work_s'] * 1e3:.1f}",
+            f"{row['data_share']:.0%}",
+        )
+    return table
+
+
 def render(result: dict[str, Any], *, top: int = 10) -> RenderableType:
     parts: list[RenderableType] = [_headline(result)]
     if result.get("note"):
@@ -159,6 +182,11 @@ def render(result: dict[str, Any], *, top: int = 10) -> RenderableType:
         parts.append(_breakdown_table(result["breakdown"], "Step time, host clock"))
         if "device_breakdown" in result:
             parts.append(_breakdown_table(result["device_breakdown"], "Step time, GPU events"))
+    dist = result.get("distributed")
+    if dist and dist.get("per_rank"):
+        parts.append(_ranks_table(dist))
+        if dist.get("note"):
+            parts.append(Text(f"note: {dist['note']}", style="yellow"))
     if result.get("syncs"):
         parts.append(_sync_table(result["syncs"], "device_breakdown" in result))
     if result["findings"]:

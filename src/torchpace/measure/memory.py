@@ -32,11 +32,14 @@ def _can_reset_rss() -> bool:
         return False
 
 
+_rss_reset = {"done": False}  # whether the last reset_peak() on CPU did reset VmHWM
+
+
 def reset_peak(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     else:
-        _can_reset_rss()
+        _rss_reset["done"] = _can_reset_rss()
 
 
 def _vm_hwm() -> int | None:
@@ -53,7 +56,7 @@ def peak(device: torch.device) -> PeakMemory:
     if device.type == "cuda":
         return PeakMemory(int(torch.cuda.max_memory_allocated(device)), "cuda-allocator")
     hwm = _vm_hwm()
-    if hwm is not None and _CLEAR_REFS.exists():
+    if hwm is not None and _rss_reset["done"]:
         return PeakMemory(hwm, "rss")
     ru = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     # ru_maxrss is KiB on Linux, bytes on macOS.

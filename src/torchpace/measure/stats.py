@@ -24,7 +24,8 @@ class Summary:
         return (self.q3 - self.q1) / self.median if self.median else float("inf")
 
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "rel_iqr": self.rel_iqr}
+        # JSON has no infinity: a spread relative to a zero median is reported as null.
+        return {**asdict(self), "rel_iqr": self.rel_iqr if self.median else None}
 
 
 def summarize(values: Sequence[float]) -> Summary:

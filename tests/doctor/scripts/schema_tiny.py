@@ -1,0 +1,34 @@
+"""A tiny training loop for the result-schema tests: a training DataLoader and a validation
+one, a ``.item()`` on every step and one evaluation batch after step 3 (a measured step when
+warm-up is 1), so the result has two loader roles, a sync row and an excluded step.
+
+    python schema_tiny.py [--steps N]
+"""
+
+import sys
+
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+steps = int(sys.argv[sys.argv.index("--steps") + 1]) if "--steps" in sys.argv else 20
+torch.manual_seed(0)
+train = DataLoader(TensorDataset(torch.randn(256, 16), torch.randint(0, 4, (256,))), batch_size=8)
+val = DataLoader(TensorDataset(torch.randn(32, 16), torch.randint(0, 4, (32,))), batch_size=8)
+model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 4))
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+step = 0
+while step < steps:
+    for x, y in train:
+        loss = nn.functional.cross_entropy(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        loss.item()  # a host read on every step
+        step += 1
+        if step == 3:
+            with torch.no_grad():
+                x, y = next(iter(val))
+                model(x)
+        if step == steps:
+            break

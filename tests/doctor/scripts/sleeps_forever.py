@@ -1,0 +1,6 @@
+"""Never steps an optimizer: it sleeps, in one long blocking call."""
+
+import time
+
+print("sleeping", flush=True)
+time.sleep(3600)

@@ -1,0 +1,38 @@
+"""Planted input wait: every sample sleeps SLEEP_S, num_workers=0, and the model is tiny, so the
+step is almost all data wait: SLEEP_S * BATCH per step."""
+
+import sys
+import time
+
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, Dataset
+
+SLEEP_S = 0.008
+BATCH = 4
+X, Y = torch.ones(8), torch.tensor(1)
+
+
+class SlowDataset(Dataset):
+    def __len__(self):
+        return 10_000
+
+    def __getitem__(self, i):
+        time.sleep(SLEEP_S)  # the planted cost of loading one sample; the rest is negligible
+        return X, Y
+
+
+def main():
+    loader = DataLoader(SlowDataset(), batch_size=BATCH)  # MARK: loader
+    model = nn.Linear(8, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    for x, y in loader:
+        loss = nn.functional.cross_entropy(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    sys.exit("the loader ran out before the doctor stopped the script")
+
+
+if __name__ == "__main__":
+    main()

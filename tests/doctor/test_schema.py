@@ -1,0 +1,214 @@
+"""The doctor's result file against its published schema (docs/doctor-result.schema.json), and
+docs/doctor.md against the code: real runs validate, drift in either fails a test."""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from jsonschema import Draft202012Validator
+
+from torchpace.catalog import ids
+from torchpace.doctor.patterns import PATTERNS
+from torchpace.doctor.phases import PHASES
+from torchpace.doctor.ranks import PATTERNS as RANK_PATTERNS
+from torchpace.doctor.result import SCHEMA
+from torchpace.doctor.syncs import TENSOR_SYNCS
+
+ROOT = Path(__file__).resolve().parents[2]
+SCHEMA_FILE = ROOT / "docs" / "doctor-result.schema.json"
+DOC = ROOT / "docs" / "doctor.md"
+SCRIPT = Path(__file__).parent / "scripts" / "schema_tiny.py"
+
+Result = dict[str, Any]
+
+
+@pytest.fixture(scope="module")
+def schema() -> dict[str, Any]:
+    return json.loads(SCHEMA_FILE.read_text())
+
+
+@pytest.fixture(scope="module")
+def validator(schema: dict[str, Any]) -> Draft202012Validator:
+    return Draft202012Validator(schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
+
+
+def _run(args: list[str], *, steps: int, warmup: int) -> Result:
+    from torchpace.doctor import script
+
+    ran = script.run(str(SCRIPT), args, steps=steps, warmup=warmup)
+    assert ran.exit_code == 0, ran.outcome
+    assert ran.result is not None, ran.saw
+    return ran.result
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Result]]:
+    """One real doctor run measured to the end (~1 s once torch is warm), and one whose script
+    ends during warm-up (no step kept: the optional figures are absent, settings empty)."""
+    with pytest.MonkeyPatch.context() as mp:
+        # The conftest's cache isolation is per test and this fixture runs before it: use the
+        # same folder, so the peak FLOP/s measured once serve the whole session.
+        mp.setenv("TORCHPACE_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "cache"))
+        yield {
+            "measured": _run([], steps=3, warmup=1),
+            "ended in warm-up": _run(["--steps", "1"], steps=3, warmup=2),
+        }
+
+
+@pytest.fixture(scope="module")
+def result(runs: dict[str, Result]) -> Result:
+    return runs["measured"]
+
+
+def _errors(validator: Draft202012Validator, instance: Any) -> list[str]:
+    return [
+        f"{'/'.join(map(str, e.absolute_path)) or '<top>'}: {e.message}"
+        for e in validator.iter_errors(instance)
+    ]
+
+
+def test_the_schema_is_valid_draft_2020_12(schema: dict[str, Any]) -> None:
+    Draft202012Validator.check_schema(schema)
+    assert schema["properties"]["schema"]["const"] == SCHEMA
+
+
+def test_the_run_covers_the_optional_parts_of_the_schema(result: Result) -> None:
+    # Not a vacuous validation: the tiny script yields sync rows, an evaluation step, two loader
+    # roles and both merged and lint-only findings.
+    assert result["steps"] == {
+        "warmup": 1,
+        "probe": 1,
+        "measured": 3,
+        "kept": 2,
+        "excluded": {"evaluation": 1},
+    }
+    assert result["syncs"] and result["syncs"][0]["call"] == ".item()"
+    assert {ld["role"] for ld in result["loaders"]} == {"train", "other"}
+    assert {f["source"] for f in result["findings"]} >= {"lint", "lint+runtime"}
+    assert result["utilisation"]["flops_per_step"]
+
+
+@pytest.mark.parametrize("name", ["measured", "ended in warm-up"])
+def test_real_results_validate(
+    runs: dict[str, Result], validator: Draft202012Validator, name: str
+) -> None:
+    assert _errors(validator, runs[name]) == []
+    # What `--json` writes: the same after a round trip through JSON.
+    assert _errors(validator, json.loads(json.dumps(runs[name]))) == []
+
+
+def test_a_run_that_ended_in_warm_up_has_no_figures(runs: dict[str, Result]) -> None:
+    short = runs["ended in warm-up"]
+    assert "step_seconds" not in short and "breakdown" not in short
+    assert short["settings"] == {}
+    assert short["utilisation"]["mfu"] is None
+
+
+def test_the_result_is_strict_json(result: Result) -> None:
+    json.dumps(result, allow_nan=False)
+
+
+def test_every_finding_names_a_catalogue_technique(result: Result) -> None:
+    known = set(ids())
+    assert result["findings"]
+    assert {f["technique"] for f in result["findings"]} <= known
+    assert {p.technique for p in PATTERNS} <= known
+
+
+def _set(path: tuple[Any, ...], value: Any) -> Callable[[Result], None]:
+    def mutate(r: Result) -> None:
+        target = r
+        for key in path[:-1]:
+            target = target[key]
+        target[path[-1]] = value
+
+    return mutate
+
+
+def _delete(*path: Any) -> Callable[[Result], None]:
+    def mutate(r: Result) -> None:
+        target = r
+        for key in path[:-1]:
+            target = target[key]
+        del target[path[-1]]
+
+    return mutate
+
+
+MUTATIONS: dict[str, tuple[Callable[[Result], None], tuple[Any, ...]]] = {
+    "unknown top-level key": (_set(("speedup",), 2.0), ()),
+    "a phase missing": (_delete("breakdown", "sync"), ("breakdown",)),
+    "an unknown phase": (_set(("breakdown", "io"), {"share": 0.0}), ("breakdown",)),
+    "share as a string": (_set(("breakdown", "data", "share"), "5%"), ("breakdown", "data")),
+    "share above 1": (_set(("breakdown", "forward", "share"), 1.5), ("breakdown", "forward")),
+    "a schema version from elsewhere": (_set(("schema",), "torchpace.doctor/0"), ("schema",)),
+    "an unknown pattern skipped": (
+        _set(("skipped_patterns", "slow-disk"), "why"),
+        ("skipped_patterns",),
+    ),
+    "an unknown sync call": (_set(("syncs", 0, "call"), "sleep()"), ("syncs", 0, "call")),
+    "null peak memory": (_set(("memory", "peak_bytes"), None), ("memory", "peak_bytes")),
+}
+
+
+@pytest.mark.parametrize("name", list(MUTATIONS))
+def test_a_result_that_drifted_fails(
+    result: Result, validator: Draft202012Validator, name: str
+) -> None:
+    mutate, where = MUTATIONS[name]
+    drifted = copy.deepcopy(result)
+    mutate(drifted)
+    errors = list(validator.iter_errors(drifted))
+    assert errors, f"{name}: the schema accepted it"
+    assert any(tuple(e.absolute_path)[: len(where)] == where for e in errors)
+
+
+@pytest.mark.parametrize(
+    ("source", "field", "value"),
+    [
+        ("lint", "status", "measured"),  # a lint-only finding is seen running or not
+        ("lint", "gain", 0.1),  # lint cannot estimate a gain
+        ("lint+runtime", "status", "seen running"),
+        ("lint+runtime", "severity", "critical"),
+        ("lint", "technique", None),
+        ("lint", "confidence", 0.9),  # not a field of a finding
+    ],
+)
+def test_a_finding_that_drifted_fails(
+    result: Result, validator: Draft202012Validator, source: str, field: str, value: Any
+) -> None:
+    drifted = copy.deepcopy(result)
+    i = next(i for i, f in enumerate(drifted["findings"]) if f["source"] == source)
+    drifted["findings"][i][field] = value
+    errors = list(validator.iter_errors(drifted))
+    assert errors, f"a {source} finding with {field}={value!r} was accepted"
+    assert all(tuple(e.absolute_path)[:2] == ("findings", i) for e in errors)
+
+
+def test_the_schema_names_the_phases_patterns_and_calls_of_the_code(
+    schema: dict[str, Any],
+) -> None:
+    defs = schema["$defs"]
+    assert defs["phase"]["enum"] == list(PHASES)
+    assert defs["breakdown"]["required"] == list(PHASES)
+    assert set(defs["pattern"]["enum"]) == {p.name for p in PATTERNS}
+    assert set(defs["rankPattern"]["enum"]) == set(RANK_PATTERNS)
+    assert set(TENSOR_SYNCS.values()) <= set(defs["sync"]["properties"]["call"]["enum"])
+
+
+def test_the_doc_names_every_field_pattern_and_phase(schema: dict[str, Any]) -> None:
+    doc = DOC.read_text()
+    named = set(re.findall(r"`([^`\n]+)`", doc))
+    missing = {
+        "top-level field": set(schema["properties"]) - named,
+        "pattern": ({p.name for p in PATTERNS} | set(RANK_PATTERNS)) - named,
+        "phase": set(PHASES) - named,
+    }
+    assert {kind: sorted(m) for kind, m in missing.items() if m} == {}
+    assert "doctor-result.schema.json" in doc

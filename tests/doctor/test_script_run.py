@@ -1,0 +1,162 @@
+"""Running a script under the doctor: it sees what ``python script.py args`` would show it, the
+doctor's instruments are all taken out afterwards, and the command line turns the script's
+failures into exit statuses and messages a user can act on."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from torch import nn
+from torch.optim import optimizer as optimizer_module
+from torch.utils.data import DataLoader
+from torch.utils.data.dataloader import _BaseDataLoaderIter
+
+from conftest import run_python
+from torchpace.doctor import script
+from torchpace.doctor.syncs import TENSOR_SYNCS
+
+SCRIPTS = Path(__file__).resolve().parent / "scripts"
+DOCTOR_DIR = Path(script.__file__).parent
+
+
+def _line(path: Path, marker: str) -> int:
+    (line,) = [
+        i
+        for i, text in enumerate(path.read_text().splitlines(), 1)
+        if text.endswith(f"# MARK: {marker}")
+    ]
+    return line
+
+
+def _instruments() -> dict[str, Any]:
+    """Everything the doctor patches or hooks, by identity or count."""
+    patched = [
+        *((torch.Tensor, name) for name in TENSOR_SYNCS),
+        (torch.Tensor, "backward"),
+        (torch.autograd, "backward"),
+        (torch.optim.Optimizer, "__init__"),
+        (DataLoader, "__init__"),
+        (DataLoader, "__iter__"),
+        (_BaseDataLoaderIter, "__next__"),
+    ]
+    module_hooks = nn.modules.module
+    return {
+        **{f"{owner.__name__}.{name}": getattr(owner, name) for owner, name in patched},
+        "optimizer hooks": (
+            len(optimizer_module._global_optimizer_pre_hooks),
+            len(optimizer_module._global_optimizer_post_hooks),
+        ),
+        "module hooks": (
+            len(module_hooks._global_forward_pre_hooks),
+            len(module_hooks._global_forward_hooks),
+        ),
+        "tracer": sys.gettrace(),
+    }
+
+
+def test_the_script_runs_as_python_would_and_everything_is_restored(
+    capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(SCRIPTS.parent)  # so the script can be given by a relative path
+    before = _instruments()
+    argv, path0, main = list(sys.argv), sys.path[0], sys.modules["__main__"]
+
+    ran = script.run("scripts/semantics.py", ["--flag", "value"], steps=2, warmup=1, lint=False)
+
+    out = capfd.readouterr().out
+    (line,) = [ln for ln in out.splitlines() if ln.startswith("SEEN ")]
+    assert json.loads(line.removeprefix("SEEN ")) == {
+        "name": "__main__",
+        "argv": ["scripts/semantics.py", "--flag", "value"],  # argv[0] as given
+        "path0": str(SCRIPTS),
+        "cwd": str(SCRIPTS.parent),
+        "main_is_me": True,
+    }
+    assert (ran.exit_code, ran.outcome) == (0, "stopped after the measured steps")
+    assert ran.result is not None and ran.result["steps"]["kept"] == 2
+    assert ran.result["target"]["args"] == ["--flag", "value"]
+    assert (sys.argv, sys.path[0], sys.modules["__main__"]) == (argv, path0, main)
+    assert _instruments() == before
+
+
+# -- the command line -----------------------------------------------------------------------------
+def _doctor(*args: str) -> subprocess.CompletedProcess[str]:
+    return run_python("-m", "torchpace", "doctor", *args, timeout=120)
+
+
+def test_a_missing_script_is_a_usage_error(tmp_path: Path) -> None:
+    missing = tmp_path / "nope.py"
+    proc = _doctor(str(missing))
+    assert proc.returncode == 2
+    assert f"script not found: {missing}" in proc.stderr
+
+
+def test_a_script_that_does_not_parse_is_named_with_its_line(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.py"
+    bad.write_text("import torch\n\ndef main(:\n    pass\n")
+    proc = _doctor(str(bad))
+    assert proc.returncode == 2
+    assert f"{bad}:3: the script does not parse" in proc.stderr
+
+
+def test_a_script_error_shows_its_own_traceback_and_the_partial_report(tmp_path: Path) -> None:
+    target = SCRIPTS / "raises.py"
+    report = tmp_path / "report.json"
+    proc = _doctor("--warmup", "1", "--steps", "50", "--json", str(report), str(target))
+    assert proc.returncode == 1
+    raise_line, loop_line = _line(target, "raise"), _line(target, "loop")
+    lines = proc.stderr.splitlines()
+    # The first frame is the script's own, as under `python raises.py`: no runner frames above.
+    assert lines[:2] == [
+        "Traceback (most recent call last):",
+        f'  File "{target}", line {loop_line}, in <module>',
+    ]
+    assert f'  File "{target}", line {raise_line}, in __getitem__' in lines
+    assert lines[-1] == "RuntimeError: planted failure at sample 40"
+    # The error came up through the doctor's timed DataLoader.__next__: its frame is left out.
+    assert str(DOCTOR_DIR) not in proc.stderr
+    assert "loaders.py" not in proc.stderr
+    # 40 samples in batches of 4: 10 optimizer steps, so 1 warm-up, 1 probe and 8 measured.
+    result = json.loads(report.read_text())
+    assert result["outcome"] == "the script raised RuntimeError"
+    assert result["run"]["optimizer_steps_seen"] == 10
+    assert result["steps"]["measured"] == 8
+
+
+def test_the_scripts_exit_status_is_the_doctors(tmp_path: Path) -> None:
+    report = tmp_path / "report.json"
+    proc = _doctor(
+        "--warmup", "1", "--steps", "50", "--json", str(report), str(SCRIPTS / "exits.py")
+    )
+    assert proc.returncode == 3
+    assert "the script exited with status 3" in " ".join(
+        proc.stdout.split()
+    )  # the report was printed
+    # sys.exit(3) after optimizer step 8: 1 warm-up, 1 probe and 6 measured steps.
+    assert json.loads(report.read_text())["steps"]["measured"] == 6
+
+
+def test_a_script_that_never_steps_an_optimizer_says_so() -> None:
+    proc = _doctor(str(SCRIPTS / "no_step.py"))
+    assert proc.returncode == 1
+    assert "no_step.py done" in proc.stdout  # the script ran to its end
+    assert "no optimizer.step() observed" in proc.stderr
+    assert "5 backward() calls" in proc.stderr
+
+
+def test_first_step_timeout_interrupts_a_blocked_script() -> None:
+    # The script blocks in one time.sleep(3600): only a real signal can interrupt it.
+    t0 = time.perf_counter()
+    proc = _doctor("--first-step-timeout", "2", str(SCRIPTS / "sleeps_forever.py"))
+    elapsed = time.perf_counter() - t0
+    assert proc.returncode == 1
+    assert "no optimizer.step() observed in 2 s" in proc.stderr
+    assert proc.stdout == "sleeping\n"  # the script's own output, not swallowed
+    assert elapsed < 60  # start-up (importing torch) and 2 s, not the script's hour

@@ -1,0 +1,154 @@
+"""The doctor against planted truth: fixture scripts whose costs are known by construction (a
+dataset that sleeps a set time, ``.item()`` calls on marked lines, a validation loop, gradient
+accumulation), run in this process, and the figures it reports checked against them."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from torch import nn
+from torch.optim import optimizer as optimizer_module
+
+from torchpace.doctor import script, watch
+
+SCRIPTS = Path(__file__).resolve().parent / "scripts"
+
+
+def _planted(name: str) -> dict[str, Any]:
+    """A fixture script's upper-case literal constants (the planted values), read without running
+    it: the scripts train at import."""
+    tree = ast.parse((SCRIPTS / f"{name}.py").read_text())
+    out: dict[str, Any] = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target = node.targets[0]
+            if isinstance(target, ast.Name) and target.id.isupper():
+                out[target.id] = ast.literal_eval(node.value)
+    return out
+
+
+def _line(name: str, marker: str) -> int:
+    """The line of ``# MARK: marker`` in a fixture script."""
+    lines = (SCRIPTS / f"{name}.py").read_text().splitlines()
+    (line,) = [i for i, text in enumerate(lines, 1) if text.endswith(f"# MARK: {marker}")]
+    return line
+
+
+def _run(name: str, *args: str, steps: int, warmup: int, lint: bool = False) -> dict[str, Any]:
+    ran = script.run(str(SCRIPTS / f"{name}.py"), list(args), steps=steps, warmup=warmup, lint=lint)
+    assert (ran.exit_code, ran.outcome) == (0, "stopped after the measured steps")
+    assert ran.result is not None
+    assert ran.result["run"]["optimizer_steps_seen"] == warmup + 1 + steps
+    return ran.result
+
+
+def test_a_sleeping_dataset_is_measured_as_data_wait_and_ranked_first() -> None:
+    planted = _planted("slow_data")
+    sleep_per_step = planted["SLEEP_S"] * planted["BATCH"]  # 32 ms
+    result = _run("slow_data", steps=10, warmup=2, lint=True)
+
+    data = result["breakdown"]["data"]
+    assert data["seconds"]["median"] == pytest.approx(sleep_per_step, rel=0.10)
+    # A share is a phase's total over the kept steps' total (a ratio of totals, not medians).
+    expected_share = sleep_per_step * result["steps"]["kept"] / result["measured_s"]
+    assert data["share"] == pytest.approx(expected_share, rel=0.10)
+    assert result["samples_per_step"] == planted["BATCH"]
+
+    top = result["findings"][0]
+    assert (top["pattern"], top["technique"]) == ("input-bound", "loader-workers")
+    assert (top["source"], top["code"]) == ("lint+runtime", "TP101")  # one entry, both ways
+    assert top["gain"] == pytest.approx(data["share"])
+    assert (top["path"], top["line"]) == (
+        str(SCRIPTS / "slow_data.py"),
+        _line("slow_data", "loader"),
+    )
+    (loader,) = result["loaders"]
+    assert (loader["role"], loader["num_workers"], loader["dataset"]) == ("train", 0, "SlowDataset")
+
+
+def test_item_calls_are_counted_at_their_lines_with_exact_per_step_counts() -> None:
+    log_every = _planted("syncs")["LOG_EVERY"]
+    steps = 2 * log_every  # every window of 2 * LOG_EVERY steps holds exactly 2 logging steps
+    result = _run("syncs", steps=steps, warmup=2)
+
+    path = str(SCRIPTS / "syncs.py")
+    rows = {
+        r["line"]: (r["path"], r["call"], r["count"], r["per_step"], r["every_step"])
+        for r in result["syncs"]
+    }
+    assert rows == {
+        _line("syncs", "once"): (path, ".item()", steps, 1.0, True),
+        # model.parameters() of one nn.Linear: weight and bias, so two calls per step.
+        _line("syncs", "twice"): (path, ".item()", 2 * steps, 2.0, True),
+        _line("syncs", "cadence"): (path, ".item()", 2, 2 / steps, False),
+    }
+    # Only the every-step reads become findings; on CPU their gain is not estimated.
+    flagged = sorted(f["line"] for f in result["findings"] if f["pattern"] == "sync-every-step")
+    assert flagged == sorted([_line("syncs", "once"), _line("syncs", "twice")])
+
+
+@pytest.mark.parametrize("args", [[], ["--loader"]], ids=["tensors", "tensor-dataset"])
+def test_a_compute_bound_script_is_not_called_input_bound(args: list[str]) -> None:
+    result = _run("compute_only", *args, steps=4, warmup=1)
+    assert [f for f in result["findings"] if f["pattern"] == "input-bound"] == []
+    if args:
+        assert [ld["role"] for ld in result["loaders"]] == ["train"]
+    else:
+        assert result["loaders"] == []
+        assert "input-bound" in result["skipped_patterns"]
+
+
+def test_validation_steps_are_excluded_and_its_loader_is_not_data_wait() -> None:
+    planted = _planted("with_validation")
+    steps, warmup = 9, 2
+    result = _run("with_validation", steps=steps, warmup=warmup)
+
+    # Validation runs after optimizer steps 3, 6, 9 and 12, so inside steps 4, 7 and 10: three
+    # of the measured steps 4..12 (the one after step 12 never runs: the doctor stops there).
+    assert result["steps"]["measured"] == steps
+    assert result["steps"]["excluded"] == {"evaluation": 3}
+    assert result["steps"]["kept"] == steps - 3
+    assert [(ld["role"], ld["dataset"]) for ld in result["loaders"]] == [
+        ("train", "list"),
+        ("other", "SlowVal"),
+    ]
+    val_wait = (
+        planted["VAL_BATCHES"] * planted["BATCH"] * planted["SLEEP_S"]
+    )  # 60 ms per validation
+    data = result["breakdown"]["data"]
+    assert data["seconds"]["median"] < val_wait / 10
+    # Counted as data wait, 3 x 60 ms in 9 steps would be a quarter or more of the time.
+    assert data["share"] < 0.05
+    assert [f for f in result["findings"] if f["pattern"] == "input-bound"] == []
+
+
+def test_gradient_accumulation_counts_micro_steps() -> None:
+    planted = _planted("grad_accum")
+    result = _run("grad_accum", steps=4, warmup=1)
+    assert result["micro_steps"] == planted["ACCUM"] == 2
+    assert result["samples_per_step"] == planted["ACCUM"] * planted["BATCH"]
+
+
+def test_watch_ends_an_endless_loop_quietly_after_the_steps() -> None:
+    torch.manual_seed(0)
+    model = nn.Linear(4, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x = torch.randn(8, 4)
+    hooks = len(optimizer_module._global_optimizer_post_hooks)
+    with watch(steps=3, warmup=1, lint=False) as d:
+        while True:
+            loss = model(x).square().mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    result = d.result
+    assert result["outcome"] == "stopped after the measured steps"
+    assert result["run"]["optimizer_steps_seen"] == 1 + 1 + 3
+    assert result["steps"] == {"warmup": 1, "probe": 1, "measured": 3, "kept": 3, "excluded": {}}
+    assert result["micro_steps"] == 1
+    assert result["samples_per_step"] == 8
+    assert len(optimizer_module._global_optimizer_post_hooks) == hooks  # the step hook is gone
