@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from torchpace.catalog import get as technique
-from torchpace.doctor.patterns import RuntimeFinding, estimated
+from torchpace.doctor.evidence import RuntimeFinding, estimated
 from torchpace.doctor.sites import Site
 from torchpace.findings import Finding
 

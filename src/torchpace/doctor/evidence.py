@@ -1,0 +1,86 @@
+"""What diagnosis works from and gives back: the evidence of one run, a runtime finding, the
+pattern shape, and the thresholds every pattern shares."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from torchpace.doctor.sites import Site
+
+# 5%: the PyTorch profiler's TensorBoard plugin flags input loading above 5% of step time
+# (torch_tb_profiler RunProfileData.analyze, "dataloader_ratio > 0.05"). The same line is used for
+# every estimated gain: below it, a change is within this machine's step-to-step noise.
+MODERATE = 0.05
+# 20%: "high" for input-bound steps, the mark torchpace's doctor issue set (four times the
+# profiler's line: one step in five spent waiting).
+HIGH = 0.20
+# 3x: fused AdamW against the default on a 2-core AMX Xeon, torch 2.13 (the brief's figure; our
+# benchmarks measured 5.6x, benchmarks/README.md). The lower figure keeps the estimate modest.
+FUSED_OPTIMIZER_SPEEDUP = 3.0
+NEGLIGIBLE = 0.005  # see estimated()
+# Optimizers with a fused kernel on both CPU and CUDA in torch 2.13.
+FUSABLE = frozenset({"Adam", "AdamW", "SGD", "Adagrad"})
+
+
+@dataclass(frozen=True)
+class Evidence:
+    summary: dict[str, Any]
+    settings: dict[str, Any]
+    loaders: list[dict[str, Any]]  # LoaderInfo.to_dict() plus "key"
+    device: str  # "cpu" or "cuda"
+    peaks: dict[str, float]  # TFLOP/s by math mode: "fp32", "bf16", "tf32"
+    flops_per_step: int | None
+    forward_site: Site | None
+    memory: dict[str, Any]
+
+    def share(self, phase: str) -> float:
+        breakdown = self.summary.get("device_breakdown") or self.summary.get("breakdown") or {}
+        return float(breakdown.get(phase, {}).get("share", 0.0))
+
+    def host_share(self, phase: str) -> float:
+        return float(self.summary.get("breakdown", {}).get(phase, {}).get("share", 0.0))
+
+    @property
+    def step_s(self) -> float:
+        return float(self.summary["step_seconds"]["median"])
+
+
+@dataclass(frozen=True)
+class RuntimeFinding:
+    pattern: str
+    technique: str
+    severity: str  # "high", "moderate" or "info"
+    message: str  # the problem, with the figure measured
+    fix: str  # what to change
+    site: Site | None
+    gain: float | None  # estimated share of step time recovered
+    measured: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Pattern:
+    name: str
+    technique: str
+    description: str  # states the fix
+    skip: Callable[[Evidence], str | None]
+    match: Callable[[Evidence], list[RuntimeFinding]]
+
+
+def site_of(d: dict[str, Any] | None) -> Site | None:
+    return None if d is None else (d["path"], d["line"])
+
+
+def times(n: float) -> str:
+    return "once" if n == 1 else f"{n:g} times"
+
+
+def severity(gain: float) -> str:
+    return "high" if gain >= HIGH else "moderate"
+
+
+def estimated(gain: float | None) -> bool:
+    """A gain worth ranking by: half a percent is finer than step timing resolves on a shared
+    machine, so a smaller estimate ranks with the findings that have none."""
+    return gain is not None and gain >= NEGLIGIBLE

@@ -1,0 +1,214 @@
+"""Patterns whose gain is computed from the run's time breakdown, FLOPs and syncs."""
+
+from __future__ import annotations
+
+from torchpace.doctor.evidence import (
+    FUSABLE,
+    FUSED_OPTIMIZER_SPEEDUP,
+    MODERATE,
+    Evidence,
+    RuntimeFinding,
+    severity,
+    site_of,
+    times,
+)
+
+
+# -- input ---------------------------------------------------------------------------------------
+def input_skip(ev: Evidence) -> str | None:
+    if not any(ld["role"] == "train" for ld in ev.loaders):
+        return "no DataLoader feeds the training steps"
+    return None
+
+
+def input_match(ev: Evidence) -> list[RuntimeFinding]:
+    share = ev.share("data")
+    if share < MODERATE:
+        return []
+    loader = next(ld for ld in ev.loaders if ld["role"] == "train")
+    breakdown = ev.summary.get("device_breakdown") or ev.summary["breakdown"]
+    wait_ms = breakdown["data"]["seconds"]["median"] * 1e3
+    if loader["num_workers"] == 0:
+        technique = "loader-workers"
+        fix = (
+            "load batches in worker processes: DataLoader(..., num_workers=N, "
+            "persistent_workers=True); measure N, starting from the free cores"
+        )
+    else:
+        technique = "fast-input-format"
+        fix = (
+            f"the {loader['num_workers']} workers cannot keep up: make each sample cheaper "
+            "(decode once, store preprocessed tensors, a faster format) or add workers"
+        )
+    return [
+        RuntimeFinding(
+            pattern="input-bound",
+            technique=technique,
+            severity=severity(share),
+            message=(
+                f"the step waits {share:.0%} of its time for the next batch "
+                f"({wait_ms:.1f} ms per step, {loader['num_workers']} loader workers)"
+            ),
+            fix=fix,
+            site=site_of(loader["site"]),
+            gain=share,
+            measured={"data_share": share, "data_ms_per_step": wait_ms},
+        )
+    ]
+
+
+# -- syncs ---------------------------------------------------------------------------------------
+def sync_match(ev: Evidence) -> list[RuntimeFinding]:
+    out = []
+    cuda = ev.device == "cuda"
+    for row in ev.summary.get("syncs", []):
+        if not row["every_step"]:
+            continue
+        blocked = row["blocked_s_per_step"]
+        gain = min(blocked / ev.step_s, 1.0) if (cuda and blocked is not None) else None
+        if cuda:
+            cost = f", blocked {blocked * 1e3:.2f} ms per step" if blocked is not None else ""
+            what = f"{row['call']} syncs with the GPU {times(row['per_step'])} per step{cost}"
+        else:
+            what = (
+                f"{row['call']} reads a value to the host {times(row['per_step'])} per step; "
+                "on a GPU each would wait for all queued work (on this CPU nothing blocks)"
+            )
+        out.append(
+            RuntimeFinding(
+                pattern="sync-every-step",
+                technique="avoid-syncs",
+                severity="moderate" if cuda else "info",
+                message=what,
+                fix=(
+                    "keep the value on the device (accumulate losses in a tensor) and read it "
+                    "only at the logging cadence, e.g. every 50 steps"
+                ),
+                site=(row["path"], row["line"]),
+                gain=gain,
+                measured={
+                    "per_step": row["per_step"],
+                    "blocked_s_per_step": blocked,
+                    "call": row["call"],
+                },
+            )
+        )
+    return out
+
+
+# -- host-to-device copies ----------------------------------------------------------------------
+def copy_skip(ev: Evidence) -> str | None:
+    return None if ev.device == "cuda" else "no host-to-device copies on a CPU run"
+
+
+def copy_match(ev: Evidence) -> list[RuntimeFinding]:
+    share = ev.share("copy")
+    train = [ld for ld in ev.loaders if ld["role"] == "train"]
+    if share < MODERATE or (train and train[0]["pin_memory"]):
+        return []
+    return [
+        RuntimeFinding(
+            pattern="blocking-copies",
+            technique="pinned-memory",
+            severity=severity(share),
+            message=f"host-to-device copies take {share:.0%} of the step from pageable memory",
+            fix="DataLoader(..., pin_memory=True) and .to(device, non_blocking=True)",
+            site=site_of(train[0]["site"]) if train else None,
+            gain=share,
+            measured={"copy_share": share},
+        )
+    ]
+
+
+# -- precision -----------------------------------------------------------------------------------
+def amp_skip(ev: Evidence) -> str | None:
+    if ev.settings.get("autocast"):
+        return "autocast is already on"
+    if not ev.flops_per_step:
+        return "no FLOP count for the step"
+    if "bf16" not in ev.peaks or "fp32" not in ev.peaks:
+        return "this device has no fast bfloat16 matmul"
+    return None
+
+
+def amp_match(ev: Evidence) -> list[RuntimeFinding]:
+    flops = float(ev.flops_per_step or 0)
+    # The matmul/conv FLOPs of one step at the measured peak rates: their time in float32 minus
+    # their time in bfloat16, capped by the forward and backward time actually measured.
+    saved = flops / 1e12 * (1 / ev.peaks["fp32"] - 1 / ev.peaks["bf16"])
+    compute = ev.share("forward") + ev.share("backward")
+    gain = min(saved / ev.step_s, compute)
+    if gain < MODERATE:
+        return []
+    ratio = ev.peaks["bf16"] / ev.peaks["fp32"]
+    return [
+        RuntimeFinding(
+            pattern="float32-compute",
+            technique="amp-bf16",
+            severity=severity(gain),
+            message=(
+                f"forward and backward run in float32 ({compute:.0%} of the step, "
+                f"{flops / 1e9:.1f} GFLOP per step); bfloat16 matmuls run {ratio:.1f}x faster "
+                "on this device"
+            ),
+            fix=(f"wrap forward and loss in torch.autocast('{ev.device}', dtype=torch.bfloat16)"),
+            site=ev.forward_site,
+            gain=gain,
+            measured={"compute_share": compute, "peak_ratio": ratio},
+        )
+    ]
+
+
+# -- optimizer -----------------------------------------------------------------------------------
+def fused_skip(ev: Evidence) -> str | None:
+    opts = ev.settings.get("optimizers", [])
+    if not opts:
+        return "no optimizer seen"
+    if opts[0]["fused"]:
+        return "the optimizer is already fused"
+    if opts[0]["class"] not in FUSABLE:
+        return f"{opts[0]['class']} has no fused kernel"
+    return None
+
+
+def fused_match(ev: Evidence) -> list[RuntimeFinding]:
+    share = ev.share("optimizer")
+    gain = share * (1 - 1 / FUSED_OPTIMIZER_SPEEDUP)
+    if gain < MODERATE:
+        return []
+    opt = ev.settings["optimizers"][0]
+    return [
+        RuntimeFinding(
+            pattern="unfused-optimizer",
+            technique="fused-optimizer",
+            severity=severity(gain),
+            message=f"{opt['class']}.step() takes {share:.0%} of the step, one kernel per tensor",
+            fix=f"torch.optim.{opt['class']}(params, ..., fused=True)",
+            site=site_of(opt["site"]),
+            gain=gain,
+            measured={"optimizer_share": share},
+        )
+    ]
+
+
+# -- compilation ---------------------------------------------------------------------------------
+def recompile_match(ev: Evidence) -> list[RuntimeFinding]:
+    compiled = ev.summary["steps"]["excluded"].get("compiled", 0)
+    if not compiled:
+        return []
+    measured = ev.summary["steps"]["measured"]
+    return [
+        RuntimeFinding(
+            pattern="recompiling",
+            technique="fixed-shapes",
+            severity="high",
+            message=(
+                f"torch.compile compiled again in {compiled} of {measured} measured steps: "
+                "shapes or guards keep changing"
+            ),
+            fix="pad or bucket inputs to a few fixed shapes, or compile with dynamic=True",
+            site=ev.forward_site,
+            gain=None,
+            measured={"compiled_steps": compiled},
+        )
+    ]
