@@ -282,6 +282,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_doctor(sub)
 
+    from torchpace.train.command import add_parser as add_fit
+
+    add_fit(sub)
+
     p = sub.add_parser("rules", help="list the lint rules")
     p.add_argument(
         "--write-docs", type=Path, metavar="PATH", help="write docs/rules.md from the rules"

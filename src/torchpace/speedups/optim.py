@@ -81,7 +81,7 @@ def make_optimizer(
         raise ValueError(f"optimizer name must be one of {', '.join(_CLASSES)}; got {name!r}")
     if "foreach" in kw and kw["foreach"] and fused:
         raise ValueError("pass fused=False to use foreach=True: the two cannot both be set")
-    opt = _CLASSES[key](params, lr=lr, **kw)
+    opt: torch.optim.Optimizer = _CLASSES[key](params, lr=lr, **kw)
     if fused:
         fuse_optimizer(opt)
     return opt
