@@ -215,3 +215,17 @@ def test_prepare_length_bucketing_needs_lengths() -> None:
     model, opt, loader = mlp_setup()
     with pytest.raises(ValueError, match="`lengths` attribute"):
         prepare(model, opt, loader, plan=Plan(batching="length-bucket"))
+
+
+# -- compile (slow: a cold compile takes ~14 s here) ------------------------------------------
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "plan", [Plan(compile="default"), Plan.preset("fast")], ids=["compile", "fast-preset"]
+)
+def test_compiled_plans_stay_within_the_band(plan: Plan, baseline: FitResult) -> None:
+    # Compiled kernels fuse and reorder float32 work; the fast preset adds bf16. The band is
+    # the bf16 test's: within 6% of the baseline's last-8-step mean (seed spread 5.2%).
+    result = cnn_losses(plan)
+    tail, base_tail = sum(result.losses[-8:]) / 8, sum(baseline.losses[-8:]) / 8
+    assert abs(tail - base_tail) / base_tail < 0.06
+    assert tail < result.losses[0]

@@ -104,7 +104,7 @@ ENTRIES: tuple[Technique, ...] = (
     ),
     Technique(
         id="tf32",
-        title="TensorFloat-32 for float32 matmuls and convolutions",
+        title="Reduced-precision float32 matmuls (TF32 on GPUs, bf16 inside oneDNN on CPUs)",
         family="precision",
         mechanism=(
             "On Ampere and newer GPUs, Tensor Cores can compute float32 matrix products in TF32: "
@@ -113,11 +113,13 @@ ENTRIES: tuple[Technique, ...] = (
             "for cuDNN convolutions by default but not for matmuls, which "
             "torch.set_float32_matmul_precision('high') turns on. The guides predate TF32; it "
             "is the no-code route to the Tensor Cores the tuning guide's precision advice is "
-            "about."
+            "about. On CPUs with AMX, torch.set_float32_matmul_precision('medium') lets oneDNN "
+            "run float32 matmuls in bf16 on the AMX tiles in the same way."
         ),
         helps_when=(
-            "float32 training on an Ampere or newer GPU, dominated by matmuls (linear layers, "
-            "attention), where mixed precision is not used or not yet trusted."
+            "float32 training on an Ampere or newer GPU, or on a CPU with AMX, dominated by "
+            "matmuls (linear layers, attention), where mixed precision is not used or not yet "
+            "trusted."
         ),
         hurts_when=(
             "Matmul inputs keep about three significant decimal digits instead of about seven, "
@@ -126,13 +128,18 @@ ENTRIES: tuple[Technique, ...] = (
             "Ampere ignore the setting, and when autocast already runs matmuls in 16 bits it "
             "adds nothing."
         ),
-        measured="",
+        measured=(
+            "1024x1024 float32 matmul on the 2-core AMX Xeon VM, torch 2.13.0+cpu: 6.1 ms "
+            "(0.35 TFLOP/s) at 'highest', 1.8 ms (1.20 TFLOP/s) at 'medium', 3.4x; max abs "
+            "error against float64 0.39 on entries of size ~32 (median of 15 runs, 4 repeats)."
+        ),
         changes_numerics=True,
-        devices=CUDA,
+        devices=BOTH,
         guides=("tuning-guide",),
         how=code(
             """
             torch.set_float32_matmul_precision("high")  # float32 matmuls may use TF32
+            # on a CPU with AMX: "medium" lets oneDNN compute float32 matmuls in bf16
             torch.backends.cudnn.allow_tf32 = True  # convolutions: already PyTorch's default
             """
         ),

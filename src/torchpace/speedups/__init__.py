@@ -13,7 +13,10 @@ from torchpace.speedups.batching import (
     TokenBudgetBatchSampler,
     padding_stats,
 )
-from torchpace.speedups.checkpointing import checkpoint_activations
+from torchpace.speedups.checkpointing import (
+    checkpoint_activations,
+    remove_activation_checkpointing,
+)
 from torchpace.speedups.compile import compile_model
 from torchpace.speedups.fast_math import set_fast_math
 from torchpace.speedups.forward import attention_backend, autocast_forward, use_attention_backend
@@ -50,6 +53,7 @@ __all__ = [
     "make_optimizer",
     "padding_stats",
     "preallocate",
+    "remove_activation_checkpointing",
     "set_fast_math",
     "to_device",
     "tuned_loader",
