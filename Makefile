@@ -47,3 +47,9 @@ $(BENCH_VENV)/bin/torchfix:
 
 bench-lint: $(STAMP) $(BENCH_VENV)/bin/torchfix
 	$(PY) benchmarks/lint_speed.py --torchfix $(BENCH_VENV)/bin/torchfix --json $(LINT_BENCH_JSON)
+
+# bench-doctor: the doctor's cost per step on the reference workloads (benchmarks/README.md).
+DOCTOR_BENCH_JSON ?= benchmarks/results/$(shell date +%F)-doctor-overhead.json
+.PHONY: bench-doctor
+bench-doctor: $(STAMP)
+	$(PY) benchmarks/doctor_overhead.py --json $(DOCTOR_BENCH_JSON)

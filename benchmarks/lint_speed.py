@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import ast
 import datetime
-import hashlib
 import importlib.metadata
 import importlib.util
 import json
@@ -43,6 +42,8 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from _provenance import git_state, sh
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH_TORCHFIX = ROOT / ".venv-bench" / "bin" / "torchfix"
@@ -142,20 +143,6 @@ def torchpace_health(run: Run) -> tuple[list[tuple[str, str]], list[str], int]:
 
 def spread(values: list[float]) -> dict[str, float]:
     return {"median": statistics.median(values), "min": min(values), "max": max(values)}
-
-
-def sh(*cmd: str) -> str:
-    try:
-        return subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT).stdout.strip()
-    except OSError:
-        return ""
-
-
-def git_state() -> str:
-    """The last commit that changed src/, and a hash of src/'s uncommitted changes if any."""
-    head = sh("git", "log", "-1", "--format=%h", "--", "src")
-    diff = sh("git", "diff", "HEAD", "--", "src") + sh("git", "status", "--porcelain", "--", "src")
-    return f"{head}-dirty-{hashlib.sha1(diff.encode()).hexdigest()[:8]}" if diff else head
 
 
 def cpu_model() -> str:
