@@ -120,7 +120,8 @@ def _train(args: argparse.Namespace) -> int:
         else torch.optim.AdamW(model.parameters(), lr=recipe.lr)
     )
     collate = getattr(recipe, "collate", None)
-    loader = DataLoader(
+    # No workers here: prepare() applies the plan's loader settings (TP101 is the plan's job).
+    loader = DataLoader(  # noqa: TP101
         recipe.dataset("train", seed=args.seed),
         batch_size=recipe.batch_size,
         shuffle=True,
@@ -130,7 +131,8 @@ def _train(args: argparse.Namespace) -> int:
     )
     eval_loader = None
     if args.eval_every:
-        eval_loader = DataLoader(
+        # A few batches every eval_every steps: worker processes would cost more than they save.
+        eval_loader = DataLoader(  # noqa: TP101
             recipe.dataset("val", seed=args.seed), batch_size=recipe.batch_size, collate_fn=collate
         )
     resume = args.resume

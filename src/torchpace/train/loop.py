@@ -121,7 +121,8 @@ def fit(
     t0 = time.perf_counter()
     paused = 0.0  # evaluation and checkpoint time, kept out of the training figures
     with bar:
-        for step in range(start, total):
+        # autocast is on the model's forward (prepare() wrapped it), which lint cannot see.
+        for step in range(start, total):  # noqa: TP302
             step_loss = torch.zeros((), device=dev)
             for micro in range(plan.accumulate):
                 _, _, batch = batches.next()
@@ -196,7 +197,8 @@ def evaluate(
     model.train(was_training)
     if n == 0:
         raise ValueError("the evaluation loader yielded no batches")
-    return float(total / n)  # note: one sync per evaluation
+    # note: one sync per evaluation, which fit() runs every eval_every steps only
+    return float(total / n)  # noqa: TP201
 
 
 class _Batches:
@@ -284,7 +286,8 @@ def _set_epoch(loader: Any, epoch: int) -> None:
 def _read(pending: list[torch.Tensor], *, first_step: int) -> list[float]:
     if not pending:
         return []
-    values: list[float] = torch.stack(pending).float().tolist()  # note: a host-device sync
+    # note: a host-device sync, once per log window (fit() calls this at the log cadence only)
+    values: list[float] = torch.stack(pending).float().tolist()  # noqa: TP201
     for i, v in enumerate(values):
         if not math.isfinite(v):
             raise FloatingPointError(
