@@ -157,6 +157,12 @@ def test_load_probe_sees_foreign_load_but_not_our_own() -> None:
         pass
     own = probe.foreign_cores()
     assert own is not None and own < floor + 0.4
+    # A child we started and waited for (as torch.compile runs g++) is ours too, though gone.
+    probe = noise.LoadProbe()
+    spin = "import time\nt=time.time()\nwhile time.time()-t<0.8: pass\n"
+    subprocess.run([sys.executable, "-c", spin], check=True)
+    reaped = probe.foreign_cores()
+    assert reaped is not None and reaped < floor + 0.4
     # A busy process outside our process tree (double-forked, so not our child) is.
     busy = "import time\nt=time.time()\nwhile time.time()-t<3: pass\n"
     subprocess.run(["sh", "-c", f"{sys.executable} -c '{busy}' >/dev/null 2>&1 &"], check=True)

@@ -56,9 +56,11 @@ def _tree_cpu_seconds(root: int) -> float:
             stat = (_PROC / str(pid) / "stat").read_text()
         except OSError:
             continue
-        # Fields after the ")" that ends the command name; utime and stime are fields 14 and 15.
+        # Fields after the ")" that ends the command name: utime and stime are fields 14 and 15,
+        # cutime and cstime (children already reaped: a compiler torch.compile ran and waited
+        # for) 16 and 17. Without the latter, an exited g++ counted as another process's load.
         rest = stat[stat.rfind(")") + 2 :].split()
-        total += int(rest[11]) + int(rest[12])
+        total += int(rest[11]) + int(rest[12]) + int(rest[13]) + int(rest[14])
     return total / _TICK
 
 

@@ -161,11 +161,15 @@ def _train(args: argparse.Namespace) -> int:
     )
     w = world()
     if w.main:
+        applied = sorted({a.technique for a in result.applied if a.changed})
         print(
             f"fit {args.recipe}: {result.steps} steps, {result.samples_per_s:,.1f} samples/s "
-            f"on {w.size} process(es), final loss {result.losses[-1]:.4f}; "
-            f"techniques: {', '.join(plan.techniques()) or 'none'}"
+            f"(first steps and any compile included) on {w.size} process(es), final loss "
+            f"{result.losses[-1]:.4f}; applied: {', '.join(applied) or 'nothing'}"
         )
+        for a in result.applied:
+            if not a.changed and a.reason and a.technique in plan.techniques():
+                print(f"  not applied: {a}")
         if args.json:
             from torchpace._files import atomic_write_text
 
