@@ -58,6 +58,12 @@ def test_the_shards_do_not_overlap(ranks: tuple[Ranks, Path]) -> None:
     assert data[0]["bucket_batches"] == data[1]["bucket_batches"]
 
 
+def test_each_rank_resumes_its_own_trajectory(ranks: tuple[Ranks, Path]) -> None:
+    data, _ = ranks
+    for d in data:
+        assert d["resumed_losses"] == d["losses"]
+
+
 def test_rank_zero_alone_writes_checkpoints(ranks: tuple[Ranks, Path]) -> None:
     data, out = ranks
     assert len(data[0]["checkpoints"]) == 2 and data[1]["checkpoints"] == []

@@ -101,7 +101,7 @@ def fit(
     result = FitResult(steps=0, samples=0, seconds=0.0, losses=[], applied=applied)
 
     start, epoch, next_batch, epoch_rng, rng_now = 0, 0, 0, None, None
-    if resume is not None:
+    if resume is not None:  # load every state, then continue at the step after the checkpoint
         state = checkpoint.load(resume, map_location=dev)
         unwrap(model).load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
@@ -110,8 +110,8 @@ def fit(
         if scheduler is not None and state.get("scheduler"):
             scheduler.load_state_dict(state["scheduler"])
         start, epoch, next_batch = state["step"], state["epoch"], state["next_batch"]
-        epoch_rng, rng_now = state["epoch_rng"], state["rng"]
-        result.losses = list(state["losses"])
+        mine = _this_ranks(state, resume)
+        epoch_rng, rng_now, result.losses = mine["epoch_rng"], mine["rng"], list(mine["losses"])
         result.eval_losses = [tuple(e) for e in state["eval_losses"]]  # type: ignore[misc]
     batches = _Batches(loader, epoch, next_batch, epoch_rng, rng_now)
     pending: list[torch.Tensor] = []  # this log window's step losses, still on the device
@@ -158,13 +158,15 @@ def fit(
             if checkpoint_dir is not None and checkpoint_every and done % checkpoint_every == 0:
                 result.losses += _read(pending, first_step=done - len(pending))
                 pending = []
+                position = batches.position()
                 state = {
                     "model": unwrap(model).state_dict(),
                     "optimizer": optimizer.state_dict(),
                     "scaler": scaler.state_dict() if scaler is not None else {},
                     "scheduler": scheduler.state_dict() if scheduler is not None else {},
                     "step": done,
-                    **batches.position(),
+                    **position,
+                    "per_rank": _gather_per_rank(position, result.losses),
                     "losses": result.losses,
                     "eval_losses": [list(e) for e in result.eval_losses],
                     "plan": plan.to_dict(),
@@ -323,6 +325,33 @@ def _batch_size(loader: Any) -> int | None:
 
 def _pinned(loader: Any) -> bool:
     return bool(getattr(loader, "pin_memory", False))
+
+
+def _this_ranks(state: dict[str, Any], path: str | Path) -> dict[str, Any]:
+    """This rank's RNG states and losses from a checkpoint (rank 0's own on one process)."""
+    w = world()
+    per_rank = state.get("per_rank")
+    if not per_rank:
+        return state
+    if len(per_rank) != w.size:
+        raise ValueError(
+            f"{path} was written by {len(per_rank)} processes; resume it with as many, not {w.size}"
+        )
+    mine: dict[str, Any] = per_rank[w.rank]
+    return mine
+
+
+def _gather_per_rank(position: dict[str, Any], losses: list[float]) -> list[dict[str, Any]] | None:
+    """Every rank's RNG states (dropout masks differ per rank) and losses (of its own shard),
+    or None on one process."""
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return None
+    mine = {"epoch_rng": position["epoch_rng"], "rng": position["rng"], "losses": losses}
+    every: list[Any] = [None] * dist.get_world_size()
+    dist.all_gather_object(every, mine)
+    return every
 
 
 def _barrier() -> None:

@@ -90,6 +90,18 @@ def main() -> None:
         checkpoint_dir=OUT / "ckpt",
         checkpoint_every=1,
     )
+    # Resume from the first checkpoint: the second step must come out the same on every rank.
+    model, opt, loader, _ = setup(accumulate=4)
+    resumed = fit(
+        model,
+        opt,
+        loader,
+        loss_fn,
+        plan=Plan(accumulate=4),
+        steps=2,
+        progress=False,
+        resume=OUT / "ckpt" / "step-1.pt",
+    )
     gathered = [torch.zeros_like(grads[0]) for _ in range(w.size)]
     dist.all_gather(gathered, grads[-1])
     bucket = LengthBucketBatchSampler([1 + (i * 37) % 50 for i in range(N)], 4, seed=0)
@@ -100,11 +112,12 @@ def main() -> None:
         "per_sync": per_sync,
         "allreduce_accumulating": calls["allreduce"],
         "grads_equal_across_ranks": all(torch.equal(g, gathered[0]) for g in gathered),
-        "indices": seen,
+        "indices": seen[:32],  # the uninterrupted run's; the resumed run appends its own
         "bucket_indices": [i for batch in bucket for i in batch],
         "bucket_batches": len(bucket),
         "checkpoints": result.checkpoints,
         "losses": result.losses,
+        "resumed_losses": resumed.losses,
     }
     (OUT / f"rank{w.rank}.json").write_text(json.dumps(out))
     dist.destroy_process_group()
