@@ -160,3 +160,27 @@ def test_first_step_timeout_interrupts_a_blocked_script() -> None:
     assert "no optimizer.step() observed in 2 s" in proc.stderr
     assert proc.stdout == "sleeping\n"  # the script's own output, not swallowed
     assert elapsed < 60  # start-up (importing torch) and 2 s, not the script's hour
+
+
+def test_first_step_timeout_works_when_sigint_was_ignored_at_start() -> None:
+    # A process started in the background (`cmd &`, nohup) inherits SIGINT ignored; the
+    # watchdog's signal must still interrupt the sleeping script.
+    import signal
+
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torchpace",
+            "doctor",
+            "--first-step-timeout",
+            "2",
+            str(SCRIPTS / "sleeps_forever.py"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+    )
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    assert "no optimizer.step() observed in 2 s" in proc.stderr

@@ -99,6 +99,16 @@ def _interrupt_main() -> None:
         _thread.interrupt_main()
 
 
+def _ensure_sigint_handler() -> signal.Handlers | None:
+    """Install Python's KeyboardInterrupt handler where SIGINT is ignored or defaulted; return
+    what to restore, or None when nothing changed (or this is not the main thread)."""
+    current = signal.getsignal(signal.SIGINT)
+    if callable(current) or threading.current_thread() is not threading.main_thread():
+        return None
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    return current  # type: ignore[return-value]
+
+
 def run(
     script: str,
     args: list[str],
@@ -125,7 +135,11 @@ def run(
 
     watchdog = threading.Timer(first_step_timeout, no_step)
     watchdog.daemon = True
+    # A process started in the background (`cmd &`, nohup, some CI runners) inherits SIGINT
+    # ignored, and then the watchdog's SIGINT would be lost while the script sleeps: Python's
+    # own handler goes in for the run, as in a foreground process, and the old one comes back.
     session.start()  # before sys is touched: if it fails, nothing needs restoring
+    previous_sigint = _ensure_sigint_handler()
     sys.argv = [script, *args]
     if sys.path:
         sys.path[0] = os.path.dirname(path)
@@ -156,6 +170,8 @@ def run(
         outcome = f"the script raised {type(exc).__name__}"
     finally:
         watchdog.cancel()
+        if previous_sigint is not None:
+            signal.signal(signal.SIGINT, previous_sigint)
         session.finish()
         sys.argv = saved[0]
         if saved[1] is not None:
