@@ -8,7 +8,7 @@ from conftest import run_python
 from torchpace import __version__
 from torchpace.cli import build_parser, main
 
-SUBCOMMANDS = ("techniques", "env", "bench", "demo", "lint", "rules", "rule")
+SUBCOMMANDS = ("techniques", "env", "bench", "demo", "lint", "rules", "rule", "fit", "tune")
 
 
 def test_version_via_python_m() -> None:

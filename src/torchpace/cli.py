@@ -157,8 +157,15 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     rc = doctor.run(build_parser().parse_args([*doctor_args, "--", "--steps", "200"]))
     if rc != 0:
         return rc
-    print("\ntorchpace demo, 3/3 bench: naive settings against hand-tuned ones, paired\n")
-    return _bench("cnn", args)
+    print(
+        f"\ntorchpace demo, 3/3 tune: the techniques tried on the cnn recipe {shown} trains, "
+        f"each in a fresh process, within a {args.tune_budget} budget\n",
+        flush=True,
+    )
+    from torchpace.tune import command as tune
+
+    tune_args = ["tune", "cnn", "--budget", args.tune_budget, "--steps", "12", "--out", str(out)]
+    return tune.run(build_parser().parse_args(tune_args))
 
 
 def _add_bench_options(p: argparse.ArgumentParser) -> None:
@@ -225,12 +232,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser(
         "demo",
-        help="the main job on the built-in example: lint, doctor and bench of the naive cnn",
+        help="the main job on the built-in example: lint, doctor and tune of the naive cnn",
     )
-    _add_bench_options(p)
     p.add_argument(
         "--out", default="torchpace-demo", help="folder for the demo's results (torchpace-demo)"
     )
+    p.add_argument("--tune-budget", default="2m", help="time for the demo's tune (2m)")
     p.set_defaults(func=_cmd_demo)
 
     p = sub.add_parser(
@@ -285,6 +292,10 @@ def build_parser() -> argparse.ArgumentParser:
     from torchpace.train.command import add_parser as add_fit
 
     add_fit(sub)
+
+    from torchpace.tune.command import add_parser as add_tune
+
+    add_tune(sub)
 
     p = sub.add_parser("rules", help="list the lint rules")
     p.add_argument(

@@ -96,7 +96,6 @@ def _argv_of(args: argparse.Namespace) -> list[str]:
 
 
 def _train(args: argparse.Namespace) -> int:
-    import torch
     from torch.utils.data import DataLoader
 
     from torchpace.measure.clock import resolve_device
@@ -104,6 +103,7 @@ def _train(args: argparse.Namespace) -> int:
     from torchpace.speedups.distributed import init_from_env, process_device, world
     from torchpace.train import Plan, fit
     from torchpace.train import checkpoint as ckpt
+    from torchpace.tune.build import build
 
     recipe = load_recipe(args.recipe)
     plan = Plan.load(args.plan) if args.plan else Plan.preset(args.preset)
@@ -111,24 +111,8 @@ def _train(args: argparse.Namespace) -> int:
         plan = plan.replace(batch_size=args.batch_size)
     device = process_device(None if args.device == "auto" else resolve_device(args.device))
     init_from_env(device)
-    torch.manual_seed(args.seed)
-    model = recipe.model()
-    factory = getattr(recipe, "optimizer", None)
-    optimizer = (
-        factory(model.parameters(), recipe.lr)
-        if factory
-        else torch.optim.AdamW(model.parameters(), lr=recipe.lr)
-    )
+    model, optimizer, loader = build(recipe, args.seed)
     collate = getattr(recipe, "collate", None)
-    # No workers here: prepare() applies the plan's loader settings (TP101 is the plan's job).
-    loader = DataLoader(  # noqa: TP101
-        recipe.dataset("train", seed=args.seed),
-        batch_size=recipe.batch_size,
-        shuffle=True,
-        drop_last=True,
-        collate_fn=collate,
-        generator=torch.Generator().manual_seed(args.seed),
-    )
     eval_loader = None
     if args.eval_every:
         # A few batches every eval_every steps: worker processes would cost more than they save.

@@ -1,0 +1,40 @@
+"""Build a recipe into the objects a run trains: ``build(recipe, seed)`` returns the model, its
+optimizer and a seeded, shuffled training loader, before any plan is applied.
+
+``torchpace fit`` and the tune worker build the same way, so a plan tuned in a trial trains the
+same batches from the same seed in ``fit``.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import torch
+from torch import nn
+from torch.utils.data import DataLoader
+
+
+def build(recipe: Any, seed: int) -> tuple[nn.Module, torch.optim.Optimizer, DataLoader[Any]]:
+    """``(model, optimizer, loader)`` of ``recipe``: the model built after seeding with ``seed``,
+    the recipe's ``optimizer(params, lr)`` (AdamW when it has none) and a loader of
+    ``recipe.batch_size`` over its train split, shuffled by a generator seeded with ``seed``."""
+    random.seed(seed)  # a recipe's own Python-level randomness (augmentations, synthetic data)
+    torch.manual_seed(seed)
+    model = recipe.model()
+    factory = getattr(recipe, "optimizer", None)
+    optimizer = (
+        factory(model.parameters(), recipe.lr)
+        if factory
+        else torch.optim.AdamW(model.parameters(), lr=recipe.lr)
+    )
+    # No workers here: prepare() applies the plan's loader settings (TP101 is the plan's job).
+    loader = DataLoader(  # noqa: TP101
+        recipe.dataset("train", seed=seed),
+        batch_size=recipe.batch_size,
+        shuffle=True,
+        drop_last=True,
+        collate_fn=getattr(recipe, "collate", None),
+        generator=torch.Generator().manual_seed(seed),
+    )
+    return model, optimizer, loader

@@ -1,0 +1,143 @@
+"""Which techniques a tune tries on a recipe, and why the others do not apply.
+
+The recipe is built once in this process (seeded, no step taken) and inspected: convolutions,
+attention layers, the optimizer's class, the dataset's lengths, the device's bf16. Each
+candidate is a change to the ``Plan`` with the catalogue ids it tries; ``PRIORITY`` orders them
+by the gain measured on this project's CPU and the guides' emphasis, so the most valuable trials
+run first when the budget is short.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+
+from torchpace.measure.env import bf16_supported
+
+
+@dataclass(frozen=True)
+class Candidate:
+    name: str
+    changes: dict[str, Any]  # Plan fields
+    techniques: tuple[str, ...]
+    needs: tuple[str, ...] = field(default=())  # names of candidates it only makes sense with
+
+
+@dataclass(frozen=True)
+class NotApplicable:
+    name: str
+    techniques: tuple[str, ...]
+    reason: str
+
+
+# Measured alone against naive on the 2-core AMX Xeon (benchmarks/README.md, "Speed-ups
+# library"): bf16 2.12x and bucketing 7x where they apply, channels_last 1.19x, compile 1.26x,
+# fused 1.08x, folding 1.04x. Cheap, likely gains first; compile last of the model techniques
+# as each compile trial costs ~15-20 s.
+PRIORITY = (
+    "length-bucket",
+    "bf16",
+    "fp16",
+    "bf16 + math attention",
+    "channels-last",
+    "fused optimizer",
+    "fold conv bias",
+    "fast math",
+    "token budget",
+    "compile",
+)
+
+
+def candidates(recipe: Any, device: torch.device) -> tuple[list[Candidate], list[NotApplicable]]:
+    torch.manual_seed(0)
+    model = recipe.model()
+    factory = getattr(recipe, "optimizer", None)
+    opt = factory(model.parameters(), recipe.lr) if factory else None
+    modules = list(model.modules())
+    has_conv = any(isinstance(m, nn.Conv2d) for m in modules)
+    has_conv_bias = any(
+        isinstance(m, (nn.Conv1d, nn.Conv2d, nn.Conv3d)) and m.bias is not None for m in modules
+    )
+    has_attention = any(
+        isinstance(m, (nn.MultiheadAttention, nn.TransformerEncoderLayer))
+        or "attention" in type(m).__name__.lower()
+        or "attn" in type(m).__name__.lower()
+        for m in modules
+    )
+    try:
+        lengths = getattr(recipe.dataset("train", seed=0), "lengths", None)
+    except Exception:  # the dataset is built again in every trial; its error shows there
+        lengths = None
+    yes: list[Candidate] = []
+    no: list[NotApplicable] = []
+
+    def offer(ok: bool, cand: Candidate, reason: str) -> None:
+        if ok:
+            yes.append(cand)
+        else:
+            no.append(NotApplicable(cand.name, cand.techniques, reason))
+
+    bf16 = bf16_supported(device)
+    offer(
+        bf16, Candidate("bf16", {"amp": "bf16"}, ("amp-bf16",)), f"{device.type} has no native bf16"
+    )
+    offer(
+        device.type == "cuda",
+        Candidate("fp16", {"amp": "fp16"}, ("amp-fp16",)),
+        "fp16 autocast pays off on CUDA only",
+    )
+    offer(
+        bf16 and has_attention,
+        Candidate(
+            "bf16 + math attention",
+            {"amp": "bf16", "attention": "math"},
+            ("amp-bf16", "attention-backend"),
+        ),
+        "no attention layers" if bf16 else f"{device.type} has no native bf16",
+    )
+    offer(
+        has_conv,
+        Candidate("channels-last", {"channels_last": True}, ("channels-last",)),
+        "the model has no Conv2d",
+    )
+    offer(
+        has_conv_bias,
+        Candidate("fold conv bias", {"fold_conv_bias": True}, ("conv-bias-before-bn",)),
+        "no convolution has a bias",
+    )
+    fusable = opt is None or type(opt) in (torch.optim.Adam, torch.optim.AdamW, torch.optim.SGD)
+    offer(
+        fusable,
+        Candidate("fused optimizer", {"fused_optimizer": True}, ("fused-optimizer",)),
+        f"{type(opt).__name__} has no fused kernel",
+    )
+    offer(
+        device.type == "cuda" or bf16,
+        Candidate("fast math", {"fast_math": True}, ("tf32",)),
+        "no faster float32 matmul on this CPU",
+    )
+    offer(
+        lengths is not None,
+        Candidate("length-bucket", {"batching": "length-bucket"}, ("length-bucketing",)),
+        "the dataset has no `lengths`",
+    )
+    if lengths is not None:
+        # The token budget of a batch of the recipe's size at the 90th-percentile length: most
+        # batches hold about as many samples as the recipe's, the long ones fewer.
+        ordered = sorted(int(x) for x in lengths)
+        p90 = ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))]
+        budget = max(max(ordered), recipe.batch_size * p90)
+        yes.append(
+            Candidate(
+                "token budget",
+                {"batching": "token-budget", "max_tokens": budget},
+                ("length-bucketing",),
+            )
+        )
+    offer(True, Candidate("compile", {"compile": "default"}, ("torch-compile",)), "")
+    order = {name: i for i, name in enumerate(PRIORITY)}
+    yes.sort(key=lambda c: order.get(c.name, len(order)))
+    return yes, no

@@ -1,0 +1,358 @@
+"""The tune search: baseline twice, each technique alone, a greedy combination, the batch size,
+the loader, and a paired confirmation, in that order, inside a time budget.
+
+Every trial is a ``TrialSpec`` run in a fresh process (``runner.run_trial``) unless the results
+file already holds its key: a killed tune restarted, or an unchanged re-run, runs no finished
+trial again. Every verdict goes through the convergence guard.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from torchpace.train.plan import Plan
+from torchpace.tune.candidates import Candidate, NotApplicable
+from torchpace.tune.convergence import (
+    Band,
+    Verdict,
+    changes_numerics,
+    check,
+    check_at_equal_samples,
+)
+from torchpace.tune.results import ResultsFile
+from torchpace.tune.runner import run_trial
+from torchpace.tune.table import Row, not_applicable, not_worth_it, rejected
+from torchpace.tune.trial import TrialResult, TrialSpec
+
+# 3%: below this a gain is inside the step-time spread of this 2-core machine (the doctor
+# overhead A/A control moved medians by up to 1.8%, single rounds by up to 10%).
+MIN_GAIN = 1.03
+# A technique that converged but gained less than MIN_GAIN alone still goes into the greedy
+# combination when it lost less than 3% (the same noise floor): some gains only show together
+# (compile fuses more of a bf16, channels_last step than of a float32 one).
+GREEDY_FLOOR = 0.97
+# Doubling the batch stops when samples/s grows by less than 5%: past that the device is busy
+# and only the convergence risk of a larger batch remains.
+MIN_BATCH_GAIN = 1.05
+MAX_BATCH_DOUBLINGS = 3  # 8x the recipe's batch at most, so a tune stays within minutes
+CONFIRM_PAIRS = 2  # baseline/best pairs, interleaved (A B, B A)
+
+
+@dataclass(frozen=True)
+class Settings:
+    recipe: str
+    budget_s: float = 300.0
+    steps: int = 20  # measured steps per trial
+    warmup: int = 3
+    run_steps: int = 1000  # the planned run length, over which a compile must pay off
+    seeds: tuple[int, int] = (0, 1)
+    device: str = "auto"
+    memory_budget_bytes: int | None = None
+    lr_scaling: str = "sqrt"
+    trial_timeout_s: float = 180.0
+
+
+@dataclass
+class Outcome:
+    plan: Plan
+    rows: list[Row]
+    band: Band | None
+    trials: list[TrialResult]
+    batch_search: list[dict[str, Any]] = field(default_factory=list)
+    loader: dict[str, Any] = field(default_factory=dict)
+    confirm: dict[str, Any] = field(default_factory=dict)
+    skipped_for_budget: list[str] = field(default_factory=list)
+    elapsed_s: float = 0.0
+    cached_trials: int = 0
+
+
+Progress = Callable[[str, float], None]  # (what runs now, share of the budget used)
+
+
+class _Runner:
+    """Runs or recalls trials, and keeps the clock of the budget."""
+
+    def __init__(self, s: Settings, results: ResultsFile, workdir: Path, progress: Progress):
+        self.s, self.results, self.workdir, self.progress = s, results, workdir, progress
+        self.known = results.load()
+        self.t0 = time.perf_counter()
+        self.trials: list[TrialResult] = []
+        self.cached = 0
+        self.costs: list[float] = []
+
+    def left(self) -> float:
+        return self.s.budget_s - (time.perf_counter() - self.t0)
+
+    def affordable(self, compile_trial: bool = False) -> bool:
+        """Whether another trial fits: the median cost so far (×2 for a compile) is left."""
+        typical = statistics.median(self.costs) if self.costs else 10.0
+        return self.left() > typical * (2.5 if compile_trial else 1.0)
+
+    def run(
+        self, name: str, plan: Plan, techniques: tuple[str, ...] = (), **kw: Any
+    ) -> TrialResult:
+        spec = TrialSpec(
+            name=name,
+            recipe=self.s.recipe,
+            plan=plan.to_dict(),
+            seed=kw.get("seed", self.s.seeds[0]),
+            warmup=self.s.warmup,
+            steps=kw.get("steps", self.s.steps),
+            techniques=techniques,
+            device=self.s.device,
+            memory_budget_bytes=self.s.memory_budget_bytes,
+            loader_only=kw.get("loader_only", False),
+        )
+        used = 1 - max(self.left(), 0) / self.s.budget_s
+        self.progress(name, used)
+        cached = self.known.get(spec.key())
+        if cached is not None:
+            self.cached += 1
+            result = cached
+        else:
+            t = time.perf_counter()
+            result = run_trial(spec, timeout_s=self.s.trial_timeout_s, workdir=self.workdir)
+            self.costs.append(time.perf_counter() - t)
+            self.results.append(result)
+            self.known[spec.key()] = result
+        self.trials.append(result)
+        return result
+
+
+def _speedup(base: TrialResult, r: TrialResult) -> tuple[float, float, float]:
+    """Baseline median step time over the trial's, with the spread from the quartiles."""
+    assert base.median_step_s and r.median_step_s
+    lo = base.median_step_s / (r.q3_step_s or r.median_step_s)
+    hi = base.median_step_s / (r.q1_step_s or r.median_step_s)
+    return base.median_step_s / r.median_step_s, lo, hi
+
+
+def _effective(base: TrialResult, r: TrialResult, run_steps: int) -> float:
+    """Speed-up over a run of ``run_steps`` steps, the compile time spread over them."""
+    assert base.median_step_s and r.median_step_s
+    extra = (r.compile_seconds or 0.0) / run_steps
+    return base.median_step_s / (r.median_step_s + extra)
+
+
+def _judge(r: TrialResult, base: TrialResult, band: Band, techniques: tuple[str, ...]) -> Verdict:
+    return check(
+        r.losses,
+        baseline_losses=base.losses,
+        band=band,
+        changes_numerics=changes_numerics(techniques),
+        scaler_skip_rate=r.scaler_skip_rate,
+    )
+
+
+def tune(
+    s: Settings,
+    cands: list[Candidate],
+    not_here: list[NotApplicable],
+    *,
+    results: ResultsFile,
+    workdir: Path,
+    progress: Progress = lambda name, used: None,
+) -> Outcome:
+    runner = _Runner(s, results, workdir, progress)
+    none = Plan()
+    # 1. The baseline, from two seeds: its speed, and the seed-to-seed band of its loss.
+    base = runner.run("baseline", none)
+    other = runner.run(f"baseline, seed {s.seeds[1]}", none, seed=s.seeds[1])
+    for b in (base, other):
+        if b.status != "ok":
+            raise RuntimeError(f"the recipe's baseline trial {b.status}: {b.reason}")
+    band = Band.from_baselines([base.losses, other.losses])
+    rows = [
+        Row(
+            "baseline",
+            (),
+            1.0,
+            None,
+            None,
+            1.0,
+            base.peak_memory_bytes,
+            band.delta(statistics.fmean(base.losses[-band.tail :])),
+            "kept",
+        )
+    ]
+    out = Outcome(none, rows, band, runner.trials)
+
+    # 2. Each technique alone.
+    alone: dict[str, tuple[Candidate, TrialResult, float]] = {}  # converged, may join greedy
+    for c in cands:
+        if not runner.affordable(compile_trial="compile" in c.changes):
+            out.skipped_for_budget.append(c.name)
+            rows.append(Row(c.name, c.techniques, verdict="not run: out of budget"))
+            continue
+        r = runner.run(c.name, none.replace(**c.changes), c.techniques)
+        if r.status != "ok":
+            rows.append(Row(c.name, c.techniques, verdict=rejected(f"{r.status}: {r.reason}")))
+            continue
+        gain, lo, hi = _speedup(base, r)
+        v = _judge(r, base, band, c.techniques)
+        effective = _effective(base, r, s.run_steps)
+        if not v.ok:
+            verdict = rejected(v.reason)
+        elif effective < MIN_GAIN:
+            verdict = not_worth_it(effective)
+            if r.compile_seconds:
+                verdict += f", with {r.compile_seconds:.0f} s of compile over {s.run_steps} steps"
+            if effective >= GREEDY_FLOOR or r.compile_seconds:
+                alone[c.name] = (c, r, effective)  # tried again in combination below
+        else:
+            verdict = "kept alone"
+            alone[c.name] = (c, r, effective)
+        rows.append(
+            Row(
+                c.name, c.techniques, gain, lo, hi, None, r.peak_memory_bytes, v.loss_delta, verdict
+            )
+        )
+    for n in not_here:
+        rows.append(Row(n.name, n.techniques, verdict=not_applicable(n.reason)))
+
+    # 3. Greedy: add the winners, best first, keeping each only if the whole still gains.
+    best_plan, best = none, base
+    for c, _, _ in sorted(alone.values(), key=lambda t: -t[2]):
+        trial_plan = best_plan.replace(**c.changes)
+        if trial_plan == best_plan:
+            continue
+        if not runner.affordable(compile_trial="compile" in c.changes):
+            out.skipped_for_budget.append(f"+ {c.name}")
+            continue
+        techniques = trial_plan.techniques()
+        r = runner.run(f"+ {c.name}", trial_plan, techniques)
+        if r.status != "ok":
+            rows.append(
+                Row(f"+ {c.name}", c.techniques, verdict=rejected(f"{r.status}: {r.reason}"))
+            )
+            continue
+        v = _judge(r, base, band, techniques)
+        gain_vs_best = _effective(best, r, s.run_steps)
+        cumulative, lo, hi = _speedup(base, r)
+        keep = v.ok and gain_vs_best >= MIN_GAIN
+        verdict = (
+            "kept" if keep else (rejected(v.reason) if not v.ok else not_worth_it(gain_vs_best))
+        )
+        rows.append(
+            Row(
+                f"+ {c.name}",
+                c.techniques,
+                None,
+                lo,
+                hi,
+                cumulative,
+                r.peak_memory_bytes,
+                v.loss_delta,
+                verdict,
+            )
+        )
+        if keep:
+            best_plan, best = trial_plan, r
+
+    # 4. The batch size: doubling while samples/s still grows and the loss, after as many
+    # samples, stays in the band; the LR scaled by the plan's rule.
+    batch = best.batch_size or 0
+    for _ in range(MAX_BATCH_DOUBLINGS):
+        if not batch or not runner.affordable():
+            break
+        bigger = best_plan.replace(batch_size=batch * 2, lr_scaling=s.lr_scaling)
+        # As many samples as the baseline saw, plus the warm-up: half the steps.
+        steps = max(s.steps // 2, band.tail)
+        r = runner.run(f"batch {batch * 2}", bigger, ("max-batch-size",), steps=steps)
+        entry: dict[str, Any] = {"batch_size": batch * 2, "status": r.status, "reason": r.reason}
+        out.batch_search.append(entry)
+        if r.status != "ok" or not (r.samples_per_s and best.samples_per_s):
+            break
+        gain = r.samples_per_s / best.samples_per_s
+        v = check_at_equal_samples(
+            r.losses,
+            result_batch=batch * 2,
+            baseline_losses=base.losses,
+            baseline_batch=base.batch_size or batch,
+            band=band,
+            scaler_skip_rate=r.scaler_skip_rate,
+        )
+        entry.update(samples_per_s=r.samples_per_s, gain=gain, converged=v.ok, guard=v.reason)
+        if not v.ok or gain < MIN_BATCH_GAIN:
+            rows.append(
+                Row(
+                    f"batch {batch * 2}",
+                    ("max-batch-size",),
+                    gain,
+                    None,
+                    None,
+                    None,
+                    r.peak_memory_bytes,
+                    v.loss_delta,
+                    rejected(v.reason) if not v.ok else not_worth_it(gain),
+                )
+            )
+            break
+        rows.append(
+            Row(
+                f"batch {batch * 2}",
+                ("max-batch-size",),
+                gain,
+                None,
+                None,
+                None,
+                r.peak_memory_bytes,
+                v.loss_delta,
+                f"kept (LR scaled by {s.lr_scaling})",
+            )
+        )
+        best_plan, best, batch = bigger, r, batch * 2
+
+    # 5. The loader: can the input pipeline alone outrun the step? If not, more workers.
+    if runner.affordable():
+        lo_r = runner.run("loader alone", best_plan, ("loader-workers",), loader_only=True)
+        if lo_r.status == "ok" and lo_r.samples_per_s and best.samples_per_s:
+            ceiling = lo_r.samples_per_s / best.samples_per_s
+            out.loader = {
+                "loader_samples_per_s": lo_r.samples_per_s,
+                "step_samples_per_s": best.samples_per_s,
+                "headroom": ceiling,
+            }
+            # 1.5x: a loader less than half again as fast as the step shows up as data wait.
+            if ceiling < 1.5 and runner.affordable():
+                more = best_plan.replace(loader="auto", loader_workers=1)
+                r = runner.run("loader, 1 worker", more, ("loader-workers",))
+                if r.status == "ok" and r.median_step_s and best.median_step_s:
+                    g = best.median_step_s / r.median_step_s
+                    keep = g >= MIN_GAIN
+                    rows.append(
+                        Row(
+                            "loader, 1 worker",
+                            ("loader-workers",),
+                            g,
+                            None,
+                            None,
+                            None,
+                            r.peak_memory_bytes,
+                            None,
+                            "kept" if keep else not_worth_it(g),
+                        )
+                    )
+                    if keep:
+                        best_plan, best = more, r
+
+    # 6. Confirm: baseline and best, interleaved, against each other.
+    ratios = []
+    if best_plan != none:
+        for i in range(CONFIRM_PAIRS):
+            if not runner.affordable():
+                break
+            a = runner.run(f"confirm baseline {i + 1}", none, seed=100 + i)
+            b = runner.run(f"confirm plan {i + 1}", best_plan, best_plan.techniques(), seed=100 + i)
+            if a.status == b.status == "ok" and a.samples_per_s and b.samples_per_s:
+                ratios.append(b.samples_per_s / a.samples_per_s)
+    out.confirm = {"ratios": ratios, "median": statistics.median(ratios) if ratios else None}
+    out.plan = best_plan
+    out.elapsed_s = time.perf_counter() - runner.t0
+    out.cached_trials = runner.cached
+    return out

@@ -1,0 +1,93 @@
+"""One tune trial: what to run (``TrialSpec``) and what it measured (``TrialResult``).
+
+Both are plain data, stored as JSON: specs go to the worker process, results come back and are
+appended to the results file. ``TrialSpec.key()`` identifies a trial across runs (the cache and
+the resume of a killed tune use it). This module does not import torch.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+Status = Literal["ok", "failed", "oom", "timeout"]
+
+
+@dataclass(frozen=True)
+class TrialSpec:
+    """Train ``recipe`` under ``plan`` for ``warmup + steps`` optimizer steps from ``seed``.
+
+    ``name`` labels the trial in tables ("baseline", "channels-last", "combined", ...);
+    ``techniques`` are the catalogue ids it tries. ``batch_size`` None keeps the recipe's; the
+    LR is then scaled by the plan's rule inside fit(). ``memory_budget_bytes`` makes the worker
+    report "oom" when its peak memory passes it (CPU has no allocator limit of its own).
+    """
+
+    name: str
+    recipe: str
+    plan: dict[str, Any]  # Plan.to_dict()
+    seed: int = 0
+    warmup: int = 3
+    steps: int = 20
+    techniques: tuple[str, ...] = ()
+    device: str = "auto"
+    memory_budget_bytes: int | None = None
+    loader_only: bool = False  # time the input pipeline alone: no model, no step
+
+    def key(self) -> str:
+        """A stable hash of what the trial runs (the name and techniques are labels only)."""
+        body = asdict(self)
+        for label in ("name", "techniques"):
+            body.pop(label)
+        text = json.dumps(body, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["techniques"] = list(self.techniques)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> TrialSpec:
+        return cls(**{**d, "techniques": tuple(d.get("techniques", ()))})
+
+
+@dataclass(frozen=True)
+class TrialResult:
+    """What one trial measured. Times are seconds; ``step_seconds`` are the measured steps only
+    (warm-up excluded); ``losses`` are every step's training loss, warm-up included, so
+    trajectories compare from the first step; ``first_step_seconds`` holds any compilation."""
+
+    key: str
+    name: str
+    status: Status
+    reason: str = ""  # why it failed, in one line, with the worker's last error line
+    step_seconds: tuple[float, ...] = ()
+    median_step_s: float | None = None
+    q1_step_s: float | None = None
+    q3_step_s: float | None = None
+    samples_per_step: float | None = None
+    samples_per_s: float | None = None
+    first_step_seconds: float | None = None
+    compile_seconds: float | None = None  # first step minus a steady step, when compiled
+    peak_memory_bytes: int | None = None
+    memory_kind: str = ""  # "cuda-allocator" or "process-rss"
+    losses: tuple[float, ...] = ()
+    scaler_skip_rate: float | None = None  # fp16: share of steps the GradScaler skipped
+    batch_size: int | None = None
+    applied: tuple[str, ...] = ()  # catalogue ids prepare() reported as changed
+    wall_seconds: float = 0.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        for k in ("step_seconds", "losses", "applied"):
+            d[k] = list(d[k])
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> TrialResult:
+        tuples = {k: tuple(d.get(k, ())) for k in ("step_seconds", "losses", "applied")}
+        return cls(**{**d, **tuples})

@@ -1,0 +1,281 @@
+"""One tune trial, in this (fresh) process: ``python -m torchpace.tune.worker SPEC.json OUT.json``.
+
+It builds the recipe, applies the spec's plan, trains ``warmup + steps`` optimizer steps with
+``fit()`` and writes a ``TrialResult`` to OUT.json. Every step's end is stamped by a global
+optimizer step hook; losses are read once, after the last step, so timing adds no loss syncs.
+Whatever goes wrong inside the trial, OUT.json is written ("failed" or "oom", with the reason);
+only a hard crash (a segfault, SIGKILL) leaves none, and the runner reports that from outside.
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import json
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from torchpace._files import atomic_write_text
+from torchpace.tune.trial import Status, TrialResult, TrialSpec
+
+_REASON_CHARS = 400  # one line a table can show; the full traceback is on the worker's stderr
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 2:
+        print("usage: python -m torchpace.tune.worker SPEC.json OUT.json", file=sys.stderr)
+        return 2
+    faulthandler.enable()  # a segfault prints its stack to stderr, which the runner keeps
+    spec = TrialSpec.from_dict(json.loads(Path(args[0]).read_text(encoding="utf-8")))
+    try:
+        result = run(spec)
+    except BaseException as e:  # the result file is the answer, whatever happened
+        traceback.print_exc()
+        result = TrialResult(spec.key(), spec.name, _status_of(e), reason=one_line(e))
+    atomic_write_text(args[1], json.dumps(result.to_dict()) + "\n")
+    return 0
+
+
+def run(spec: TrialSpec) -> TrialResult:
+    """Run the trial ``spec`` describes in this process and return what it measured."""
+    if spec.steps < 1 or spec.warmup < 0:
+        raise ValueError(
+            f"a trial needs steps >= 1 and warmup >= 0; got {spec.steps}, {spec.warmup}"
+        )
+    from torchpace.recipes import load_recipe
+
+    recipe = load_recipe(spec.recipe)  # before torch: a broken recipe fails in a fraction of a s
+    from torchpace.measure import memory
+    from torchpace.measure.clock import resolve_device
+    from torchpace.train import Plan, prepare
+    from torchpace.tune.build import build
+
+    dev = resolve_device(spec.device)
+    total = spec.warmup + spec.steps
+    plan = Plan.from_dict(spec.plan, source=f"trial {spec.name!r}")
+    plan = plan.replace(log_every=total)  # losses are read once, after the last timed step
+    model, optimizer, loader = build(recipe, spec.seed)
+    applied: list[Any] = []
+    model, optimizer, loader = prepare(
+        model, optimizer, loader, plan=plan, device=dev, applied=applied
+    )
+    clock = _StepClock(dev)
+    counts: list[int] = []
+    count = _counter(getattr(recipe, "count_samples", None), counts)
+    memory.reset_peak(dev)
+    losses: tuple[float, ...] = ()
+    if spec.loader_only:
+        t0 = _time_loader(loader, dev, total, count, clock)
+    else:
+        t0, losses = _time_fit(model, optimizer, loader, recipe, plan, dev, total, count, clock)
+    peak = memory.peak(dev)
+    if len(clock.times) != total:
+        raise RuntimeError(
+            f"{len(clock.times)} optimizer steps were timed for {total} steps: the recipe's "
+            "optimizer must call torch.optim.Optimizer.step once per step"
+        )
+    durations = [b - a for a, b in zip([t0, *clock.times], clock.times, strict=False)]
+    return _result(spec, plan, recipe, durations, counts, losses, peak, applied, clock, dev)
+
+
+class _StepClock:
+    """Step-end times. The global optimizer step post hook stamps each step; a step that the
+    fp16 GradScaler skipped (gradients overflowed: it does not call ``optimizer.step()``) is
+    stamped by the scaler's ``update()``, which runs every step, and counted as skipped."""
+
+    def __init__(self, device: Any) -> None:
+        self.device = device
+        self.times: list[float] = []
+        self.skipped: list[bool] = []  # one per GradScaler.update(), i.e. per fp16 step
+        self._stepped = False
+
+    def stamp(self) -> None:
+        if self.device.type == "cuda":
+            import torch
+
+            # note: a CPU-GPU sync per step, so each step's time holds its queued GPU work. It
+            # costs the overlap of one step's launches with the last one's kernels, alike in
+            # every trial, and the read at the end of fit() has nothing left to wait for.
+            torch.cuda.synchronize(self.device)
+        self.times.append(time.perf_counter())
+
+    def on_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        self._stepped = True
+        self.stamp()
+
+    def on_scaler_update(self) -> None:
+        self.skipped.append(not self._stepped)
+        if not self._stepped:
+            self.stamp()
+        self._stepped = False
+
+
+def _time_fit(
+    model: Any,
+    optimizer: Any,
+    loader: Any,
+    recipe: Any,
+    plan: Any,
+    dev: Any,
+    total: int,
+    count: Callable[[Any], int],
+    clock: _StepClock,
+) -> tuple[float, tuple[float, ...]]:
+    """Train ``total`` steps with fit(); returns the start time and every step's loss."""
+    import torch
+    from torch.optim.optimizer import register_optimizer_step_post_hook
+
+    from torchpace.train import fit
+
+    scaler_cls = torch.amp.GradScaler
+    update = scaler_cls.update
+
+    def counted_update(self: Any, new_scale: Any = None) -> None:
+        update(self, new_scale)
+        clock.on_scaler_update()
+
+    # fit() makes its GradScaler inside; this process runs one trial, so patching the class
+    # for the length of the run touches nothing else.
+    scaler_cls.update = counted_update  # type: ignore[method-assign]
+    handle = register_optimizer_step_post_hook(clock.on_step)
+    try:
+        t0 = time.perf_counter()
+        result = fit(
+            model,
+            optimizer,
+            loader,
+            recipe.loss,
+            plan=plan,
+            steps=total,
+            device=dev,
+            base_batch_size=recipe.batch_size,
+            progress=False,
+            count_samples=count,
+        )
+    finally:
+        handle.remove()
+        scaler_cls.update = update  # type: ignore[method-assign]
+    return t0, tuple(result.losses)
+
+
+def _time_loader(
+    loader: Any, dev: Any, total: int, count: Callable[[Any], int], clock: _StepClock
+) -> float:
+    """Fetch ``total`` batches as fit() does (onto the device), with no model: the input
+    pipeline's ceiling. Returns the start time; ``clock`` holds each batch's arrival."""
+    from torchpace.speedups.loading import DevicePrefetcher, to_device
+
+    end = object()
+    t0 = time.perf_counter()
+    it = iter(loader)  # inside the timing: starting workers is part of the first batch, as in fit
+    for _ in range(total):
+        batch = next(it, end)
+        if batch is end:  # the epoch is over: start the next one, as fit() does
+            it = iter(loader)
+            batch = next(it)
+        if not isinstance(loader, DevicePrefetcher):
+            batch = to_device(batch, dev, non_blocking=bool(getattr(loader, "pin_memory", False)))
+        count(batch)
+        clock.stamp()
+    return t0
+
+
+def _counter(recipe_count: Any, counts: list[int]) -> Callable[[Any], int]:
+    from torchpace.train.loop import _count_samples
+
+    fn = recipe_count or _count_samples
+
+    def count(batch: Any) -> int:
+        n = int(fn(batch))
+        counts.append(n)
+        return n
+
+    return count
+
+
+def _result(
+    spec: TrialSpec,
+    plan: Any,
+    recipe: Any,
+    durations: list[float],
+    counts: list[int],
+    losses: tuple[float, ...],
+    peak: Any,
+    applied: list[Any],
+    clock: _StepClock,
+    dev: Any,
+) -> TrialResult:
+    from torchpace.measure.stats import summarize
+
+    measured = durations[spec.warmup :]
+    s = summarize(measured)
+    per_step = 1 if spec.loader_only else plan.accumulate  # counts are per micro-batch
+    samples_per_step = sum(counts[spec.warmup * per_step :]) / len(measured)
+    compiled = plan.compile != "off" and not spec.loader_only
+    skips = clock.skipped[spec.warmup :]  # the scale's first backoffs, in warm-up, are expected
+    status: Status = "ok"
+    reason = ""
+    if spec.memory_budget_bytes is not None and peak.bytes > spec.memory_budget_bytes:
+        status = "oom"
+        reason = (
+            f"peak memory {peak.bytes:,} bytes ({peak.kind}) is over the budget of "
+            f"{spec.memory_budget_bytes:,} bytes"
+        )
+    asked = set(plan.techniques())
+    return TrialResult(
+        key=spec.key(),
+        name=spec.name,
+        status=status,
+        reason=reason,
+        step_seconds=tuple(measured),
+        median_step_s=s.median,
+        q1_step_s=s.q1,
+        q3_step_s=s.q3,
+        samples_per_step=samples_per_step,
+        # Throughput at the median step: one descheduled step does not move it.
+        samples_per_s=samples_per_step / s.median if s.median > 0 else None,
+        first_step_seconds=durations[0],
+        compile_seconds=max(durations[0] - s.median, 0.0) if compiled else None,
+        peak_memory_bytes=peak.bytes,
+        memory_kind=peak.kind,
+        losses=losses,
+        scaler_skip_rate=sum(skips) / len(skips) if skips else None,
+        batch_size=plan.batch_size or recipe.batch_size,
+        applied=tuple(dict.fromkeys(a.technique for a in applied if a.changed)),
+        extra={
+            "device": str(dev),
+            "loader_only": spec.loader_only,
+            # Recompiles (a new shape) and loader start-up can land after the first step.
+            "warmup_step_seconds": durations[: spec.warmup],
+            "scaler_skipped_steps": sum(clock.skipped),
+            "not_applied": {
+                a.technique: a.reason
+                for a in applied
+                if not a.changed and a.reason and a.technique in asked
+            },
+        },
+    )
+
+
+def _status_of(e: BaseException) -> Status:
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(e, torch.cuda.OutOfMemoryError):
+        return "oom"
+    # The CPU allocator's message (c10/core/impl/alloc_cpu.cpp): "can't allocate memory".
+    if isinstance(e, RuntimeError) and "can't allocate memory" in str(e):
+        return "oom"
+    return "failed"
+
+
+def one_line(e: BaseException) -> str:
+    """``Type: message`` on one line, shortened to what a table can show."""
+    text = " ".join(f"{type(e).__name__}: {e}".split())
+    return text if len(text) <= _REASON_CHARS else text[: _REASON_CHARS - 1] + "…"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
