@@ -9,6 +9,7 @@ run first when the budget is short.
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,6 +52,17 @@ PRIORITY = (
 )
 
 
+def _uses_attention(module: nn.Module) -> bool:
+    """A torch attention layer, or a forward whose source calls scaled_dot_product_attention."""
+    if isinstance(module, (nn.MultiheadAttention, nn.TransformerEncoderLayer)):
+        return True
+    try:
+        source = inspect.getsource(type(module).forward)
+    except (OSError, TypeError):  # built in, or defined where its source is not kept
+        return False
+    return "scaled_dot_product_attention" in source
+
+
 def candidates(recipe: Any, device: torch.device) -> tuple[list[Candidate], list[NotApplicable]]:
     torch.manual_seed(0)
     model = recipe.model()
@@ -61,12 +73,7 @@ def candidates(recipe: Any, device: torch.device) -> tuple[list[Candidate], list
     has_conv_bias = any(
         isinstance(m, (nn.Conv1d, nn.Conv2d, nn.Conv3d)) and m.bias is not None for m in modules
     )
-    has_attention = any(
-        isinstance(m, (nn.MultiheadAttention, nn.TransformerEncoderLayer))
-        or "attention" in type(m).__name__.lower()
-        or "attn" in type(m).__name__.lower()
-        for m in modules
-    )
+    has_attention = any(_uses_attention(m) for m in modules)
     try:
         lengths = getattr(recipe.dataset("train", seed=0), "lengths", None)
     except Exception:  # the dataset is built again in every trial; its error shows there
