@@ -91,6 +91,8 @@ def test_planted_2x_slowdown_reads_about_2x_with_compute() -> None:
         warmup=2,
         device=CPU,
     )
+    if res.noisy:  # another process shared the 2 cores: the ratio then measures the machine
+        pytest.skip(f"the machine was busy: {'; '.join(res.noisy)}")
     assert res.speedup["once"].median == pytest.approx(2.0, rel=0.15)
 
 
