@@ -491,18 +491,30 @@ def write_plans(workloads: list[str], tmp: str) -> dict[tuple[str, str], list[st
     return args
 
 
-def fit_part(workloads: list[str], rounds: int, measured: int, warmup: int) -> dict[str, Any]:
+def fit_part(
+    workloads: list[str],
+    rounds: int,
+    measured: int,
+    warmup: int,
+    *,
+    cases: dict[tuple[str, str], list[str]] | None = None,
+    goals: dict[tuple[str, str], float] | None = None,
+) -> dict[str, Any]:
+    """Each case against its workload's naive script. ``cases``: the `torchpace fit` arguments
+    of each (workload, plan name) (default: FIT_PLANS, as ``write_plans`` writes them);
+    ``goals``: the speed-up goal of a case (default: GOAL_FIT_CNN for cnn / fast)."""
     from torchpace.workloads.seqcls import PAD
 
     total = warmup + measured
     batch_sizes = check_batch_sizes(workloads)
     rows: dict[str, list[dict[str, Any]]] = {w: [] for w in workloads}
     with tempfile.TemporaryDirectory() as tmp:
-        plans = write_plans(workloads, tmp)
+        plans = write_plans(workloads, tmp) if cases is None else cases
         for r in range(rounds):
             seed = SEED + r  # a new shuffle each round: seqcls's windows sample other batches
             for w in workloads:
-                sides = ["naive", *FIT_PLANS[w]]
+                names = [name for (pw, name) in plans if pw == w]
+                sides = ["naive", *names]
                 order = sides if r % 2 == 0 else sides[::-1]
                 runs = {}
                 for side in order:
@@ -521,7 +533,7 @@ def fit_part(workloads: list[str], rounds: int, measured: int, warmup: int) -> d
                         tmp=tmp,
                     )
                     runs[side] = summarize_run(w, raw, warmup, measured)
-                for side in FIT_PLANS[w]:
+                for side in names:
                     row = pair_round(w, runs["naive"], runs[side])
                     row.update({"round": r + 1, "seed": seed, "order": order, "plan": side})
                     rows[w].append(row)
@@ -536,13 +548,16 @@ def fit_part(workloads: list[str], rounds: int, measured: int, warmup: int) -> d
     return {
         "batch_sizes": batch_sizes,
         "evaluation": f"none: naive scripts run with --eval-every {NO_EVAL}, fit without it",
-        "summary": summarize_fit(rows),
+        "summary": summarize_fit(rows, {("cnn", "fast"): GOAL_FIT_CNN} if goals is None else goals),
         "rounds": rows,
     }
 
 
 def pair_round(workload: str, naive: dict[str, Any], fast: dict[str, Any]) -> dict[str, Any]:
-    by_throughput = workload in BY_THROUGHPUT
+    # A plan with another batch size (a tuned one) does other work per step: compare samples/s.
+    by_throughput = (
+        workload in BY_THROUGHPUT or naive["samples_per_step"] != fast["samples_per_step"]
+    )
     ratio = (
         fast["samples_per_s"] / naive["samples_per_s"]
         if by_throughput
@@ -558,13 +573,15 @@ def pair_round(workload: str, naive: dict[str, Any], fast: dict[str, Any]) -> di
     }
 
 
-def summarize_fit(rows: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+def summarize_fit(
+    rows: dict[str, list[dict[str, Any]]], goals: dict[tuple[str, str], float]
+) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for w, rs in rows.items():
-        for plan in FIT_PLANS[w]:
+        for plan in dict.fromkeys(r["plan"] for r in rs):
             mine = [r for r in rs if r["plan"] == plan]
             ratios = [r["ratio"] for r in mine]
-            goal = GOAL_FIT_CNN if (w, plan) == ("cnn", "fast") else None
+            goal = goals.get((w, plan))
             foreign = [r["foreign_cores_max"] for r in mine if r["foreign_cores_max"] is not None]
             out[f"{w} / {plan}"] = {
                 "workload": w,

@@ -37,6 +37,13 @@ def test_safe_preset_preserves_numerics_and_fast_adds_numerics_changing_ones() -
     assert "amp-bf16" in fast
 
 
+def test_compile_and_attention_count_only_when_they_change_something() -> None:
+    assert "torch-compile" in Plan(compile="default").techniques()
+    assert "torch-compile" not in Plan().techniques()
+    assert "attention-backend" in Plan(attention="math").techniques()
+    assert "attention-backend" not in Plan().techniques()
+
+
 def test_fp16_names_its_own_technique() -> None:
     assert "amp-fp16" in Plan(amp="fp16").techniques()
     assert "amp-bf16" not in Plan(amp="fp16").techniques()

@@ -253,6 +253,23 @@ def test_trials_past_the_budget_are_reported_not_run(
     assert out.batch_search == [] and out.loader == {} and out.confirm["ratios"] == []
 
 
+def test_a_rerun_of_a_tune_cut_short_by_its_budget_runs_nothing_new(
+    tuned: Tuned, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The budget is charged each trial's recorded cost, cached or not: the same budget stops
+    # the re-run at the same trial, so it makes the same decisions from the cache alone.
+    results = _copy_results(tuned, tmp_path)
+    total = sum(t.wall_seconds for t in tuned.outcome.trials)
+    settings = _settings(tuned.recipe, budget_s=total * 0.6)
+    ran = _count_runs(monkeypatch)
+    first = tune(settings, tuned.cands, tuned.not_here, results=results, workdir=tmp_path / "w")
+    ran.clear()
+    again = tune(settings, tuned.cands, tuned.not_here, results=results, workdir=tmp_path / "w")
+    assert ran == []
+    assert [t.key for t in again.trials] == [t.key for t in first.trials]
+    assert again.plan == first.plan and again.skipped_for_budget == first.skipped_for_budget
+
+
 def test_the_cli_writes_the_plan_and_results_and_prints_the_table(
     tuned: Tuned,
     tmp_path: Path,

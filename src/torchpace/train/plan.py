@@ -27,7 +27,7 @@ SCHEDULE = ("constant", "onecycle")
 
 
 # Values that leave a technique off, and fields that only qualify another one.
-_OFF: tuple[Any, ...] = (False, None, "off", "default", "keep", "as-is", "constant", ())
+_OFF: tuple[Any, ...] = (False, None, "off", "keep", "as-is", "constant", ())
 _FOLLOWERS = ("loader_workers", "max_tokens", "lr_scaling")
 
 
@@ -78,6 +78,8 @@ class Plan:
         for f in fields(self):
             value = getattr(self, f.name)
             if f.name in _FOLLOWERS or value in _OFF or (f.name == "accumulate" and value == 1):
+                continue
+            if (f.name, value) == ("attention", "default"):  # the backend torch picks: no change
                 continue
             tid = "amp-fp16" if (f.name, value) == ("amp", "fp16") else f.metadata["technique"]
             if tid not in out:

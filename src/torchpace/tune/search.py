@@ -8,6 +8,7 @@ trial again. Every verdict goes through the convergence guard.
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 import time
 from collections.abc import Callable
@@ -84,9 +85,12 @@ class _Runner:
         self.trials: list[TrialResult] = []
         self.cached = 0
         self.costs: list[float] = []
+        # The budget is charged each trial's recorded cost, cached or not, so that a re-run of
+        # an unchanged recipe makes the same decisions and reads every trial from the cache.
+        self.spent = 0.0
 
     def left(self) -> float:
-        return self.s.budget_s - (time.perf_counter() - self.t0)
+        return self.s.budget_s - self.spent
 
     def affordable(self, compile_trial: bool = False) -> bool:
         """Whether another trial fits: the median cost so far (×2 for a compile) is left."""
@@ -113,13 +117,16 @@ class _Runner:
         cached = self.known.get(spec.key())
         if cached is not None:
             self.cached += 1
-            result = cached
+            result = dataclasses.replace(cached, name=name)  # the same run, in another role
         else:
             t = time.perf_counter()
             result = run_trial(spec, timeout_s=self.s.trial_timeout_s, workdir=self.workdir)
-            self.costs.append(time.perf_counter() - t)
+            if not result.wall_seconds:
+                result = dataclasses.replace(result, wall_seconds=time.perf_counter() - t)
             self.results.append(result)
             self.known[spec.key()] = result
+        self.costs.append(result.wall_seconds)
+        self.spent += result.wall_seconds
         self.trials.append(result)
         return result
 
