@@ -313,3 +313,20 @@ def test_the_cli_names_a_missing_factory(
     err = capsys.readouterr().err
     assert f"recipe {recipe} has no `loss`" in err, err
     assert not (tmp_path / "out").exists()
+
+
+def test_a_factory_returning_the_wrong_type_is_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    recipe = tmp_path / "wrong.py"
+    recipe.write_text(
+        "import torch\nbatch_size = 4\nlr = 0.1\n"
+        "def model():\n    return 'a model'\n"
+        "def dataset(split='train', seed=0):\n"
+        "    return torch.utils.data.TensorDataset(torch.zeros(8, 2))\n"
+        "def loss(model, batch):\n    return model(batch[0]).sum()\n"
+    )
+    rc = main(["tune", str(recipe), "--out", str(tmp_path / "out")])
+    assert rc == 2
+    assert "model() returned str; expected a torch.nn.Module" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()

@@ -12,7 +12,9 @@ from typing import Any
 
 import torch
 from torch import nn
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, Dataset
+
+from torchpace.recipes import RecipeError
 
 
 def build(recipe: Any, seed: int) -> tuple[nn.Module, torch.optim.Optimizer, DataLoader[Any]]:
@@ -21,16 +23,22 @@ def build(recipe: Any, seed: int) -> tuple[nn.Module, torch.optim.Optimizer, Dat
     ``recipe.batch_size`` over its train split, shuffled by a generator seeded with ``seed``."""
     random.seed(seed)  # a recipe's own Python-level randomness (augmentations, synthetic data)
     torch.manual_seed(seed)
-    model = recipe.model()
+    model = _expect(recipe.model(), nn.Module, "model()", "a torch.nn.Module")
     factory = getattr(recipe, "optimizer", None)
-    optimizer = (
+    optimizer = _expect(
         factory(model.parameters(), recipe.lr)
         if factory
-        else torch.optim.AdamW(model.parameters(), lr=recipe.lr)
+        else torch.optim.AdamW(model.parameters(), lr=recipe.lr),
+        torch.optim.Optimizer,
+        "optimizer(params, lr)",
+        "a torch.optim.Optimizer",
     )
     # No workers here: prepare() applies the plan's loader settings (TP101 is the plan's job).
+    train = _expect(
+        recipe.dataset("train", seed=seed), Dataset, "dataset('train', seed)", "a torch Dataset"
+    )
     loader = DataLoader(  # noqa: TP101
-        recipe.dataset("train", seed=seed),
+        train,
         batch_size=recipe.batch_size,
         shuffle=True,
         drop_last=True,
@@ -38,3 +46,12 @@ def build(recipe: Any, seed: int) -> tuple[nn.Module, torch.optim.Optimizer, Dat
         generator=torch.Generator().manual_seed(seed),
     )
     return model, optimizer, loader
+
+
+def _expect(value: Any, kind: type, factory: str, what: str) -> Any:
+    """``value`` if it is a ``kind``; otherwise a RecipeError naming the factory."""
+    if not isinstance(value, kind):
+        raise RecipeError(
+            f"the recipe's {factory} returned {type(value).__name__}; expected {what}"
+        )
+    return value

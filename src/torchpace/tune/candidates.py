@@ -17,6 +17,7 @@ import torch
 from torch import nn
 
 from torchpace.measure.env import bf16_supported
+from torchpace.tune.build import build
 
 
 @dataclass(frozen=True)
@@ -64,20 +65,14 @@ def _uses_attention(module: nn.Module) -> bool:
 
 
 def candidates(recipe: Any, device: torch.device) -> tuple[list[Candidate], list[NotApplicable]]:
-    torch.manual_seed(0)
-    model = recipe.model()
-    factory = getattr(recipe, "optimizer", None)
-    opt = factory(model.parameters(), recipe.lr) if factory else None
+    model, opt, loader = build(recipe, seed=0)  # checks each factory's type, naming it
     modules = list(model.modules())
     has_conv = any(isinstance(m, nn.Conv2d) for m in modules)
     has_conv_bias = any(
         isinstance(m, (nn.Conv1d, nn.Conv2d, nn.Conv3d)) and m.bias is not None for m in modules
     )
     has_attention = any(_uses_attention(m) for m in modules)
-    try:
-        lengths = getattr(recipe.dataset("train", seed=0), "lengths", None)
-    except Exception:  # the dataset is built again in every trial; its error shows there
-        lengths = None
+    lengths = getattr(loader.dataset, "lengths", None)
     yes: list[Candidate] = []
     no: list[NotApplicable] = []
 
@@ -115,7 +110,7 @@ def candidates(recipe: Any, device: torch.device) -> tuple[list[Candidate], list
         Candidate("fold conv bias", {"fold_conv_bias": True}, ("conv-bias-before-bn",)),
         "no convolution has a bias",
     )
-    fusable = opt is None or type(opt) in (torch.optim.Adam, torch.optim.AdamW, torch.optim.SGD)
+    fusable = type(opt) in (torch.optim.Adam, torch.optim.AdamW, torch.optim.SGD)
     offer(
         fusable,
         Candidate("fused optimizer", {"fused_optimizer": True}, ("fused-optimizer",)),

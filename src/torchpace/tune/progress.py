@@ -5,7 +5,13 @@ from __future__ import annotations
 from types import TracebackType
 
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 
 _STEPS = 1000  # the bar's resolution: the budget in thousandths
 
@@ -17,6 +23,7 @@ class TuneProgress:
             BarColumn(),
             TextColumn("{task.percentage:>3.0f}% of the {task.fields[budget]} budget"),
             TimeElapsedColumn(),
+            TimeRemainingColumn(),  # at most the budget left: the search stops there
             TextColumn("{task.description}"),
             console=Console(stderr=True),
             transient=True,
