@@ -1,8 +1,9 @@
 """Load a recipe: a built-in workload name, a Python file, or ``module:attr``.
 
-A recipe defines ``model()``, ``dataset(split, seed)``, ``loss(model, batch)``, ``batch_size``
-and ``lr``; optionally ``optimizer(params, lr)``, ``collate`` and ``count_samples(batch)``
-(see ``torchpace.workloads.protocol``). A missing factory is an error naming it.
+A recipe defines ``model()``, ``dataset(split, seed)`` (or ``loaders(batch_size, **loader_kw)``
+returning its own training DataLoader), ``loss(model, batch)``, ``batch_size`` and ``lr``;
+optionally ``optimizer(params, lr)``, ``collate`` and ``count_samples(batch)`` (see
+``torchpace.workloads.protocol``). A missing factory is an error naming it.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from typing import Any
 
 REQUIRED = {
     "model": "a function returning the nn.Module to train",
-    "dataset": "a function (split='train'|'val', seed=0) returning a torch Dataset",
+    "dataset": "a function (split='train'|'val', seed=0) returning a torch Dataset, or "
+    "loaders(batch_size, **loader_kw) returning the training DataLoader",
     "loss": "a function (model, batch) returning a scalar loss tensor",
     "batch_size": "an int, the batch size the recipe's lr is tuned for",
     "lr": "a float, the learning rate",
@@ -54,6 +56,8 @@ def load_recipe(spec: str) -> Any:
 def check(recipe: Any, spec: str) -> None:
     for name, what in REQUIRED.items():
         value = getattr(recipe, name, None)
+        if name == "dataset" and value is None:
+            value = getattr(recipe, "loaders", None)  # the alternative: the recipe's own loader
         if value is None:
             raise RecipeError(f"recipe {spec} has no `{name}`: define {what}")
         if name in ("batch_size",) and (isinstance(value, bool) or not isinstance(value, int)):

@@ -192,3 +192,28 @@ def test_the_fingerprint_follows_the_recipe_bytes(
     assert tune_fingerprint("cnn", device="cpu") != first  # a built-in: its module's source
     monkeypatch.setenv("TORCHPACE_CACHE_DIR", str(tmp_path / "cache"))
     assert cache_path(first) == tmp_path / "cache" / "tune" / first / "trials.jsonl"
+
+
+def test_a_recipe_may_build_its_own_loader(tmp_path: Path) -> None:
+    """``loaders(batch_size, **loader_kw)`` in place of ``dataset``: its loader is trained."""
+    import torch
+
+    from torchpace.recipes import load_recipe
+    from torchpace.tune.build import build
+
+    path = tmp_path / "own_loader.py"
+    path.write_text(
+        "import torch\nfrom torch import nn\nbatch_size = 4\nlr = 0.1\n"
+        "def model():\n    return nn.Linear(2, 1)\n"
+        "def loaders(batch_size, **loader_kw):\n"
+        "    data = torch.utils.data.TensorDataset(torch.randn(12, 2), torch.randn(12, 1))\n"
+        "    return torch.utils.data.DataLoader(data, batch_size=batch_size, shuffle=True,"
+        " **loader_kw)\n"
+        "def loss(model, batch):\n    x, y = batch\n    return ((model(x) - y) ** 2).mean()\n"
+    )
+    recipe = load_recipe(str(path))
+    _, _, loader = build(recipe, seed=3)
+    _, _, again = build(recipe, seed=3)
+    assert loader.batch_size == 4 and len(loader) == 3
+    first = [b[0] for b in loader]
+    assert all(torch.equal(a, b[0]) for a, b in zip(first, again, strict=True))  # seeded shuffle

@@ -115,6 +115,11 @@ def _train(args: argparse.Namespace) -> int:
     collate = getattr(recipe, "collate", None)
     eval_loader = None
     if args.eval_every:
+        if getattr(recipe, "dataset", None) is None:
+            raise ValueError(
+                f"--eval-every needs the recipe's dataset('val', seed); {args.recipe} defines "
+                "only loaders()"
+            )
         # A few batches every eval_every steps: worker processes would cost more than they save.
         eval_loader = DataLoader(  # noqa: TP101
             recipe.dataset("val", seed=args.seed), batch_size=recipe.batch_size, collate_fn=collate

@@ -20,7 +20,9 @@ from torchpace.recipes import RecipeError
 def build(recipe: Any, seed: int) -> tuple[nn.Module, torch.optim.Optimizer, DataLoader[Any]]:
     """``(model, optimizer, loader)`` of ``recipe``: the model built after seeding with ``seed``,
     the recipe's ``optimizer(params, lr)`` (AdamW when it has none) and a loader of
-    ``recipe.batch_size`` over its train split, shuffled by a generator seeded with ``seed``."""
+    ``recipe.batch_size`` over its train split, shuffled by a generator seeded with ``seed`` —
+    or, for a recipe with ``loaders(batch_size, **loader_kw)`` and no ``dataset``, the loader it
+    returns, given ``generator=`` seeded with ``seed``."""
     random.seed(seed)  # a recipe's own Python-level randomness (augmentations, synthetic data)
     torch.manual_seed(seed)
     model = _expect(recipe.model(), nn.Module, "model()", "a torch.nn.Module")
@@ -33,6 +35,13 @@ def build(recipe: Any, seed: int) -> tuple[nn.Module, torch.optim.Optimizer, Dat
         "optimizer(params, lr)",
         "a torch.optim.Optimizer",
     )
+    own = getattr(recipe, "loaders", None)
+    if getattr(recipe, "dataset", None) is None and own is not None:
+        # The recipe builds its loader; we pass the seeded generator so its shuffle repeats.
+        got = own(recipe.batch_size, generator=torch.Generator().manual_seed(seed))
+        loader = got[0] if isinstance(got, tuple) else got  # (train, val) or train
+        what = "a torch DataLoader (or a (train, val) pair)"
+        return model, optimizer, _expect(loader, DataLoader, "loaders(batch_size, ...)", what)
     # No workers here: prepare() applies the plan's loader settings (TP101 is the plan's job).
     train = _expect(
         recipe.dataset("train", seed=seed), Dataset, "dataset('train', seed)", "a torch Dataset"
