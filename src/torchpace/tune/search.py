@@ -17,13 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from torchpace.train.plan import Plan
+from torchpace.tune.batch import search_batch
 from torchpace.tune.candidates import Candidate, NotApplicable
 from torchpace.tune.convergence import (
     Band,
     Verdict,
     changes_numerics,
     check,
-    check_at_equal_samples,
 )
 from torchpace.tune.results import ResultsFile
 from torchpace.tune.runner import run_trial
@@ -37,10 +37,7 @@ MIN_GAIN = 1.03
 # combination when it lost less than 3% (the same noise floor): some gains only show together
 # (compile fuses more of a bf16, channels_last step than of a float32 one).
 GREEDY_FLOOR = 0.97
-# Doubling the batch stops when samples/s grows by less than 5%: past that the device is busy
-# and only the convergence risk of a larger batch remains.
-MIN_BATCH_GAIN = 1.05
-MAX_BATCH_DOUBLINGS = 3  # 8x the recipe's batch at most, so a tune stays within minutes
+TECHNIQUE_BATCH = ("max-batch-size",)
 CONFIRM_PAIRS = 2  # baseline/best pairs, interleaved (A B, B A)
 
 
@@ -261,59 +258,22 @@ def tune(
         if keep:
             best_plan, best = trial_plan, r
 
-    # 4. The batch size: doubling while samples/s still grows and the loss, after as many
-    # samples, stays in the band; the LR scaled by the plan's rule.
-    batch = best.batch_size or 0
-    for _ in range(MAX_BATCH_DOUBLINGS):
-        if not batch or not runner.affordable():
-            break
-        bigger = best_plan.replace(batch_size=batch * 2, lr_scaling=s.lr_scaling)
-        # As many samples as the baseline saw, plus the warm-up: half the steps.
-        steps = max(s.steps // 2, band.tail)
-        r = runner.run(f"batch {batch * 2}", bigger, ("max-batch-size",), steps=steps)
-        entry: dict[str, Any] = {"batch_size": batch * 2, "status": r.status, "reason": r.reason}
-        out.batch_search.append(entry)
-        if r.status != "ok" or not (r.samples_per_s and best.samples_per_s):
-            break
-        gain = r.samples_per_s / best.samples_per_s
-        v = check_at_equal_samples(
-            r.losses,
-            result_batch=batch * 2,
-            baseline_losses=base.losses,
-            baseline_batch=base.batch_size or batch,
-            band=band,
-            scaler_skip_rate=r.scaler_skip_rate,
-        )
-        entry.update(samples_per_s=r.samples_per_s, gain=gain, converged=v.ok, guard=v.reason)
-        if not v.ok or gain < MIN_BATCH_GAIN:
-            rows.append(
-                Row(
-                    f"batch {batch * 2}",
-                    ("max-batch-size",),
-                    gain,
-                    None,
-                    None,
-                    None,
-                    r.peak_memory_bytes,
-                    v.loss_delta,
-                    rejected(v.reason) if not v.ok else not_worth_it(gain),
-                )
-            )
-            break
-        rows.append(
-            Row(
-                f"batch {batch * 2}",
-                ("max-batch-size",),
-                gain,
-                None,
-                None,
-                None,
-                r.peak_memory_bytes,
-                v.loss_delta,
-                f"kept (LR scaled by {s.lr_scaling})",
-            )
-        )
-        best_plan, best, batch = bigger, r, batch * 2
+    # 4. The batch size: doubling while it pays and converges, bisecting after an OOM.
+    found = search_batch(
+        lambda name, plan, steps: runner.run(name, plan, TECHNIQUE_BATCH, steps=steps),
+        runner.affordable,
+        plan=best_plan,
+        best=best,
+        base=base,
+        band=band,
+        # As many samples as the baseline saw at twice its batch: half the steps (and the tail).
+        steps=max(s.steps // 2, band.tail),
+        lr_scaling=s.lr_scaling,
+        memory_budget=s.memory_budget_bytes,
+    )
+    best_plan, best = found.plan, found.best
+    rows.extend(found.rows)
+    out.batch_search = found.tried
 
     # 5. The loader: can the input pipeline alone outrun the step? If not, more workers.
     if runner.affordable():
