@@ -330,3 +330,14 @@ def test_a_factory_returning_the_wrong_type_is_named(
     assert rc == 2
     assert "model() returned str; expected a torch.nn.Module" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+def test_every_candidate_technique_is_one_the_doctor_says_tune_applies() -> None:
+    from torchpace.recipes import load_recipe
+    from torchpace.tune import APPLIES
+    from torchpace.workloads import NAMES
+
+    for name in NAMES:
+        yes, no = candidates_module.candidates(load_recipe(name), torch.device("cpu"))
+        for c in [*yes, *no]:
+            assert set(c.techniques) <= APPLIES, (name, c.name)

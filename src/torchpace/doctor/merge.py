@@ -49,8 +49,7 @@ def applies(technique_id: str | None) -> dict[str, Any]:
         speedups = None
     has_verb = verb is not None and speedups is not None and hasattr(speedups, verb)
     try:
-        importlib.import_module("torchpace.tune")
-        tune = True
+        tune = technique_id in importlib.import_module("torchpace.tune").APPLIES
     except ImportError:
         tune = False
     return {"verb": f"torchpace.speedups.{verb}" if has_verb else None, "tune": tune}
