@@ -1,0 +1,74 @@
+"""The loader part of the search, with planted trial outcomes: an input-bound recipe gets
+workers while they pay; a compute-bound one keeps its loader."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from torchpace.tune import search
+from torchpace.tune.results import ResultsFile
+from torchpace.tune.trial import TrialResult, TrialSpec
+
+LOSSES = tuple(2.0 - 0.01 * i for i in range(23))
+
+
+def planted(loader_rate: float, step_s: dict[int, float]) -> Any:
+    """A run_trial stand-in: the loader alone gives ``loader_rate`` samples/s; a training trial
+    with ``n`` workers takes ``step_s[n]`` seconds a step (16 samples)."""
+
+    def run_trial(spec: TrialSpec, **kw: Any) -> TrialResult:
+        workers = spec.plan.get("loader_workers") or 0
+        if spec.loader_only:
+            return TrialResult(
+                spec.key(), spec.name, "ok", samples_per_s=loader_rate, wall_seconds=1.0
+            )
+        t = step_s[workers]
+        shift = 0.001 * spec.seed  # the second baseline seed: a band of non-zero width
+        return TrialResult(
+            spec.key(),
+            spec.name,
+            "ok",
+            median_step_s=t,
+            q1_step_s=t,
+            q3_step_s=t,
+            samples_per_s=16 / t,
+            batch_size=16,
+            losses=tuple(v + shift for v in LOSSES),
+            wall_seconds=1.0,
+        )
+
+    return run_trial
+
+
+def run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, trial: Any, cores: int) -> Any:
+    monkeypatch.setattr(search, "run_trial", trial)
+    monkeypatch.setattr(search, "usable_cores", lambda: cores)
+    monkeypatch.setattr(search, "MAX_BATCH_DOUBLINGS", 0, raising=False)
+    settings = search.Settings(recipe="planted", budget_s=1000.0)
+    results = ResultsFile(tmp_path / "trials.jsonl")
+    return search.tune(settings, [], [], results=results, workdir=tmp_path / "w")
+
+
+def test_an_input_bound_recipe_gets_workers_while_they_pay(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The loader alone: 120 samples/s against the step's 160 (0.75x): input-bound. One worker
+    # brings the step from 100 to 60 ms, two to 40 ms, four only to 39 ms (under 3%).
+    trial = planted(120.0, {0: 0.100, 1: 0.060, 2: 0.040, 4: 0.039})
+    out = run(tmp_path, monkeypatch, trial, cores=8)
+    names = [r.name for r in out.rows if r.name.startswith("loader")]
+    assert names == ["loader alone", "loader, 1 worker", "loader, 2 workers", "loader, 4 workers"]
+    assert out.plan.loader == "auto" and out.plan.loader_workers == 2
+    assert "caps the speed" in out.rows[[r.name for r in out.rows].index("loader alone")].verdict
+
+
+def test_a_compute_bound_recipe_keeps_its_loader(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    trial = planted(10_000.0, {0: 0.100})  # the loader alone is 60x the step: no worker tried
+    out = run(tmp_path, monkeypatch, trial, cores=8)
+    assert [r.name for r in out.rows if r.name.startswith("loader")] == ["loader alone"]
+    assert out.plan.loader == "keep"
