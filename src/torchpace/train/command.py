@@ -149,6 +149,7 @@ def _train(args: argparse.Namespace) -> int:
         count_samples=getattr(recipe, "count_samples", None),
     )
     w = world()
+    _leave_group()
     if w.main:
         applied = sorted({a.technique for a in result.applied if a.changed})
         print(
@@ -176,3 +177,13 @@ def _train(args: argparse.Namespace) -> int:
             }
             atomic_write_text(args.json, json.dumps(out, indent=2) + "\n")
     return 0
+
+
+def _leave_group() -> None:
+    """Leave torchrun's process group together: every rank waits for the others first, so none
+    tears it down while another still uses it."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()

@@ -120,6 +120,9 @@ def main() -> None:
         "resumed_losses": resumed.losses,
     }
     (OUT / f"rank{w.rank}.json").write_text(json.dumps(out))
+    # Both ranks done before either tears down the group: a rank that leaves while the other
+    # still talks to it can abort in gloo's threads at exit.
+    dist.barrier()
     dist.destroy_process_group()
 
 
