@@ -209,7 +209,9 @@ class _Batches:
 
     On resume, the epoch's start RNG is restored (so its shuffle and workers' seeds repeat),
     its first ``next_batch`` batches are fetched and dropped, then the RNG of the moment of the
-    checkpoint is restored, before the next batch is fetched.
+    checkpoint is restored, before the next batch is fetched. Not exact: a CUDA DevicePrefetcher
+    fetches one batch ahead, so a dataset drawing from the global RNG in the main process
+    (augmentation with 0 workers) draws in another order around a resumed step.
     """
 
     def __init__(
