@@ -11,21 +11,8 @@ from torch.utils.data import DataLoader
 
 from torchpace.bench.configs import TrainConfig
 from torchpace.measure.timing import StepFn, Work
+from torchpace.speedups.loading import to_device
 from torchpace.workloads.protocol import Recipe
-
-
-def _to_device(batch: Any, device: torch.device, *, non_blocking: bool, channels_last: bool) -> Any:
-    if isinstance(batch, torch.Tensor):
-        out = batch.to(device, non_blocking=non_blocking)
-        if channels_last and out.ndim == 4:
-            out = out.contiguous(memory_format=torch.channels_last)
-        return out
-    if isinstance(batch, (tuple, list)):
-        return type(batch)(
-            _to_device(b, device, non_blocking=non_blocking, channels_last=channels_last)
-            for b in batch
-        )
-    return batch
 
 
 def _forever(loader: DataLoader[Any]) -> Iterator[Any]:
@@ -79,7 +66,7 @@ def build_step(recipe: Recipe, cfg: TrainConfig, device: torch.device, *, seed: 
     def step() -> Work:
         batch = next(batches)
         work = Work(recipe.count_samples(batch), recipe.count_tokens(batch))  # counted on host
-        batch = _to_device(
+        batch = to_device(
             batch, device, non_blocking=cfg.pin_memory, channels_last=cfg.channels_last
         )
         with (
