@@ -4,19 +4,31 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import IO, Any
 
 
-def atomic_write_text(path: str | Path, text: str) -> None:
+@contextmanager
+def atomic_writer(path: str | Path, mode: str = "w") -> Iterator[IO[Any]]:
+    """A file to write ``path`` through: a temporary file beside it, flushed, fsynced and moved
+    over ``path`` when the block ends; removed, leaving ``path`` as it was, if the block fails."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
+        encoding = None if "b" in mode else "utf-8"
+        with os.fdopen(fd, mode, encoding=encoding) as f:
+            yield f
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def atomic_write_text(path: str | Path, text: str) -> None:
+    with atomic_writer(path) as f:
+        f.write(text)

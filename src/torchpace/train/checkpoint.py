@@ -10,15 +10,15 @@ our own objects: only tensors, numbers, strings, lists, tuples and dicts, which
 
 from __future__ import annotations
 
-import os
 import random
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
+
+from torchpace._files import atomic_writer
 
 FORMAT = 1  # bump when the layout changes; load() refuses other versions
 
@@ -66,19 +66,9 @@ def set_rng_state(state: dict[str, Any], generators: Sequence[torch.Generator] =
 
 def save(path: str | Path, state: dict[str, Any]) -> Path:
     """Write ``state`` to ``path`` atomically: a crash mid-write leaves the old file intact."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            torch.save({"format": FORMAT, **state}, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    with atomic_writer(path, "wb") as f:
+        torch.save({"format": FORMAT, **state}, f)
+    return Path(path)
 
 
 def load(path: str | Path, *, map_location: torch.device | str = "cpu") -> dict[str, Any]:
