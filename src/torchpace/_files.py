@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -11,9 +12,12 @@ from typing import IO, Any
 
 
 @contextmanager
-def atomic_writer(path: str | Path, mode: str = "w") -> Iterator[IO[Any]]:
+def atomic_writer(
+    path: str | Path, mode: str = "w", *, keep_mode: bool = False
+) -> Iterator[IO[Any]]:
     """A file to write ``path`` through: a temporary file beside it, flushed, fsynced and moved
-    over ``path`` when the block ends; removed, leaving ``path`` as it was, if the block fails."""
+    over ``path`` when the block ends; removed, leaving ``path`` as it was, if the block fails.
+    ``keep_mode``: the new file gets the permissions of the one it replaces."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -23,6 +27,8 @@ def atomic_writer(path: str | Path, mode: str = "w") -> Iterator[IO[Any]]:
             yield f
             f.flush()
             os.fsync(f.fileno())
+        if keep_mode:
+            shutil.copymode(path, tmp)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

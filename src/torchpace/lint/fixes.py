@@ -8,14 +8,11 @@ from __future__ import annotations
 
 import ast
 import difflib
-import os
-import shutil
-import tempfile
 import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
+from torchpace._files import atomic_writer
 from torchpace.findings import Edit, Finding, Fix
 from torchpace.lint.engine import BOM
 from torchpace.lint.rule import line_starts
@@ -99,15 +96,5 @@ def unified_diff(path: str, before: bytes, after: bytes) -> str:
 
 def write_fixed(path: str, data: bytes) -> None:
     """Replace ``path`` with ``data`` atomically, as bytes, keeping the file's permissions."""
-    target = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        shutil.copymode(target, tmp)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_writer(path, "wb", keep_mode=True) as f:
+        f.write(data)
