@@ -20,12 +20,10 @@ instruments off on the doctored side, to find which one costs the time.
 from __future__ import annotations
 
 import argparse
-import datetime
 import itertools
 import json
 import os
 import runpy
-import shlex
 import statistics
 import subprocess
 import sys
@@ -34,7 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _provenance import git_state, sh
+from _provenance import finished, started
 
 from torchpace.measure.noise import MAX_FOREIGN_CORES
 
@@ -332,29 +330,14 @@ def main() -> None:
     from torchpace.measure.env import fingerprint
 
     workloads = [w for w in args.workloads.split(",") if w]
-    env = {
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "command": shlex.join(["python", *sys.argv]),
-        "fingerprint": fingerprint(torch.device("cpu"), measure_peak=False).to_dict(),
-        "torch": torch.__version__,
-        "torchpace_git": git_state(),
-        "uptime_before": sh("uptime"),
-        "loadavg_before": os.getloadavg(),
-    }
+    env = started(fingerprint(torch.device("cpu"), measure_peak=False).to_dict())
     fp = env["fingerprint"]
     print(
         f"{fp['cpu_model']}, {fp['cores']} cores, torch {env['torch']}, "
         f"torchpace {env['torchpace_git']}; load: {env['uptime_before']}"
     )
     rows = measure(workloads, args.rounds, args.measured, off, control=args.control)
-    env["uptime_after"] = sh("uptime")
-    env["loadavg_after"] = os.getloadavg()
-    env["torchpace_git_after"] = git_state()
-    if env["torchpace_git_after"] != env["torchpace_git"]:
-        print(
-            f"WARNING: torchpace's source changed during the run ({env['torchpace_git']} ->"
-            f" {env['torchpace_git_after']}); measure again on a quiet tree"
-        )
+    finished(env)
     summary = summarise(rows)
     report(summary, args.rounds, args.measured)
     print(f"load: {env['uptime_after']}")

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import ast
-import datetime
 import itertools
 import json
 import os
@@ -41,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from _provenance import git_state, sh
+from _provenance import finished, started
 from _steptimer import CompileWatch, steady_steps, step_flops
 from torch.utils.data import DataLoader
 
@@ -886,14 +885,8 @@ def main() -> None:
             "warmup": warmup if args.warmup is None else args.warmup,
         }
     dev = torch.device("cpu")
-    env: dict[str, Any] = {
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "command": shlex.join(["python", *sys.argv]),
-        "fingerprint": fingerprint(dev).to_dict(),  # measures (or reads cached) matmul peaks
-        "torch": torch.__version__,
-        "torchpace_git": git_state(),
-        "uptime_before": sh("uptime"),
-        "loadavg_before": os.getloadavg(),
+    # the fingerprint measures (or reads cached) matmul peaks
+    env: dict[str, Any] = started(fingerprint(dev).to_dict()) | {
         "settings": settings,
         "workloads": workloads,
         "compile_cache": "a fresh TORCHINDUCTOR_CACHE_DIR per part: cold at each graph's first "
@@ -921,13 +914,7 @@ def main() -> None:
             results[p] = run[p]()
             results[p]["wall_s"] = time.perf_counter() - t0
         print(f"{p}: {results[p]['wall_s']:.0f} s", flush=True)
-    env.update(uptime_after=sh("uptime"), loadavg_after=os.getloadavg())
-    env["torchpace_git_after"] = git_state()
-    if env["torchpace_git_after"] != env["torchpace_git"]:
-        print(
-            f"WARNING: torchpace's source changed during the run ({env['torchpace_git']} -> "
-            f"{env['torchpace_git_after']}); measure again on a quiet tree"
-        )
+    finished(env)
     verdicts: list[str] = []
     if "verbs" in results:
         report_verbs(results["verbs"])

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import datetime
 import json
 import os
 import shlex
@@ -39,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from _provenance import git_state, sh
+from _provenance import finished, started
 
 from speedups import (
     DEFAULTS,
@@ -391,14 +390,8 @@ def main() -> None:
     root = args.dir or Path(tempfile.mkdtemp(prefix="torchpace-tune-bench-"))
     dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")  # as the scripts choose
     goals = GOALS.get(dev.type, {})
-    env: dict[str, Any] = {
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "command": shlex.join(["python", *sys.argv]),
-        "fingerprint": fingerprint(dev).to_dict(),  # measures (or reads cached) matmul peaks
-        "torch": torch.__version__,
-        "torchpace_git": git_state(),
-        "uptime_before": sh("uptime"),
-        "loadavg_before": os.getloadavg(),
+    # the fingerprint measures (or reads cached) matmul peaks
+    env: dict[str, Any] = started(fingerprint(dev).to_dict()) | {
         "settings": {"budget": args.budget, "fit": fit, "dir": str(root)},
         "workloads": workloads,
         "compile_cache": "a fresh TORCHINDUCTOR_CACHE_DIR per workload: cold in its tune, warm "
@@ -433,13 +426,7 @@ def main() -> None:
         results[w] = workload_part(w, args.budget, root, goals.get(w), fit)
         save([])  # after each workload: a killed run keeps what it measured
     env["wall_s"] = time.perf_counter() - t0
-    env.update(uptime_after=sh("uptime"), loadavg_after=os.getloadavg())
-    env["torchpace_git_after"] = git_state()
-    if env["torchpace_git_after"] != env["torchpace_git"]:
-        print(
-            f"WARNING: torchpace's source changed during the run ({env['torchpace_git']} -> "
-            f"{env['torchpace_git_after']}); measure again on a quiet tree"
-        )
+    finished(env)
     print()
     verdicts = report(results, env)
     for line in verdicts:
