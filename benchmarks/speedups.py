@@ -63,6 +63,7 @@ from torchpace.speedups import (
     use_channels_last,
 )
 from torchpace.train import Plan, prepare
+from torchpace.tune.build import training_loader
 from torchpace.workloads import load
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -130,14 +131,7 @@ def spread(s: Summary | dict[str, Any], fmt: str = ".2f", quart: bool = True) ->
 def first_batches(recipe: Any, n: int) -> list[Any]:
     """The first ``n`` batches of the recipe's loader as ``torchpace fit`` builds it (shuffled
     with SEED, full batches), collated once, so no configuration's step waits on the loader."""
-    loader = DataLoader(
-        recipe.dataset("train", seed=SEED),
-        batch_size=recipe.batch_size,
-        shuffle=True,
-        drop_last=True,
-        collate_fn=getattr(recipe, "collate", None),
-        generator=torch.Generator().manual_seed(SEED),
-    )
+    loader = training_loader(recipe, SEED)
     out: list[Any] = []
     while len(out) < n:  # past an epoch, the next pass reshuffles, as training does
         out.extend(itertools.islice(loader, n - len(out)))

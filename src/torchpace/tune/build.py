@@ -42,11 +42,18 @@ def build(recipe: Any, seed: int) -> tuple[nn.Module, torch.optim.Optimizer, Dat
         loader = got[0] if isinstance(got, tuple) else got  # (train, val) or train
         what = "a torch DataLoader (or a (train, val) pair)"
         return model, optimizer, _expect(loader, DataLoader, "loaders(batch_size, ...)", what)
-    # No workers here: prepare() applies the plan's loader settings (TP101 is the plan's job).
+    loader = training_loader(recipe, seed)
+    return model, optimizer, loader
+
+
+def training_loader(recipe: Any, seed: int) -> DataLoader[Any]:
+    """The recipe's train split in batches of ``recipe.batch_size``, full batches only,
+    shuffled by a generator seeded with ``seed``."""
     train = _expect(
         recipe.dataset("train", seed=seed), Dataset, "dataset('train', seed)", "a torch Dataset"
     )
-    loader = DataLoader(  # noqa: TP101
+    # No workers here: prepare() applies the plan's loader settings (TP101 is the plan's job).
+    return DataLoader(  # noqa: TP101
         train,
         batch_size=recipe.batch_size,
         shuffle=True,
@@ -54,7 +61,6 @@ def build(recipe: Any, seed: int) -> tuple[nn.Module, torch.optim.Optimizer, Dat
         collate_fn=getattr(recipe, "collate", None),
         generator=torch.Generator().manual_seed(seed),
     )
-    return model, optimizer, loader
 
 
 def _expect(value: Any, kind: type, factory: str, what: str) -> Any:
