@@ -182,8 +182,14 @@ def _train(args: argparse.Namespace) -> int:
 def _leave_group() -> None:
     """Leave torchrun's process group together: every rank waits for the others first, so none
     tears it down while another still uses it."""
+    import gc
+
     import torch.distributed as dist
 
     if dist.is_available() and dist.is_initialized():
+        # fit()'s DistributedDataParallel sits in reference cycles; collected only at interpreter
+        # exit, its gloo work objects aborted the process now and then ("terminate called
+        # without an active exception"). Free it while the group and the interpreter are alive.
+        gc.collect()
         dist.barrier()
         dist.destroy_process_group()

@@ -5,6 +5,7 @@ Each rank writes what it saw to OUT/rank<r>.json; the test compares the ranks.
 
 from __future__ import annotations
 
+import gc
 import json
 import sys
 from pathlib import Path
@@ -122,6 +123,8 @@ def main() -> None:
     (OUT / f"rank{w.rank}.json").write_text(json.dumps(out))
     # Both ranks done before either tears down the group: a rank that leaves while the other
     # still talks to it can abort in gloo's threads at exit.
+    model = opt = loader = None  # type: ignore[assignment]
+    gc.collect()  # the DDP modules, in reference cycles, go before the group (see fit's command)
     dist.barrier()
     dist.destroy_process_group()
 
