@@ -8,7 +8,18 @@ from conftest import run_python
 from torchpace import __version__
 from torchpace.cli import build_parser, main
 
-SUBCOMMANDS = ("techniques", "env", "bench", "demo", "lint", "rules", "rule", "fit", "tune")
+SUBCOMMANDS = (
+    "techniques",
+    "env",
+    "bench",
+    "demo",
+    "lint",
+    "rules",
+    "rule",
+    "fit",
+    "tune",
+    "report",
+)
 
 
 def test_version_via_python_m() -> None:

@@ -150,22 +150,33 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     script = _demo_script()
     shown = os.path.relpath(script)
     out = Path(args.out)
-    print(f"torchpace demo, 1/3 lint: the slow patterns in {shown}, statically\n", flush=True)
+    print(f"torchpace demo, 1/4 lint: the slow patterns in {shown}, statically\n", flush=True)
     lint.run(build_parser().parse_args(["lint", str(script)]))
-    print(f"\ntorchpace demo, 2/3 doctor: {shown} run and measured, unmodified\n", flush=True)
+    print(f"\ntorchpace demo, 2/4 doctor: {shown} run and measured, unmodified\n", flush=True)
     doctor_args = ["doctor", "--steps", "20", "--json", str(out / "doctor.json"), str(script)]
     rc = doctor.run(build_parser().parse_args([*doctor_args, "--", "--steps", "200"]))
     if rc != 0:
         return rc
     print(
-        f"\ntorchpace demo, 3/3 tune: the techniques tried on the cnn recipe {shown} trains, "
+        f"\ntorchpace demo, 3/4 tune: the techniques tried on the cnn recipe {shown} trains, "
         f"each in a fresh process, within a {args.tune_budget} budget\n",
         flush=True,
     )
     from torchpace.tune import command as tune
 
     tune_args = ["tune", "cnn", "--budget", args.tune_budget, "--steps", "12", "--out", str(out)]
-    return tune.run(build_parser().parse_args(tune_args))
+    rc = tune.run(build_parser().parse_args(tune_args))
+    if rc != 0:
+        return rc
+    from torchpace.report import command as report
+
+    html = out / "report.html"
+    print("\ntorchpace demo, 4/4 report: the doctor's and the tune's results on one page\n")
+    results = [str(out / "doctor.json"), str(out / "torchpace-tune.json")]
+    rc = report.run(build_parser().parse_args(["report", *results, "-o", str(html), "--quiet"]))
+    if rc == 0:
+        print(f"open it in a browser: {html.resolve().as_uri()}")
+    return rc
 
 
 def _add_bench_options(p: argparse.ArgumentParser) -> None:
@@ -296,6 +307,10 @@ def build_parser() -> argparse.ArgumentParser:
     from torchpace.tune.command import add_parser as add_tune
 
     add_tune(sub)
+
+    from torchpace.report.command import add_parser as add_report
+
+    add_report(sub)
 
     p = sub.add_parser("rules", help="list the lint rules")
     p.add_argument(

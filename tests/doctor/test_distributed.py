@@ -219,7 +219,7 @@ def test_torchrun_two_gloo_ranks_report_once_with_the_planted_straggler(tmp_path
             sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
             "--standalone", "--log-dir", str(logs), "--redirects", "3",
             "-m", "torchpace", "doctor", "--steps", "4", "--warmup", "1",
-            "--json", str(out_json), str(SCRIPT),
+            "--json", str(out_json), "--html", str(tmp_path / "doctor.html"), str(SCRIPT),
         ],
         capture_output=True, text=True, timeout=120, cwd=ROOT, env=env,
     )  # fmt: skip
@@ -227,6 +227,10 @@ def test_torchrun_two_gloo_ranks_report_once_with_the_planted_straggler(tmp_path
     result = json.loads(out_json.read_text())
     assert [r["rank"] for r in result["ranks"]] == [0, 1]
     assert result["distributed"]["missing"] == []
+    assert result["command"][:3] == ["torchpace", "doctor", "--steps"]
+    # The page draws a bar per rank (their names are the chart's y labels) and the ranks table.
+    page = (tmp_path / "doctor.html").read_text()
+    assert "rank 0, rank 1" in page and "Ranks (2 of 2 reported)" in page
     straggler = _patterns(result)["rank-straggler"]
     assert straggler["measured"]["slowest_rank"] == 1
     (rank0,) = logs.glob("*/attempt_0/0/stdout.log")

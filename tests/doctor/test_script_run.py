@@ -109,7 +109,10 @@ def test_a_script_that_does_not_parse_is_named_with_its_line(tmp_path: Path) -> 
 def test_a_script_error_shows_its_own_traceback_and_the_partial_report(tmp_path: Path) -> None:
     target = SCRIPTS / "raises.py"
     report = tmp_path / "report.json"
-    proc = _doctor("--warmup", "1", "--steps", "50", "--json", str(report), str(target))
+    html = tmp_path / "report.html"
+    proc = _doctor(
+        "--warmup", "1", "--steps", "50", "--json", str(report), "--html", str(html), str(target)
+    )  # fmt: skip
     assert proc.returncode == 1
     raise_line, loop_line = _line(target, "raise"), _line(target, "loop")
     lines = proc.stderr.splitlines()
@@ -128,6 +131,8 @@ def test_a_script_error_shows_its_own_traceback_and_the_partial_report(tmp_path:
     assert result["outcome"] == "the script raised RuntimeError"
     assert result["run"]["optimizer_steps_seen"] == 10
     assert result["steps"]["measured"] == 8
+    # The partial report is a page too, saying how the run ended.
+    assert "the script raised RuntimeError" in html.read_text()
 
 
 def test_the_scripts_exit_status_is_the_doctors(tmp_path: Path) -> None:

@@ -290,7 +290,8 @@ def test_the_cli_writes_the_plan_and_results_and_prints_the_table(
     ran = _count_runs(monkeypatch)
     out = tmp_path / "out"
     argv = ["tune", tuned.recipe, "--budget", "2m", "--steps", str(STEPS)]
-    assert main([*argv, "--warmup", str(WARMUP), "--out", str(out)]) == 0
+    html = tmp_path / "tune.html"
+    assert main([*argv, "--warmup", str(WARMUP), "--out", str(out), "--html", str(html)]) == 0
     assert ran == []
     assert Plan.load(out / "torchpace-plan.json") == tuned.outcome.plan
     result = json.loads((out / "torchpace-tune.json").read_text())
@@ -302,6 +303,13 @@ def test_the_cli_writes_the_plan_and_results_and_prints_the_table(
     assert f"torchpace tune {tuned.recipe}" in printed
     assert "rejected: loss" in printed or not cpu_supports_bf16()
     assert f"wrote {out / 'torchpace-plan.json'}" in printed
+    # The report's header: when, the command line, and the environment with its peak rates.
+    assert result["command"][0] == "torchpace"
+    assert result["created"].endswith("+00:00")
+    assert result["environment"]["peak_tflops_fp32"] > 0
+    assert f"wrote {html}" in printed
+    page = html.read_text()
+    assert f"torchpace tune {tuned.recipe}" in page and 'id="verdicts"' in page
 
 
 def test_the_cli_names_a_missing_factory(

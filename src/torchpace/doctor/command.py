@@ -35,7 +35,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--steps", type=int, default=30, help="measured steps; 0 runs to the end")
     p.add_argument("--warmup", type=int, default=3, help="warm-up steps, not measured (>= 1)")
     p.add_argument("--json", metavar="PATH", help="write the full result as JSON")
-    p.add_argument("--html", metavar="PATH", help="write the report as one HTML file")
+    p.add_argument(
+        "--html", metavar="PATH", help="write the report as one HTML file (torchpace report)"
+    )
     p.add_argument("--no-lint", action="store_true", help="do not merge static lint findings")
     p.add_argument(
         "--first-step-timeout",
@@ -50,25 +52,12 @@ def add_parser(sub: Any) -> None:
     p.set_defaults(func=run)
 
 
-def _write_html(path: str, result: dict[str, Any]) -> None:
-    """The terminal report as one self-contained HTML page (rich renders both)."""
-    import io
-
-    from rich.console import Console
-
-    from torchpace._files import atomic_write_text
-    from torchpace.doctor.terminal import render
-
-    console = Console(record=True, width=100, file=io.StringIO())
-    console.print(render(result))
-    atomic_write_text(path, console.export_html(inline_styles=True))
-
-
 def run(args: argparse.Namespace) -> int:
     if args.steps < 0:
         raise ValueError(f"--steps must be 0 (run to the end) or more, not {args.steps}")
     if args.warmup < 1:
         raise ValueError(f"--warmup must be at least 1, not {args.warmup}")
+    command = ["torchpace", *sys.argv[1:]]  # before the script's run replaces sys.argv
     script_args = list(args.args)
     if script_args[:1] == ["--"]:
         script_args = script_args[1:]
@@ -98,8 +87,9 @@ def run(args: argparse.Namespace) -> int:
     result = distributed.gather(ran.result)
     if result is None:  # not rank 0: rank 0 reports for every rank
         return ran.exit_code
+    result["command"] = command
     sys.stdout.flush()
-    print_report(result)
+    print_report(result, top=args.top)
     if args.json:
         from torchpace._files import atomic_write_text
 
@@ -107,6 +97,10 @@ def run(args: argparse.Namespace) -> int:
         atomic_write_text(args.json, json.dumps(result, indent=2, allow_nan=False) + "\n")
         print(f"wrote {args.json}")
     if args.html:
-        _write_html(args.html, result)
+        from pathlib import Path
+
+        from torchpace.report.command import write_html
+
+        write_html(Path(args.html), [("doctor", result)], [args.script])
         print(f"wrote {args.html}")
     return ran.exit_code

@@ -58,11 +58,14 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--device", default="auto", help="cpu, cuda or auto (default)")
     p.add_argument("--out", type=Path, default=Path("."), help="where the plan and results go")
     p.add_argument("--no-cache", action="store_true", help="run every trial again")
-    p.add_argument("--html", type=Path, help="also write the HTML report here (when available)")
+    p.add_argument("--html", type=Path, help="also write the HTML report here (torchpace report)")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    import datetime as dt
+    import sys
+
     import torch
 
     from torchpace._files import atomic_write_text
@@ -75,6 +78,8 @@ def run(args: argparse.Namespace) -> int:
     from torchpace.tune.search import Settings, tune
     from torchpace.tune.table import render, to_text
 
+    command = ["torchpace", *sys.argv[1:]]
+    created = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     recipe = load_recipe(args.recipe)
     device = resolve_device(args.device)
     fp = tune_fingerprint(args.recipe, device=args.device)
@@ -120,7 +125,9 @@ def run(args: argparse.Namespace) -> int:
         "kind": "tune",
         "recipe": args.recipe,
         "fingerprint": fp,
-        "environment": fingerprint(device, measure_peak=False).to_dict(),
+        "created": created,
+        "command": command,
+        "environment": fingerprint(device, measure_peak=True).to_dict(),
         "torch": torch.__version__,
         "settings": {k: v for k, v in vars(settings).items()},
         "band": None
@@ -148,4 +155,9 @@ def run(args: argparse.Namespace) -> int:
     atomic_write_text(result_path, json.dumps(result, indent=2) + "\n")
     print(f"wrote {plan_path} ({', '.join(outcome.plan.techniques()) or 'the recipe as written'})")
     print(f"wrote {result_path}; trials cached in {path}")
+    if args.html:
+        from torchpace.report.command import write_html
+
+        write_html(args.html, [("tune", result)], [str(result_path)])
+        print(f"wrote {args.html}")
     return 0

@@ -58,7 +58,7 @@ _INDENT = "  "
 _ID_WIDTH = 24  # the longest catalogue id, "activation-checkpointing"
 
 
-def _speedup(row: Row) -> str:
+def speedup_text(row: Row) -> str:
     if row.speedup is None:
         return _DASH
     if row.speedup_lo is None or row.speedup_hi is None:
@@ -72,7 +72,7 @@ def _trial(row: Row) -> Text:
     return Text("\n".join([row.name, *(_INDENT + t for t in ids)]))
 
 
-def _delta(d: float | None) -> str:
+def delta_text(d: float | None) -> str:
     if d is None:
         return _DASH
     if abs(d) < 0.0005:  # rounds to 0.0%: no sign, so "-0.0%" never shows
@@ -99,10 +99,10 @@ def render(rows: Sequence[Row], *, title: str, caption: str | None = None) -> Ta
     for row, trial in zip(rows, trials, strict=True):
         table.add_row(
             trial,
-            _speedup(row),
+            speedup_text(row),
             _DASH if row.cumulative is None else f"{row.cumulative:.2f}×",
             _DASH if row.peak_bytes is None else f"{row.peak_bytes / 2**20:,.0f}",
-            _delta(row.loss_delta),
+            delta_text(row.loss_delta),
             Text(row.verdict),  # Text, not markup: a "[" in a reason is shown as written
         )
     return table

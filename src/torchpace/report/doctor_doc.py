@@ -1,0 +1,313 @@
+"""A doctor result (schema ``torchpace.doctor/1``) as a report ``Document``: the step-time
+breakdown (per rank when distributed), throughput and MFU, the ranked findings, the sync hot spots
+and memory. No torch here."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from torchpace.report import fmt
+from torchpace.report.document import (
+    Block,
+    Cell,
+    Chart,
+    Document,
+    Facts,
+    Link,
+    Paragraph,
+    Section,
+    Segment,
+    StackedBars,
+    table,
+)
+from torchpace.report.references import references, rule_anchor, technique_anchor
+
+# The phases of a step, in the doctor's order (torchpace.doctor.phases.PHASES; not imported so
+# that the report does not pull in the doctor's instruments).
+PHASES = ("data", "copy", "forward", "backward", "optimizer", "sync", "eval", "other")
+
+
+def _steps_line(result: dict[str, Any]) -> str:
+    steps = result["steps"]
+    excluded = ", ".join(f"{n} {why}" for why, n in steps["excluded"].items()) or "none"
+    return (
+        f"{steps['kept']} of {steps['measured']} measured steps kept (excluded: {excluded}); "
+        f"{steps['warmup']} warm-up steps and {steps['probe']} probe step were run first and not "
+        f"timed. Outcome: {result['outcome']}."
+    )
+
+
+def _how(result: dict[str, Any], clock: str) -> str:
+    n = result["steps"]["kept"]
+    return (
+        f"Median over {n} kept steps of each phase's time ({clock}); a step runs from one "
+        f"optimizer.step() to the next; warm-up, probe, compile and evaluation steps excluded."
+    )
+
+
+def _breakdown_chart(result: dict[str, Any]) -> Chart:
+    ranks = result.get("ranks") or []
+    rows: list[tuple[str, dict[str, float]]]
+    if len(ranks) > 1:
+        rows = [(f"rank {r['rank']}", r["phase_seconds"]) for r in ranks if r["phase_seconds"]]
+        clock = "host clock, each rank's own steps"
+    else:
+        rows = [("host clock", {k: v["seconds"]["median"] for k, v in result["breakdown"].items()})]
+        if "device_breakdown" in result:
+            dev = result["device_breakdown"]
+            rows.append(("GPU events", {k: v["seconds"]["median"] for k, v in dev.items()}))
+        clock = "host clock" + (" and CUDA events" if len(rows) > 1 else "")
+    shown = [p for p in PHASES if any(r.get(p, 0.0) * 1e3 >= 0.05 for _, r in rows)]
+    bars = tuple(label for label, _ in rows)
+    segments = tuple(Segment(p, tuple(r.get(p, 0.0) * 1e3 for _, r in rows)) for p in shown)
+    data_rows: list[list[Cell]] = []
+    for p in shown:
+        cells: list[Cell] = [p]
+        for _, r in rows:
+            total = sum(r.values()) or 1.0
+            cells += [fmt.ms(r.get(p, 0.0), 2), fmt.pct(r.get(p, 0.0) / total)]
+        data_rows.append(cells)
+    columns = ["phase"]
+    for label in bars:
+        columns += [f"{label} ms", "share"]
+    biggest = max(shown, key=lambda p: sum(r.get(p, 0.0) for _, r in rows)) if shown else "none"
+    alt = (
+        f"Stacked bar of the median step time split by phase, {len(bars)} bar(s) "
+        f"({', '.join(bars)}); the largest phase is {biggest}."
+    )
+    return Chart(
+        id="doctor-breakdown",
+        title="Where a training step's time goes",
+        plot=StackedBars(bars, segments, unit="ms per step"),
+        alt=alt,
+        how=_how(result, clock),
+        data=table(columns, data_rows, right=range(1, len(columns))),
+    )
+
+
+def _ranks_table(dist: dict[str, Any]) -> Block:
+    rows = [
+        [
+            str(r["rank"]),
+            fmt.ms(r["step_median_s"]),
+            fmt.ms(r["wait_s"]),
+            fmt.ms(r["work_s"]),
+            fmt.pct(r["data_share"]),
+        ]
+        for r in dist["per_rank"]
+    ]
+    return table(
+        ["rank", "step ms", "waiting in backward ms", "own work ms", "data wait"],
+        rows,
+        right=range(5),
+        title=f"Ranks ({len(dist['reported'])} of {dist['world_size']} reported)",
+        caption="Waiting: the rank's backward time above the fastest rank's (time spent in the "
+        "gradient all-reduce for slower ranks); own work: the rest of its step.",
+    )
+
+
+def _step_section(result: dict[str, Any]) -> Section:
+    blocks: list[Block] = [Paragraph(_steps_line(result))]
+    if result.get("note"):
+        blocks.append(Paragraph(result["note"], tone="note"))
+    if "breakdown" in result:
+        blocks.append(_breakdown_chart(result))
+    dist = result.get("distributed")
+    if dist and dist.get("per_rank"):
+        blocks.append(_ranks_table(dist))
+        if dist.get("note"):
+            blocks.append(Paragraph(dist["note"], tone="note"))
+    return Section("step-time", "Step time", tuple(blocks))
+
+
+def _quartiles(s: dict[str, Any], scale: float, unit: str, digits: int = 1) -> str:
+    return (
+        f"{s['median'] * scale:.{digits}f} {unit} (IQR {s['q1'] * scale:.{digits}f}–"
+        f"{s['q3'] * scale:.{digits}f}, {s['n']} steps)"
+    )
+
+
+def _throughput_section(result: dict[str, Any]) -> Section | None:
+    if "step_seconds" not in result:
+        return None
+    items: list[tuple[str, Cell]] = [("step time", _quartiles(result["step_seconds"], 1e3, "ms"))]
+    if result.get("samples_per_s"):
+        items.append(("throughput", _quartiles(result["samples_per_s"], 1, "samples/s")))
+    dist = result.get("distributed") or {}
+    if dist.get("samples_per_s_total"):
+        items.append(("all ranks", f"{dist['samples_per_s_total']:.1f} samples/s"))
+    util = result["utilisation"]
+    if util.get("flops_per_step"):
+        items.append(("work", f"{util['flops_per_step'] / 1e9:.2f} GFLOP per step"))
+    if util.get("achieved_tflops") is not None:
+        items.append(("achieved", f"{util['achieved_tflops']:.3f} TFLOP/s"))
+    if util.get("mfu") is not None:
+        items.append(
+            (
+                "MFU",
+                f"{util['mfu']:.1%} of {util['peak_tflops']:.2f} TFLOP/s ({util['math_mode']} "
+                "peak)",
+            )
+        )
+    else:
+        items.append(("MFU", "not known: no FLOP count or no peak for this device"))
+    blocks: list[Block] = [Facts(tuple(items))]
+    how = (
+        "Medians and interquartile ranges over the kept steps. FLOPs per step are counted once, "
+        "on the untimed probe step, by torch.utils.flop_counter; MFU is the achieved rate over "
+        "the device's peak for the math mode in use (measured by a matmul on a CPU, the vendor's "
+        "figure on a known GPU)."
+    )
+    blocks.append(Paragraph(how, tone="muted"))
+    if util.get("note"):
+        blocks.append(Paragraph(util["note"], tone="note"))
+    return Section("throughput", "Throughput and MFU", tuple(blocks))
+
+
+def _docs(f: dict[str, Any]) -> tuple[Link, ...]:
+    links = [Link(f["code"], rule_anchor(f["code"]))] if f.get("code") else []
+    return (*links, Link(f["technique"], technique_anchor(f["technique"])))
+
+
+def _change(f: dict[str, Any]) -> str:
+    text = f"{f['message']} → {f['fix']}"
+    if f["status"] != "measured":
+        text += f" ({f['status']})"
+    verb = f["applies"]["verb"]
+    how = [v for v in (verb, "torchpace tune" if f["applies"]["tune"] else None) if v]
+    if how:
+        text += f" Applied by {' / '.join(how)}."
+    return text
+
+
+def _findings_section(result: dict[str, Any], top: int | None) -> Section:
+    findings = result["findings"][:top]
+    cwd = result["target"].get("cwd")
+    blocks: list[Block] = []
+    if findings:
+        rows: list[list[Cell]] = [
+            [
+                str(i),
+                fmt.DASH if f["gain"] is None else fmt.pct(f["gain"]),
+                fmt.where(f["path"], f["line"], cwd),
+                fmt.measured(f.get("measured") or {}),
+                _change(f),
+                _docs(f),
+            ]
+            for i, f in enumerate(findings, 1)
+        ]
+        blocks.append(
+            table(
+                ["#", "gain", "where", "measured", "what to change", "docs"],
+                rows,
+                right=(0, 1),
+                wide=4,
+                caption="Gain: the estimated share of the step time the change recovers, from "
+                "the measured phase times; findings without a measured cost (lint only, or not "
+                "seen running) come last.",
+            )
+        )
+    else:
+        blocks.append(Paragraph("No findings."))
+    rest = len(result["findings"]) - len(findings)
+    if rest > 0:
+        blocks.append(
+            Paragraph(f"{rest} more findings in the JSON result and the HTML report.", "muted")
+        )
+    skipped = result.get("skipped_patterns") or {}
+    if skipped:
+        listed = "; ".join(f"{k}: {why}" for k, why in skipped.items())
+        blocks.append(Paragraph(f"Not checked on this run: {listed}.", tone="muted"))
+    for err in result.get("lint_errors") or []:
+        blocks.append(Paragraph(f"lint could not read a file: {err}", tone="note"))
+    return Section("findings", "Findings, ranked by estimated gain", tuple(blocks))
+
+
+def _syncs_section(result: dict[str, Any]) -> Section | None:
+    rows = result.get("syncs") or []
+    if not rows:
+        return None
+    cwd = result["target"].get("cwd")
+    body = [
+        [
+            fmt.where(r["path"], r["line"], cwd),
+            r["call"],
+            f"{r['per_step']:g}",
+            f"{r['steps_with']} of {result['steps']['kept']}",
+            "not measured on CPU"
+            if r["blocked_s_per_step"] is None
+            else fmt.ms(r["blocked_s_per_step"], 2),
+        ]
+        for r in rows
+    ]
+    return Section(
+        "syncs",
+        "Sync hot spots",
+        (
+            table(
+                ["where", "call", "per step", "steps with it", "blocked ms/step"],
+                body,
+                right=(2, 3, 4),
+                caption="Host reads of tensor values (syncs on a GPU), counted at the line that "
+                "made them over the kept steps; the blocked time is measured on CUDA only, where "
+                "the host waits for queued work.",
+            ),
+        ),
+    )
+
+
+def _memory_section(result: dict[str, Any]) -> Section:
+    mem = result["memory"]
+    items: list[tuple[str, Cell]] = [
+        ("peak", f"{fmt.mib(mem.get('peak_bytes'))} ({mem.get('kind', '?')})"),
+        ("measured", f"since the {mem.get('since', 'start')}"),
+    ]
+    if mem.get("alloc_retries"):
+        items.append(("allocator retries", str(mem["alloc_retries"])))
+    for r in result.get("ranks") or []:
+        if len(result.get("ranks") or []) > 1:
+            items.append((f"rank {r['rank']} peak", fmt.mib(r.get("peak_memory_bytes"))))
+    how = (
+        "Resident set size of the process on a CPU; torch.cuda.max_memory_allocated on a GPU, "
+        "reset at the end of warm-up."
+    )
+    return Section("memory", "Memory", (Facts(tuple(items)), Paragraph(how, tone="muted")))
+
+
+def header(result: dict[str, Any]) -> Facts:
+    target = result["target"]
+    script = target.get("script") or target.get("kind", "?")
+    args = target.get("args") or []
+    items: list[tuple[str, Cell]] = [
+        ("script", fmt.command_line([script, *args]) if args else script),
+        ("date", result.get("created", fmt.DASH)),
+        ("command", fmt.command_line(result.get("command"))),
+        ("working directory", target.get("cwd") or fmt.DASH),
+        ("environment", fmt.environment(result["env"])),
+    ]
+    return Facts(tuple(items))
+
+
+def build(result: dict[str, Any], *, top: int | None = None) -> Document:
+    """The document of a doctor result; ``top`` keeps the first ``top`` findings (the terminal
+    after a run), None keeps all."""
+    sections = [
+        _step_section(result),
+        _throughput_section(result),
+        _findings_section(result, top),
+        _syncs_section(result),
+        _memory_section(result),
+    ]
+    findings = result["findings"][:top]
+    refs = references(
+        techniques=[f["technique"] for f in findings],
+        rules=[f["code"] for f in findings if f.get("code")],
+    )
+    if refs is not None:
+        sections.append(refs)
+    return Document(
+        kind="doctor",
+        title="torchpace doctor",
+        header=header(result),
+        sections=tuple(s for s in sections if s is not None),
+    )

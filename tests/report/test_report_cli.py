@@ -1,0 +1,69 @@
+"""``torchpace report``: terminal view and page from result files, and errors that say what to
+give instead, without writing anything."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from report_helpers import DOCTOR, TUNE
+
+from torchpace.cli import main
+
+
+def test_report_prints_the_view_and_writes_the_page_beside_the_result(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    src = tmp_path / "doctor.json"
+    shutil.copy(DOCTOR, src)
+    assert main(["report", str(src)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("torchpace doctor\n")
+    assert "Findings, ranked by estimated gain" in out
+    assert out.endswith(f"wrote {tmp_path / 'doctor.html'}\n")
+    assert 'id="findings"' in (tmp_path / "doctor.html").read_text()
+
+
+def test_two_results_go_on_one_page(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    html = tmp_path / "out.html"
+    assert main(["report", str(DOCTOR), str(TUNE), "-o", str(html), "--quiet"]) == 0
+    assert capsys.readouterr().out == f"wrote {html}\n"
+    text = html.read_text()
+    assert text.index('id="r1-findings"') < text.index('id="r2-verdicts"')
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (None, "no such file"),
+        ("{", "not valid JSON"),
+        ('{"kind": "bench"}', "not a torchpace doctor or tune result"),
+    ],
+)
+def test_a_bad_result_is_a_usage_error_and_writes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str | None, message: str
+) -> None:
+    src = tmp_path / "r.json"
+    if content is not None:
+        src.write_text(content)
+    assert main(["report", str(src), "-o", str(tmp_path / "r.html")]) == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "r.html").exists()
+
+
+def test_the_page_never_overwrites_a_result(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    src = tmp_path / "doctor.json"
+    shutil.copy(DOCTOR, src)
+    assert main(["report", str(src), "-o", str(src)]) == 2
+    assert "is one of the results" in capsys.readouterr().err
+    assert src.read_bytes() == DOCTOR.read_bytes()
+
+
+def test_an_output_in_a_missing_folder_names_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["report", str(DOCTOR), "-o", str(tmp_path / "nope" / "r.html")]) == 2
+    assert f"{tmp_path / 'nope'} does not exist" in capsys.readouterr().err
