@@ -108,8 +108,12 @@ def test_every_in_page_link_lands_on_an_element(opened: Any) -> None:
     )
     assert missing == []
     assert tab.locator('a[href="#r1-technique-amp-bf16"]').count() >= 1
+    entry = tab.locator("#r1-rule-tp302")
+    assert not entry.evaluate("e => e.open")  # references start collapsed ...
     tab.locator('#r1-findings a[href="#r1-rule-tp302"]').first.click()
     assert tab.evaluate("() => location.hash") == "#r1-rule-tp302"
+    assert entry.evaluate("e => e.open")  # ... and a link to one opens it
+    assert entry.locator("pre code").first.is_visible()  # its example
 
 
 def test_a_screenshot_and_a_print_are_written(opened: Any, tmp_path: Path) -> None:
@@ -121,7 +125,8 @@ def test_a_screenshot_and_a_print_are_written(opened: Any, tmp_path: Path) -> No
     # Printing opens every chart's table of figures, so the printout holds them too.
     assert tab.locator("details[open]").count() == 0
     tab.evaluate("() => window.dispatchEvent(new Event('beforeprint'))")
-    assert tab.locator("details[open]").count() == tab.locator("details").count() == 4
+    assert tab.locator("details[open]").count() == tab.locator("details").count()
+    assert tab.locator("details.chart-data").count() == 4
     pdf = tab.pdf(path=str(tmp_path / "report.pdf"))
     assert pdf[:5] == b"%PDF-" and len(pdf) > 50_000
     assert problems == []

@@ -64,7 +64,7 @@ def _stacked(fig: Figure, plot: StackedBars) -> None:
     ax.set_yticks(y, [_label(b) for b in plot.bars])
     ax.invert_yaxis()
     ax.set_xlabel(plot.unit)
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.35), ncols=4, frameon=False)
+    fig.legend(loc="outside lower center", ncols=len(plot.segments), frameon=False)
 
 
 def _range_bars(fig: Figure, plot: RangeBars) -> None:
@@ -100,7 +100,7 @@ def _range_bars(fig: Figure, plot: RangeBars) -> None:
         handles = [Patch(color=SERIES_COLOURS[s], label=s) for s in series]
         if not all(b.kept for b in plot.bars):
             handles.append(Patch(color="tab:gray", alpha=0.4, label="not kept"))
-        ax.legend(handles=handles, loc="lower right", frameon=False)
+        fig.legend(handles=handles, loc="outside lower center", ncols=len(handles), frameon=False)
     ax.set_yticks(y, [_label(b.label) for b in plot.bars])
     ax.invert_yaxis()
     ax.set_xlabel(plot.unit)
