@@ -61,3 +61,15 @@ DOCTOR_BENCH_JSON ?= benchmarks/results/$(shell date +%F)-doctor-overhead.json
 .PHONY: bench-doctor
 bench-doctor: $(STAMP)
 	$(PY) benchmarks/doctor_overhead.py --json $(DOCTOR_BENCH_JSON)
+
+# bench-peers: torchpace against Lightning, Accelerate, a hand-tuned loop and the naive scripts
+# (benchmarks/README.md). The peers go into .venv with torch pinned to the installed build, so pip
+# never replaces it (an unpinned torch would pull several GB of CUDA wheels on a CPU machine).
+PEERS_DEVICE = $(shell $(PY) -c "import torch; print('cuda' if torch.cuda.is_available() else 'cpu')" 2>/dev/null)
+PEERS_BENCH_JSON ?= benchmarks/results/$(shell date +%F)-$(PEERS_DEVICE).json
+PEERS_ARGS ?=  # e.g. "--lm-size 300m" on a GPU, "--workloads cnn --rounds 1" for a quick try
+.PHONY: bench-peers
+bench-peers: $(STAMP)
+	$(PY) -c "import torch; print('torch==' + torch.__version__)" > $(VENV)/torch-constraint.txt
+	$(PY) -m pip install --quiet -c $(VENV)/torch-constraint.txt -e ".[bench]"
+	$(PY) benchmarks/peers.py --json $(PEERS_BENCH_JSON) $(PEERS_ARGS)

@@ -69,18 +69,21 @@ _FLOPS: dict[tuple[str, tuple[tuple[int, ...], ...]], int] = {}
 def step_flops(workload: str, batch: Any) -> int:
     """FLOPs of one forward + backward of ``workload``'s model on a batch of ``batch``'s shapes.
 
+    ``workload`` is a recipe as ``torchpace.recipes.load_recipe`` reads it: a built-in workload
+    or a recipe file (peers.py's lm at another size).
+
     Counted by ``torch.utils.flop_counter`` on the meta device (shapes only, no arithmetic), so
     it costs milliseconds; cached per shape. Matmuls, convolutions and attention are counted,
     elementwise work is not (the convention of MFU figures)."""
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
-    from torchpace.workloads import load
+    from torchpace.recipes import load_recipe
 
     tensors = tuple(b for b in batch if isinstance(b, torch.Tensor))
     key = (workload, tuple(tuple(t.shape) for t in tensors))
     if key not in _FLOPS:
-        recipe = load(workload)
+        recipe = load_recipe(workload)
         with torch.device("meta"):
             model = recipe.model()
         meta = tuple(
