@@ -176,7 +176,7 @@ def _change(f: dict[str, Any]) -> str:
     verb = f["applies"]["verb"]
     how = [v for v in (verb, "torchpace tune" if f["applies"]["tune"] else None) if v]
     if how:
-        text += f" Applied by {' / '.join(how)}."
+        text += f"{'' if text.endswith('.') else '.'} Applied by {' / '.join(how)}."
     return text
 
 
