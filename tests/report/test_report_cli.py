@@ -67,3 +67,27 @@ def test_an_output_in_a_missing_folder_names_it(
 ) -> None:
     assert main(["report", str(DOCTOR), "-o", str(tmp_path / "nope" / "r.html")]) == 2
     assert f"{tmp_path / 'nope'} does not exist" in capsys.readouterr().err
+
+
+def test_the_demo_ends_by_writing_the_report_and_printing_its_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The demo's three measuring steps stand in for themselves by writing the committed results
+    # (a real demo run is `make demo`, 1.5 minutes); what is tested is that the report follows.
+    from torchpace.doctor import command as doctor
+    from torchpace.lint import command as lint
+    from torchpace.tune import command as tune
+
+    monkeypatch.setattr(lint, "run", lambda args: 1)  # lint found slow patterns: exit 1
+    monkeypatch.setattr(doctor, "run", lambda args: shutil.copy(DOCTOR, args.json) and 0)
+    monkeypatch.setattr(
+        tune, "run", lambda args: shutil.copy(TUNE, args.out / "torchpace-tune.json") and 0
+    )
+    out = tmp_path / "demo"
+    out.mkdir()
+    assert main(["demo", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    html = out / "report.html"
+    assert printed[-1] == f"open it in a browser: {html.resolve().as_uri()}"
+    page = html.read_text()
+    assert 'id="r1-findings"' in page and 'id="r2-verdicts"' in page
