@@ -28,3 +28,15 @@ def test_keep_mode_keeps_the_replaced_files_permissions(tmp_path: Path) -> None:
         f.write(b"new")
     assert path.read_bytes() == b"new"
     assert stat.S_IMODE(path.stat().st_mode) == 0o750
+
+
+def test_a_new_file_gets_the_permissions_open_would_give(tmp_path: Path) -> None:
+    # Not mkstemp's private 0600: a report or a plan is meant to be read by others.
+    import os
+
+    old = os.umask(0o022)
+    try:
+        atomic_write_text(tmp_path / "report.html", "<html></html>")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "report.html").stat().st_mode) == 0o644

@@ -17,7 +17,8 @@ def atomic_writer(
 ) -> Iterator[IO[Any]]:
     """A file to write ``path`` through: a temporary file beside it, flushed, fsynced and moved
     over ``path`` when the block ends; removed, leaving ``path`` as it was, if the block fails.
-    ``keep_mode``: the new file gets the permissions of the one it replaces."""
+    ``keep_mode``: the new file gets the permissions of the one it replaces; otherwise those
+    that ``open()`` gives a new file (0666 less the umask), not mkstemp's private 0600."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -27,12 +28,20 @@ def atomic_writer(
             yield f
             f.flush()
             os.fsync(f.fileno())
-        if keep_mode:
+        if keep_mode and path.exists():
             shutil.copymode(path, tmp)
+        else:
+            os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)  # the only way to read it is to set it: set it straight back
+    os.umask(mask)
+    return mask
 
 
 def atomic_write_text(path: str | Path, text: str) -> None:
