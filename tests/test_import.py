@@ -18,6 +18,21 @@ def test_import_does_not_import_torch() -> None:
     assert proc.stdout.strip()
 
 
+def test_the_cli_and_the_report_package_import_no_plotting_or_templates() -> None:
+    # `torchpace lint` builds the whole parser: the report's matplotlib and jinja2 (and torch)
+    # are imported only when a report is rendered.
+    code = (
+        "import sys, torchpace.cli, torchpace.report\n"
+        "torchpace.cli.build_parser()\n"
+        "heavy = {'torch', 'matplotlib', 'jinja2', 'rich'} & set(sys.modules)\n"
+        "assert not heavy - {'rich'}, heavy\n"
+        "print('ok')\n"
+    )
+    proc = run_python("-c", code)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "ok"
+
+
 def test_lazy_attributes_resolve() -> None:
     code = (
         "import sys, torchpace\n"
