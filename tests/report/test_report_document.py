@@ -151,3 +151,18 @@ def test_a_result_cut_short_names_the_missing_field() -> None:
     del res["rows"]
     with pytest.raises(ResultError, match="no 'rows' field"):
         document("tune", res)
+
+
+def test_a_cuda_result_draws_the_host_clock_and_the_gpu_events_side_by_side() -> None:
+    res = result(DOCTOR)
+    res["device_breakdown"] = {
+        name: {**row, "seconds": {**row["seconds"], "median": row["seconds"]["median"] / 2}}
+        for name, row in res["breakdown"].items()
+    }
+    chart = charts(document("doctor", res))["doctor-breakdown"]
+    assert isinstance(chart.plot, StackedBars)
+    assert chart.plot.bars == ("host clock", "GPU events")
+    backward = next(s for s in chart.plot.segments if s.name == "backward")
+    assert backward.values[1] == pytest.approx(backward.values[0] / 2)
+    assert "host clock and CUDA events" in chart.how
+    assert chart.data.columns == ("phase", "host clock ms", "share", "GPU events ms", "share")
