@@ -166,3 +166,26 @@ def test_a_cuda_result_draws_the_host_clock_and_the_gpu_events_side_by_side() ->
     assert backward.values[1] == pytest.approx(backward.values[0] / 2)
     assert "host clock and CUDA events" in chart.how
     assert chart.data.columns == ("phase", "host clock ms", "share", "GPU events ms", "share")
+
+
+def test_results_with_nothing_measured_still_render() -> None:
+    # A tune whose every trial failed, and a doctor run stopped before a step was kept: the page
+    # and the terminal leave out what there is no data for instead of failing.
+    from torchpace.report.html import page
+    from torchpace.report.terminal import to_text
+
+    tune = result(TUNE)
+    tune.update(band=None, confirm={}, loader={}, batch_search=[])
+    for t in tune["trials"]:
+        t.update(losses=[], peak_memory_bytes=None, compile_seconds=None)
+    tune["rows"] = [r for r in tune["rows"] if r["name"] == "baseline"]
+    tune["plan"]["techniques"] = []
+    doctor = result(DOCTOR)
+    for key in ("step_seconds", "breakdown", "samples_per_s", "syncs"):
+        del doctor[key]
+    doctor["findings"] = []
+    docs = [document("tune", tune), document("doctor", doctor)]
+    assert [s.id for s in docs[0].sections] == ["summary", "verdicts", "plan"]
+    assert [s.id for s in docs[1].sections] == ["step-time", "findings", "memory"]
+    assert "the recipe as written" in to_text(docs[0])
+    assert "No findings." in page(docs)
