@@ -128,7 +128,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def samples_per_step(contestant: str, workload: str, recipe: Any, plan: dict[str, Any]) -> int:
     """Samples per optimizer step: the naive script's defaults, the plan's, or the recipe's."""
     if contestant == BASELINE:
-        from speedups import SCRIPTS, script_defaults
+        from _speedups_fit import SCRIPTS, script_defaults
 
         d = script_defaults(SCRIPTS[workload])
         return int(d.get("batch-size", recipe.batch_size)) * int(d.get("accum", 1))
@@ -181,9 +181,8 @@ def run_child(contestant: str, job: Any, tmp: Path) -> dict[str, Any]:
 
 def add_flops(run: dict[str, Any], workload: str, spec: str, peak: float | None) -> None:
     """Model FLOPs of the window (torch.utils.flop_counter, per batch shape), TFLOP/s, MFU."""
+    from _speedups_common import shaped_batch
     from _steptimer import step_flops
-
-    from speedups import shaped_batch
 
     flops = sum(step_flops(spec, shaped_batch(workload, s)) for s in run["window_shapes"])
     busy = run["window_s"] - run["compile_s_in_window"]
