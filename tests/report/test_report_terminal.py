@@ -34,12 +34,12 @@ def test_the_doctor_view_reads_as_expected() -> None:
     assert "MFU         40.9% of 0.38 TFLOP/s (fp32 peak)" in lines
     assert lines[
         lines.index(
-            "┃  # ┃ gain ┃ where           ┃ measured         ┃ what to change"
-            "               ┃ docs             ┃"
+            "┃  # ┃ gain ┃ where                    ┃ measured   ┃ what to change"
+            "            ┃ docs             ┃"
         )
         + 2
     ] == (
-        "│  1 │  35% │ examples/naive_ │ compute 95% of   │ forward and backward run in  │ TP302"
+        "│  1 │  35% │ examples/naive_cnn.py:55 │ compute    │ forward and backward run  │ TP302"
         "            │"
     )
     assert (
@@ -48,6 +48,15 @@ def test_the_doctor_view_reads_as_expected() -> None:
     )
     assert "peak      646 MiB (rss)" in lines
     assert "• TP302 cuda-training-without-autocast" in lines
+
+
+def test_the_tune_view_keeps_ids_whole() -> None:
+    # Technique ids never split across lines: the verdict column gives up width first.
+    lines = lines_of("tune", result(TUNE))
+    assert (
+        "│ fold conv     │ conv-bias-before-bn │ 1.02× [1.01–1.05] │      645 │  +2.1% │ "
+        "not worth it       │" in lines
+    )
 
 
 def test_the_tune_view_reads_as_expected() -> None:
@@ -67,8 +76,8 @@ def test_the_tune_view_reads_as_expected() -> None:
         "            │" in lines
     )
     assert (
-        "│ bf16        │ amp-bf16    │ 1.85× [1.75–1.90] │      570 │  +2.1% │ kept alone      "
-        "             │" in lines
+        "│ bf16          │ amp-bf16            │ 1.85× [1.75–1.90] │      570 │  +2.1% │ kept alone"
+        "         │" in lines
     )
     assert any(
         line.startswith("│ batch 128             │   128 │    11 │      2.362 │       1.719 │")
@@ -96,5 +105,5 @@ def test_markup_in_user_strings_is_shown_as_written() -> None:
     res = result(DOCTOR)
     res["findings"][0]["message"] = "[bold red]not markup[/] and [link=x]"
     lines = to_text(document("doctor", res)).splitlines()
-    assert any("│ [bold red]not markup[/] and  │" in line for line in lines)
-    assert any("│ [link=x] → wrap forward and  │" in line for line in lines)
+    assert any("│ [bold red]not markup[/]   │" in line for line in lines)
+    assert any("│ and [link=x] → wrap       │" in line for line in lines)

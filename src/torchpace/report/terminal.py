@@ -50,6 +50,7 @@ _PHASE_STYLE = {
 # and the rest of the 100.
 _NARROW = 24
 _WIDE = 28
+_WIDE_MIN = 16  # the wide column may give up width down to this to keep ids whole
 _MIN_FOLD = 10  # a folding column gives up width for the wide one down to this
 _TONE = {"plain": "", "note": "yellow", "muted": "dim"}
 
@@ -74,31 +75,37 @@ def _facts(f: Facts) -> RichTable:
 def _widths(t: Table, cells: list[list[Text]]) -> list[int | None]:
     """Fixed column widths when ``t`` has a wide column: numbers as wide as they and their
     header are, other columns as wide as their content up to ``_NARROW``, and the wide one what
-    is left of ``WIDTH`` (at least ``_WIDE``: the others give up width for it, widest first).
+    is left of ``WIDTH``. When that is under ``_WIDE``, the other columns give up width, widest
+    first: first down to their longest word (so an id or a path is not split), then the wide
+    column down to ``_WIDE_MIN``, and only then down to ``_MIN_FOLD``, splitting words.
     rich alone would share the width out evenly and fold a long message into a narrow column."""
     if t.wide is None:
         return [None] * len(t.columns)
     widths: list[int] = []
+    floors: list[int] = []  # each column's longest word: shrinking below it splits words
     for i, col in enumerate(t.columns):
-        content = max(
-            (cell_len(line) for row in cells for line in row[i].plain.splitlines()), default=0
-        )
+        lines = [line for row in cells for line in row[i].plain.splitlines()]
+        content = max((cell_len(line) for line in lines), default=0)
+        word = max((cell_len(w) for text in [*lines, col] for w in text.split()), default=0)
         if t.alignment(i) == "right":
             widths.append(max(content, cell_len(col)))
         else:
-            word = max((cell_len(w) for w in col.split()), default=0)
             widths.append(min(max(content, word), _NARROW))
+        floors.append(min(max(word, _MIN_FOLD), widths[-1]))
     widths[t.wide] = 0
-    chrome = 3 * len(t.columns) + 1  # a border and two padding spaces per column, one border
-    short = _WIDE - (WIDTH - chrome - sum(widths))
+    room = WIDTH - (3 * len(t.columns) + 1)  # a border and two padding spaces per column
     folding = [i for i in range(len(widths)) if i != t.wide and t.alignment(i) == "left"]
-    while short > 0 and folding:
-        i = max(folding, key=lambda j: widths[j])
-        if widths[i] <= _MIN_FOLD:
-            break
-        widths[i] -= 1
-        short -= 1
-    widths[t.wide] = max(WIDTH - chrome - sum(widths), _WIDE)
+
+    def shrink(target: int, floor: list[int]) -> None:
+        while room - sum(widths) < target:
+            able = [i for i in folding if widths[i] > floor[i]]
+            if not able:
+                return
+            widths[max(able, key=lambda j: widths[j])] -= 1
+
+    shrink(_WIDE, floors)
+    shrink(_WIDE_MIN, [_MIN_FOLD] * len(widths))
+    widths[t.wide] = max(room - sum(widths), _WIDE_MIN)
     return list(widths)
 
 
