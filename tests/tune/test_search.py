@@ -349,3 +349,21 @@ def test_every_candidate_technique_is_one_the_doctor_says_tune_applies() -> None
         yes, no = candidates_module.candidates(load_recipe(name), torch.device("cpu"))
         for c in [*yes, *no]:
             assert set(c.techniques) <= APPLIES, (name, c.name)
+
+
+def test_a_compiled_best_pays_its_compile_too_when_a_compiled_trial_is_judged() -> None:
+    # Measured in a demo tune: with compile in the plan, "+ channels-last" ran 2.93x against the
+    # plan's 2.65x, both compiling (3.4 s and 6.9 s); charging the trial alone its compile made
+    # it look like 1.02x and dropped it.
+    def trial(step_s: float, compile_s: float | None) -> TrialResult:
+        return TrialResult("k", "t", "ok", median_step_s=step_s, compile_seconds=compile_s)
+
+    base = 0.112
+    best, better = trial(base / 2.65, 6.9), trial(base / 2.93, 3.4)
+    gain = search._effective(best, better, 1000)
+    assert gain == pytest.approx((base / 2.65 + 0.0069) / (base / 2.93 + 0.0034))
+    assert gain > search.MIN_GAIN
+    # Against an uncompiled baseline, a compiled trial still pays for its compile alone.
+    assert search._effective(trial(base, None), trial(base / 1.26, 12.0), 1000) == pytest.approx(
+        base / (base / 1.26 + 0.012)
+    )

@@ -138,10 +138,12 @@ def _speedup(base: TrialResult, r: TrialResult) -> tuple[float, float, float]:
 
 
 def _effective(base: TrialResult, r: TrialResult, run_steps: int) -> float:
-    """Speed-up over a run of ``run_steps`` steps, the compile time spread over them."""
+    """Speed-up of ``r`` over ``base`` across a run of ``run_steps`` steps, each side's compile
+    time spread over them: once the plan compiles, a trial that also compiles is judged against
+    a best that paid its compile too, not against a free one."""
     assert base.median_step_s and r.median_step_s
-    extra = (r.compile_seconds or 0.0) / run_steps
-    return base.median_step_s / (r.median_step_s + extra)
+    before = base.median_step_s + (base.compile_seconds or 0.0) / run_steps
+    return before / (r.median_step_s + (r.compile_seconds or 0.0) / run_steps)
 
 
 def _judge(r: TrialResult, base: TrialResult, band: Band, techniques: tuple[str, ...]) -> Verdict:
