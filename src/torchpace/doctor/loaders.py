@@ -42,6 +42,46 @@ def batch_size(batch: Any) -> int:
     return 0
 
 
+# 8 tokens: shorter rows are labels or small feature vectors, not sequences padded to a length.
+MIN_SEQUENCE = 8
+
+
+def _first_tensor(batch: Any) -> torch.Tensor | None:
+    for _ in range(8):  # nested containers; give up past a sane depth
+        if isinstance(batch, torch.Tensor):
+            return batch
+        if isinstance(batch, (list, tuple)) and batch:
+            batch = batch[0]
+        elif isinstance(batch, dict) and batch:
+            batch = next(iter(batch.values()))
+        else:
+            return None
+    return None
+
+
+def padding_of(batch: Any) -> tuple[int, int]:
+    """(tokens, padded) of a batch whose first tensor is a (batch, length) tensor of token ids
+    on the CPU: padded counts each row's trailing run of the pad value, taken as the value most
+    rows end with. (0, 0) for any other batch. A batch padded to its longest sequence shows as
+    ragged runs; unpadded token ids end in varied values, so their runs stay a row or two long.
+    The batch is read on the host before it moves to a device, so this never syncs."""
+    x = _first_tensor(batch)
+    if (
+        x is None
+        or x.device.type != "cpu"
+        or x.dim() != 2
+        or x.shape[1] < MIN_SEQUENCE
+        or x.is_floating_point()
+        or x.is_complex()
+        or x.dtype == torch.bool
+    ):
+        return 0, 0
+    pad = torch.mode(x[:, -1]).values
+    # A row's trailing run of the pad value: the cumulative product of matches from its end.
+    run = (x.flip(1) == pad).to(torch.int32).cumprod(dim=1).sum()
+    return int(x.numel()), int(run)
+
+
 def _info(rec: Recorder, loader: DataLoader[Any]) -> int:
     key = loader.__dict__.get(_KEY)
     if key is None:
@@ -89,7 +129,7 @@ def install(rec: Recorder, patches: Patches) -> None:
             raise
         finally:
             rec.clock.exit()
-        rec.fetched(key, perf_counter() - t0, batch_size(batch))
+        rec.fetched(key, perf_counter() - t0, batch_size(batch), *padding_of(batch))
         return batch
 
     patches.set(DataLoader, "__init__", __init__)

@@ -57,6 +57,45 @@ def input_match(ev: Evidence) -> list[RuntimeFinding]:
     ]
 
 
+def padding_skip(ev: Evidence) -> str | None:
+    if ev.summary.get("padding") is None:
+        return "no training batch of token ids (a 2-D integer tensor first in the batch)"
+    return None
+
+
+def padding_match(ev: Evidence) -> list[RuntimeFinding]:
+    padding = ev.summary["padding"]
+    share = float(padding["share"])
+    # The compute spent on padding: forward and backward run over every position, padded or
+    # not, so about the padding share of their time (more for attention, whose cost grows with
+    # the square of the length: this is the lower figure).
+    compute = ev.share("forward") + ev.share("backward")
+    gain = share * compute
+    if gain < MODERATE:
+        return []
+    loader = next((ld for ld in ev.loaders if ld["role"] == "train"), None)
+    return [
+        RuntimeFinding(
+            pattern="padding-waste",
+            technique="length-bucketing",
+            severity=severity(gain),
+            message=(
+                f"{share:.0%} of the tokens in the training batches are padding "
+                f"({padding['padded_per_step']:,.0f} of {padding['tokens_per_step']:,.0f} per "
+                f"step), and forward and backward ({compute:.0%} of the step) run over them too"
+            ),
+            fix=(
+                "batch sequences of similar length: DataLoader(..., batch_sampler="
+                "LengthBucketBatchSampler(lengths, batch_size)) or a TokenBudgetBatchSampler "
+                "(torchpace.speedups), padding each batch only to its own longest sequence"
+            ),
+            site=site_of(loader["site"]) if loader else None,
+            gain=gain,
+            measured={"padding_share": share, "compute_share": compute},
+        )
+    ]
+
+
 # -- syncs ---------------------------------------------------------------------------------------
 def sync_match(ev: Evidence) -> list[RuntimeFinding]:
     out = []

@@ -32,6 +32,13 @@ PATTERNS: tuple[Pattern, ...] = (
         "input-bound", "loader-workers", "Load batches in workers.", m.input_skip, m.input_match
     ),
     Pattern(
+        "padding-waste",
+        "length-bucketing",
+        "Batch sequences of similar length.",
+        m.padding_skip,
+        m.padding_match,
+    ),
+    Pattern(
         "sync-every-step",
         "avoid-syncs",
         "Read values only at the log cadence.",

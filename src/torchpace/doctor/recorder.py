@@ -67,8 +67,10 @@ class Recorder:
         self.syncs: dict[tuple[Site, str], int] = defaultdict(int)
         self.sync_time: dict[tuple[Site, str], float] = defaultdict(float)
 
-    def fetched(self, loader: int, seconds: float, samples: int) -> None:
-        self.fetches.append(Fetch(loader, seconds, samples))
+    def fetched(
+        self, loader: int, seconds: float, samples: int, tokens: int = 0, padded: int = 0
+    ) -> None:
+        self.fetches.append(Fetch(loader, seconds, samples, tokens, padded))
         self._last_loader = loader
 
     def synced(self, site: Site, kind: str, blocked: float | None) -> None:

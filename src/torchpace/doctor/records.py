@@ -13,6 +13,8 @@ class Fetch:
     loader: int  # key of the DataLoader in Records.loaders
     seconds: float
     samples: int
+    tokens: int = 0  # elements of a batch of token ids (loaders.padding_of), 0 for other batches
+    padded: int = 0  # of which trailing padding
 
 
 @dataclass

@@ -104,6 +104,21 @@ def sync_table(steps: list[Step], *, measured_time: bool) -> list[dict[str, Any]
     return sorted(rows, key=lambda r: (-r["per_step"], r["path"], r["line"]))
 
 
+def padding_summary(kept: list[Step], train: set[int]) -> dict[str, Any] | None:
+    """The share of padding in the training batches of token ids (loaders.padding_of), over
+    the kept steps; None when no such batch was fed."""
+    fetches = [f for s in kept for f in s.fetches if f.loader in train]
+    tokens = sum(f.tokens for f in fetches)
+    if not tokens:
+        return None
+    padded = sum(f.padded for f in fetches)
+    return {
+        "share": padded / tokens,
+        "tokens_per_step": tokens / len(kept),
+        "padded_per_step": padded / len(kept),
+    }
+
+
 def summarize_steps(records: Records, *, cuda: bool) -> dict[str, Any]:
     sel = select(records)
     train = train_loaders(records)
@@ -134,6 +149,9 @@ def summarize_steps(records: Records, *, cuda: bool) -> dict[str, Any]:
         if any(samples)
         else None
     )
+    padding = padding_summary(kept, train)
+    if padding is not None:
+        out["padding"] = padding
     out["syncs"] = sync_table(kept, measured_time=cuda)
     out["syncs_all_steps"] = sync_table(
         [s for s in records.steps if s.kind == "measured"], measured_time=cuda

@@ -52,6 +52,10 @@ def command_line(argv: Sequence[str] | None) -> str:
     return DASH if not argv else shlex.join(argv)
 
 
+# What a ``*_share`` of a finding's ``measured`` is a share of: the step, but for padding.
+_SHARE_OF = {"padding_share": "of the tokens"}
+
+
 def measured(values: dict[str, Any]) -> str:
     """A finding's ``measured`` figures in words: ``{"data_share": 0.4}`` -> 'data 40%'."""
     parts = []
@@ -59,7 +63,8 @@ def measured(values: dict[str, Any]) -> str:
         if isinstance(value, bool) or value is None:
             continue
         if key.endswith("_share") and isinstance(value, float):
-            parts.append(f"{key[: -len('_share')].replace('_', ' ')} {value:.0%} of the step")
+            of = _SHARE_OF.get(key, "of the step")
+            parts.append(f"{key[: -len('_share')].replace('_', ' ')} {value:.0%} {of}")
         elif key.endswith("_ms_per_step"):
             parts.append(f"{key[: -len('_ms_per_step')].replace('_', ' ')} {value:.1f} ms/step")
         elif key.endswith("_ratio"):
