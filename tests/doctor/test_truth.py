@@ -178,6 +178,11 @@ def test_planted_padding_is_measured_exactly_and_points_at_the_loader() -> None:
     from torchpace.report import fmt
 
     assert fmt.measured(finding["measured"]).startswith("padding 77% of the tokens, compute ")
+    from torchpace.report import document
+
+    throughput = next(s for s in document("doctor", result).sections if s.id == "throughput")
+    facts = dict(throughput.blocks[0].items)  # type: ignore[union-attr]
+    assert facts["padding"] == "77% of the tokens in the training batches (392 of 512 per step)"
 
 
 def test_unpadded_token_ids_are_not_taken_for_padding() -> None:

@@ -136,6 +136,16 @@ def _throughput_section(result: dict[str, Any]) -> Section | None:
     dist = result.get("distributed") or {}
     if dist.get("samples_per_s_total"):
         items.append(("all ranks", f"{dist['samples_per_s_total']:.1f} samples/s"))
+    padding = result.get("padding")
+    if padding:
+        items.append(
+            (
+                "padding",
+                f"{padding['share']:.0%} of the tokens in the training batches "
+                f"({padding['padded_per_step']:,.0f} of {padding['tokens_per_step']:,.0f} "
+                "per step)",
+            )
+        )
     util = result["utilisation"]
     if util.get("flops_per_step"):
         items.append(("work", f"{util['flops_per_step'] / 1e9:.2f} GFLOP per step"))
