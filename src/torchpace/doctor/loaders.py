@@ -28,25 +28,12 @@ _SITE = "_torchpace_doctor_site"
 _keys = count(1)
 
 
-def batch_size(batch: Any) -> int:
-    """The first dimension of the first tensor in a batch (tuples, lists and dicts searched)."""
-    for _ in range(8):  # nested containers; give up past a sane depth
-        if isinstance(batch, torch.Tensor):
-            return int(batch.shape[0]) if batch.dim() else 1
-        if isinstance(batch, (list, tuple)) and batch:
-            batch = batch[0]
-        elif isinstance(batch, dict) and batch:
-            batch = next(iter(batch.values()))
-        else:
-            return 0
-    return 0
-
-
 # 8 tokens: shorter rows are labels or small feature vectors, not sequences padded to a length.
 MIN_SEQUENCE = 8
 
 
 def _first_tensor(batch: Any) -> torch.Tensor | None:
+    """The first tensor in a batch (tuples, lists and dicts searched)."""
     for _ in range(8):  # nested containers; give up past a sane depth
         if isinstance(batch, torch.Tensor):
             return batch
@@ -57,6 +44,14 @@ def _first_tensor(batch: Any) -> torch.Tensor | None:
         else:
             return None
     return None
+
+
+def batch_size(batch: Any) -> int:
+    """The first dimension of the batch's first tensor; 0 when it has none."""
+    x = _first_tensor(batch)
+    if x is None:
+        return 0
+    return int(x.shape[0]) if x.dim() else 1
 
 
 def padding_of(batch: Any) -> tuple[int, int]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from torchpace.doctor.phases import PHASES  # plain data: imports neither torch nor the hooks
 from torchpace.report import fmt
 from torchpace.report.document import (
     Block,
@@ -21,10 +22,6 @@ from torchpace.report.document import (
     table,
 )
 from torchpace.report.references import references, rule_anchor, technique_anchor
-
-# The phases of a step, in the doctor's order (torchpace.doctor.phases.PHASES; not imported so
-# that the report does not pull in the doctor's instruments).
-PHASES = ("data", "copy", "forward", "backward", "optimizer", "sync", "eval", "other")
 
 
 def _steps_line(result: dict[str, Any]) -> str:
