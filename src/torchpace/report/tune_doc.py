@@ -27,9 +27,7 @@ from torchpace.report.document import (
     table,
 )
 from torchpace.report.references import references, technique_anchor
-from torchpace.tune.table import KEPT, Row, delta_text, speedup_text
-
-_CONFIRM_PLAN = "confirm plan 1"  # tune.search names its paired confirmation trials so
+from torchpace.tune.table import KEPT, Row, confirm_trial, delta_text, speedup_text
 
 
 def _rows(result: dict[str, Any]) -> list[Row]:
@@ -100,23 +98,28 @@ def _summary_section(result: dict[str, Any]) -> Section:
     return Section("summary", "What the plan buys", (Facts(tuple(items)),))
 
 
+def _as_speedup(row: Row) -> tuple[str, Row] | None:
+    """The row's series and a row whose ``speedup`` is what it measured: its own alone, or (a
+    "+ name" row) the greedy combination's so far; None for a row without either."""
+    if row.speedup is not None:
+        return "alone", row
+    if row.cumulative is not None:
+        return "combined", replace(row, speedup=row.cumulative)
+    return None
+
+
 def _speedup_chart(result: dict[str, Any], rows: list[Row]) -> Chart | None:
     bars: list[Bar] = []
     data: list[list[Cell]] = []
     for row in rows:
-        if row.name == "baseline":
+        measured = None if row.name == "baseline" else _as_speedup(row)
+        if measured is None:
             continue
-        if row.speedup is not None:
-            kept = row.verdict.startswith(KEPT)
-            bars.append(Bar(row.name, row.speedup, row.speedup_lo, row.speedup_hi, "alone", kept))
-            data.append([row.name, "alone", speedup_text(row), row.verdict])
-        elif row.cumulative is not None:
-            kept = row.verdict.startswith(KEPT)
-            bars.append(
-                Bar(row.name, row.cumulative, row.speedup_lo, row.speedup_hi, "combined", kept)
-            )
-            shown = replace(row, speedup=row.cumulative)
-            data.append([row.name, "combined", speedup_text(shown), row.verdict])
+        series, shown = measured
+        assert shown.speedup is not None
+        kept = row.verdict.startswith(KEPT)
+        bars.append(Bar(row.name, shown.speedup, row.speedup_lo, row.speedup_hi, series, kept))
+        data.append([row.name, series, speedup_text(shown), row.verdict])
     if not bars:
         return None
     best = max(bars, key=lambda b: b.value)
@@ -146,7 +149,7 @@ def _loss_chart(result: dict[str, Any], rows: list[Row]) -> Chart | None:
     for t in result["trials"]:
         if t["name"].startswith("baseline") and t["losses"]:
             picked.append((t, "baseline", "baseline"))
-    plan = trials.get(_CONFIRM_PLAN)
+    plan = trials.get(confirm_trial("plan", 1))
     if plan is None:
         kept = [r for r in rows if r.verdict == KEPT and r.name in trials]
         plan = trials[kept[-1].name] if kept else None
@@ -243,9 +246,8 @@ def _memory_chart(result: dict[str, Any]) -> Chart | None:
 def _verdict_section(result: dict[str, Any], rows: list[Row]) -> Section:
     body: list[list[Cell]] = []
     for row in rows:
-        # A row has its speed-up alone, or (a "+ name" row) that of the combination so far.
-        combined = row.speedup is None and row.cumulative is not None
-        shown = replace(row, speedup=row.cumulative) if combined else row
+        measured = _as_speedup(row)
+        shown = row if measured is None else measured[1]
         body.append(
             [
                 row.name,

@@ -28,7 +28,7 @@ from torchpace.tune.convergence import (
 )
 from torchpace.tune.results import ResultsFile
 from torchpace.tune.runner import run_trial
-from torchpace.tune.table import Row, not_applicable, not_worth_it, rejected
+from torchpace.tune.table import Row, confirm_trial, not_applicable, not_worth_it, rejected
 from torchpace.tune.trial import TrialResult, TrialSpec
 
 # 3%: below this a gain is inside the step-time spread of this 2-core machine (the doctor
@@ -334,8 +334,10 @@ def tune(
         for i in range(CONFIRM_PAIRS):
             if not runner.affordable():
                 break
-            a = runner.run(f"confirm baseline {i + 1}", none, seed=100 + i)
-            b = runner.run(f"confirm plan {i + 1}", best_plan, best_plan.techniques(), seed=100 + i)
+            a = runner.run(confirm_trial("baseline", i + 1), none, seed=100 + i)
+            b = runner.run(
+                confirm_trial("plan", i + 1), best_plan, best_plan.techniques(), seed=100 + i
+            )
             if a.status == b.status == "ok" and a.samples_per_s and b.samples_per_s:
                 ratios.append(b.samples_per_s / a.samples_per_s)
     out.confirm = {"ratios": ratios, "median": statistics.median(ratios) if ratios else None}

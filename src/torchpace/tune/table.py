@@ -30,6 +30,12 @@ def not_applicable(reason: str) -> str:
     return f"not applicable: {reason}"
 
 
+def confirm_trial(side: str, i: int) -> str:
+    """The name of the ``i``-th (from 1) paired confirmation trial of ``side``, "baseline" or
+    "plan": the report finds the plan's trajectory by it."""
+    return f"confirm {side} {i}"
+
+
 def not_worth_it(speedup: float) -> str:
     """The verdict of a technique that converged but did not pay off."""
     return f"not worth it ({speedup:.2f}×)"
