@@ -100,7 +100,8 @@ def run(args: argparse.Namespace) -> int:
         from pathlib import Path
 
         from torchpace.report.command import write_html
+        from torchpace.report.doctor_doc import build
 
-        write_html(Path(args.html), [("doctor", result)], [args.script])
+        write_html(Path(args.html), [build(result)], [args.script])
         print(f"wrote {args.html}")
     return ran.exit_code

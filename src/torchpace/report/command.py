@@ -7,7 +7,10 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from torchpace.report.document import Document
 
 EPILOG = """\
 Reads the JSON that `torchpace doctor --json PATH` writes and the torchpace-tune.json that
@@ -37,46 +40,38 @@ def add_parser(sub: Any) -> None:
     p.set_defaults(func=run)
 
 
-def write_html(
-    path: Path, results: Sequence[tuple[str, dict[str, Any]]], sources: Sequence[str]
-) -> None:
-    """Render ``results`` ((kind, result) pairs) to one page at ``path``, atomically."""
+def write_html(path: Path, docs: Sequence[Document], sources: Sequence[str]) -> None:
+    """Render ``docs`` to one page at ``path``, atomically."""
     from torchpace._files import atomic_write_text
     from torchpace.report.html import page
-    from torchpace.report.load import document
 
-    docs = [
-        document(kind, result, src) for (kind, result), src in zip(results, sources, strict=True)
-    ]
     if path.is_dir():
         raise ValueError(
             f"{path} is a directory; give -o a file name such as {path / 'report.html'}"
         )
-    if path.parent and not path.parent.is_dir():
+    if not path.parent.is_dir():
         raise ValueError(f"{path.parent} does not exist; create it or choose another -o")
     atomic_write_text(path, page(docs, sources=sources))
 
 
-def print_terminal(results: Sequence[tuple[str, dict[str, Any]]]) -> None:
-    from torchpace.report.load import document
-    from torchpace.report.terminal import console, render
-
-    out = console()
-    for kind, result in results:
-        out.print(render(document(kind, result)))
-
-
 def run(args: argparse.Namespace) -> int:
-    from torchpace.report.load import ResultError, load_result
+    from torchpace.report.load import ResultError, document, load_result
 
     try:
-        results = [load_result(p) for p in args.results]
+        sources = [str(p) for p in args.results]
+        docs = [
+            document(*load_result(p), where) for p, where in zip(args.results, sources, strict=True)
+        ]
         output = args.output or args.results[0].with_suffix(".html")
         if output.resolve() in {p.resolve() for p in args.results}:
             raise ResultError(f"-o {output} is one of the results; choose another file name")
         if not args.quiet:
-            print_terminal(results)
-        write_html(output, results, [str(p) for p in args.results])
+            from torchpace.report.terminal import console, render
+
+            out = console()
+            for doc in docs:
+                out.print(render(doc))
+        write_html(output, docs, sources)
     except (ResultError, ValueError) as e:
         print(f"torchpace report: {e}", file=sys.stderr)
         return 2

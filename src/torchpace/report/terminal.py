@@ -8,7 +8,6 @@ pipe, a file, a test) it is plain text with no colour codes.
 
 from __future__ import annotations
 
-import io
 from typing import Any
 
 from rich.cells import cell_len
@@ -216,6 +215,6 @@ def console(file: Any = None) -> Console:
 
 def to_text(doc: Document, width: int = WIDTH) -> str:
     """The terminal view as plain text, ``width`` columns wide (tests, logs)."""
-    buf = io.StringIO()
-    Console(file=buf, width=width, color_system=None, force_terminal=False).print(render(doc))
-    return buf.getvalue()
+    from torchpace.tune.table import to_text as plain
+
+    return plain(render(doc), width)

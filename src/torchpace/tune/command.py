@@ -157,7 +157,8 @@ def run(args: argparse.Namespace) -> int:
     print(f"wrote {result_path}; trials cached in {path}")
     if args.html:
         from torchpace.report.command import write_html
+        from torchpace.report.tune_doc import build
 
-        write_html(args.html, [("tune", result)], [str(result_path)])
+        write_html(args.html, [build(result)], [str(result_path)])
         print(f"wrote {args.html}")
     return 0
