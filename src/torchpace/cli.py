@@ -308,6 +308,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_tune(sub)
 
+    from torchpace.script.command import add_parser as add_run
+
+    add_run(sub)
+
     from torchpace.report.command import add_parser as add_report
 
     add_report(sub)
@@ -324,8 +328,23 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# Commands that take a script's own arguments after `--` (the doctor takes them as a remainder).
+_SCRIPT_COMMANDS = ("tune", "run")
+
+
+def _split_script_args(argv: list[str]) -> tuple[list[str], list[str] | None]:
+    """``tune train.py --budget 5m -- --lr 3`` -> the command's arguments and the script's."""
+    if argv and argv[0] in _SCRIPT_COMMANDS and "--" in argv:
+        i = argv.index("--")
+        return argv[:i], argv[i + 1 :]
+    return argv, None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    own, script_args = _split_script_args(list(sys.argv[1:] if argv is None else argv))
+    args = build_parser().parse_args(own)
+    if script_args is not None:
+        args.script_args = script_args
     try:
         rc: int = args.func(args)
     except (ValueError, FileNotFoundError, RuntimeError) as exc:

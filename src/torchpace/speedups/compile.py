@@ -21,14 +21,39 @@ def compile_model(
     cold for the cnn workload on the 2-core AMX Xeon, torch 2.13), so it pays off on long runs."""
     if mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(MODES)}; got {mode!r}")
-    from torch._dynamo.eval_frame import is_dynamo_supported
-
-    if not is_dynamo_supported():
-        return skipped(TECHNIQUE, f"torch.compile does not support Python {sys.version.split()[0]}")
-    on_cpu = all(p.device.type == "cpu" for p in model.parameters())
-    if on_cpu and shutil.which("g++") is None and shutil.which("c++") is None:
-        return skipped(TECHNIQUE, "compiling for the CPU needs a C++ compiler (g++); none found")
+    why = _why_not(model)
+    if why:
+        return skipped(TECHNIQUE, why)
     if getattr(model, "_compiled_call_impl", None) is not None:
         return done(TECHNIQUE, [], reason="already compiled")
     model.compile(mode=mode, fullgraph=fullgraph, dynamic=dynamic)
     return done(TECHNIQUE, [f"forward compiled on first call (mode={mode})"])
+
+
+def compile_forward(model: nn.Module, *, mode: str = "default") -> Applied:
+    """Compile ``model.forward`` alone, in place: the module's hooks stay outside the compiled
+    code. ``torchpace run`` and the tune's script trials interpose through forward hooks, which
+    ``Module.compile`` would trace into its graph."""
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {', '.join(MODES)}; got {mode!r}")
+    why = _why_not(model)
+    if why:
+        return skipped(TECHNIQUE, why, warn=False)
+    if getattr(model.forward, "_torchdynamo_orig_callable", None) is not None:
+        return done(TECHNIQUE, [], reason="forward already compiled")
+    import torch
+
+    model.forward = torch.compile(model.forward, mode=mode)  # type: ignore[method-assign]
+    return done(TECHNIQUE, [f"{type(model).__name__}.forward compiled on first call ({mode})"])
+
+
+def _why_not(model: nn.Module) -> str:
+    """Why torch.compile cannot run here, or ""."""
+    from torch._dynamo.eval_frame import is_dynamo_supported
+
+    if not is_dynamo_supported():
+        return f"torch.compile does not support Python {sys.version.split()[0]}"
+    on_cpu = all(p.device.type == "cpu" for p in model.parameters())
+    if on_cpu and shutil.which("g++") is None and shutil.which("c++") is None:
+        return "compiling for the CPU needs a C++ compiler (g++); none found"
+    return ""

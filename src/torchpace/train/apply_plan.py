@@ -66,7 +66,7 @@ def prepare(
     before = {id(p) for p in model.parameters()}
     if plan.fold_conv_bias:
         records.append(fold_conv_bias(model))
-        _drop_removed_params(optimizer, model, before)
+        drop_removed_params(optimizer, model, before)
     if plan.channels_last:
         records.append(use_channels_last(model))
     if plan.checkpoint_modules:
@@ -103,7 +103,7 @@ def _device_of(model: nn.Module) -> torch.device:
     return p.device if p is not None else torch.device("cpu")
 
 
-def _drop_removed_params(
+def drop_removed_params(
     optimizer: torch.optim.Optimizer, model: nn.Module, before: set[int]
 ) -> None:
     """Take parameters the model no longer has (folded biases) out of the optimizer."""

@@ -53,7 +53,7 @@ PRIORITY = (
 )
 
 
-def _uses_attention(module: nn.Module) -> bool:
+def uses_attention(module: nn.Module) -> bool:
     """A torch attention layer, or a forward whose source calls scaled_dot_product_attention."""
     if isinstance(module, (nn.MultiheadAttention, nn.TransformerEncoderLayer)):
         return True
@@ -67,12 +67,34 @@ def _uses_attention(module: nn.Module) -> bool:
 def candidates(recipe: Any, device: torch.device) -> tuple[list[Candidate], list[NotApplicable]]:
     model, opt, loader = build(recipe, seed=0)  # checks each factory's type, naming it
     modules = list(model.modules())
-    has_conv = any(isinstance(m, nn.Conv2d) for m in modules)
-    has_conv_bias = any(
-        isinstance(m, (nn.Conv1d, nn.Conv2d, nn.Conv3d)) and m.bias is not None for m in modules
-    )
-    has_attention = any(_uses_attention(m) for m in modules)
+    facts = {
+        "has_conv": any(isinstance(m, nn.Conv2d) for m in modules),
+        "has_conv_bias": any(
+            isinstance(m, (nn.Conv1d, nn.Conv2d, nn.Conv3d)) and m.bias is not None for m in modules
+        ),
+        "has_attention": any(uses_attention(m) for m in modules),
+        "optimizers": [type(opt).__name__],
+    }
     lengths = getattr(loader.dataset, "lengths", None)
+    return from_facts(facts, device, lengths=lengths, batch_size=recipe.batch_size)
+
+
+_FUSABLE = ("Adam", "AdamW", "SGD")  # torch.optim classes with a fused kernel on CPU and CUDA
+
+
+def from_facts(
+    facts: dict[str, Any],
+    device: torch.device,
+    *,
+    lengths: Any = None,
+    batch_size: int | None = None,
+) -> tuple[list[Candidate], list[NotApplicable]]:
+    """The candidates for a run whose models and optimizers ``facts`` describe (``has_conv``,
+    ``has_conv_bias``, ``has_attention``, ``optimizers``: class names), ordered by PRIORITY."""
+    has_conv = bool(facts.get("has_conv"))
+    has_conv_bias = bool(facts.get("has_conv_bias"))
+    has_attention = bool(facts.get("has_attention"))
+    optimizers = list(facts.get("optimizers", []))
     yes: list[Candidate] = []
     no: list[NotApplicable] = []
 
@@ -110,11 +132,11 @@ def candidates(recipe: Any, device: torch.device) -> tuple[list[Candidate], list
         Candidate("fold conv bias", {"fold_conv_bias": True}, ("conv-bias-before-bn",)),
         "no convolution has a bias",
     )
-    fusable = type(opt) in (torch.optim.Adam, torch.optim.AdamW, torch.optim.SGD)
+    fusable = bool(optimizers) and all(name in _FUSABLE for name in optimizers)
     offer(
         fusable,
         Candidate("fused optimizer", {"fused_optimizer": True}, ("fused-optimizer",)),
-        f"{type(opt).__name__} has no fused kernel",
+        f"{', '.join(optimizers) or 'no optimizer'}: no fused kernel",
     )
     offer(
         device.type == "cuda" or bf16,
@@ -126,12 +148,12 @@ def candidates(recipe: Any, device: torch.device) -> tuple[list[Candidate], list
         Candidate("length-bucket", {"batching": "length-bucket"}, ("length-bucketing",)),
         "the dataset has no `lengths`",
     )
-    if lengths is not None:
+    if lengths is not None and batch_size:
         # The token budget of a batch of the recipe's size at the 90th-percentile length: most
         # batches hold about as many samples as the recipe's, the long ones fewer.
         ordered = sorted(int(x) for x in lengths)
         p90 = ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))]
-        budget = max(max(ordered), recipe.batch_size * p90)
+        budget = max(max(ordered), batch_size * p90)
         yes.append(
             Candidate(
                 "token budget",
@@ -143,3 +165,48 @@ def candidates(recipe: Any, device: torch.device) -> tuple[list[Candidate], list
     order = {name: i for i, name in enumerate(PRIORITY)}
     yes.sort(key=lambda c: order.get(c.name, len(order)))
     return yes, no
+
+
+def for_script(
+    base: Any, device: torch.device, findings: list[dict[str, Any]]
+) -> tuple[list[Candidate], list[NotApplicable]]:
+    """The candidates for a script, from what its baseline trial saw (``extra["facts"]``: its
+    models, optimizers and DataLoaders), ordered by the doctor's ``findings`` for it: techniques
+    it measured a gain for first, by that gain, then PRIORITY."""
+    from torchpace.measure.env import usable_cores
+
+    facts = dict(base.extra.get("facts", {}))
+    cands, no = from_facts(facts, device)
+    if facts.get("own_autocast"):
+        amp = [c for c in cands if "amp" in c.changes]
+        cands = [c for c in cands if "amp" not in c.changes]
+        no += [NotApplicable(c.name, c.techniques, "the script runs its own autocast") for c in amp]
+    loaders = [x for x in facts.get("loaders", []) if x.get("shuffled")]
+    workers = max(1, usable_cores() - 1)  # the main process keeps a core for the step
+    name, techniques = "loader workers", ("loader-workers",)
+    if not loaders:
+        no.append(NotApplicable(name, techniques, "no shuffled DataLoader feeds the training"))
+    elif all(x.get("iterable") for x in loaders):
+        no.append(NotApplicable(name, techniques, "the training loader is an IterableDataset"))
+    elif any(x.get("num_workers") for x in loaders):
+        no.append(NotApplicable(name, techniques, "the script's loader already has workers"))
+    else:
+        cands.append(Candidate(name, {"loader": "auto", "loader_workers": workers}, techniques))
+    named = {f.get("technique") for f in findings}
+    sto = Candidate("set_to_none", {"grad_set_to_none": True}, ("grad-set-to-none",))
+    if "grad-set-to-none" in named:
+        cands.append(sto)
+    else:
+        no.append(NotApplicable(sto.name, sto.techniques, "no zero_grad(set_to_none=False) found"))
+    return order_by_findings(cands, findings), no
+
+
+def order_by_findings(cands: list[Candidate], findings: list[dict[str, Any]]) -> list[Candidate]:
+    """Candidates a finding measured a gain for first (largest gain first), then the rest in
+    their order (stable)."""
+    gain: dict[str, float] = {}
+    for f in findings:
+        tid, g = f.get("technique"), f.get("gain")
+        if isinstance(tid, str) and isinstance(g, (int, float)):
+            gain[tid] = max(gain.get(tid, 0.0), float(g))
+    return sorted(cands, key=lambda c: -max((gain.get(t, 0.0) for t in c.techniques), default=0))

@@ -1,7 +1,13 @@
-"""``torchpace tune RECIPE``: search the plan, write ``torchpace-plan.json`` and the results.
+"""``torchpace tune RECIPE | SCRIPT.py -- ARGS``: search the plan, write ``torchpace-plan.json``
+and the results.
 
     torchpace tune cnn --budget 5m
     torchpace tune recipe.py --run-steps 20000 --memory-budget 8G --out tuned/
+    torchpace tune train.py --budget 10m -- --epochs 1 --data ./data
+
+A ``.py`` file is a recipe or a script by its syntax tree (``torchpace.script.kind``), never by
+running it. A script's trials run it unmodified in fresh processes, the plan applied by
+interposition (``torchpace.script``); the doctor's findings for it order the trials.
 
 Results are cached by fingerprint (the recipe's source, the environment, torch): a re-run of an
 unchanged recipe reads every trial from the cache; a killed tune re-runs no finished trial.
@@ -10,11 +16,13 @@ unchanged recipe reads every trial from the cache; a killed tune re-runs no fini
 from __future__ import annotations
 
 import argparse
+import os
 import re
 from pathlib import Path
 from typing import Any
 
 RESULT_VERSION = 1
+
 _UNITS = {"s": 1, "m": 60, "h": 3600}
 _BYTES = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
 
@@ -43,7 +51,11 @@ def add_parser(sub: Any) -> None:
         "batch size and the loader, each trial in a fresh process, and write the fastest plan "
         "that passes the convergence guard.",
     )
-    p.add_argument("recipe", help="cnn, lm, seqcls, path/to/recipe.py or module:attr")
+    p.add_argument(
+        "recipe",
+        help="cnn, lm, seqcls, path/to/recipe.py, module:attr, or a training script "
+        "train.py with its arguments after --",
+    )
     p.add_argument("--budget", type=parse_duration, default=300.0, help="time for the search (5m)")
     p.add_argument("--steps", type=int, default=20, help="measured steps per trial (20)")
     p.add_argument("--warmup", type=int, default=3, help="warm-up steps per trial (3)")
@@ -59,7 +71,27 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--out", type=Path, default=Path("."), help="where the plan and results go")
     p.add_argument("--no-cache", action="store_true", help="run every trial again")
     p.add_argument("--html", type=Path, help="also write the HTML report here (torchpace report)")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, script_args=None)
+
+
+def _entry(spec: str, script_args: list[str] | None) -> str:
+    """ "script" or "recipe" for ``spec``, from a .py file's syntax tree; an error naming what to
+    change for arguments given to a recipe."""
+    from pathlib import Path
+
+    from torchpace.script.kind import kind_of
+
+    kind = "recipe"
+    if spec.endswith(".py") or Path(spec).is_file():
+        if not Path(spec).is_file():
+            raise ValueError(f"no such file: {spec}")
+        kind = kind_of(spec)
+    if kind == "recipe" and script_args:
+        raise ValueError(
+            f"{spec} is a recipe, which takes no arguments after --: its factories build the "
+            f"run (got {' '.join(script_args)})"
+        )
+    return kind
 
 
 def run(args: argparse.Namespace) -> int:
@@ -73,6 +105,7 @@ def run(args: argparse.Namespace) -> int:
     from torchpace.measure.env import fingerprint
     from torchpace.recipes import load_recipe
     from torchpace.tune.candidates import candidates
+    from torchpace.tune.convergence import DEFAULT_TAIL
     from torchpace.tune.progress import TuneProgress
     from torchpace.tune.results import ResultsFile, cache_path, tune_fingerprint
     from torchpace.tune.search import Settings, tune
@@ -80,14 +113,33 @@ def run(args: argparse.Namespace) -> int:
 
     command = ["torchpace", *sys.argv[1:]]
     created = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-    recipe = load_recipe(args.recipe)
+    if args.steps < 1 or args.warmup < 1:
+        raise ValueError(
+            f"--steps and --warmup must be at least 1; got {args.steps}, {args.warmup}"
+        )
+    if args.steps + args.warmup < DEFAULT_TAIL:
+        raise ValueError(
+            f"--steps {args.steps} with --warmup {args.warmup} is too few: the convergence guard "
+            f"compares the mean loss of the last {DEFAULT_TAIL} steps of a trial, so give "
+            f"--steps {DEFAULT_TAIL - args.warmup} or more"
+        )
+    script_args = args.script_args
+    is_script = _entry(args.recipe, script_args) == "script"
     device = resolve_device(args.device)
-    fp = tune_fingerprint(args.recipe, device=args.device)
+    cwd = os.getcwd()
+    target = os.path.abspath(args.recipe) if is_script else args.recipe
+    fp = tune_fingerprint(
+        args.recipe,
+        device=args.device,
+        script_args=list(script_args or []) if is_script else None,
+        cwd=cwd if is_script else None,
+    )
     path = cache_path(fp)
-    if args.no_cache and path.exists():
-        path.unlink()
+    if args.no_cache:
+        path.unlink(missing_ok=True)
+        (path.parent / "doctor.json").unlink(missing_ok=True)
     settings = Settings(
-        recipe=args.recipe,
+        recipe=target,
         budget_s=args.budget,
         steps=args.steps,
         warmup=args.warmup,
@@ -95,17 +147,52 @@ def run(args: argparse.Namespace) -> int:
         device=args.device,
         memory_budget_bytes=args.memory_budget,
         lr_scaling=args.lr_scaling,
+        script_args=tuple(script_args or ()) if is_script else None,
+        cwd=cwd if is_script else None,
     )
-    cands, not_here = candidates(recipe, device)
-    with TuneProgress(args.budget) as bar:
-        outcome = tune(
-            settings,
-            cands,
-            not_here,
-            results=ResultsFile(path),
-            workdir=path.parent / "work",
-            progress=bar.update,
+    survey_note = ""
+    if is_script:
+        from torchpace.train.plan import Plan
+        from torchpace.tune.candidates import for_script
+
+        # A script's baseline is the script as written: nothing applied, its own zero_grad too.
+        as_is = Plan(grad_set_to_none=False)
+        from torchpace.tune.survey import survey
+
+        print(f"torchpace tune: {args.recipe} is a training script; the doctor measures it first")
+        findings, survey_note = survey(
+            target,
+            list(script_args or ()),
+            out=path.parent / "doctor.json",
+            steps=max(args.steps, 10),
+            warmup=args.warmup,
+            timeout_s=settings.trial_timeout_s,
+            cwd=cwd,
         )
+        print(f"torchpace tune: {survey_note}")
+        with TuneProgress(args.budget) as bar:
+            outcome = tune(
+                settings,
+                [],
+                [],
+                results=ResultsFile(path),
+                workdir=path.parent / "work",
+                progress=bar.update,
+                baseline=as_is,
+                after_baseline=lambda base: for_script(base, device, findings),
+            )
+    else:
+        recipe = load_recipe(args.recipe)
+        cands, not_here = candidates(recipe, device)
+        with TuneProgress(args.budget) as bar:
+            outcome = tune(
+                settings,
+                cands,
+                not_here,
+                results=ResultsFile(path),
+                workdir=path.parent / "work",
+                progress=bar.update,
+            )
     args.out.mkdir(parents=True, exist_ok=True)
     plan_path = args.out / "torchpace-plan.json"
     outcome.plan.save(plan_path)
@@ -124,6 +211,9 @@ def run(args: argparse.Namespace) -> int:
         "version": RESULT_VERSION,
         "kind": "tune",
         "recipe": args.recipe,
+        "entry": "script" if is_script else "recipe",
+        "script_args": list(script_args or []) if is_script else None,
+        "survey": survey_note or None,
         "fingerprint": fp,
         "created": created,
         "command": command,
@@ -153,7 +243,8 @@ def run(args: argparse.Namespace) -> int:
 
     result_path = args.out / "torchpace-tune.json"
     atomic_write_text(result_path, json.dumps(result, indent=2) + "\n")
-    print(f"wrote {plan_path} ({', '.join(outcome.plan.techniques()) or 'the recipe as written'})")
+    as_written = f"the {'script' if is_script else 'recipe'} as written"
+    print(f"wrote {plan_path} ({', '.join(outcome.plan.techniques()) or as_written})")
     print(f"wrote {result_path}; trials cached in {path}")
     if args.html:
         from torchpace.report.command import write_html

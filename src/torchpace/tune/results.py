@@ -122,10 +122,17 @@ def recipe_source(spec: str) -> Path:
     return Path(found.origin)
 
 
-def tune_fingerprint(recipe_spec: str, *, device: str = "auto") -> str:
-    """A hash of what a tune's results depend on: the recipe's source bytes, where it runs
-    (device, CPU, cores, threads, torch/CUDA/Python versions), torchpace's version and the
-    results format. It does not cover files the recipe reads, nor modules it imports."""
+def tune_fingerprint(
+    recipe_spec: str,
+    *,
+    device: str = "auto",
+    script_args: list[str] | None = None,
+    cwd: str | None = None,
+) -> str:
+    """A hash of what a tune's results depend on: the recipe's (or script's) source bytes, a
+    script's arguments and working directory, where it runs (device, CPU, cores, threads,
+    torch/CUDA/Python versions), torchpace's version and the results format. It does not cover
+    files the recipe reads, nor modules it imports."""
     from torchpace import __version__
     from torchpace.measure.clock import resolve_device
     from torchpace.measure.env import fingerprint
@@ -137,6 +144,8 @@ def tune_fingerprint(recipe_spec: str, *, device: str = "auto") -> str:
         "recipe_sha256": hashlib.sha256(recipe_source(recipe_spec).read_bytes()).hexdigest(),
         "env": {k: env[k] for k in _IDENTIFYING},
     }
+    if script_args is not None:
+        body.update(script_args=list(script_args), cwd=cwd)
     text = json.dumps(body, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:16]  # as TrialSpec.key(): a short name
 

@@ -54,6 +54,9 @@ class Settings:
     memory_budget_bytes: int | None = None
     lr_scaling: str = "sqrt"
     trial_timeout_s: float = 180.0
+    # A script tune: ``recipe`` is the script, run with these arguments in ``cwd`` (TrialSpec).
+    script_args: tuple[str, ...] | None = None
+    cwd: str | None = None
 
 
 @dataclass
@@ -71,6 +74,8 @@ class Outcome:
 
 
 Progress = Callable[[str, float], None]  # (what runs now, share of the budget used)
+# What to try, decided from the baseline trial (a script's models are known only once it ran).
+AfterBaseline = Callable[[TrialResult], tuple[list[Candidate], list[NotApplicable]]]
 
 
 class _Runner:
@@ -109,6 +114,8 @@ class _Runner:
             device=self.s.device,
             memory_budget_bytes=self.s.memory_budget_bytes,
             loader_only=kw.get("loader_only", False),
+            args=self.s.script_args,
+            cwd=self.s.cwd,
         )
         used = 1 - max(self.left(), 0) / self.s.budget_s
         self.progress(name, used)
@@ -164,9 +171,14 @@ def tune(
     results: ResultsFile,
     workdir: Path,
     progress: Progress = lambda name, used: None,
+    baseline: Plan | None = None,
+    after_baseline: AfterBaseline | None = None,
 ) -> Outcome:
+    """Search the plan. ``baseline`` is the plan of the run as written (default ``Plan()``: what
+    fit() always does); ``after_baseline``, if given, replaces ``cands`` and ``not_here`` from
+    the baseline trial's result."""
     runner = _Runner(s, results, workdir, progress)
-    none = Plan()
+    none = Plan() if baseline is None else baseline
     # 1. The baseline, from two seeds: its speed, and the seed-to-seed band of its loss.
     base = runner.run("baseline", none)
     other = runner.run(f"baseline, seed {s.seeds[1]}", none, seed=s.seeds[1])
@@ -174,6 +186,8 @@ def tune(
         if b.status != "ok":
             raise RuntimeError(f"the recipe's baseline trial {b.status}: {b.reason}")
     band = Band.from_baselines([base.losses, other.losses])
+    if after_baseline is not None:
+        cands, not_here = after_baseline(base)
     rows = [
         Row(
             "baseline",
@@ -278,8 +292,9 @@ def tune(
     rows.extend(found.rows)
     out.batch_search = found.tried
 
-    # 5. The loader: can the input pipeline alone outrun the step? If not, more workers.
-    if runner.affordable():
+    # 5. The loader: can the input pipeline alone outrun the step? If not, more workers. (A
+    # script's loader cannot run alone: its loader settings are a candidate of step 2 instead.)
+    if s.script_args is None and runner.affordable():
         lo_r = runner.run("loader alone", best_plan, ("loader-workers",), loader_only=True)
         if lo_r.status == "ok" and lo_r.samples_per_s and best.samples_per_s:
             ceiling = lo_r.samples_per_s / best.samples_per_s

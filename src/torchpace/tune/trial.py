@@ -35,23 +35,43 @@ class TrialSpec:
     device: str = "auto"
     memory_budget_bytes: int | None = None
     loader_only: bool = False  # time the input pipeline alone: no model, no step
+    # A script trial: ``recipe`` is the script's path, run as ``python recipe *args`` in ``cwd``
+    # with the plan applied by interposition (torchpace.script). None: a recipe trial.
+    args: tuple[str, ...] | None = None
+    cwd: str | None = None
 
     def key(self) -> str:
         """A stable hash of what the trial runs (the name and techniques are labels only)."""
         body = asdict(self)
         for label in ("name", "techniques"):
             body.pop(label)
+        for added in ("args", "cwd"):  # recipe trials keep the keys they had before scripts
+            if body[added] is None:
+                body.pop(added)
         text = json.dumps(body, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["techniques"] = list(self.techniques)
+        if self.args is not None:
+            d["args"] = list(self.args)
         return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> TrialSpec:
-        return cls(**{**d, "techniques": tuple(d.get("techniques", ()))})
+        args = d.get("args")
+        return cls(
+            **{
+                **d,
+                "techniques": tuple(d.get("techniques", ())),
+                "args": None if args is None else tuple(args),
+            }
+        )
+
+    @property
+    def is_script(self) -> bool:
+        return self.args is not None
 
 
 @dataclass(frozen=True)

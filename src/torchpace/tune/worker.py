@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from torchpace._files import atomic_write_text
+from torchpace.measure.steps import StepClock
 from torchpace.tune.trial import Status, TrialResult, TrialSpec
 
 _REASON_CHARS = 400  # one line a table can show; the full traceback is on the worker's stderr
@@ -46,6 +47,10 @@ def run(spec: TrialSpec) -> TrialResult:
         raise ValueError(
             f"a trial needs steps >= 1 and warmup >= 0; got {spec.steps}, {spec.warmup}"
         )
+    if spec.is_script:
+        from torchpace.script.trial import run as run_script
+
+        return run_script(spec)
     from torchpace.recipes import load_recipe
 
     recipe = load_recipe(spec.recipe)  # before torch: a broken recipe fails in a fraction of a s
@@ -63,7 +68,7 @@ def run(spec: TrialSpec) -> TrialResult:
     model, optimizer, loader = prepare(
         model, optimizer, loader, plan=plan, device=dev, applied=applied
     )
-    clock = _StepClock(dev)
+    clock = StepClock(dev)
     counts: list[int] = []
     count = _counter(getattr(recipe, "count_samples", None), counts)
     memory.reset_peak(dev)
@@ -82,38 +87,6 @@ def run(spec: TrialSpec) -> TrialResult:
     return _result(spec, plan, recipe, durations, counts, losses, peak, applied, clock, dev)
 
 
-class _StepClock:
-    """Step-end times. The global optimizer step post hook stamps each step; a step that the
-    fp16 GradScaler skipped (gradients overflowed: it does not call ``optimizer.step()``) is
-    stamped by the scaler's ``update()``, which runs every step, and counted as skipped."""
-
-    def __init__(self, device: Any) -> None:
-        self.device = device
-        self.times: list[float] = []
-        self.skipped: list[bool] = []  # one per GradScaler.update(), i.e. per fp16 step
-        self._stepped = False
-
-    def stamp(self) -> None:
-        if self.device.type == "cuda":
-            import torch
-
-            # note: a CPU-GPU sync per step, so each step's time holds its queued GPU work. It
-            # costs the overlap of one step's launches with the last one's kernels, alike in
-            # every trial, and the read at the end of fit() has nothing left to wait for.
-            torch.cuda.synchronize(self.device)
-        self.times.append(time.perf_counter())
-
-    def on_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
-        self._stepped = True
-        self.stamp()
-
-    def on_scaler_update(self) -> None:
-        self.skipped.append(not self._stepped)
-        if not self._stepped:
-            self.stamp()
-        self._stepped = False
-
-
 def _time_fit(
     model: Any,
     optimizer: Any,
@@ -123,7 +96,7 @@ def _time_fit(
     dev: Any,
     total: int,
     count: Callable[[Any], int],
-    clock: _StepClock,
+    clock: StepClock,
 ) -> tuple[float, tuple[float, ...]]:
     """Train ``total`` steps with fit(); returns the start time and every step's loss."""
     import torch
@@ -163,7 +136,7 @@ def _time_fit(
 
 
 def _time_loader(
-    loader: Any, dev: Any, total: int, count: Callable[[Any], int], clock: _StepClock
+    loader: Any, dev: Any, total: int, count: Callable[[Any], int], clock: StepClock
 ) -> float:
     """Fetch ``total`` batches as fit() does (onto the device), with no model: the input
     pipeline's ceiling. Returns the start time; ``clock`` holds each batch's arrival."""
@@ -206,7 +179,7 @@ def _result(
     losses: tuple[float, ...],
     peak: Any,
     applied: list[Any],
-    clock: _StepClock,
+    clock: StepClock,
     dev: Any,
 ) -> TrialResult:
     from torchpace.measure.stats import summarize

@@ -1,0 +1,518 @@
+"""Apply a ``Plan`` to a user's script as it runs, without editing it: the interposition half of
+``torchpace tune SCRIPT`` and ``torchpace run --plan``.
+
+Everything goes through public hooks and constructor patches (``doctor.patching.Patches``, undone
+at the end), and each technique reuses its ``torchpace.speedups`` verb:
+
+- constructors: ``DataLoader(...)`` gets the plan's loader settings and batch size; optimizers get
+  the LR scaled for that batch size, and their fused kernel at their first ``step()``;
+  ``zero_grad`` frees gradients (set_to_none);
+- the trained root modules, found on their first call (a module with parameters called in
+  training mode with grad enabled while no other module runs): conv-bias folding, channels_last
+  weights, the attention backend and ``torch.compile`` of their forward; on every training call,
+  4-d inputs in channels_last and autocast entered for the forward *and* the loss, left at
+  ``backward()``, as torch's AMP recipe places it (with a GradScaler for fp16);
+- process-wide flags: TF32 / bf16 float32 matmuls and cudnn.benchmark.
+
+What a technique cannot do on this script is recorded as ``Applied(changed=False, reason)``,
+never raised. ``on_backward`` and ``on_forward`` let the caller (a tune trial) see every loss and
+every training batch.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import threading
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, IterableDataset, RandomSampler
+
+from torchpace.doctor.loaders import batch_size
+from torchpace.doctor.patching import Patches
+from torchpace.speedups.applied import Applied, done, skipped
+from torchpace.speedups.compile import compile_forward
+from torchpace.speedups.fast_math import FastMath, set_fast_math
+from torchpace.speedups.forward import use_attention_backend
+from torchpace.speedups.loading import loader_settings
+from torchpace.speedups.memory_format import use_channels_last
+from torchpace.speedups.optim import fuse_optimizer
+from torchpace.speedups.precision import Precision, choose_precision
+from torchpace.speedups.surgery import fold_conv_bias
+from torchpace.train.apply_plan import drop_removed_params
+from torchpace.train.lr import scale_lr
+from torchpace.train.plan import Plan
+
+_DATALOADER_SIG = inspect.signature(DataLoader.__init__)
+# Plan fields an interposer cannot apply to a script, and why (each names what to use instead).
+NOT_FOR_SCRIPTS = {
+    "batching": (
+        "length-bucketing",
+        "batches are the script's own; bucketing needs a sampler over sample lengths "
+        "(torchpace.speedups.batching) in the script, or a recipe",
+    ),
+    "prefetch": (
+        "async-prefetch",
+        "the script copies its batches itself; prefetching needs torchpace.speedups."
+        "DevicePrefetcher around its loader",
+    ),
+    "preallocate": ("fixed-shapes", "preallocation needs the loss function; use a recipe"),
+    "checkpoint_modules": (
+        "activation-checkpointing",
+        "use torchpace.speedups.checkpoint_activations in the script",
+    ),
+    "accumulate": ("ddp-no-sync", "the script's own loop decides its micro-batches"),
+    "schedule": ("lr-schedule", "the script's own loop decides its LR schedule"),
+}
+
+
+def _training(module: nn.Module) -> bool:
+    return module.training and torch.is_grad_enabled() and not torch.is_inference_mode_enabled()
+
+
+class Interposer:
+    """Apply ``plan`` to whatever script runs between ``install()`` and ``uninstall()``."""
+
+    def __init__(self, plan: Plan, *, device: torch.device) -> None:
+        self.plan = plan
+        self.device = device
+        self.applied: list[Applied] = []
+        self.patches = Patches()
+        self.roots: list[weakref.ref[nn.Module]] = []
+        self.optimizers: weakref.WeakSet[torch.optim.Optimizer] = weakref.WeakSet()
+        self.loaders: list[dict[str, Any]] = []  # what each DataLoader was made with
+        self.facts: dict[str, Any] = {}  # what the models and optimizers are, for the tune
+        self.own_autocast = False
+        self.script_scales = False  # the script scales its losses with its own GradScaler
+        self.on_backward: Callable[[torch.Tensor], None] = lambda loss: None
+        self.on_forward: Callable[[int], None] = lambda samples: None  # the first root's batches
+        self.on_first_forward: Callable[[], None] = lambda: None
+        self.after_backward: Callable[[], None] = lambda: None
+        self._main = threading.get_ident()
+        self._depth = 0
+        self._seen: set[int] = set()
+        self._autocast: Any = None  # the autocast context we entered, until backward()
+        self._precision: Precision | None = None
+        self._scaler: Any = None  # our GradScaler, fp16 only
+        self._scaled: dict[int, torch.Tensor] = {}  # id(scaled loss) -> its scale (the script's)
+        self._lr_factor: float | None = None
+        self._lr_done: weakref.WeakSet[torch.optim.Optimizer] = weakref.WeakSet()
+        self._fused: weakref.WeakSet[torch.optim.Optimizer] = weakref.WeakSet()
+        self._global: list[Any] = []
+        self._fast: FastMath | None = None
+        self._in_step = False
+        self._backward_state = {"inside": False}
+
+    # -- install / uninstall -------------------------------------------------------------------
+    def install(self) -> None:
+        try:
+            self._install()
+        except BaseException:
+            self.uninstall()
+            raise
+
+    def _install(self) -> None:
+        plan = self.plan
+        for name, (technique, why) in NOT_FOR_SCRIPTS.items():
+            value = getattr(plan, name)
+            if value not in (False, None, (), "as-is", "constant", 1):
+                self.applied.append(skipped(technique, why, warn=False))
+        if plan.fast_math:
+            self._fast = set_fast_math(self.device)
+            self.applied.extend(self._fast.applied)
+        precision, chosen = choose_precision(self.device, plan.amp)
+        if plan.amp != "off":
+            if precision.dtype is None:
+                self.applied.append(chosen)
+            else:
+                self._precision = precision
+        self._patch_loader()
+        self._patch_optimizer()
+        self._patch_backward()
+        mp = nn.modules.module
+        self._global = [
+            mp.register_module_forward_pre_hook(self._global_pre),
+            mp.register_module_forward_hook(self._global_post, always_call=True),
+        ]
+        self.patches.on_undo(self._remove_global)
+
+    def uninstall(self) -> None:
+        self._leave_autocast()
+        self.patches.undo()
+        if self._fast is not None:
+            self._fast.restore()
+            self._fast = None
+
+    def _remove_global(self) -> None:
+        for h in self._global:
+            h.remove()
+        self._global = []
+
+    def end_discovery(self) -> None:
+        """The first step is over: its roots are the trained models; stop watching every module
+        (global hooks slow each submodule call, and compiled code guards on them)."""
+        self._remove_global()
+
+    # -- the root modules ----------------------------------------------------------------------
+    def _global_pre(self, module: nn.Module, args: tuple[Any, ...]) -> Any:
+        if threading.get_ident() != self._main or torch.compiler.is_compiling():
+            return None
+        self._depth += 1
+        if self._depth != 1 or not _training(module) or id(module) in self._seen:
+            return None
+        self._seen.add(id(module))
+        if not any(True for _ in module.parameters()):
+            return None  # a loss module, or a parameter-free transform
+        first = not self.roots
+        self._new_root(module)
+        out = self._root_pre(module, args)  # its own hook runs from the next call on
+        if first:
+            self.on_first_forward()
+        return out
+
+    def _global_post(self, module: nn.Module, args: Any, output: Any) -> None:
+        if threading.get_ident() == self._main and not torch.compiler.is_compiling():
+            self._depth = max(0, self._depth - 1)
+
+    def _new_root(self, root: nn.Module) -> None:
+        self.roots.append(weakref.ref(root))
+        mods = list(root.modules())
+        self.facts.setdefault("models", []).append(type(root).__name__)
+        self.facts["has_conv"] = self.facts.get("has_conv", False) or any(
+            isinstance(m, nn.Conv2d) for m in mods
+        )
+        self.facts["has_conv_bias"] = self.facts.get("has_conv_bias", False) or any(
+            isinstance(m, (nn.Conv1d, nn.Conv2d, nn.Conv3d)) and m.bias is not None for m in mods
+        )
+        from torchpace.tune.candidates import uses_attention
+
+        self.facts["has_attention"] = self.facts.get("has_attention", False) or any(
+            uses_attention(m) for m in mods
+        )
+        p = next(root.parameters())
+        self.facts["device"] = str(p.device)
+        self.facts["param_dtype"] = str(p.dtype).removeprefix("torch.")
+        plan = self.plan
+        if plan.fold_conv_bias:
+            before = {id(q) for q in root.parameters()}
+            self.applied.append(fold_conv_bias(root))
+            for opt in list(self.optimizers):
+                drop_removed_params(opt, root, before)
+        if plan.channels_last:
+            self.applied.append(use_channels_last(root))
+        if plan.attention != "default":
+            self.applied.append(use_attention_backend(root, backend=plan.attention))
+        if plan.compile != "off":
+            self.applied.append(compile_forward(root, mode=plan.compile))
+        pre = root.register_forward_pre_hook(self._root_pre)
+        self.patches.on_undo(pre.remove)
+
+    def _root_pre(self, module: nn.Module, args: tuple[Any, ...]) -> Any:
+        if threading.get_ident() != self._main or not _training(module):
+            return None
+        if self.roots and self.roots[0]() is module and args:
+            self.on_forward(batch_size(args[0]))
+        if self._precision is not None and self._autocast is None:
+            if torch.is_autocast_enabled(self._precision.device_type):
+                # The script runs its own autocast: ours would end in the wrong order.
+                if not self.own_autocast:
+                    self.own_autocast = True
+                    self.applied.append(
+                        skipped(
+                            "amp-bf16" if self._precision.name == "bf16" else "amp-fp16",
+                            "the script already runs its forward under autocast",
+                            warn=False,
+                        )
+                    )
+                    self._precision = None
+            else:
+                self._autocast = self._precision.autocast()
+                self._autocast.__enter__()
+                self._note_autocast()
+        if self.plan.channels_last and self.facts.get("has_conv"):
+            changed = tuple(_channels_last(a) for a in args)
+            if any(c is not a for c, a in zip(changed, args, strict=True)):
+                return changed
+        return None
+
+    def _note_autocast(self) -> None:
+        assert self._precision is not None
+        tid = "amp-fp16" if self._precision.name == "fp16" else "amp-bf16"
+        if not any(a.technique == tid and a.changed for a in self.applied):
+            how = f"autocast({self._precision.device_type}, {self._precision.name})"
+            line = f"training forward and loss under {how}, left at backward()"
+            if self._precision.name == "fp16":
+                line += ", with a GradScaler"
+            self.applied.append(done(tid, [line]))
+
+    def _leave_autocast(self) -> None:
+        if self._autocast is not None:
+            ctx, self._autocast = self._autocast, None
+            ctx.__exit__(None, None, None)
+
+    # -- backward: the loss, autocast's end, fp16 scaling ---------------------------------------
+    def _patch_backward(self) -> None:
+        state = self._backward_state
+        scale = torch.amp.GradScaler.scale
+        scaled = self._scaled
+
+        def scale_and_remember(scaler: Any, outputs: Any) -> Any:
+            out = scale(scaler, outputs)
+            if isinstance(out, torch.Tensor) and scaler.is_enabled() and scaler is not self._scaler:
+                self.script_scales = True  # the script's own GradScaler: ours stays out
+                scaled[id(out)] = scaler._scale
+            return out
+
+        self.patches.set(torch.amp.GradScaler, "scale", scale_and_remember)
+
+        def wrap(original: Callable[..., Any]) -> Callable[..., Any]:
+            @functools.wraps(original)
+            def backward(*args: Any, **kwargs: Any) -> Any:
+                if state["inside"] or threading.get_ident() != self._main:
+                    return original(*args, **kwargs)
+                state["inside"] = True
+                try:
+                    tensor = args[0] if args else kwargs.get("tensors", kwargs.get("self"))
+                    loss = tensor if isinstance(tensor, torch.Tensor) else None
+                    self._leave_autocast()
+                    if loss is not None and loss.numel() == 1:
+                        s = self._scaled.pop(id(loss), None)
+                        value = loss.detach().float().reshape(())
+                        self.on_backward(value / s.float().reshape(()) if s is not None else value)
+                        if self._scaler is not None and not self.script_scales and args:
+                            args = (self._scaler.scale(loss), *args[1:])
+                    out = original(*args, **kwargs)
+                finally:
+                    state["inside"] = False
+                if self.roots and self._global and not len(self.optimizers):
+                    self.end_discovery()  # a manual update: its first backward ends step 1
+                self.after_backward()
+                return out
+
+            return backward
+
+        self.patches.set(torch.Tensor, "backward", wrap(torch.Tensor.backward))
+        self.patches.set(torch.autograd, "backward", wrap(torch.autograd.backward))
+
+    # -- optimizers ----------------------------------------------------------------------------
+    def _patch_optimizer(self) -> None:
+        init = torch.optim.Optimizer.__init__
+        interposer = self
+
+        def __init__(opt: torch.optim.Optimizer, *args: Any, **kwargs: Any) -> None:
+            init(opt, *args, **kwargs)
+            interposer.optimizers.add(opt)
+            interposer.facts.setdefault("optimizers", []).append(type(opt).__name__)
+            interposer._scale_lr(opt)
+
+        self.patches.set(torch.optim.Optimizer, "__init__", __init__)
+        from torch.optim.optimizer import (
+            register_optimizer_step_post_hook,
+            register_optimizer_step_pre_hook,
+        )
+
+        self.patches.on_undo(register_optimizer_step_pre_hook(self._step_pre).remove)
+        self.patches.on_undo(register_optimizer_step_post_hook(self._step_post).remove)
+        if self.plan.grad_set_to_none:
+            self._patch_zero_grad()
+        if self._precision is not None and self._precision.name == "fp16":
+            self._scaler = self._precision.make_scaler()
+            self._patch_step_for_scaler()
+
+    def _step_pre(self, opt: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+        self._leave_autocast()  # a closure (LBFGS) runs its forward inside step()
+        self._in_step = True
+        if self.plan.fused_optimizer and opt not in self._fused:
+            self._fused.add(opt)
+            self.applied.append(fuse_optimizer(opt))
+
+    def _step_post(self, opt: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+        self._in_step = False
+        if self.roots and self._global:
+            self.end_discovery()
+
+    @property
+    def in_step(self) -> bool:
+        """Inside an optimizer's ``step()`` (an LBFGS closure's backward, for instance)."""
+        return self._in_step
+
+    def _patch_zero_grad(self) -> None:
+        opt_zero = torch.optim.Optimizer.zero_grad
+        mod_zero = nn.Module.zero_grad
+        record = [False]
+
+        def note(owner: str) -> None:
+            if not record[0]:
+                record[0] = True
+                self.applied.append(
+                    done("grad-set-to-none", [f"{owner}.zero_grad frees gradients (None)"])
+                )
+
+        def optimizer_zero_grad(opt: Any, set_to_none: bool = True) -> None:
+            if not set_to_none:
+                note(type(opt).__name__)
+            opt_zero(opt, set_to_none=True)
+
+        def module_zero_grad(module: Any, set_to_none: bool = True) -> None:
+            if not set_to_none:
+                note(type(module).__name__)
+            mod_zero(module, set_to_none=True)
+
+        self.patches.set(torch.optim.Optimizer, "zero_grad", optimizer_zero_grad)
+        self.patches.set(nn.Module, "zero_grad", module_zero_grad)
+
+    def _patch_step_for_scaler(self) -> None:
+        """fp16: every optimizer's ``step()`` goes through our GradScaler (unscale, skip on
+        inf/NaN, update), unless the script scales its losses itself."""
+        interposer = self
+        inside = [False]
+
+        def wrap_step(opt: torch.optim.Optimizer) -> None:
+            bound = opt.step
+
+            def step(*args: Any, **kwargs: Any) -> Any:
+                scaler = interposer._scaler
+                if inside[0] or scaler is None or interposer.script_scales:
+                    return bound(*args, **kwargs)
+                inside[0] = True
+                try:
+                    out = scaler.step(opt, *args, **kwargs)
+                    scaler.update()
+                    return out
+                finally:
+                    inside[0] = False
+
+            opt.step = step  # type: ignore[method-assign]
+
+        init = torch.optim.Optimizer.__init__
+
+        def __init__(opt: torch.optim.Optimizer, *args: Any, **kwargs: Any) -> None:
+            init(opt, *args, **kwargs)
+            wrap_step(opt)
+
+        self.patches.set(torch.optim.Optimizer, "__init__", __init__)
+
+    # -- loaders -------------------------------------------------------------------------------
+    def _patch_loader(self) -> None:
+        init = DataLoader.__init__
+        interposer = self
+
+        def __init__(loader: DataLoader[Any], *args: Any, **kwargs: Any) -> None:
+            try:
+                bound = _DATALOADER_SIG.bind(loader, *args, **kwargs)
+            except TypeError:
+                return init(loader, *args, **kwargs)  # the script's own error, as it would be
+            bound.apply_defaults()
+            kw = dict(bound.arguments)
+            kw.pop("self")
+            kw = interposer._loader_kwargs(kw)
+            init(loader, **kw)
+
+        self.patches.set(DataLoader, "__init__", __init__)
+
+    def _loader_kwargs(self, kw: dict[str, Any]) -> dict[str, Any]:
+        plan = self.plan
+        dataset = kw["dataset"]
+        iterable = isinstance(dataset, IterableDataset)
+        shuffled = bool(kw.get("shuffle")) or isinstance(kw.get("sampler"), RandomSampler)
+        info = {
+            "dataset": type(dataset).__name__,
+            "iterable": iterable,
+            "shuffled": shuffled,
+            "batch_size": kw.get("batch_size"),
+            "num_workers": kw.get("num_workers", 0),
+        }
+        self.loaders.append(info)
+        if plan.loader == "auto" or plan.loader_workers is not None:
+            if iterable:
+                self.applied.append(
+                    skipped(
+                        "loader-workers",
+                        f"{type(dataset).__name__} is an IterableDataset: each worker would "
+                        "yield the whole stream unless it shards itself",
+                        warn=False,
+                    )
+                )
+            else:
+                s = loader_settings(self.device, workers=plan.loader_workers)
+                before = kw.get("num_workers", 0)
+                now = (before, kw.get("pin_memory"), kw.get("persistent_workers"))
+                if now == (s.num_workers, s.pin_memory, s.persistent_workers):
+                    self.applied.append(
+                        done("loader-workers", [], reason=f"the loader already has {s}")
+                    )
+                    return self._batch_size(kw, info, shuffled)
+                kw.update(
+                    num_workers=s.num_workers,
+                    pin_memory=s.pin_memory,
+                    persistent_workers=s.persistent_workers,
+                    prefetch_factor=s.prefetch_factor,
+                )
+                self.applied.append(
+                    done(
+                        "loader-workers",
+                        [f"DataLoader({type(dataset).__name__}): {before} workers -> {s}"],
+                    )
+                )
+        return self._batch_size(kw, info, shuffled)
+
+    def _batch_size(
+        self, kw: dict[str, Any], info: dict[str, Any], shuffled: bool
+    ) -> dict[str, Any]:
+        plan = self.plan
+        if plan.batch_size is not None:
+            old = kw.get("batch_size")
+            if not shuffled or kw.get("batch_sampler") is not None or not old:
+                return kw  # an evaluation loader, or batches the script forms itself
+            if old != plan.batch_size:
+                kw["batch_size"] = plan.batch_size
+                self._lr_factor = scale_lr(1.0, old, plan.batch_size, rule=plan.lr_scaling)
+                self.applied.append(
+                    done(
+                        "max-batch-size",
+                        [
+                            f"DataLoader({info['dataset']}) batch size {old} -> "
+                            f"{plan.batch_size}, LR x{self._lr_factor:.3g} ({plan.lr_scaling}) "
+                            "at the optimizers' construction"
+                        ],
+                    )
+                )
+                for opt in list(self.optimizers):
+                    self._scale_lr(opt)
+            info["batch_size"] = kw["batch_size"]
+        return kw
+
+    def _scale_lr(self, opt: torch.optim.Optimizer) -> None:
+        """The LR of ``opt`` times the batch size's factor, once. A script that sets its LR on
+        every step (a manual schedule) overrides it: the tune's guard then judges that LR."""
+        if self._lr_factor is None or opt in self._lr_done or self._lr_factor == 1.0:
+            return
+        self._lr_done.add(opt)
+        for group in opt.param_groups:
+            if isinstance(group.get("lr"), (int, float)):
+                group["lr"] = group["lr"] * self._lr_factor
+                if "initial_lr" in group:  # a scheduler made before: it restarts from this
+                    group["initial_lr"] = group["initial_lr"] * self._lr_factor
+
+    # -- what happened -------------------------------------------------------------------------
+    def not_applied(self) -> dict[str, str]:
+        """Technique -> why, for the plan's techniques that changed nothing on this script."""
+        changed = {a.technique for a in self.applied if a.changed}
+        out: dict[str, str] = {}
+        for a in self.applied:
+            if not a.changed and a.technique not in changed and a.reason:
+                out.setdefault(a.technique, a.reason)
+        for tid in self.plan.techniques():
+            if tid not in changed and tid not in out and tid != "avoid-syncs":
+                out[tid] = "the script never reached the code this applies to"
+        return out
+
+
+def _channels_last(x: Any) -> Any:
+    if isinstance(x, torch.Tensor) and x.dim() == 4 and x.is_floating_point():
+        return x.contiguous(memory_format=torch.channels_last)
+    return x

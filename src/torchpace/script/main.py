@@ -1,0 +1,177 @@
+"""Run a user's script in this process, exactly as ``python script.py args`` would: its own
+``sys.argv``, ``__name__ == "__main__"``, ``sys.path[0]`` set to its folder, the working directory
+left as it is, and its output untouched. The doctor, the tune's script trials and
+``torchpace run`` all start scripts through ``run_as_main``.
+"""
+
+from __future__ import annotations
+
+import _thread
+import builtins
+import os
+import signal
+import sys
+import threading
+import traceback
+import types
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from torchpace.doctor.recorder import DoctorStop
+
+# Frames of torchpace itself (the runner above the script, the instruments' wrappers) are left
+# out of the script's tracebacks: the user sees their own error as Python would show it.
+_OWN_DIR = str(Path(__file__).resolve().parents[1]) + os.sep
+
+
+@dataclass(frozen=True)
+class Ended:
+    """How a script run ended: ``exit_code`` as ``python`` would return it, ``outcome`` in words,
+    ``watchdog`` when the run was interrupted by ``run_as_main``'s timer."""
+
+    exit_code: int
+    outcome: str
+    watchdog: bool = False
+    error: BaseException | None = None  # what the script raised, if it raised
+
+
+def load(path: str) -> types.CodeType:
+    """Compile the script, or raise an error that says what is wrong with it."""
+    p = Path(path)
+    if not p.exists():
+        raise FileNotFoundError(f"script not found: {path}")
+    if not p.is_file():
+        raise ValueError(f"{path} is not a file; give the training script to run")
+    source = p.read_bytes()
+    try:
+        return compile(source, str(p.resolve()), "exec", dont_inherit=True)
+    except SyntaxError as exc:
+        where = f"{path}:{exc.lineno}" if exc.lineno else path
+        raise ValueError(f"{where}: the script does not parse: {exc.msg}") from None
+
+
+def _without_torchpace(te: traceback.TracebackException, first: str) -> None:
+    frames = list(te.stack)
+    while frames and frames[0].filename != first:
+        frames.pop(0)
+    te.stack = traceback.StackSummary.from_list(
+        [f for f in frames if not f.filename.startswith(_OWN_DIR)]
+    )
+    for nested in (te.__cause__, te.__context__):
+        if nested is not None:
+            _without_torchpace(nested, first)
+
+
+def print_script_error(exc: BaseException, script: str) -> None:
+    te = traceback.TracebackException(type(exc), exc, exc.__traceback__)
+    _without_torchpace(te, script)
+    sys.stderr.write("".join(te.format()))
+    sys.stderr.flush()
+
+
+def _exit_code(exc: SystemExit) -> int:
+    code = exc.code
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    print(code, file=sys.stderr)  # sys.exit("message") prints it and exits 1, as Python does
+    return 1
+
+
+def _interrupt_main() -> None:
+    """Raise KeyboardInterrupt in the main thread, even while it is blocked in a system call.
+
+    ``_thread.interrupt_main()`` only sets a flag, which a blocked call (``time.sleep``, a lock, a
+    read) never checks; a real SIGINT interrupts the call, as Ctrl-C does.
+    """
+    kill = getattr(signal, "pthread_kill", None)  # not on Windows
+    main = threading.main_thread().ident
+    if kill is not None and main is not None and callable(signal.getsignal(signal.SIGINT)):
+        kill(main, signal.SIGINT)
+    else:
+        _thread.interrupt_main()
+
+
+def _ensure_sigint_handler() -> signal.Handlers | None:
+    """Install Python's KeyboardInterrupt handler where SIGINT is ignored or defaulted; return
+    what to restore, or None when nothing changed (or this is not the main thread)."""
+    current = signal.getsignal(signal.SIGINT)
+    if callable(current) or threading.current_thread() is not threading.main_thread():
+        return None
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    return current  # type: ignore[return-value]
+
+
+def run_as_main(
+    script: str,
+    args: list[str],
+    *,
+    stopped: str = "stopped after the measured steps",
+    watchdog_s: float | None = None,
+    watchdog_fires: Callable[[], bool] = lambda: True,
+    watchdog_outcome: str = "",
+) -> Ended:
+    """Execute ``script`` as ``__main__`` with ``args``; everything of ``sys`` it changes is put
+    back. A ``DoctorStop`` raised by an instrument ends it with ``stopped``. After
+    ``watchdog_s`` seconds, if ``watchdog_fires()``, the script is interrupted (a SIGINT to the
+    main thread) and the run ends with ``watchdog_outcome``. Raises only for a script that
+    cannot be read or compiled."""
+    code = load(script)
+    path = code.co_filename
+    module = types.ModuleType("__main__")
+    module.__dict__.update(
+        __file__=path, __builtins__=builtins, __cached__=None, __package__=None, __spec__=None
+    )
+    saved = (sys.argv, sys.path[0] if sys.path else None, sys.modules.get("__main__"))
+    fired = threading.Event()
+
+    def check() -> None:
+        if watchdog_fires():
+            fired.set()
+            _interrupt_main()
+
+    timer = threading.Timer(watchdog_s, check) if watchdog_s else None
+    if timer is not None:
+        timer.daemon = True
+    # A process started in the background (`cmd &`, nohup, some CI runners) inherits SIGINT
+    # ignored, and then the watchdog's SIGINT would be lost while the script sleeps: Python's
+    # own handler goes in for the run, as in a foreground process, and the old one comes back.
+    previous_sigint = _ensure_sigint_handler()
+    sys.argv = [script, *args]
+    if sys.path:
+        sys.path[0] = os.path.dirname(path)
+    else:
+        sys.path.insert(0, os.path.dirname(path))
+    sys.modules["__main__"] = module
+    if timer is not None:
+        timer.start()
+    try:
+        exec(code, module.__dict__)
+        ended = Ended(0, "the script finished")
+    except DoctorStop:
+        ended = Ended(0, stopped)
+    except SystemExit as exc:
+        code_ = _exit_code(exc)
+        ended = Ended(code_, f"the script exited with status {code_}")
+    except KeyboardInterrupt as exc:
+        if fired.is_set():
+            ended = Ended(1, watchdog_outcome, watchdog=True)
+        else:
+            print_script_error(exc, path)
+            ended = Ended(130, "interrupted")
+    except BaseException as exc:  # the script's own error, shown as Python would
+        print_script_error(exc, path)
+        ended = Ended(1, f"the script raised {type(exc).__name__}", error=exc)
+    finally:
+        if timer is not None:
+            timer.cancel()
+        if previous_sigint is not None:
+            signal.signal(signal.SIGINT, previous_sigint)
+        sys.argv = saved[0]
+        if saved[1] is not None:
+            sys.path[0] = saved[1]
+        if saved[2] is not None:
+            sys.modules["__main__"] = saved[2]
+    return ended

@@ -1,0 +1,105 @@
+"""Script trials on a script with planted truths: every loop shape is stepped, and each step's
+loss is the one the script itself computed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from torchpace.script import trial
+from torchpace.train.plan import Plan
+from torchpace.tune.trial import TrialSpec
+
+SCRIPT = str(Path(__file__).parent / "scripts" / "planted.py")
+AS_WRITTEN = Plan(grad_set_to_none=False).to_dict()
+
+
+def _run(tmp_path: Path, *args: str, warmup: int = 2, steps: int = 6, seed: int = 0, plan=None):
+    spec = TrialSpec(
+        name="t",
+        recipe=SCRIPT,
+        plan=plan or AS_WRITTEN,
+        seed=seed,
+        warmup=warmup,
+        steps=steps,
+        args=tuple(args),
+        cwd=str(tmp_path),
+    )
+    return trial.run(spec)
+
+
+def _truth(path: Path) -> list[float]:
+    return json.loads(path.read_text())
+
+
+@pytest.mark.parametrize(
+    "shape, args, mode",
+    [
+        ("optimizer steps", (), "optimizer"),
+        ("gradient accumulation", ("--accumulate", "4"), "optimizer"),
+        ("manual update, no optimizer", ("--manual",), "backward"),
+        ("LBFGS closure", ("--lbfgs",), "optimizer"),
+    ],
+)
+def test_each_loop_shape_is_stepped_with_the_scripts_own_losses(tmp_path, shape, args, mode):
+    losses = tmp_path / "losses.json"
+    r = _run(tmp_path, *args, "--losses", str(losses))
+    assert r.status == "ok", r.reason
+    assert r.extra["step_mode"] == mode
+    assert len(r.step_seconds) == 6
+    truth = _truth(losses)
+    # The script records a step after its update; the trial stops in the 8th step's hook, before
+    # the script could write that one down.
+    assert len(r.losses) == 8 and len(truth) >= 7
+    assert r.losses[: len(truth)] == pytest.approx(truth[:8], rel=1e-5)
+    per_step = 16 * (4 if "--accumulate" in args else 1)
+    assert r.samples_per_step == per_step
+    assert r.batch_size == 16
+
+
+def test_the_trial_seeds_a_script_that_seeds_nothing_and_keeps_a_scripts_own_seed(tmp_path):
+    a = _run(tmp_path, seed=0).losses
+    assert _run(tmp_path, seed=0).losses == a  # the same start and data order
+    assert _run(tmp_path, seed=1).losses != a
+    own = _run(tmp_path, "--seed", "7", seed=0).losses
+    assert _run(tmp_path, "--seed", "7", seed=1).losses == own
+
+
+def test_a_crash_in_the_trial_is_a_failed_trial_with_the_scripts_error(tmp_path):
+    r = _run(tmp_path, "--crash-at", "3")
+    assert r.status == "failed"
+    assert "RuntimeError: planted crash at step 3" in r.reason
+    assert "after 3 of 8 steps" in r.reason
+
+
+def test_a_script_that_ends_too_soon_says_which_option_to_change(tmp_path):
+    r = _run(tmp_path, "--steps", "5")
+    assert r.status == "failed"
+    assert "after 5 of the 8 steps" in r.reason and "--steps" in r.reason
+
+
+def test_a_script_that_never_trains_says_what_torchpace_looks_for(tmp_path):
+    r = _run(tmp_path, "--no-train")
+    assert r.status == "failed"
+    assert "no backward() and no optimizer.step()" in r.reason
+
+
+def test_a_plan_is_applied_and_recorded(tmp_path):
+    plan = Plan(fused_optimizer=True, fold_conv_bias=True, grad_set_to_none=True).to_dict()
+    r = _run(tmp_path, plan=plan)
+    assert r.status == "ok", r.reason
+    assert set(r.applied) == {"fused-optimizer", "grad-set-to-none"}
+    # The planted forward branches on its input, which torch.fx cannot trace: said, not raised.
+    assert "torch.fx could not trace" in r.extra["not_applied"]["conv-bias-before-bn"]
+    assert r.extra["facts"]["optimizers"] == ["SGD"]
+    assert r.extra["facts"]["has_conv_bias"] is True
+
+
+def test_a_larger_batch_changes_the_training_loader_only_and_scales_the_lr(tmp_path):
+    plan = Plan(grad_set_to_none=False, batch_size=32, lr_scaling="linear").to_dict()
+    r = _run(tmp_path, plan=plan)
+    assert r.status == "ok", r.reason
+    assert r.batch_size == 32 and r.samples_per_step == 32
+    assert "max-batch-size" in r.applied
