@@ -79,12 +79,12 @@ def kind_of(path: str | Path) -> Kind:
         return "recipe"
     if _runs_something(tree):
         return "script"
-    present = [f for f in REQUIRED if f not in missing]
-    if present:
+    if len(missing) < len(REQUIRED):  # some factories: a recipe being written
+        lacks = ", ".join(f"`{m}`" for m in missing)
         raise RecipeError(
-            f"{path} looks like a recipe ({', '.join(present)}) but has no "
-            f"{', '.join(missing)}: define them (torchpace.workloads.protocol), or give the "
-            "training script itself"
+            f"recipe {path} has no {lacks}: define {REQUIRED[missing[0]]}"
+            + (" (and the others)" if len(missing) > 1 else "")
+            + '; or, if it is a training script, give it an `if __name__ == "__main__":` block'
         )
     raise RecipeError(
         f"{path} is neither a recipe (no model, dataset, loss, batch_size or lr at module level) "

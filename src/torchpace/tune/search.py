@@ -238,15 +238,20 @@ def tune(
 
     # 3. Greedy: add the winners, best first, keeping each only if the whole still gains.
     best_plan, best = none, base
-    for c, _, _ in sorted(alone.values(), key=lambda t: -t[2]):
+    for c, measured, _ in sorted(alone.values(), key=lambda t: -t[2]):
         trial_plan = best_plan.replace(**c.changes)
         if trial_plan == best_plan:
             continue
-        if not runner.affordable(compile_trial="compile" in c.changes):
+        techniques = trial_plan.techniques()
+        if best_plan == none:
+            # The first addition is the technique alone, measured in step 2: no trial to repeat,
+            # so a budget spent by step 2 still keeps the best single technique.
+            r = measured
+        elif not runner.affordable(compile_trial="compile" in c.changes):
             out.skipped_for_budget.append(f"+ {c.name}")
             continue
-        techniques = trial_plan.techniques()
-        r = runner.run(f"+ {c.name}", trial_plan, techniques)
+        else:
+            r = runner.run(f"+ {c.name}", trial_plan, techniques)
         if r.status != "ok":
             rows.append(
                 Row(f"+ {c.name}", c.techniques, verdict=rejected(f"{r.status}: {r.reason}"))

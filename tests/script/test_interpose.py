@@ -1,0 +1,108 @@
+"""The interposer in this process: autocast spans the forward and the loss and ends at
+backward(); the script's own autocast is left alone; every patch comes out again."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+from torchpace.script.interpose import Interposer
+from torchpace.speedups import precision
+from torchpace.train.plan import Plan
+
+
+def _interposer(monkeypatch, plan: Plan) -> Interposer:
+    # Autocast to bf16 runs on any CPU; the device check would refuse it on one without bf16.
+    monkeypatch.setattr(precision, "bf16_supported", lambda device: True)
+    return Interposer(plan, device=torch.device("cpu"))
+
+
+def test_autocast_covers_forward_and_loss_and_ends_at_backward(monkeypatch):
+    ip = _interposer(monkeypatch, Plan(amp="bf16"))
+    seen = {}
+    ip.install()
+    try:
+        model = nn.Linear(4, 2)
+        out = model(torch.randn(3, 4))
+        seen["forward"] = out.dtype
+        seen["loss"] = torch.is_autocast_enabled("cpu")
+        loss = out.float().pow(2).mean()
+        loss.backward()
+        seen["after backward"] = torch.is_autocast_enabled("cpu")
+        with torch.no_grad():
+            model(torch.randn(3, 4))
+        seen["no_grad forward"] = torch.is_autocast_enabled("cpu")
+    finally:
+        ip.uninstall()
+    assert seen == {
+        "forward": torch.bfloat16,
+        "loss": True,
+        "after backward": False,
+        "no_grad forward": False,
+    }
+    assert [a.technique for a in ip.applied if a.changed] == ["amp-bf16"]
+
+
+def test_the_scripts_own_autocast_is_kept_and_ours_stays_out(monkeypatch):
+    ip = _interposer(monkeypatch, Plan(amp="bf16"))
+    ip.install()
+    try:
+        model = nn.Linear(4, 2)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            loss = model(torch.randn(3, 4)).float().mean()
+        loss.backward()
+        assert not torch.is_autocast_enabled("cpu")
+    finally:
+        ip.uninstall()
+    assert ip.own_autocast
+    assert "already runs its forward under autocast" in ip.not_applied()["amp-bf16"]
+
+
+def test_uninstall_puts_every_patch_back(monkeypatch):
+    before = (
+        DataLoader.__init__,
+        torch.optim.Optimizer.__init__,
+        torch.optim.Optimizer.zero_grad,
+        nn.Module.zero_grad,
+        torch.Tensor.backward,
+        torch.autograd.backward,
+        torch.amp.GradScaler.scale,
+    )
+    hooks = dict(nn.modules.module._global_forward_pre_hooks)
+    ip = _interposer(monkeypatch, Plan(amp="bf16", loader="auto", batch_size=8))
+    ip.install()
+    loader = DataLoader(TensorDataset(torch.zeros(16, 2)), batch_size=4, shuffle=True)
+    assert loader.batch_size == 8
+    ip.uninstall()
+    after = (
+        DataLoader.__init__,
+        torch.optim.Optimizer.__init__,
+        torch.optim.Optimizer.zero_grad,
+        nn.Module.zero_grad,
+        torch.Tensor.backward,
+        torch.autograd.backward,
+        torch.amp.GradScaler.scale,
+    )
+    assert after == before
+    assert dict(nn.modules.module._global_forward_pre_hooks) == hooks
+    assert DataLoader(TensorDataset(torch.zeros(16, 2)), batch_size=4).batch_size == 4
+
+
+def test_an_evaluation_loader_keeps_its_batch_size_and_an_iterable_gets_no_workers(monkeypatch):
+    class Stream(torch.utils.data.IterableDataset):
+        def __iter__(self):
+            return iter(range(4))
+
+    ip = _interposer(monkeypatch, Plan(loader_workers=1, batch_size=8))
+    ip.install()
+    try:
+        val = DataLoader(TensorDataset(torch.zeros(16, 2)), batch_size=4)
+        stream = DataLoader(Stream(), batch_size=2)
+    finally:
+        ip.uninstall()
+    assert val.batch_size == 4 and val.num_workers == 1
+    assert stream.num_workers == 0
+    assert "IterableDataset" in ip.not_applied().get("loader-workers", "") or any(
+        "IterableDataset" in a.reason for a in ip.applied
+    )

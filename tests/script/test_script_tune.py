@@ -1,0 +1,54 @@
+"""The tune's search on a script with planted truths, each trial the unmodified script in a fresh
+process: a "numerics-preserving" technique that breaks the numerics is rejected, a slower one is
+not worth it, a faster one is kept, and the plan says so."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from torchpace.train.plan import Plan
+from torchpace.tune.candidates import Candidate
+from torchpace.tune.results import ResultsFile
+from torchpace.tune.search import Settings, tune
+
+SCRIPT = str(Path(__file__).parent / "scripts" / "planted.py")
+CANDS = [
+    Candidate("channels-last", {"channels_last": True}, ("channels-last",)),
+    Candidate("fused optimizer", {"fused_optimizer": True}, ("fused-optimizer",)),
+    Candidate("set_to_none", {"grad_set_to_none": True}, ("grad-set-to-none",)),
+]
+
+
+def test_planted_outcomes_on_a_script(tmp_path):
+    settings = Settings(
+        recipe=SCRIPT,
+        budget_s=900.0,
+        steps=8,
+        warmup=2,
+        script_args=("--steps", "200"),
+        cwd=str(tmp_path),
+    )
+    seen = []
+
+    def after_baseline(base):
+        seen.append(base.extra["facts"])
+        return CANDS, []
+
+    out = tune(
+        settings,
+        [],
+        [],
+        results=ResultsFile(tmp_path / "trials.jsonl"),
+        workdir=tmp_path / "work",
+        baseline=Plan(grad_set_to_none=False),
+        after_baseline=after_baseline,
+    )
+    verdicts = {r.name: r.verdict for r in out.rows}
+    assert verdicts["channels-last"].startswith("rejected"), verdicts
+    assert verdicts["fused optimizer"].startswith("not worth it"), verdicts
+    assert verdicts["set_to_none"] == "kept alone", verdicts
+    assert out.plan.grad_set_to_none and not out.plan.channels_last
+    assert not out.plan.fused_optimizer
+    assert seen[0]["optimizers"] == ["SGD"] and seen[0]["has_conv"]
+    assert all(t.extra.get("entry") == "script" for t in out.trials if t.status == "ok")
+    assert out.confirm["median"] and out.confirm["median"] > 1.2  # 30 ms of ~80 ms planted
