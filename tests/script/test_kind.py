@@ -71,7 +71,7 @@ def test_a_half_written_recipe_names_what_it_lacks(tmp_path):
 
 
 def test_a_library_module_is_neither_and_the_error_says_what_to_give(tmp_path):
-    with pytest.raises(RecipeError, match="neither a recipe .* nor a training script"):
+    with pytest.raises(RecipeError, match=r"neither a recipe .* nor a training script"):
         kind_of(_file(tmp_path, LIBRARY))
 
 
