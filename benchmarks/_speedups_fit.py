@@ -152,7 +152,8 @@ def fit_part(
     goals: dict[tuple[str, str], float] | None = None,
 ) -> dict[str, Any]:
     """Each case against its workload's naive script. ``cases``: the `torchpace fit` arguments
-    of each (workload, plan name) (default: FIT_PLANS, as ``write_plans`` writes them);
+    of each (workload, plan name) (default: FIT_PLANS, as ``write_plans`` writes them), or
+    ``["run", "--plan", PLAN]`` for `torchpace run` of the naive script itself with a plan;
     ``goals``: the speed-up goal of a case (default: GOAL_FIT_CNN for cnn / fast)."""
     from torchpace.workloads.seqcls import PAD
 
@@ -171,6 +172,9 @@ def fit_part(
                 for side in order:
                     if side == "naive":
                         argv = [SCRIPTS[w], "--eval-every", str(NO_EVAL)]
+                    elif plans[(w, side)][:1] == ["run"]:  # the plan applied to the script
+                        argv = ["run", *plans[(w, side)][1:], SCRIPTS[w], "--"]
+                        argv += ["--eval-every", str(NO_EVAL)]
                     else:
                         argv = ["fit", w, *plans[(w, side)], "--no-progress"]
                     argv += ["--steps", str(total), "--seed", str(seed)]

@@ -63,10 +63,14 @@ def duration(text: str) -> str:
     return text
 
 
-def tune_once(workload: str, budget: str, out: Path, *, cold: bool) -> dict[str, Any]:
-    """One `torchpace tune` in a fresh process, timed from start to exit; its results file."""
+def tune_once(
+    workload: str, budget: str, out: Path, *, cold: bool, script_args: list[str] | None = None
+) -> dict[str, Any]:
+    """One `torchpace tune` in a fresh process, timed from start to exit; its results file.
+    ``workload`` may be a script, with its arguments in ``script_args``."""
     argv = ["-m", "torchpace", "tune", workload, "--budget", budget, "--out", str(out)]
     argv += ["--no-cache"] if cold else []
+    argv += ["--", *script_args] if script_args is not None else []
     tty = sys.stderr.isatty()  # the progress bar shows on a terminal; elsewhere keep stderr
     load_before = os.getloadavg()
     t0 = time.perf_counter()

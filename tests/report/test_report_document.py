@@ -189,3 +189,14 @@ def test_results_with_nothing_measured_still_render() -> None:
     assert [s.id for s in docs[1].sections] == ["step-time", "findings", "memory"]
     assert "the recipe as written" in to_text(docs[0])
     assert "No findings." in page(docs)
+
+
+def test_a_script_findings_fix_names_the_tune_command_for_that_script() -> None:
+    from torchpace.report.doctor_doc import build
+
+    doc = build(result(DOCTOR))
+    text = json.dumps(doc, default=lambda o: getattr(o, "__dict__", str(o)))
+    assert (
+        "Verify with `torchpace tune /home/ada/project/examples/naive_cnn.py -- --steps 200`"
+        in (text)
+    )

@@ -176,14 +176,30 @@ def _docs(f: dict[str, Any]) -> tuple[Link, ...]:
     return (*links, Link(f["technique"], technique_anchor(f["technique"])))
 
 
-def _change(f: dict[str, Any]) -> str:
+def _tune_command(target: dict[str, Any]) -> str:
+    """The command that tries the findings' techniques on this run: the script itself, with its
+    arguments, for a script; ``torchpace tune`` on a recipe otherwise."""
+    if target.get("kind") != "script" or not target.get("script"):
+        return "torchpace tune"
+    import shlex
+
+    args = [str(a) for a in target.get("args") or []]
+    return shlex.join(
+        ["torchpace", "tune", str(target["script"]), *(["--", *args] if args else [])]
+    )
+
+
+def _change(f: dict[str, Any], tune: str = "torchpace tune") -> str:
     text = f"{f['message']} → {f['fix']}"
     if f["status"] != "measured":
         text += f" ({f['status']})"
+    end = "" if text.endswith(".") else "."
     verb = f["applies"]["verb"]
-    how = [v for v in (verb, "torchpace tune" if f["applies"]["tune"] else None) if v]
-    if how:
-        text += f"{'' if text.endswith('.') else '.'} Applied by {' / '.join(how)}."
+    if verb:
+        text += f"{end} Applied by {verb}."
+        end = ""
+    if f["applies"]["tune"]:
+        text += f"{end} Verify with `{tune}`."
     return text
 
 
@@ -198,7 +214,7 @@ def _findings_section(result: dict[str, Any], top: int | None) -> Section:
                 fmt.DASH if f["gain"] is None else fmt.pct(f["gain"]),
                 fmt.where(f["path"], f["line"], cwd),
                 fmt.measured(f.get("measured") or {}),
-                _change(f),
+                _change(f, _tune_command(result["target"])),
                 _docs(f),
             ]
             for i, f in enumerate(findings, 1)
