@@ -312,6 +312,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_run(sub)
 
+    from torchpace.script.apply_command import add_parser as add_apply
+
+    add_apply(sub)
+
     from torchpace.report.command import add_parser as add_report
 
     add_report(sub)

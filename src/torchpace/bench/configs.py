@@ -8,7 +8,8 @@ from typing import Literal
 
 import torch
 
-from torchpace.measure.env import bf16_supported, usable_cores
+from torchpace.measure.cores import usable_cores
+from torchpace.measure.env import bf16_supported
 
 Amp = Literal["off", "bf16", "fp16"]
 OptimizerChoice = Literal["recipe", "adamw", "adamw-fused"]

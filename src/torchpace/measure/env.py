@@ -20,6 +20,7 @@ import torch
 
 from torchpace._files import atomic_write_text
 from torchpace.measure.clock import synchronize
+from torchpace.measure.cores import usable_cores
 
 _CPUINFO = Path("/proc/cpuinfo")
 
@@ -47,13 +48,6 @@ def _cpu_flags_and_model() -> tuple[frozenset[str], str]:
         elif line.startswith("model name") and not model:
             model = line.split(":", 1)[1].strip()
     return frozenset(flags), model or platform.machine()
-
-
-def usable_cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:
-        return os.cpu_count() or 1
 
 
 def cpu_supports_bf16() -> bool:

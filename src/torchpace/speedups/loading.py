@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 import torch
 from torch.utils.data import DataLoader, Dataset, IterableDataset
 
-from torchpace.measure.env import usable_cores
+from torchpace.measure.cores import usable_cores
 from torchpace.speedups.applied import SpeedupWarning
 
 __all__ = ["DevicePrefetcher", "LoaderSettings", "loader_settings", "to_device", "tuned_loader"]

@@ -173,7 +173,7 @@ def for_script(
     """The candidates for a script, from what its baseline trial saw (``extra["facts"]``: its
     models, optimizers and DataLoaders), ordered by the doctor's ``findings`` for it: techniques
     it measured a gain for first, by that gain, then PRIORITY."""
-    from torchpace.measure.env import usable_cores
+    from torchpace.measure.cores import usable_cores
 
     facts = dict(base.extra.get("facts", {}))
     cands, no = from_facts(facts, device)

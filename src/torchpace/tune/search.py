@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from torchpace.measure.env import usable_cores
+from torchpace.measure.cores import usable_cores
 from torchpace.train.plan import Plan
 from torchpace.tune.batch import search_batch
 from torchpace.tune.candidates import Candidate, NotApplicable

@@ -1,0 +1,434 @@
+"""A plan as a source change to the user's script (``torchpace apply``): for each technique with a
+sound static edit, a byte-exact edit applied through lint's fix machinery (``lint.fixes``: no
+overlaps, the result must parse, a second run changes nothing); for the rest, the line and what to
+do by hand. This module does not import torch.
+
+Edits, each only where the script's own syntax makes it certain:
+
+- ``grad-set-to-none``: ``zero_grad(set_to_none=False)`` -> ``set_to_none=True``;
+- ``fused-optimizer``: ``fused=True`` on ``torch.optim.Adam/AdamW/SGD(...)`` without ``**kw``;
+- ``loader-workers``: ``num_workers``, ``pin_memory`` and ``persistent_workers`` on each
+  ``DataLoader(...)`` without ``**kw``;
+- ``tf32`` / ``cudnn-benchmark``: the flags, after the module's imports;
+- ``channels-last`` and ``torch-compile``: ``model.to(memory_format=...)`` and
+  ``model.compile()`` after the optimizer over ``model.parameters()`` is built;
+- ``amp-bf16``: the statements from the model's call to ``loss.backward()`` wrapped in
+  ``with torch.autocast(...)`` (backward itself stays outside), where they are simple statements
+  of one block.
+
+A larger batch, fp16 (it needs a GradScaler in the loop), conv-bias folding and the attention
+backend are instructions: their edit depends on values only the running script knows.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass
+from itertools import pairwise
+
+from torchpace.findings import Edit, Finding, Fix, Location
+from torchpace.lint.imports import Resolver
+from torchpace.lint.rule import end_of, keyword
+from torchpace.measure.cores import usable_cores
+from torchpace.train.plan import Plan
+
+_FUSABLE = {"torch.optim.Adam", "torch.optim.AdamW", "torch.optim.SGD"}
+_OPTIMIZERS = re.compile(r"^torch\.optim\.[A-Z]\w*$")
+
+
+@dataclass(frozen=True)
+class Instruction:
+    """What to change by hand, and where (``line`` 0: nowhere in particular)."""
+
+    technique: str
+    line: int
+    text: str
+
+
+class _Script:
+    def __init__(self, source: bytes, path: str) -> None:
+        self.source = source
+        self.path = path
+        self.tree = ast.parse(source, filename=path)
+        self.lines = source.splitlines(keepends=True)
+        self.newline = "\r\n" if b"\r\n" in source else "\n"
+        nodes = list(ast.walk(self.tree))
+        self.nodes = nodes
+        self.resolver = Resolver.from_nodes(nodes)
+        self.calls = [n for n in nodes if isinstance(n, ast.Call)]
+        self.parents: dict[int, ast.AST] = {}
+        for n in nodes:
+            for child in ast.iter_child_nodes(n):
+                self.parents[id(child)] = n
+
+    def qualname(self, call: ast.Call) -> str:
+        return self.resolver.qualname(call.func) or ""
+
+    def text_line(self, lineno: int) -> str:
+        return self.lines[lineno - 1].decode("utf-8", errors="replace")
+
+    def indent_of(self, lineno: int) -> str:
+        line = self.text_line(lineno)
+        return line[: len(line) - len(line.lstrip())]
+
+    def statement_of(self, node: ast.AST) -> ast.stmt | None:
+        while node is not None and not isinstance(node, ast.stmt):
+            node = self.parents.get(id(node))  # type: ignore[assignment]
+        return node
+
+    def torch_name(self) -> str | None:
+        """The local name bound to the torch package (``import torch``), or None."""
+        return next((k for k, v in self.resolver.bindings.items() if v == "torch"), None)
+
+
+def _finding(s: _Script, technique: str, node: ast.AST, title: str, *edits: Edit) -> Finding:
+    line, col = node.lineno, node.col_offset  # type: ignore[attr-defined]
+    end_line, end_col = end_of(node)
+    loc = Location(s.path, line, col + 1, end_line, end_col + 1)
+    return Finding("PLAN", "plan-edit", technique, title, loc, Fix(title, "safe", edits))
+
+
+def _set_kw(s: _Script, call: ast.Call, name: str, value: str) -> Edit | None:
+    """Set ``name=value`` on ``call``: replace the value, or insert the keyword at the end."""
+    kw = keyword(call, name)
+    if kw is not None:
+        if ast.get_source_segment(s.source.decode("utf-8", "replace"), kw.value) == value:
+            return None
+        (l1, c1), (l2, c2) = (kw.value.lineno, kw.value.col_offset), end_of(kw.value)
+        return Edit(l1, c1, l2, c2, value)
+    last = (call.args + [k.value for k in call.keywords])[-1:]  # type: ignore[operator]
+    if not last:
+        l2, c2 = end_of(call)
+        return Edit(l2, c2 - 1, l2, c2 - 1, f"{name}={value}")
+    l2, c2 = end_of(last[0])
+    return Edit(l2, c2, l2, c2, f", {name}={value}")
+
+
+def _has_star_kwargs(call: ast.Call) -> bool:
+    return any(k.arg is None for k in call.keywords)
+
+
+def _set_to_none(s: _Script) -> list[Finding]:
+    out = []
+    for call in s.calls:
+        if isinstance(call.func, ast.Attribute) and call.func.attr == "zero_grad":
+            kw = keyword(call, "set_to_none")
+            if kw is not None and isinstance(kw.value, ast.Constant) and kw.value.value is False:
+                l2, c2 = end_of(kw.value)
+                edit = Edit(kw.value.lineno, kw.value.col_offset, l2, c2, "True")
+                out.append(_finding(s, "grad-set-to-none", call, "free gradients", edit))
+    return out
+
+
+def _fused(s: _Script) -> list[Finding]:
+    out = []
+    for call in s.calls:
+        if s.qualname(call) not in _FUSABLE or _has_star_kwargs(call):
+            continue
+        if keyword(call, "fused") is not None or keyword(call, "foreach") is not None:
+            continue
+        edit = _set_kw(s, call, "fused", "True")
+        if edit is not None:
+            out.append(_finding(s, "fused-optimizer", call, "use the fused kernel", edit))
+    return out
+
+
+def _loader(s: _Script, plan: Plan, device: str) -> list[Finding]:
+    workers = plan.loader_workers
+    if workers is None:  # "auto", as loader_settings chooses per device
+        workers = max(0, min(4, usable_cores() - 1)) if device == "cuda" else 0
+    values = {
+        "num_workers": str(workers),
+        "pin_memory": str(device == "cuda"),
+        "persistent_workers": str(workers > 0),
+    }
+    out = []
+    for call in s.calls:
+        if s.qualname(call) != "torch.utils.data.DataLoader" or _has_star_kwargs(call):
+            continue
+        if len(call.args) > 5:  # num_workers given by position: leave the call alone
+            continue
+        edits = []
+        for name, value in values.items():
+            kw = keyword(call, name)
+            if kw is None and value in ("0", "False"):
+                continue  # the default already
+            edit = _set_kw(s, call, name, value)
+            if edit is not None:
+                edits.append(edit)
+        if edits:
+            title = ", ".join(f"{k}={v}" for k, v in values.items())
+            out.append(_finding(s, "loader-workers", call, title, *_merge_inserts(edits)))
+    return out
+
+
+def _merge_inserts(edits: list[Edit]) -> list[Edit]:
+    """Insertions at one point become one edit (the fix machinery refuses two at a point)."""
+    merged: dict[tuple[int, int, int, int], str] = {}
+    for e in edits:
+        key = (e.start_line, e.start_col, e.end_line, e.end_col)
+        merged[key] = merged.get(key, "") + e.text
+    return [Edit(*k, text) for k, text in merged.items()]
+
+
+def _after_imports(s: _Script) -> int:
+    """The line after the module's leading imports (and docstring)."""
+    last = 0
+    for stmt in s.tree.body:
+        if isinstance(stmt, (ast.Import, ast.ImportFrom)) or (
+            isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant) and last == 0
+        ):
+            last = stmt.end_lineno or last
+        else:
+            break
+    return last + 1
+
+
+def _fast_math(s: _Script, device: str) -> tuple[list[Finding], list[Instruction]]:
+    t = s.torch_name()
+    if t is None:
+        return [], [Instruction("tf32", 0, "import torch, then set the fast float32 matmul flags")]
+    precision = "high" if device == "cuda" else "medium"
+    wanted = [f'{t}.set_float32_matmul_precision("{precision}")']
+    if device == "cuda":
+        wanted.insert(0, f"{t}.backends.cudnn.benchmark = True")
+    text = s.source.decode("utf-8", "replace")
+    missing = [w for w in wanted if w.split("(")[0].split(" =")[0] not in text]
+    if not missing:
+        return [], []
+    at = _after_imports(s)
+    body = "".join(w + s.newline for w in missing)
+    edit = Edit(at, 0, at, 0, body)
+    node = s.tree.body[0]
+    return [_finding(s, "tf32", node, "fast float32 matmuls", edit)], []
+
+
+def _trained_model(s: _Script) -> tuple[str, ast.stmt] | None:
+    """The name of the model whose ``.parameters()`` an optimizer is built over, and the
+    statement that builds it."""
+    for call in s.calls:
+        if not _OPTIMIZERS.match(s.qualname(call)) or not call.args:
+            continue
+        p = call.args[0]
+        if (
+            isinstance(p, ast.Call)
+            and isinstance(p.func, ast.Attribute)
+            and p.func.attr == "parameters"
+            and isinstance(p.func.value, ast.Name)
+        ):
+            stmt = s.statement_of(call)
+            if stmt is not None:
+                return p.func.value.id, stmt
+    return None
+
+
+def _insert_after(s: _Script, stmt: ast.stmt, line_text: str) -> Edit:
+    at = (stmt.end_lineno or stmt.lineno) + 1
+    indent = s.indent_of(stmt.lineno)
+    if at > len(s.lines):  # the last line of the file
+        end = len(s.lines)
+        col = len(s.lines[-1])
+        prefix = "" if s.lines[-1].endswith((b"\n", b"\r")) else s.newline
+        return Edit(end, col, end, col, prefix + indent + line_text + s.newline)
+    return Edit(at, 0, at, 0, indent + line_text + s.newline)
+
+
+def _model_calls(s: _Script, model: str, method: str) -> bool:
+    return any(
+        isinstance(c.func, ast.Attribute)
+        and c.func.attr == method
+        and isinstance(c.func.value, ast.Name)
+        and c.func.value.id == model
+        for c in s.calls
+    )
+
+
+def _model_edits(s: _Script, plan: Plan) -> tuple[list[Finding], list[Instruction]]:
+    found = _trained_model(s)
+    t = s.torch_name() or "torch"
+    wanted = []
+    if plan.channels_last:
+        wanted.append(("channels-last", "to", "{m}.to(memory_format=" + t + ".channels_last)"))
+    if plan.compile != "off":
+        mode = "" if plan.compile == "default" else f'mode="{plan.compile}"'
+        wanted.append(("torch-compile", "compile", "{m}.compile(" + mode + ")"))
+    if not wanted:
+        return [], []
+    if found is None:
+        return [], [
+            Instruction(tid, 0, f"after the model is built: {text.format(m='model')}")
+            for tid, _, text in wanted
+        ]
+    model, stmt = found
+    lines = []
+    techniques = []
+    for tid, method, text in wanted:
+        if method == "to" and "channels_last" in s.source.decode("utf-8", "replace"):
+            continue
+        if _model_calls(s, model, method) and method == "compile":
+            continue
+        lines.append(text.format(m=model))
+        techniques.append(tid)
+    if not lines:
+        return [], []
+    edit = _insert_after(s, stmt, (s.newline + s.indent_of(stmt.lineno)).join(lines))
+    out = [_finding(s, techniques[0], stmt, "; ".join(lines), edit)]
+    return out, []
+
+
+def _autocast(s: _Script, plan: Plan, device: str) -> tuple[list[Finding], list[Instruction]]:
+    if plan.amp == "off":
+        return [], []
+    if plan.amp == "fp16":
+        return [], [
+            Instruction(
+                "amp-fp16",
+                0,
+                "wrap the forward and loss in torch.autocast(device_type, dtype=torch.float16) "
+                "and scale the loss with torch.amp.GradScaler (scaler.scale(loss).backward(), "
+                "scaler.step(optimizer), scaler.update())",
+            )
+        ]
+    found = _trained_model(s)
+    how = (
+        f'with {s.torch_name() or "torch"}.autocast(device_type="{device}", '
+        f"dtype={s.torch_name() or 'torch'}.bfloat16):"
+    )
+    by_hand = [Instruction("amp-bf16", 0, f"put the forward and the loss under `{how}`")]
+    if found is None:
+        return [], by_hand
+    model = found[0]
+    for node in s.nodes:
+        body = getattr(node, "body", None)
+        if not isinstance(body, list):
+            continue
+        for i, stmt in enumerate(body):
+            if not _is_backward(stmt):
+                continue
+            start = _first_model_call(body, i, model)
+            if start is None:
+                continue
+            block = body[start:i]
+            if not _wrappable(s, block) or _under_autocast(s, block[0]):
+                continue
+            first, last = block[0].lineno, block[-1].end_lineno or block[-1].lineno
+            indent = s.indent_of(first)
+            old = [s.text_line(n).rstrip("\r\n") for n in range(first, last + 1)]
+            new = [indent + how] + [("    " + x) if x.strip() else x for x in old]
+            edit = Edit(first, 0, last, len(s.lines[last - 1].rstrip(b"\r\n")), s.newline.join(new))
+            return [_finding(s, "amp-bf16", block[0], "forward and loss under autocast", edit)], []
+    return [], by_hand
+
+
+def _is_backward(stmt: ast.stmt) -> bool:
+    return (
+        isinstance(stmt, ast.Expr)
+        and isinstance(stmt.value, ast.Call)
+        and isinstance(stmt.value.func, ast.Attribute)
+        and stmt.value.func.attr == "backward"
+    )
+
+
+def _first_model_call(body: list[ast.stmt], end: int, model: str) -> int | None:
+    """The index of the earliest statement before ``end``, in an unbroken run of simple
+    statements, that calls ``model(...)``."""
+    found = None
+    for j in range(end - 1, -1, -1):
+        stmt = body[j]
+        if not isinstance(stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Expr)):
+            break
+        if any(
+            isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == model
+            for n in ast.walk(stmt)
+        ):
+            found = j
+    return found
+
+
+def _wrappable(s: _Script, block: list[ast.stmt]) -> bool:
+    """Whole lines only: no statement shares a line with another, none is split oddly."""
+    lines = [(b.lineno, b.end_lineno or b.lineno) for b in block]
+    for (_, a_end), (b_start, _) in pairwise(lines):
+        if b_start <= a_end:
+            return False
+    first = block[0]
+    return s.text_line(first.lineno)[: first.col_offset].strip() == ""
+
+
+def _under_autocast(s: _Script, stmt: ast.stmt) -> bool:
+    node: ast.AST | None = stmt
+    while node is not None:
+        if isinstance(node, ast.With) and any(
+            "autocast" in ast.dump(item.context_expr) for item in node.items
+        ):
+            return True
+        node = s.parents.get(id(node))
+    return False
+
+
+def _instructions(s: _Script, plan: Plan) -> list[Instruction]:
+    out = []
+    if plan.batch_size is not None:
+        out.append(
+            Instruction(
+                "max-batch-size",
+                0,
+                f"train with batch size {plan.batch_size}, the LR scaled by the {plan.lr_scaling} "
+                "rule (the tune judged convergence at that LR)",
+            )
+        )
+    if plan.fold_conv_bias:
+        out.append(
+            Instruction(
+                "conv-bias-before-bn",
+                0,
+                "give bias=False to each convolution that feeds only a BatchNorm "
+                "(`torchpace lint --select TP401` lists them), or call "
+                "torchpace.speedups.fold_conv_bias(model) before building the optimizer",
+            )
+        )
+    if plan.attention != "default":
+        out.append(
+            Instruction(
+                "attention-backend",
+                0,
+                f"run the forward under torch.nn.attention.sdpa_kernel({plan.attention!r} backend)",
+            )
+        )
+    for name, tid, what in (
+        ("prefetch", "async-prefetch", "wrap the loader in torchpace.speedups.DevicePrefetcher"),
+        (
+            "batching",
+            "length-bucketing",
+            "batch by length: torchpace.speedups.LengthBucketBatchSampler",
+        ),
+    ):
+        if getattr(plan, name) not in (False, "as-is"):
+            out.append(Instruction(tid, 0, what))
+    return out
+
+
+def plan_edits(
+    source: bytes, path: str, plan: Plan, *, device: str = "cpu"
+) -> tuple[list[Finding], list[Instruction]]:
+    """The plan's edits to ``source`` (findings carrying fixes) and the instructions for what
+    has no sound static edit. ``device`` ("cpu" or "cuda") picks device-dependent values."""
+    s = _Script(source, path)
+    findings: list[Finding] = []
+    notes: list[Instruction] = []
+    if plan.grad_set_to_none:
+        findings += _set_to_none(s)
+    if plan.fused_optimizer:
+        findings += _fused(s)
+    if plan.loader == "auto" or plan.loader_workers is not None:
+        findings += _loader(s, plan, device)
+    for part in (
+        _fast_math(s, device) if plan.fast_math else ([], []),
+        _model_edits(s, plan),
+        _autocast(s, plan, device),
+    ):
+        findings += part[0]
+        notes += part[1]
+    notes += _instructions(s, plan)
+    return findings, notes

@@ -1,0 +1,21 @@
+"""A training loop in the shapes torchpace apply must handle, for its golden test."""
+
+import torch
+from torch import nn, optim
+from torch.utils.data import DataLoader, TensorDataset
+
+data = TensorDataset(torch.randn(64, 3, 8, 8), torch.randint(0, 2, (64,)))
+loader = DataLoader(data, batch_size=8, shuffle=True)
+extra = {"batch_size": 8}
+other = DataLoader(data, **extra)  # **kwargs may hold the settings: left alone
+net = nn.Sequential(nn.Conv2d(3, 4, 3), nn.Flatten(), nn.LazyLinear(2))
+opt = optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
+adam = torch.optim.Adam([torch.zeros(1, requires_grad=True)], foreach=True)  # not fusable here
+for x, y in loader:
+    opt.zero_grad(set_to_none=False)
+    out = net(x)
+    loss = nn.functional.cross_entropy(out, y)
+    loss.backward()
+    opt.step()
+    with torch.autocast("cpu"):
+        net(x)  # already under autocast
