@@ -41,6 +41,7 @@ def _truth(path: Path) -> list[float]:
         ("gradient accumulation", ("--accumulate", "4"), "optimizer"),
         ("manual update, no optimizer", ("--manual",), "backward"),
         ("LBFGS closure", ("--lbfgs",), "optimizer"),
+        ("evaluation inside the loop", ("--eval-every", "2"), "optimizer"),
     ],
 )
 def test_each_loop_shape_is_stepped_with_the_scripts_own_losses(tmp_path, shape, args, mode):

@@ -2,7 +2,7 @@
 
 It trains a small conv net on random data and can take the shapes real scripts have: gradient
 accumulation, a manual SGD update with no optimizer, an LBFGS closure, its own seed, a crash at a
-given step. With --losses it writes the loss of each optimizer step (the mean over its
+given step, an evaluation inside the training loop. With --losses it writes the loss of each optimizer step (the mean over its
 micro-batches; an LBFGS step's first closure evaluation) to a JSON file, the truth torchpace's
 loss capture is checked against. Planted costs:
 
@@ -29,6 +29,7 @@ p.add_argument("--crash-at", type=int, default=0)
 p.add_argument("--seed", type=int)
 p.add_argument("--losses")
 p.add_argument("--no-train", action="store_true")
+p.add_argument("--eval-every", type=int, default=0, help="evaluate inside the training loop")
 args = p.parse_args()
 if args.seed is not None:
     torch.manual_seed(args.seed)
@@ -102,6 +103,12 @@ while step < args.steps:
             truth.append(sum(micro) / len(micro))
             micro = []
             step += 1
+        if args.eval_every and step % args.eval_every == 0:
+            model.eval()
+            with torch.no_grad():
+                model(x)
+            model(x)  # in eval mode but with grad enabled, as many scripts evaluate
+            model.train()
         if args.losses:
             with open(args.losses, "w") as f:
                 json.dump(truth, f)
