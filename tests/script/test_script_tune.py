@@ -1,6 +1,6 @@
 """The tune's search on a script with planted truths, each trial the unmodified script in a fresh
 process: a "numerics-preserving" technique that breaks the numerics is rejected, a slower one is
-not worth it, a faster one is kept, and the plan says so."""
+not worth it, a faster one is kept, one that cannot apply says why, and the plan says so."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ CANDS = [
     Candidate("channels-last", {"channels_last": True}, ("channels-last",)),
     Candidate("fused optimizer", {"fused_optimizer": True}, ("fused-optimizer",)),
     Candidate("set_to_none", {"grad_set_to_none": True}, ("grad-set-to-none",)),
+    Candidate("fold conv bias", {"fold_conv_bias": True}, ("conv-bias-before-bn",)),
 ]
 
 
@@ -47,6 +48,10 @@ def test_planted_outcomes_on_a_script(tmp_path):
     assert verdicts["channels-last"].startswith("rejected"), verdicts
     assert verdicts["fused optimizer"].startswith("not worth it"), verdicts
     assert verdicts["set_to_none"] == "kept alone", verdicts
+    # Its forward branches on the input, so torch.fx cannot trace it: the trial was the baseline
+    # again, and its "speed-up" would have been noise.
+    assert verdicts["fold conv bias"].startswith("not applicable"), verdicts
+    assert "torch.fx could not trace" in verdicts["fold conv bias"]
     assert out.plan.grad_set_to_none and not out.plan.channels_last
     assert not out.plan.fused_optimizer
     assert seen[0]["optimizers"] == ["SGD"] and seen[0]["has_conv"]

@@ -153,6 +153,15 @@ def _effective(base: TrialResult, r: TrialResult, run_steps: int) -> float:
     return before / (r.median_step_s + (r.compile_seconds or 0.0) / run_steps)
 
 
+def _changed_nothing(r: TrialResult, techniques: tuple[str, ...]) -> str:
+    """Why none of ``techniques`` changed anything in trial ``r`` (a model torch.fx cannot
+    trace, an optimizer with no fused kernel...), or "" when one of them did."""
+    not_applied = r.extra.get("not_applied") or {}
+    if any(t in r.applied for t in techniques) or not all(t in not_applied for t in techniques):
+        return ""
+    return "; ".join(dict.fromkeys(str(not_applied[t]) for t in techniques))
+
+
 def _judge(r: TrialResult, base: TrialResult, band: Band, techniques: tuple[str, ...]) -> Verdict:
     return check(
         r.losses,
@@ -213,6 +222,10 @@ def tune(
         r = runner.run(c.name, none.replace(**c.changes), c.techniques)
         if r.status != "ok":
             rows.append(Row(c.name, c.techniques, verdict=rejected(f"{r.status}: {r.reason}")))
+            continue
+        why_not = _changed_nothing(r, c.techniques)
+        if why_not:  # the run was the baseline again: its speed-up would be noise
+            rows.append(Row(c.name, c.techniques, verdict=not_applicable(why_not)))
             continue
         gain, lo, hi = _speedup(base, r)
         v = _judge(r, base, band, c.techniques)
