@@ -2,9 +2,9 @@
 
 It trains a small conv net on random data and can take the shapes real scripts have: gradient
 accumulation, a manual SGD update with no optimizer, an LBFGS closure, its own seed, a crash at a
-given step, an evaluation inside the training loop. With --losses it writes the loss of each optimizer step (the mean over its
-micro-batches; an LBFGS step's first closure evaluation) to a JSON file, the truth torchpace's
-loss capture is checked against. Planted costs:
+given step, an evaluation inside the training loop. With --losses it writes the loss of each
+optimizer step (the mean over its micro-batches; an LBFGS step's first closure evaluation) to a
+JSON file, the truth torchpace's loss capture is checked against. Planted costs:
 
 - channels_last input: the logits get noise (a "numerics-preserving" technique that breaks them);
 - a fused optimizer: each step sleeps 30 ms (a technique that is slower);
