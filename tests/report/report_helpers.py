@@ -12,6 +12,7 @@ DATA = Path(__file__).parent / "data"
 DOCTOR = DATA / "doctor-cnn.json"
 DOCTOR_DDP = DATA / "doctor-ddp.json"
 TUNE = DATA / "tune-cnn.json"
+TUNE_SCRIPT = DATA / "tune-script.json"  # a real `torchpace tune planted.py -- --steps 200`
 
 
 def result(path: Path) -> dict[str, Any]:

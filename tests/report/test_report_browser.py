@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from report_helpers import DOCTOR, TUNE, result
+from report_helpers import DOCTOR, TUNE, TUNE_SCRIPT, result
 
 from torchpace.report import document
 from torchpace.report.html import page
@@ -130,3 +130,27 @@ def test_a_screenshot_and_a_print_are_written(opened: Any, tmp_path: Path) -> No
     pdf = tab.pdf(path=str(tmp_path / "report.pdf"))
     assert pdf[:5] == b"%PDF-" and len(pdf) > 50_000
     assert problems == []
+
+
+def test_a_script_tune_opens_with_its_script_arguments_and_verdicts(
+    browser: Any, tmp_path: Path
+) -> None:
+    path = tmp_path / "script.html"
+    path.write_text(
+        page([document("tune", result(TUNE_SCRIPT))], sources=["torchpace-tune.json"]),
+        encoding="utf-8",
+    )
+    context = browser.new_context(viewport={"width": 1100, "height": 900})
+    tab = context.new_page()
+    problems: list[str] = []
+    tab.on("pageerror", lambda e: problems.append(str(e)))
+    tab.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+    tab.goto(path.as_uri(), wait_until="load")
+    header = tab.locator("header").first.inner_text()
+    assert "tests/script/scripts/planted.py" in header and "--steps 200" in header
+    verdicts = tab.locator("section#verdicts").inner_text()
+    assert "rejected" in verdicts and "not applicable" in verdicts and "kept" in verdicts
+    for sid in ("summary", "speedups", "loss", "verdicts", "plan"):
+        assert tab.locator(f"section#{sid} h2").is_visible(), sid
+    assert problems == []
+    context.close()

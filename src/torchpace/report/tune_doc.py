@@ -71,7 +71,8 @@ def _summary_section(result: dict[str, Any]) -> Section:
             "plan",
             tuple(Link(t, technique_anchor(t)) for t in techniques)
             if techniques
-            else "the recipe as written (nothing paid off)",
+            else f"the {'script' if result.get('entry') == 'script' else 'recipe'} as written "
+            "(nothing paid off)",
         )
     ]
     if confirm.get("median"):
@@ -320,8 +321,15 @@ def _batch_section(result: dict[str, Any]) -> Section | None:
 
 
 def header(result: dict[str, Any]) -> Facts:
+    target: list[tuple[str, Cell]] = [("recipe", result["recipe"])]
+    if result.get("entry") == "script":  # a script, its arguments, what ordered its trials
+        target = [
+            ("script", result["recipe"]),
+            ("arguments", fmt.command_line(result.get("script_args"))),
+            ("trial order", result.get("survey") or fmt.DASH),
+        ]
     items: list[tuple[str, Cell]] = [
-        ("recipe", result["recipe"]),
+        *target,
         ("date", result.get("created") or fmt.DASH),
         ("command", fmt.command_line(result.get("command"))),
         ("environment", fmt.environment(result["environment"])),

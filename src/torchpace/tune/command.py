@@ -195,7 +195,12 @@ def run(args: argparse.Namespace) -> int:
             )
     args.out.mkdir(parents=True, exist_ok=True)
     plan_path = args.out / "torchpace-plan.json"
-    outcome.plan.save(plan_path)
+    plan_dict = outcome.plan.to_dict()
+    if is_script:  # fit()'s log cadence (avoid-syncs) is not applied to a script: not listed
+        plan_dict["techniques"] = [t for t in plan_dict["techniques"] if t != "avoid-syncs"]
+    import json
+
+    atomic_write_text(plan_path, json.dumps(plan_dict, indent=2) + "\n")
     confirm = outcome.confirm.get("median")
     caption = (
         f"{outcome.elapsed_s:.0f} s, {len(outcome.trials)} trials ({outcome.cached_trials} from "
@@ -237,14 +242,12 @@ def run(args: argparse.Namespace) -> int:
         "skipped_for_budget": outcome.skipped_for_budget,
         "elapsed_s": outcome.elapsed_s,
         "cached_trials": outcome.cached_trials,
-        "plan": outcome.plan.to_dict(),
+        "plan": plan_dict,
     }
-    import json
-
     result_path = args.out / "torchpace-tune.json"
     atomic_write_text(result_path, json.dumps(result, indent=2) + "\n")
     as_written = f"the {'script' if is_script else 'recipe'} as written"
-    print(f"wrote {plan_path} ({', '.join(outcome.plan.techniques()) or as_written})")
+    print(f"wrote {plan_path} ({', '.join(plan_dict['techniques']) or as_written})")
     print(f"wrote {result_path}; trials cached in {path}")
     if args.html:
         from torchpace.report.command import write_html
