@@ -153,7 +153,8 @@ def fit_part(
 ) -> dict[str, Any]:
     """Each case against its workload's naive script. ``cases``: the `torchpace fit` arguments
     of each (workload, plan name) (default: FIT_PLANS, as ``write_plans`` writes them), or
-    ``["run", "--plan", PLAN]`` for `torchpace run` of the naive script itself with a plan;
+    ``["run", "--plan", PLAN]`` for `torchpace run` of the naive script itself with a plan, or
+    ``["script", PATH]`` for another script run as the naive one is (a patched copy);
     ``goals``: the speed-up goal of a case (default: GOAL_FIT_CNN for cnn / fast)."""
     from torchpace.workloads.seqcls import PAD
 
@@ -172,6 +173,8 @@ def fit_part(
                 for side in order:
                     if side == "naive":
                         argv = [SCRIPTS[w], "--eval-every", str(NO_EVAL)]
+                    elif plans[(w, side)][:1] == ["script"]:  # another script, e.g. patched
+                        argv = [plans[(w, side)][1], "--eval-every", str(NO_EVAL)]
                     elif plans[(w, side)][:1] == ["run"]:  # the plan applied to the script
                         argv = ["run", *plans[(w, side)][1:], SCRIPTS[w], "--"]
                         argv += ["--eval-every", str(NO_EVAL)]
@@ -181,7 +184,7 @@ def fit_part(
                     pad = PAD if w == "seqcls" else None
                     raw = run_child(
                         argv,
-                        fit=side != "naive",
+                        fit=side != "naive" and plans[(w, side)][:1] != ["script"],
                         warmup=warmup,
                         measured=measured,
                         pad=pad,

@@ -345,21 +345,27 @@ class Interposer:
         mod_zero = nn.Module.zero_grad
         record = [False]
 
-        def note(owner: str) -> None:
-            if not record[0]:
+        already = [False]
+
+        def note(owner: str, set_to_none: bool) -> None:
+            if set_to_none:  # the script frees them itself (the default since torch 2.0)
+                if not already[0] and not record[0]:
+                    already[0] = True
+                    self.applied.append(
+                        done("grad-set-to-none", [], reason="the script's zero_grad frees them")
+                    )
+            elif not record[0]:
                 record[0] = True
                 self.applied.append(
                     done("grad-set-to-none", [f"{owner}.zero_grad frees gradients (None)"])
                 )
 
         def optimizer_zero_grad(opt: Any, set_to_none: bool = True) -> None:
-            if not set_to_none:
-                note(type(opt).__name__)
+            note(type(opt).__name__, set_to_none)
             opt_zero(opt, set_to_none=True)
 
         def module_zero_grad(module: Any, set_to_none: bool = True) -> None:
-            if not set_to_none:
-                note(type(module).__name__)
+            note(type(module).__name__, set_to_none)
             mod_zero(module, set_to_none=True)
 
         self.patches.set(torch.optim.Optimizer, "zero_grad", optimizer_zero_grad)
