@@ -3,7 +3,6 @@
 import torch
 from torch import nn, optim
 from torch.utils.data import DataLoader, TensorDataset
-
 torch.set_float32_matmul_precision("medium")
 
 data = TensorDataset(torch.randn(64, 3, 8, 8), torch.randint(0, 2, (64,)))
