@@ -56,4 +56,6 @@ def test_planted_outcomes_on_a_script(tmp_path):
     assert not out.plan.fused_optimizer
     assert seen[0]["optimizers"] == ["SGD"] and seen[0]["has_conv"]
     assert all(t.extra.get("entry") == "script" for t in out.trials if t.status == "ok")
-    assert out.confirm["median"] and out.confirm["median"] > 1.2  # 30 ms of ~80 ms planted
+    assert (
+        out.confirm["median"] and out.confirm["median"] > 1.5
+    )  # 100 ms of ~150 ms planted: sleeps, which a busy CPU does not stretch

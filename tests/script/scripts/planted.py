@@ -7,8 +7,8 @@ optimizer step (the mean over its micro-batches; an LBFGS step's first closure e
 JSON file, the truth torchpace's loss capture is checked against. Planted costs:
 
 - channels_last input: the logits get noise (a "numerics-preserving" technique that breaks them);
-- a fused optimizer: each step sleeps 30 ms (a technique that is slower);
-- gradients that are still tensors after zero_grad: 30 ms (freeing them, set_to_none, gains);
+- a fused optimizer: each step sleeps 100 ms (a technique that is slower);
+- gradients that are still tensors after zero_grad: 100 ms (freeing them, set_to_none, gains);
 - every sample costs 3 ms, so a larger batch does not pay.
 """
 
@@ -95,11 +95,11 @@ while step < args.steps:
                         q.grad = None
             else:
                 if opt.param_groups[0].get("fused"):
-                    time.sleep(0.03)
+                    time.sleep(0.1)
                 opt.step()
                 opt.zero_grad(set_to_none=False)
                 if model.conv.weight.grad is not None:
-                    time.sleep(0.03)
+                    time.sleep(0.1)
             truth.append(sum(micro) / len(micro))
             micro = []
             step += 1
