@@ -374,6 +374,19 @@ def tune(
             if a.status == b.status == "ok" and a.samples_per_s and b.samples_per_s:
                 ratios.append(b.samples_per_s / a.samples_per_s)
     out.confirm = {"ratios": ratios, "median": statistics.median(ratios) if ratios else None}
+    if ratios and max(ratios) < 1.0:
+        # Slower than the baseline in every paired round: the single trials' gain did not hold
+        # (seen on nanoGPT: compile ran 10x in its own trial, 0.78x paired). Keep nothing.
+        rows.append(
+            Row(
+                "confirmation",
+                best_plan.techniques(),
+                verdict=f"plan withdrawn: {', '.join(f'{r:.2f}×' for r in ratios)} against the "
+                "baseline in paired rounds; its single trials' gain did not hold",
+            )
+        )
+        out.confirm["withdrawn"] = best_plan.to_dict()
+        best_plan = none
     out.plan = best_plan
     out.elapsed_s = time.perf_counter() - runner.t0
     out.cached_trials = runner.cached
