@@ -44,7 +44,9 @@ from tune import added_techniques, duration, guard_of, tune_once
 GOAL_SHARE = 0.9  # the script plan's speed-up over the recipe plan's, at least
 
 
-def workload_part(w: str, budget: str, root: Path, fit: dict[str, int]) -> dict[str, Any]:
+def workload_part(
+    w: str, budget: str, root: Path, fit: dict[str, int], options: tuple[str, ...] = ()
+) -> dict[str, Any]:
     out: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as inductor:
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = inductor
@@ -55,7 +57,7 @@ def workload_part(w: str, budget: str, root: Path, fit: dict[str, int]) -> dict[
         for kind, (target, args) in tunes.items():
             print(f"\n{w}: {kind} tune, budget {budget} ({time.strftime('%H:%M:%S')})", flush=True)
             t = out[f"{kind}_tune"] = tune_once(
-                target, budget, root / w / kind, cold=True, script_args=args
+                target, budget, root / w / kind, cold=True, script_args=args, options=options
             )
             print(t["stdout"], end="", flush=True)
             if t["result"] is None:
@@ -99,6 +101,9 @@ def main() -> None:
     ap.add_argument("--budget", type=duration, default="5m", help="each tune's --budget (5m)")
     ap.add_argument("--rounds", type=int, help="rounds (default: speedups.py's fit rounds)")
     ap.add_argument("--steps", type=int, help="measured steps per run")
+    ap.add_argument(
+        "--tune-steps", type=int, help="each tune's --steps (its default, 20, if not given)"
+    )
     ap.add_argument("--dir", type=Path, help="where the tunes write (default: a new temp dir)")
     ap.add_argument("--json", help="write the results here")
     args = ap.parse_args()
@@ -112,7 +117,8 @@ def main() -> None:
     }
     results: dict[str, Any] = {}
     for w in [w for w in args.workloads.split(",") if w]:
-        results[w] = workload_part(w, args.budget, root, fit)
+        options = ("--steps", str(args.tune_steps)) if args.tune_steps else ()
+        results[w] = workload_part(w, args.budget, root, fit, options)
         if args.json:
             Path(args.json).write_text(
                 json.dumps({"environment": env, "workloads": results}, indent=2) + "\n"

@@ -64,11 +64,18 @@ def duration(text: str) -> str:
 
 
 def tune_once(
-    workload: str, budget: str, out: Path, *, cold: bool, script_args: list[str] | None = None
+    workload: str,
+    budget: str,
+    out: Path,
+    *,
+    cold: bool,
+    script_args: list[str] | None = None,
+    options: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """One `torchpace tune` in a fresh process, timed from start to exit; its results file.
-    ``workload`` may be a script, with its arguments in ``script_args``."""
-    argv = ["-m", "torchpace", "tune", workload, "--budget", budget, "--out", str(out)]
+    ``workload`` may be a script, with its arguments in ``script_args``; ``options`` are more
+    of the tune's own options (``--steps 8``)."""
+    argv = ["-m", "torchpace", "tune", workload, "--budget", budget, "--out", str(out), *options]
     argv += ["--no-cache"] if cold else []
     argv += ["--", *script_args] if script_args is not None else []
     tty = sys.stderr.isatty()  # the progress bar shows on a terminal; elsewhere keep stderr
