@@ -73,3 +73,16 @@ bench-peers: $(STAMP)
 	$(PY) -c "import torch; print('torch==' + torch.__version__)" > $(VENV)/torch-constraint.txt
 	$(PY) -m pip install --quiet -c $(VENV)/torch-constraint.txt -e ".[bench]"
 	$(PY) benchmarks/peers.py --json $(PEERS_BENCH_JSON) $(PEERS_ARGS)
+
+# bench-scripts: torchpace tune and run on public training scripts, unmodified
+# (benchmarks/script_corpus/README.md), and the script tune of the naive examples against the
+# recipe tune (benchmarks/script_tune.py). The corpus is materialised from GitHub at pinned commits
+# into .corpus/ (git-ignored); its imports go into .venv with torch pinned, as for bench-peers.
+SCRIPTS_JSON ?= benchmarks/results/$(shell date +%F)-corpus-tune.json
+SCRIPTS_ARGS ?=  # e.g. "--only nanogpt-shakespeare-char --budget 2m"
+.PHONY: bench-scripts
+bench-scripts: $(STAMP)
+	$(PY) -c "import torch; print('torch==' + torch.__version__)" > $(VENV)/torch-constraint.txt
+	$(PY) -m pip install --quiet -c $(VENV)/torch-constraint.txt -e ".[bench,corpus]"
+	$(PY) benchmarks/script_corpus/make_corpus.py --out .corpus/scripts
+	$(PY) benchmarks/script_corpus/tune_corpus.py --json $(SCRIPTS_JSON) $(SCRIPTS_ARGS)
