@@ -193,7 +193,7 @@ def tune(
     other = runner.run(f"baseline, seed {s.seeds[1]}", none, seed=s.seeds[1])
     for b in (base, other):
         if b.status != "ok":
-            raise RuntimeError(f"the recipe's baseline trial {b.status}: {b.reason}")
+            raise RuntimeError(f"the baseline trial {b.status}: {b.reason}")
     band = Band.from_baselines([base.losses, other.losses])
     if after_baseline is not None:
         cands, not_here = after_baseline(base)
