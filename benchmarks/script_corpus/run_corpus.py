@@ -1,0 +1,112 @@
+#!/usr/bin/env python
+"""Run each corpus script plainly (no torchpace) and record wall time, CPU time and loss lines.
+
+    python benchmarks/script_corpus/run_corpus.py --root .corpus/scripts [--only NAME ...]
+        [--python PATH] [--timeout 300] [--json results.json]
+
+Each entry of corpus.json is run as ``PYTHON SCRIPT ARGS`` in its cwd, with its ``pythonpath``
+entries (relative to ROOT) put in front of PYTHONPATH and its ``env`` added.  The full output of
+each run goes to ROOT/_logs/NAME.log.  Standard library only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO_ROOT = HERE.parent.parent
+
+
+def load_entries(names: list[str]) -> list[dict]:
+    entries = json.loads((HERE / "corpus.json").read_text())
+    if names:
+        known = {e["name"] for e in entries}
+        missing = [n for n in names if n not in known]
+        if missing:
+            raise SystemExit(f"unknown entries: {missing}; known: {sorted(known)}")
+        entries = [e for e in entries if e["name"] in names]
+    return entries
+
+
+def run_entry(entry: dict, root: Path, python: str, timeout: float) -> dict:
+    env = dict(os.environ)
+    extra = [str(root / p) for p in entry.get("pythonpath", [])]
+    if extra:
+        env["PYTHONPATH"] = os.pathsep.join([*extra, env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env.update(entry.get("env", {}))
+    cwd = root / entry["cwd"]
+    cmd = [python, str(root / entry["script"]), *entry["args"]]
+    logs = root / "_logs"
+    logs.mkdir(exist_ok=True)
+    log_path = logs / f"{entry['name']}.log"
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    load = os.getloadavg()[0]
+    start = time.perf_counter()
+    with open(log_path, "wb") as log:
+        try:
+            proc = subprocess.run(
+                cmd,
+                cwd=cwd,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                timeout=timeout,
+            )
+            rc = proc.returncode
+        except subprocess.TimeoutExpired:
+            rc = "timeout"
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    text = log_path.read_text(errors="replace").replace("\r", "\n")
+    losses = re.findall(entry["loss_pattern"], text, flags=re.MULTILINE)
+    return {
+        "name": entry["name"],
+        "rc": rc,
+        "wall_s": round(wall, 1),
+        "cpu_s": round(cpu, 1),
+        "loadavg_1min_before": round(load, 2),
+        "loss_lines": len(losses),
+        "last_loss_line": losses[-1] if losses else None,
+        "ok": rc == 0 and len(losses) > 0,
+        "log": str(log_path),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("--root", type=Path, default=REPO_ROOT / ".corpus" / "scripts")
+    ap.add_argument("--only", action="append", default=[])
+    ap.add_argument("--python", default=sys.executable)
+    ap.add_argument("--timeout", type=float, default=300)
+    ap.add_argument("--json", type=Path, default=None)
+    args = ap.parse_args(argv)
+    root = args.root.resolve()
+    results = []
+    for entry in load_entries(args.only):
+        res = run_entry(entry, root, args.python, args.timeout)
+        results.append(res)
+        print(
+            f"{res['name']:26s} rc={res['rc']!s:7s} wall={res['wall_s']:6.1f}s "
+            f"cpu={res['cpu_s']:6.1f}s load={res['loadavg_1min_before']:.1f} "
+            f"loss_lines={res['loss_lines']}",
+            flush=True,
+        )
+        if args.json:
+            args.json.write_text(json.dumps(results, indent=1) + "\n")
+    return 0 if all(r["ok"] for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
