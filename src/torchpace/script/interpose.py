@@ -4,8 +4,8 @@
 Everything goes through public hooks and constructor patches (``doctor.patching.Patches``, undone
 at the end), and each technique reuses its ``torchpace.speedups`` verb:
 
-- constructors: ``DataLoader(...)`` gets the plan's loader settings and batch size; optimizers get
-  the LR scaled for that batch size, and their fused kernel at their first ``step()``;
+- constructors: ``DataLoader(...)`` gets the plan's loader settings and batch size
+  (``script/loaders.py``); optimizers get the LR scaled for that batch size, and their fused kernel at their first ``step()``;
   ``zero_grad`` frees gradients (set_to_none);
 - the trained root modules, found on their first call (a module with parameters called in
   training mode with grad enabled while no other module runs): conv-bias folding, channels_last
@@ -22,7 +22,6 @@ every training batch.
 from __future__ import annotations
 
 import functools
-import inspect
 import threading
 import weakref
 from collections.abc import Callable
@@ -30,24 +29,21 @@ from typing import Any
 
 import torch
 from torch import nn
-from torch.utils.data import DataLoader, IterableDataset, RandomSampler
 
 from torchpace.doctor.loaders import batch_size
 from torchpace.doctor.patching import Patches
+from torchpace.script.loaders import LoaderPatch
 from torchpace.speedups.applied import Applied, done, skipped
 from torchpace.speedups.compile import compile_forward
 from torchpace.speedups.fast_math import FastMath, set_fast_math
 from torchpace.speedups.forward import use_attention_backend
-from torchpace.speedups.loading import loader_settings
 from torchpace.speedups.memory_format import use_channels_last
 from torchpace.speedups.optim import fuse_optimizer
 from torchpace.speedups.precision import Precision, choose_precision
 from torchpace.speedups.surgery import fold_conv_bias
 from torchpace.train.apply_plan import drop_removed_params
-from torchpace.train.lr import scale_lr
 from torchpace.train.plan import Plan
 
-_DATALOADER_SIG = inspect.signature(DataLoader.__init__)
 # Plan fields an interposer cannot apply to a script, and why (each names what to use instead).
 NOT_FOR_SCRIPTS = {
     "batching": (
@@ -84,7 +80,8 @@ class Interposer:
         self.patches = Patches()
         self.roots: list[weakref.ref[nn.Module]] = []
         self.optimizers: weakref.WeakSet[torch.optim.Optimizer] = weakref.WeakSet()
-        self.loaders: list[dict[str, Any]] = []  # what each DataLoader was made with
+        self.loader_patch = LoaderPatch(plan, device, self.applied, self._batch_scaled)
+        self.loaders = self.loader_patch.loaders  # what each DataLoader was made with
         self.facts: dict[str, Any] = {}  # what the models and optimizers are, for the tune
         self.own_autocast = False
         self.script_scales = False  # the script scales its losses with its own GradScaler
@@ -130,7 +127,7 @@ class Interposer:
                 self.applied.append(chosen)
             else:
                 self._precision = precision
-        self._patch_loader()
+        self.loader_patch.install(self.patches)
         self._patch_optimizer()
         self._patch_backward()
         mp = nn.modules.module
@@ -402,95 +399,12 @@ class Interposer:
 
         self.patches.set(torch.optim.Optimizer, "__init__", __init__)
 
-    # -- loaders -------------------------------------------------------------------------------
-    def _patch_loader(self) -> None:
-        init = DataLoader.__init__
-        interposer = self
-
-        def __init__(loader: DataLoader[Any], *args: Any, **kwargs: Any) -> None:
-            try:
-                bound = _DATALOADER_SIG.bind(loader, *args, **kwargs)
-            except TypeError:
-                return init(loader, *args, **kwargs)  # the script's own error, as it would be
-            bound.apply_defaults()
-            kw = dict(bound.arguments)
-            kw.pop("self")
-            kw = interposer._loader_kwargs(kw)
-            init(loader, **kw)
-
-        self.patches.set(DataLoader, "__init__", __init__)
-
-    def _loader_kwargs(self, kw: dict[str, Any]) -> dict[str, Any]:
-        plan = self.plan
-        dataset = kw["dataset"]
-        iterable = isinstance(dataset, IterableDataset)
-        shuffled = bool(kw.get("shuffle")) or isinstance(kw.get("sampler"), RandomSampler)
-        info = {
-            "dataset": type(dataset).__name__,
-            "iterable": iterable,
-            "shuffled": shuffled,
-            "batch_size": kw.get("batch_size"),
-            "num_workers": kw.get("num_workers", 0),
-        }
-        self.loaders.append(info)
-        if plan.loader == "auto" or plan.loader_workers is not None:
-            if iterable:
-                self.applied.append(
-                    skipped(
-                        "loader-workers",
-                        f"{type(dataset).__name__} is an IterableDataset: each worker would "
-                        "yield the whole stream unless it shards itself",
-                        warn=False,
-                    )
-                )
-            else:
-                s = loader_settings(self.device, workers=plan.loader_workers)
-                before = kw.get("num_workers", 0)
-                now = (before, kw.get("pin_memory"), kw.get("persistent_workers"))
-                if now == (s.num_workers, s.pin_memory, s.persistent_workers):
-                    self.applied.append(
-                        done("loader-workers", [], reason=f"the loader already has {s}")
-                    )
-                    return self._batch_size(kw, info, shuffled)
-                kw.update(
-                    num_workers=s.num_workers,
-                    pin_memory=s.pin_memory,
-                    persistent_workers=s.persistent_workers,
-                    prefetch_factor=s.prefetch_factor,
-                )
-                self.applied.append(
-                    done(
-                        "loader-workers",
-                        [f"DataLoader({type(dataset).__name__}): {before} workers -> {s}"],
-                    )
-                )
-        return self._batch_size(kw, info, shuffled)
-
-    def _batch_size(
-        self, kw: dict[str, Any], info: dict[str, Any], shuffled: bool
-    ) -> dict[str, Any]:
-        plan = self.plan
-        if plan.batch_size is not None:
-            old = kw.get("batch_size")
-            if not shuffled or kw.get("batch_sampler") is not None or not old:
-                return kw  # an evaluation loader, or batches the script forms itself
-            if old != plan.batch_size:
-                kw["batch_size"] = plan.batch_size
-                self._lr_factor = scale_lr(1.0, old, plan.batch_size, rule=plan.lr_scaling)
-                self.applied.append(
-                    done(
-                        "max-batch-size",
-                        [
-                            f"DataLoader({info['dataset']}) batch size {old} -> "
-                            f"{plan.batch_size}, LR x{self._lr_factor:.3g} ({plan.lr_scaling}) "
-                            "at the optimizers' construction"
-                        ],
-                    )
-                )
-                for opt in list(self.optimizers):
-                    self._scale_lr(opt)
-            info["batch_size"] = kw["batch_size"]
-        return kw
+    def _batch_scaled(self, factor: float) -> None:
+        """The training loader's batch size changed: the LR of every optimizer, now and later,
+        times ``factor``."""
+        self._lr_factor = factor
+        for opt in list(self.optimizers):
+            self._scale_lr(opt)
 
     def _scale_lr(self, opt: torch.optim.Optimizer) -> None:
         """The LR of ``opt`` times the batch size's factor, once. A script that sets its LR on

@@ -1,0 +1,128 @@
+"""DataLoaders of a script, as the plan wants them (``torchpace.script.interpose``'s constructor
+patch): the device's worker, pinning and persistence settings (``loader_settings``), not for an
+IterableDataset, which each worker would yield whole; and the plan's batch size for the shuffled
+training loader (an evaluation loader, or batches the script forms itself, are left as they are),
+with the LR factor of the plan's scaling rule handed to the optimizers' side."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch.utils.data import DataLoader, IterableDataset, RandomSampler
+
+from torchpace.doctor.patching import Patches
+from torchpace.speedups.applied import Applied, done, skipped
+from torchpace.speedups.loading import loader_settings
+from torchpace.train.lr import scale_lr
+from torchpace.train.plan import Plan
+
+_DATALOADER_SIG = inspect.signature(DataLoader.__init__)
+
+
+class LoaderPatch:
+    """``DataLoader.__init__`` with the plan's settings; ``loaders`` records what each loader
+    was made with (its dataset, whether it shuffles, batch size, workers)."""
+
+    def __init__(
+        self,
+        plan: Plan,
+        device: torch.device,
+        applied: list[Applied],
+        on_batch_scaled: Callable[[float], None],
+    ) -> None:
+        self.plan = plan
+        self.device = device
+        self.applied = applied
+        self.on_batch_scaled = on_batch_scaled
+        self.loaders: list[dict[str, Any]] = []
+
+    def install(self, patches: Patches) -> None:
+        init = DataLoader.__init__
+        me = self
+
+        def __init__(loader: DataLoader[Any], *args: Any, **kwargs: Any) -> None:
+            try:
+                bound = _DATALOADER_SIG.bind(loader, *args, **kwargs)
+            except TypeError:
+                return init(loader, *args, **kwargs)  # the script's own error, as it would be
+            bound.apply_defaults()
+            kw = dict(bound.arguments)
+            kw.pop("self")
+            kw = me._loader_kwargs(kw)
+            init(loader, **kw)
+
+        patches.set(DataLoader, "__init__", __init__)
+
+    def _loader_kwargs(self, kw: dict[str, Any]) -> dict[str, Any]:
+        plan = self.plan
+        dataset = kw["dataset"]
+        iterable = isinstance(dataset, IterableDataset)
+        shuffled = bool(kw.get("shuffle")) or isinstance(kw.get("sampler"), RandomSampler)
+        info = {
+            "dataset": type(dataset).__name__,
+            "iterable": iterable,
+            "shuffled": shuffled,
+            "batch_size": kw.get("batch_size"),
+            "num_workers": kw.get("num_workers", 0),
+        }
+        self.loaders.append(info)
+        if plan.loader == "auto" or plan.loader_workers is not None:
+            if iterable:
+                self.applied.append(
+                    skipped(
+                        "loader-workers",
+                        f"{type(dataset).__name__} is an IterableDataset: each worker would "
+                        "yield the whole stream unless it shards itself",
+                        warn=False,
+                    )
+                )
+            else:
+                s = loader_settings(self.device, workers=plan.loader_workers)
+                before = kw.get("num_workers", 0)
+                now = (before, kw.get("pin_memory"), kw.get("persistent_workers"))
+                if now == (s.num_workers, s.pin_memory, s.persistent_workers):
+                    self.applied.append(
+                        done("loader-workers", [], reason=f"the loader already has {s}")
+                    )
+                    return self._batch_size(kw, info, shuffled)
+                kw.update(
+                    num_workers=s.num_workers,
+                    pin_memory=s.pin_memory,
+                    persistent_workers=s.persistent_workers,
+                    prefetch_factor=s.prefetch_factor,
+                )
+                self.applied.append(
+                    done(
+                        "loader-workers",
+                        [f"DataLoader({type(dataset).__name__}): {before} workers -> {s}"],
+                    )
+                )
+        return self._batch_size(kw, info, shuffled)
+
+    def _batch_size(
+        self, kw: dict[str, Any], info: dict[str, Any], shuffled: bool
+    ) -> dict[str, Any]:
+        plan = self.plan
+        if plan.batch_size is not None:
+            old = kw.get("batch_size")
+            if not shuffled or kw.get("batch_sampler") is not None or not old:
+                return kw  # an evaluation loader, or batches the script forms itself
+            if old != plan.batch_size:
+                kw["batch_size"] = plan.batch_size
+                factor = scale_lr(1.0, old, plan.batch_size, rule=plan.lr_scaling)
+                self.applied.append(
+                    done(
+                        "max-batch-size",
+                        [
+                            f"DataLoader({info['dataset']}) batch size {old} -> "
+                            f"{plan.batch_size}, LR x{factor:.3g} ({plan.lr_scaling}) "
+                            "at the optimizers' construction"
+                        ],
+                    )
+                )
+                self.on_batch_scaled(factor)
+            info["batch_size"] = kw["batch_size"]
+        return kw
