@@ -5,8 +5,8 @@ Everything goes through public hooks and constructor patches (``doctor.patching.
 at the end), and each technique reuses its ``torchpace.speedups`` verb:
 
 - constructors: ``DataLoader(...)`` gets the plan's loader settings and batch size
-  (``script/loaders.py``); optimizers get the LR scaled for that batch size, and their fused kernel at their first ``step()``;
-  ``zero_grad`` frees gradients (set_to_none);
+  (``script/loaders.py``); optimizers get the LR scaled for that batch size, and their fused
+  kernel at their first ``step()``; ``zero_grad`` frees gradients (set_to_none);
 - the trained root modules, found on their first call (a module with parameters called in
   training mode with grad enabled while no other module runs): conv-bias folding, channels_last
   weights, the attention backend and ``torch.compile`` of their forward; on every training call,
