@@ -36,12 +36,18 @@ def load_entries(names: list[str]) -> list[dict]:
     return entries
 
 
-def run_entry(entry: dict, root: Path, python: str, timeout: float) -> dict:
+def entry_env(entry: dict, root: Path) -> dict[str, str]:
+    """This process's environment with the entry's ``pythonpath`` in front and its ``env``."""
     env = dict(os.environ)
     extra = [str(root / p) for p in entry.get("pythonpath", [])]
     if extra:
         env["PYTHONPATH"] = os.pathsep.join([*extra, env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     env.update(entry.get("env", {}))
+    return env
+
+
+def run_entry(entry: dict, root: Path, python: str, timeout: float) -> dict:
+    env = entry_env(entry, root)
     cwd = root / entry["cwd"]
     cmd = [python, str(root / entry["script"]), *entry["args"]]
     logs = root / "_logs"

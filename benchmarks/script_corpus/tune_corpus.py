@@ -28,17 +28,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from run_corpus import REPO_ROOT, load_entries
+from run_corpus import REPO_ROOT, entry_env, load_entries
 
 
 def _env(entry: dict[str, Any], root: Path, cache: Path) -> dict[str, str]:
-    env = dict(os.environ)
-    extra = [str(root / p) for p in entry.get("pythonpath", [])]
-    if extra:
-        env["PYTHONPATH"] = os.pathsep.join([*extra, env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    env.update(entry.get("env", {}))
-    env["TORCHPACE_CACHE_DIR"] = str(cache)
-    return env
+    return entry_env(entry, root) | {"TORCHPACE_CACHE_DIR": str(cache)}
 
 
 def _timed(cmd: list[str], cwd: Path, env: dict[str, str], log: Path, timeout: float) -> dict:

@@ -26,7 +26,7 @@ from torchpace.measure.steps import StepClock
 from torchpace.script.interpose import Interposer
 from torchpace.script.main import run_as_main
 from torchpace.train.plan import Plan
-from torchpace.tune.trial import Status, TrialResult, TrialSpec
+from torchpace.tune.trial import Status, TrialResult, TrialSpec, over_budget
 
 
 def seed_everything(seed: int) -> None:
@@ -166,9 +166,9 @@ def _incomplete(
 ) -> TrialResult:
     status: Status = "failed"
     if ended.error is not None:
-        from torchpace.tune.worker import _status_of, one_line
+        from torchpace.tune.worker import one_line, status_of
 
-        status = _status_of(ended.error)
+        status = status_of(ended.error)
         why = f"the script raised {one_line(ended.error)} after {n} of {total} steps"
     elif steps.backward_calls == 0 and n == 0:
         why = (
@@ -220,14 +220,8 @@ def _result(
         # are gone: the warm-up steps' time above a steady step.
         compile_s = sum(max(d - s.median, 0.0) for d in durations[: spec.warmup])
     skips = steps.clock.skipped[spec.warmup :]
-    status: Status = "ok"
-    reason = ""
-    if spec.memory_budget_bytes is not None and peak.bytes > spec.memory_budget_bytes:
-        status = "oom"
-        reason = (
-            f"peak memory {peak.bytes:,} bytes ({peak.kind}) is over the budget of "
-            f"{spec.memory_budget_bytes:,} bytes"
-        )
+    reason = over_budget(spec, peak.bytes, peak.kind)
+    status: Status = "oom" if reason else "ok"
     losses = steps.read_losses()
     train_loaders = [x for x in ip.loaders if x["shuffled"] and x["batch_size"]]
     extra = _extra(spec, steps, ip)

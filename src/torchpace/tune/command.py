@@ -16,6 +16,7 @@ unchanged recipe reads every trial from the cache; a killed tune re-runs no fini
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import re
 from pathlib import Path
@@ -104,11 +105,12 @@ def run(args: argparse.Namespace) -> int:
     from torchpace.measure.clock import resolve_device
     from torchpace.measure.env import fingerprint
     from torchpace.recipes import load_recipe
-    from torchpace.tune.candidates import candidates
+    from torchpace.train.plan import Plan
+    from torchpace.tune.candidates import Candidate, NotApplicable, candidates
     from torchpace.tune.convergence import DEFAULT_TAIL
     from torchpace.tune.progress import TuneProgress
     from torchpace.tune.results import ResultsFile, cache_path, tune_fingerprint
-    from torchpace.tune.search import Settings, tune
+    from torchpace.tune.search import AfterBaseline, Settings, tune
     from torchpace.tune.table import render, to_text
 
     command = ["torchpace", *sys.argv[1:]]
@@ -151,14 +153,16 @@ def run(args: argparse.Namespace) -> int:
         cwd=cwd if is_script else None,
     )
     survey_note = ""
+    baseline: Plan | None = None
+    after_baseline: AfterBaseline | None = None
+    cands: list[Candidate]
+    not_here: list[NotApplicable]
     if is_script:
-        from torchpace.train.plan import Plan
         from torchpace.tune.candidates import for_script
-
-        # A script's baseline is the script as written: nothing applied, its own zero_grad too.
-        as_is = Plan(grad_set_to_none=False)
         from torchpace.tune.survey import survey
 
+        # A script's baseline is the script as written: nothing applied, its own zero_grad too.
+        baseline = Plan(grad_set_to_none=False)
         print(f"torchpace tune: {args.recipe} is a training script; the doctor measures it first")
         findings, survey_note = survey(
             target,
@@ -170,29 +174,21 @@ def run(args: argparse.Namespace) -> int:
             cwd=cwd,
         )
         print(f"torchpace tune: {survey_note}")
-        with TuneProgress(args.budget) as bar:
-            outcome = tune(
-                settings,
-                [],
-                [],
-                results=ResultsFile(path),
-                workdir=path.parent / "work",
-                progress=bar.update,
-                baseline=as_is,
-                after_baseline=lambda base: for_script(base, device, findings),
-            )
+        cands, not_here = [], []  # decided from the baseline trial: after_baseline
+        after_baseline = functools.partial(for_script, device=device, findings=findings)
     else:
-        recipe = load_recipe(args.recipe)
-        cands, not_here = candidates(recipe, device)
-        with TuneProgress(args.budget) as bar:
-            outcome = tune(
-                settings,
-                cands,
-                not_here,
-                results=ResultsFile(path),
-                workdir=path.parent / "work",
-                progress=bar.update,
-            )
+        cands, not_here = candidates(load_recipe(args.recipe), device)
+    with TuneProgress(args.budget) as bar:
+        outcome = tune(
+            settings,
+            cands,
+            not_here,
+            results=ResultsFile(path),
+            workdir=path.parent / "work",
+            progress=bar.update,
+            baseline=baseline,
+            after_baseline=after_baseline,
+        )
     args.out.mkdir(parents=True, exist_ok=True)
     plan_path = args.out / "torchpace-plan.json"
     plan_dict = outcome.plan.to_dict()

@@ -111,3 +111,12 @@ class TrialResult:
     def from_dict(cls, d: dict[str, Any]) -> TrialResult:
         tuples = {k: tuple(d.get(k, ())) for k in ("step_seconds", "losses", "applied")}
         return cls(**{**d, **tuples})
+
+
+def over_budget(spec: TrialSpec, peak_bytes: int, kind: str) -> str:
+    """Why a trial that peaked at ``peak_bytes`` is out of ``spec``'s memory budget, or "" (CPU
+    has no allocator limit of its own: the worker reports "oom" from this)."""
+    budget = spec.memory_budget_bytes
+    if budget is None or peak_bytes <= budget:
+        return ""
+    return f"peak memory {peak_bytes:,} bytes ({kind}) is over the budget of {budget:,} bytes"

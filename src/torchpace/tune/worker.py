@@ -20,7 +20,7 @@ from typing import Any
 
 from torchpace._files import atomic_write_text
 from torchpace.measure.steps import StepClock
-from torchpace.tune.trial import Status, TrialResult, TrialSpec
+from torchpace.tune.trial import Status, TrialResult, TrialSpec, over_budget
 
 _REASON_CHARS = 400  # one line a table can show; the full traceback is on the worker's stderr
 
@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
         result = run(spec)
     except BaseException as e:  # the result file is the answer, whatever happened
         traceback.print_exc()
-        result = TrialResult(spec.key(), spec.name, _status_of(e), reason=one_line(e))
+        result = TrialResult(spec.key(), spec.name, status_of(e), reason=one_line(e))
     atomic_write_text(args[1], json.dumps(result.to_dict()) + "\n")
     return 0
 
@@ -190,14 +190,8 @@ def _result(
     samples_per_step = sum(counts[spec.warmup * per_step :]) / len(measured)
     compiled = plan.compile != "off" and not spec.loader_only
     skips = clock.skipped[spec.warmup :]  # the scale's first backoffs, in warm-up, are expected
-    status: Status = "ok"
-    reason = ""
-    if spec.memory_budget_bytes is not None and peak.bytes > spec.memory_budget_bytes:
-        status = "oom"
-        reason = (
-            f"peak memory {peak.bytes:,} bytes ({peak.kind}) is over the budget of "
-            f"{spec.memory_budget_bytes:,} bytes"
-        )
+    reason = over_budget(spec, peak.bytes, peak.kind)
+    status: Status = "oom" if reason else "ok"
     asked = set(plan.techniques())
     return TrialResult(
         key=spec.key(),
@@ -234,7 +228,7 @@ def _result(
     )
 
 
-def _status_of(e: BaseException) -> Status:
+def status_of(e: BaseException) -> Status:
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(e, torch.cuda.OutOfMemoryError):
         return "oom"
