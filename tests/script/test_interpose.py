@@ -3,6 +3,7 @@ backward(); the script's own autocast is left alone; every patch comes out again
 
 from __future__ import annotations
 
+import pytest
 import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
@@ -102,3 +103,32 @@ def test_an_evaluation_loader_keeps_its_batch_size_and_an_iterable_gets_no_worke
     assert "IterableDataset" in ip.not_applied().get("loader-workers", "") or any(
         "IterableDataset" in a.reason for a in ip.applied
     )
+
+
+def test_fp16_steps_go_through_a_grad_scaler_and_losses_are_recorded_unscaled(monkeypatch):
+    from torchpace.script import interpose
+    from torchpace.speedups.applied import done
+    from torchpace.speedups.precision import Precision
+
+    # fp16 autocast pays off on CUDA only; its GradScaler wiring is the same on the CPU.
+    fp16 = Precision("cpu", torch.float16)
+    monkeypatch.setattr(interpose, "choose_precision", lambda d, a: (fp16, done("amp-fp16", ["x"])))
+    ip = Interposer(Plan(amp="fp16"), device=torch.device("cpu"))
+    seen: list[float] = []
+    ip.on_backward = lambda loss: seen.append(float(loss))
+    ip.install()
+    try:
+        torch.manual_seed(0)
+        model = nn.Linear(4, 2)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        before = model.weight.detach().clone()
+        loss = model(torch.randn(8, 4)).float().pow(2).mean()
+        expected = float(loss.detach())
+        loss.backward()
+        opt.step()
+    finally:
+        ip.uninstall()
+    assert seen == [pytest.approx(expected)]  # not times the scale
+    assert ip._scaler is not None and ip._scaler.get_scale() == 65536.0  # updated, no inf
+    assert not torch.equal(before, model.weight)
+    assert "with a GradScaler" in ip.applied[-1].changes[0]

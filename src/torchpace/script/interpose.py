@@ -299,12 +299,16 @@ class Interposer:
     def _patch_optimizer(self) -> None:
         init = torch.optim.Optimizer.__init__
         interposer = self
+        if self._precision is not None and self._precision.name == "fp16":
+            self._scaler = self._precision.make_scaler()
 
         def __init__(opt: torch.optim.Optimizer, *args: Any, **kwargs: Any) -> None:
             init(opt, *args, **kwargs)
             interposer.optimizers.add(opt)
             interposer.facts.setdefault("optimizers", []).append(type(opt).__name__)
             interposer._scale_lr(opt)
+            if interposer._scaler is not None:
+                interposer._step_through_scaler(opt)
 
         self.patches.set(torch.optim.Optimizer, "__init__", __init__)
         from torch.optim.optimizer import (
@@ -316,9 +320,6 @@ class Interposer:
         self.patches.on_undo(register_optimizer_step_post_hook(self._step_post).remove)
         if self.plan.grad_set_to_none:
             self._patch_zero_grad()
-        if self._precision is not None and self._precision.name == "fp16":
-            self._scaler = self._precision.make_scaler()
-            self._patch_step_for_scaler()
 
     def _step_pre(self, opt: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
         self._leave_autocast()  # a closure (LBFGS) runs its forward inside step()
@@ -368,36 +369,25 @@ class Interposer:
         self.patches.set(torch.optim.Optimizer, "zero_grad", optimizer_zero_grad)
         self.patches.set(nn.Module, "zero_grad", module_zero_grad)
 
-    def _patch_step_for_scaler(self) -> None:
-        """fp16: every optimizer's ``step()`` goes through our GradScaler (unscale, skip on
-        inf/NaN, update), unless the script scales its losses itself."""
-        interposer = self
-        inside = [False]
+    def _step_through_scaler(self, opt: torch.optim.Optimizer) -> None:
+        """fp16: ``opt.step()`` goes through our GradScaler (unscale, skip on inf/NaN, update),
+        unless the script scales its losses itself."""
+        bound = opt.step
+        inside = [False]  # GradScaler.step calls opt.step: that inner call is the real one
 
-        def wrap_step(opt: torch.optim.Optimizer) -> None:
-            bound = opt.step
+        def step(*args: Any, **kwargs: Any) -> Any:
+            scaler = self._scaler
+            if inside[0] or scaler is None or self.script_scales:
+                return bound(*args, **kwargs)
+            inside[0] = True
+            try:
+                out = scaler.step(opt, *args, **kwargs)
+                scaler.update()
+                return out
+            finally:
+                inside[0] = False
 
-            def step(*args: Any, **kwargs: Any) -> Any:
-                scaler = interposer._scaler
-                if inside[0] or scaler is None or interposer.script_scales:
-                    return bound(*args, **kwargs)
-                inside[0] = True
-                try:
-                    out = scaler.step(opt, *args, **kwargs)
-                    scaler.update()
-                    return out
-                finally:
-                    inside[0] = False
-
-            opt.step = step  # type: ignore[method-assign]
-
-        init = torch.optim.Optimizer.__init__
-
-        def __init__(opt: torch.optim.Optimizer, *args: Any, **kwargs: Any) -> None:
-            init(opt, *args, **kwargs)
-            wrap_step(opt)
-
-        self.patches.set(torch.optim.Optimizer, "__init__", __init__)
+        opt.step = step  # type: ignore[method-assign]
 
     def _batch_scaled(self, factor: float) -> None:
         """The training loader's batch size changed: the LR of every optimizer, now and later,
