@@ -68,7 +68,7 @@ def main():
                     if i == args.eval_batches:
                         break
                     outputs = model(images.to(device))
-                    correct += (outputs.argmax(1) == labels.to(device)).sum().item()  # SLOW(TP201)
+                    correct += (outputs.argmax(1) == labels.to(device)).sum().item()
                     total += labels.shape[0]
                 print(f"step {step} val_acc {correct / total:.4f}", flush=True)
                 model.train()

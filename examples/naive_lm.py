@@ -63,7 +63,7 @@ def main():
                     vloss = F.cross_entropy(
                         vlogits.view(-1, vlogits.size(-1)), vy.to(device).view(-1)
                     )
-                    total += vloss.item()  # SLOW(TP201)
+                    total += vloss.item()
                     count += 1
                     if count == args.eval_batches:
                         break

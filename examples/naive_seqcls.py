@@ -71,8 +71,8 @@ def main():
                 for i, (vtokens, vlabels) in enumerate(val_loader):  # SLOW(TP403): no no_grad
                     if i == args.eval_batches:
                         break
-                    pred = model(vtokens.to(device)).argmax(1).cpu()  # SLOW(TP201)
-                    correct += (pred == vlabels).sum().item()  # SLOW(TP201)
+                    pred = model(vtokens.to(device)).argmax(1).cpu()
+                    correct += (pred == vlabels).sum().item()
                     seen += len(vlabels)
                 print(f"step {step} val_acc {correct / seen:.4f}", flush=True)
             if step >= args.steps:

@@ -142,20 +142,30 @@ def fetch_commit(cache: Path, repo: str, commit: str) -> Path:
     return gitdir
 
 
-def list_blobs(gitdir: Path, commit: str, wanted: list[str]) -> list[tuple[str, str, str]]:
-    """(mode, sha, path) for every file named in WANTED (a trailing '/' takes a folder)."""
-    raw = git(gitdir, "ls-tree", "-r", "-z", commit, "--", *[w.rstrip("/") for w in wanted])
+def list_blobs(
+    gitdir: Path, commit: str, wanted: list[str], suffixes: tuple[str, ...] = ()
+) -> list[tuple[str, str, str]]:
+    """(mode, sha, path) for every file named in WANTED (a trailing '/' takes a folder, and ""
+    the whole tree).
+
+    With SUFFIXES, a folder contributes only the files whose names end in one of them."""
+    specs = [] if "" in wanted else [w.rstrip("/") for w in wanted]
+    raw = git(gitdir, "ls-tree", "-r", "-z", commit, "--", *specs)
     rows = []
     for rec in raw.split(b"\0"):
         if not rec:
             continue
         meta, path = rec.split(b"\t", 1)
         mode, kind, sha = meta.decode().split()
-        if kind == "blob":
-            rows.append((mode, sha, path.decode()))
+        name = path.decode()
+        if kind == "blob" and (name in wanted or not suffixes or name.endswith(suffixes)):
+            rows.append((mode, sha, name))
     found = {p for _, _, p in rows}
     for w in wanted:
-        if w.endswith("/"):
+        if w == "":
+            if not found:
+                raise SystemExit(f"no files at {commit}")
+        elif w.endswith("/"):
             if not any(p.startswith(w) for p in found):
                 raise SystemExit(f"{w} is empty or missing at {commit}")
         elif w not in found:
@@ -163,14 +173,21 @@ def list_blobs(gitdir: Path, commit: str, wanted: list[str]) -> list[tuple[str, 
     return rows
 
 
-def materialise_repo(repo: str, spec: dict, out: Path, mirror: Path | None, cache: Path) -> dict:
+def materialise_repo(
+    repo: str,
+    spec: dict,
+    out: Path,
+    mirror: Path | None,
+    cache: Path,
+    suffixes: tuple[str, ...] = (),
+) -> dict:
     commit = spec["commit"]
     gitdir = find_mirror(mirror, repo) if mirror else None
     if gitdir is None or not has_commit(gitdir, commit):
         gitdir = fetch_commit(cache, repo, commit)
     dest = out / repo_dirname(repo)
     manifest = {}
-    for mode, sha, path in list_blobs(gitdir, commit, spec["files"]):
+    for mode, sha, path in list_blobs(gitdir, commit, spec["files"], suffixes):
         data = git(gitdir, "cat-file", "blob", sha)
         # the blob id is recomputed so that a truncated or absent blob cannot pass silently
         if hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest() != sha:

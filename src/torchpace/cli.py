@@ -283,6 +283,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--ignore", metavar="CODES", help="do not run these rule codes or prefixes")
     p.add_argument(
+        "--exclude",
+        metavar="PATTERNS",
+        help="gitignore patterns that directory walks skip, comma separated, replacing the "
+        "default (tests/, test_*.py, conftest.py, bug_report*, ...); '' skips none",
+    )
+    p.add_argument(
+        "--extend-exclude", metavar="PATTERNS", help="patterns to skip as well as the default"
+    )
+    p.add_argument(
         "--config",
         type=Path,
         metavar="PATH",

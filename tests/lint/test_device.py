@@ -29,6 +29,10 @@ def _ctx(source: str) -> FileContext:
         "import torch\ntorch.cuda.set_device(rank)",
         "import torch.distributed as dist\ndist.init_process_group('nccl')",
         "if device.type == 'cuda':\n    pass",
+        # pytorch/examples (mnist, vae, dcgan...): the accelerator idiom of torch 2.6+
+        "import torch\nuse_accel = torch.accelerator.is_available()\n"
+        "device = torch.accelerator.current_accelerator() if use_accel else torch.device('cpu')",
+        "import torch\ntorch.accelerator.set_device_index(rank)",
     ],
 )
 def test_cuda_files(source: str) -> None:
@@ -45,6 +49,7 @@ def test_cuda_files(source: str) -> None:
         "name = 'cudaq'",
         "import torch\nd = torch.device('mps')",
         "import torch.distributed as dist\ndist.init_process_group('gloo')",
+        "import torch\nok = torch.accelerator.is_available()",  # checks, never places
     ],
 )
 def test_files_that_do_not_show_cuda(source: str) -> None:

@@ -35,6 +35,42 @@ def test_default_excludes_apply_inside_a_walk_but_not_to_a_named_directory(
     assert discover(["src/build"]) == ["src/build/gen.py"]
 
 
+def test_tests_and_templates_are_skipped_in_a_walk_and_said(tmp_path: Path) -> None:
+    # Lightning and accelerate (benchmarks/realworld/): most findings were in tests/ and in
+    # bug-report templates, none of them about training code.
+    _tree(
+        tmp_path,
+        "train.py",
+        "tests/test_loop.py",
+        "pkg/test_utils/helpers.py",
+        "pkg/test_model.py",
+        "pkg/model_test.py",
+        "conftest.py",
+        "examples/bug_report/bug_report_model.py",
+        "latest.py",
+    )
+    skipped: list[str] = []
+    assert discover(["."], skipped=skipped) == ["latest.py", "train.py"]
+    assert sorted(skipped) == [
+        "conftest.py",
+        "examples/bug_report/",
+        "pkg/model_test.py",
+        "pkg/test_model.py",
+        "pkg/test_utils/",
+        "tests/",
+    ]
+    assert discover(["tests/test_loop.py"]) == ["tests/test_loop.py"]  # named: linted
+    assert len(discover(["."], skip=[])) == 8
+    assert discover(["."], skip=["train.py", "tests/"]) == [
+        "conftest.py",
+        "examples/bug_report/bug_report_model.py",
+        "latest.py",
+        "pkg/model_test.py",
+        "pkg/test_model.py",
+        "pkg/test_utils/helpers.py",
+    ]
+
+
 def test_gitignore_files_nested_with_negation(tmp_path: Path) -> None:
     _tree(
         tmp_path,

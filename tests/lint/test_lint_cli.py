@@ -335,3 +335,26 @@ def test_rules_and_rule(capsys: pytest.CaptureFixture[str]) -> None:
     assert "## Fix safety" in doc
     assert main(["rule", "TP999"]) == 2
     assert "unknown rule code 'TP999'" in capsys.readouterr().err
+
+
+def test_tests_are_skipped_said_and_configurable(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_train.py").write_text(SLOW)
+    (tmp_path / "train.py").write_text("x = 1\n")
+    rc, out, err = _lint(capsys, ".")
+    assert (rc, out) == (0, "All clear: no findings in 1 file.\n")
+    assert "not linted, as tests or templates" in err and "tests/" in err
+    assert "--exclude ''" in err
+    rc, out, _ = _lint(capsys, "--exclude", "", ".")
+    assert rc == 1 and "Found 1 finding in 2 files." in out
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.torchpace.lint]\nexclude = []\nextend-exclude = ["train.py"]\n'
+    )
+    rc, out, err = _lint(capsys, ".")
+    assert rc == 1 and out.startswith("tests/test_train.py:2:10: TP101")
+    assert "Found 1 finding in 1 file." in out and "train.py" in err
+    (tmp_path / "pyproject.toml").write_text('[tool.torchpace.lint]\nexclude = "tests/"\n')
+    rc, _, err = _lint(capsys, ".")
+    assert rc == 2 and "exclude must be a list of strings" in err

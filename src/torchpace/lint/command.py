@@ -13,8 +13,15 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from torchpace.findings import Finding
-from torchpace.lint.config import ConfigError, LintConfig, find_config, load_config, selection
-from torchpace.lint.discovery import discover
+from torchpace.lint.config import (
+    TABLE,
+    ConfigError,
+    LintConfig,
+    find_config,
+    load_config,
+    selection,
+)
+from torchpace.lint.discovery import NOT_TRAINING_CODE, discover
 from torchpace.lint.engine import lint_source
 from torchpace.lint.fixes import apply_fixes, unified_diff, write_fixed
 from torchpace.lint.output import render_github, render_json, render_text
@@ -63,6 +70,11 @@ class _Fixer:
         return again if isinstance(again, FileResult) else r
 
 
+def split_patterns(text: str | None) -> list[str]:
+    """``"tests/,scratch/"`` → the patterns; None or ``""`` → none."""
+    return [p.strip() for p in (text or "").split(",") if p.strip()]
+
+
 def _errors(results: Sequence[FileResult | LintError]) -> list[LintError]:
     out: list[LintError] = []
     for r in results:
@@ -84,8 +96,14 @@ def run(args: argparse.Namespace) -> int:
         # The files are still linted, with the defaults and the command line's flags; the
         # exit code says something was wrong.
         config_error = f"{exc}; linted with the default settings"
-        chosen = selection(LintConfig(), rules, **flags)
-    items = discover(args.paths)
+        config = LintConfig()
+        chosen = selection(config, rules, **flags)
+    skip = list(NOT_TRAINING_CODE if config.exclude is None else config.exclude)
+    if args.exclude is not None:  # the command line replaces the config's list
+        skip = split_patterns(args.exclude)
+    skip += config.extend_exclude + split_patterns(args.extend_exclude)
+    skipped: list[str] = []
+    items = discover(args.paths, skip, skipped)
     jobs = [(p, chosen.codes_for(p)) for p in items if isinstance(p, str)]
     linted = iter(lint_jobs(jobs, workers=args.jobs or usable_cpus()))
     results = [item if isinstance(item, LintError) else next(linted) for item in items]
@@ -96,6 +114,13 @@ def run(args: argparse.Namespace) -> int:
     errors = _errors(results)
     if not args.diff:
         _print_report(args.format, files, errors, chosen.rules, fixer)
+    if skipped and args.format == "text":
+        shown = ", ".join(skipped[:3]) + (", ..." if len(skipped) > 3 else "")
+        print(
+            f"note: not linted, as tests or templates rather than training code: {shown} "
+            f"(--exclude '' lints them; see `exclude` in {TABLE})",
+            file=sys.stderr,
+        )
     if config_error is not None:
         print(config_error, file=sys.stderr)
     for e in errors:

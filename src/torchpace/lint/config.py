@@ -7,6 +7,9 @@
     extend-select = ["TP405"]    # added to select (off-by-default rules need the full code)
     ignore = ["TP302"]
     per-file-ignores = { "tests/**" = ["TP1"], "__init__.py" = ["TP"] }
+    exclude = ["tests/"]         # gitignore patterns a directory walk skips; default: tests,
+                                 # test_*.py, conftest.py, bug-report templates
+    extend-exclude = ["scratch/"]  # added to exclude
 
 The config is the nearest pyproject.toml at or above the current directory, or ``--config``.
 ``--select`` and ``--ignore`` replace the config's lists; ``--extend-select`` adds to its list.
@@ -31,7 +34,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10 reads TOML with the tomllib backport
     import tomli as tomllib
 
-KEYS = ("select", "extend-select", "ignore", "per-file-ignores")
+KEYS = ("select", "extend-select", "ignore", "per-file-ignores", "exclude", "extend-exclude")
 TABLE = "[tool.torchpace.lint]"
 
 
@@ -51,6 +54,8 @@ class LintConfig:
     extend_select: list[str] = field(default_factory=list)
     ignore: list[str] = field(default_factory=list)
     per_file_ignores: dict[str, list[str]] = field(default_factory=dict)
+    exclude: list[str] | None = None  # None: discovery.NOT_TRAINING_CODE
+    extend_exclude: list[str] = field(default_factory=list)
 
     @property
     def root(self) -> Path:
@@ -112,6 +117,8 @@ def load_config(path: Path | None) -> LintConfig:
             glob: _strings(path, f"per-file-ignores {glob!r}", codes)
             for glob, codes in per_file.items()
         },
+        exclude=_strings(path, "exclude", table["exclude"]) if "exclude" in table else None,
+        extend_exclude=_strings(path, "extend-exclude", table.get("extend-exclude", [])),
     )
 
 

@@ -12,6 +12,8 @@ device, creates them there, or picks CUDA as its device:
   torch.cuda.is_available() else "cpu"``, ``device = f"cuda:{rank}"``), given as an option's
   ``default=`` (``parser.add_argument("--device", default="cuda")``), or compared with
   (``if device.type == "cuda":``);
+- ``torch.accelerator.current_accelerator()`` (the device idiom of torch 2.6+: the CUDA device
+  on a GPU machine), ``torch.accelerator.set_device_index(...)``;
 - ``torch.cuda.set_device(...)``, and ``torch.distributed.init_process_group("nccl")`` (NCCL
   runs on CUDA devices only).
 
@@ -40,6 +42,15 @@ _CUDA = re.compile(r"cuda(:\d+)?")
 # Keywords whose value says where tensors go; `default=` is an option's (argparse, click).
 _DEVICE_KEYWORDS = frozenset({"device", "map_location", "default"})
 _INIT_PROCESS_GROUP = "torch.distributed.init_process_group"
+# Calls that place work on the accelerator whatever else the file says.
+_PLACING_CALLS = frozenset(
+    {
+        "torch.cuda.set_device",
+        "torch.accelerator.current_accelerator",
+        "torch.accelerator.set_device_index",
+        "torch.accelerator.set_device_idx",
+    }
+)
 
 
 def _starts_with_cuda_index(node: ast.expr) -> bool:
@@ -69,7 +80,7 @@ def is_cuda_device(node: ast.expr | None, names: Resolver) -> bool:
 
 
 def _call_uses_cuda(call: ast.Call, name: str | None, names: Resolver) -> bool:
-    if name == "torch.cuda.set_device":
+    if name in _PLACING_CALLS:
         return True
     if name == _INIT_PROCESS_GROUP:
         backend = argument(call, "backend", 0)

@@ -34,8 +34,18 @@ codes:
 select = ["TP"]
 extend-select = ["{opt_in}"]
 ignore = ["TP302"]
-per-file-ignores = {{ "tests/**" = ["TP1"] }}
+per-file-ignores = {{ "examples/**" = ["TP1"] }}
+exclude = []                  # lint tests and templates too
+extend-exclude = ["scratch/"]
 ```
+
+**Tests and templates are not linted** when a directory is walked: `tests/`, `test/`,
+`testing/`, `test_utils/`, `test_*.py`, `*_test.py`, `conftest.py` and `bug_report*` are
+skipped (and said on stderr), since their loops are not training loops. `exclude` (gitignore
+patterns, relative to each directory named on the command line) replaces that list and
+`extend-exclude` adds to it; `--exclude` and `--extend-exclude` do the same from the command
+line (comma lists; `--exclude ''` skips nothing). A file named on the command line is always
+linted.
 
 The nearest `pyproject.toml` at or above the current directory is used (or `--config PATH`);
 `--select` and `--ignore` on the command line replace the file's lists, `--extend-select` adds

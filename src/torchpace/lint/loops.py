@@ -8,8 +8,16 @@ loops (``for epoch in range(n): for batch in loader: ...``) is an *epoch loop*, 
 The *hot* code is what runs on every step: the bodies of step loops, nested loops included, and
 the whole bodies of the same-file functions they call, transitively. Two things are left out:
 the body of an ``if`` gated by a logging cadence (``if step % 100 == 0:``, also inside an
-``and``), and anything after the loop. The analysis is static and flow-insensitive; where it
-cannot tell, it leaves the code out, so rules built on it stay quiet rather than guess.
+``and``, or an ``or`` with a last-step test or a flag), unless that body itself trains (the
+optimizer step of gradient accumulation runs on a cadence and is training), and anything after
+the loop.
+
+A loop over a DataLoader that does not train is an *evaluation* loop, not a step loop, when it
+shows it: it runs under ``torch.no_grad()``/``inference_mode()`` (a ``with`` or a decorator), a
+module was switched to ``eval()`` before it in the same function, its function is named for
+evaluation (``validate``, ``test_epoch``, ``predict``...), or its loader is (``val_loader``).
+The analysis is static and flow-insensitive; where it cannot tell, it leaves the code out, so
+rules built on it stay quiet rather than guess.
 """
 
 from __future__ import annotations
@@ -33,6 +41,23 @@ DATALOADER = "torch.utils.data.DataLoader"
 _OPTIMIZER_NAME = re.compile(r"^(opt|optim\w*|\w*_opt|\w*_optim\w*|\w*optimi[sz]er\w*)$", re.I)
 # Names that say "data loader": loader, train_loader, dataloader, val_dl.
 _LOADER_NAME = re.compile(r"(loader|^dl$|_dl$|^dl_)", re.I)
+# Names of evaluation: validate, evaluate, eval_epoch, test, test_step, predict, inference, sample.
+_EVAL_NAME = re.compile(
+    r"(^|_)(eval\w*|valid\w*|val|test\w*|predict\w*|infer\w*|sampl\w*|generat\w*|visuali[sz]\w*)"
+    r"($|_)",
+    re.I,
+)
+# Context managers and decorators that turn autograd off.
+NO_GRAD = frozenset(
+    {
+        "torch.no_grad",
+        "torch.inference_mode",
+        "torch.autograd.no_grad",
+        "torch.autograd.inference_mode",
+        "torch.autograd.grad_mode.no_grad",
+        "torch.autograd.grad_mode.inference_mode",
+    }
+)
 # Wrappers that iterate what they are given, one item per step: enumerate(loader), tqdm(loader).
 _ITER_WRAPPERS = frozenset({"enumerate", "tqdm", "tqdm.tqdm", "tqdm.auto.tqdm", "zip", "iter"})
 
@@ -63,11 +88,27 @@ def walk(nodes: Iterable[ast.AST], *, into_loops: bool = True) -> Iterator[ast.A
         stack.extend(ast.iter_child_nodes(node))
 
 
+def disables_grad(names: Resolver, expr: ast.expr) -> bool:
+    """``torch.no_grad()``, ``torch.inference_mode()``, ``torch.set_grad_enabled(False)``."""
+    target = expr.func if isinstance(expr, ast.Call) else expr
+    qual = names.qualname(target)
+    if qual in NO_GRAD:
+        return True
+    if qual == "torch.set_grad_enabled" and isinstance(expr, ast.Call):
+        return bool(expr.args) and isinstance(expr.args[0], ast.Constant) and not expr.args[0].value
+    return False
+
+
 def is_cadence_gate(test: ast.expr) -> bool:
     """True for ``step % n == 0``-style tests: a comparison against a modulo, alone or in an
-    ``and`` (``i % log_every == 0 and rank == 0``)."""
+    ``and`` (``i % log_every == 0 and rank == 0``), or in an ``or`` whose other operands are
+    rare: an equality (``step == last_step``) or a flag (``or args.debug``)."""
     if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
         return any(is_cadence_gate(v) for v in test.values)
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or):
+        return any(is_cadence_gate(v) for v in test.values) and all(
+            is_cadence_gate(v) or _is_rare(v) for v in test.values
+        )
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
         return _is_modulo(test.operand)  # ``if not step % n:``
     if isinstance(test, ast.Compare):
@@ -75,10 +116,19 @@ def is_cadence_gate(test: ast.expr) -> bool:
     return False
 
 
+def _is_rare(test: ast.expr) -> bool:
+    """An ``or`` operand beside a cadence that holds on few steps: ``step == last``, a flag."""
+    if isinstance(test, ast.Compare):
+        return all(isinstance(op, (ast.Eq, ast.Is)) for op in test.ops)
+    return dotted(test) is not None
+
+
 def _ungated_part(test: ast.expr) -> list[ast.expr]:
     """The parts of a gated test that run on every step: ``and`` operands up to the cadence."""
-    if not (isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And)):
+    if not isinstance(test, ast.BoolOp):
         return [test]
+    if isinstance(test.op, ast.Or):
+        return [v for v in test.values if not is_cadence_gate(v)]  # evaluated on every step
     parts: list[ast.expr] = []
     for value in test.values:
         parts.append(value)
@@ -141,6 +191,8 @@ class LoopFacts:
     _loops_in: dict[int, bool] = field(default_factory=dict)  # id(function) → has a step loop
     _trains: dict[int, bool] = field(default_factory=dict)  # id(function) → trains
     repeated: set[int] = field(default_factory=set)  # id(loop) of loops run more than once
+    no_grad: set[int] = field(default_factory=set)  # id(node) of code run with autograd off
+    eval_loops: list[Loop] = field(default_factory=list)
 
     # Resolution of calls to code of this file.
 
@@ -278,9 +330,63 @@ class LoopFacts:
         if not isinstance(loop, LOOPS):
             return False
         if isinstance(loop, (ast.For, ast.AsyncFor)) and self.is_loader(loop.iter):
-            return True
+            return not self.evaluates(loop, scope)
         header: list[ast.AST] = [loop.test] if isinstance(loop, ast.While) else []
         return any(self.is_step(n, scope) for n in walk([*header, *loop.body], into_loops=False))
+
+    def evaluates(self, loop: ast.For | ast.AsyncFor, scope: Scope) -> bool:
+        """A loop over a loader that does not train and shows it evaluates (module doc)."""
+        if self.trains(loop.body, scope):
+            return False
+        if id(loop) in self.no_grad or all(self._without_grad(n) for n in loop.body):
+            return True
+        if not isinstance(scope, ast.Module) and _EVAL_NAME.search(scope.name):
+            return True
+        loader = dotted(iterated(loop.iter)) or ""
+        if _EVAL_NAME.search(loader.rsplit(".", 1)[-1].lower()):
+            return True
+        return bool(in_eval_mode(scope, loop.lineno))
+
+    def _without_grad(self, stmt: ast.stmt) -> bool:
+        return id(stmt) in self.no_grad or (
+            isinstance(stmt, (ast.With, ast.AsyncWith))
+            and any(disables_grad(self.names, i.context_expr) for i in stmt.items)
+        )
+
+
+def in_eval_mode(scope: Scope, before: int) -> set[str]:
+    """Modules switched to eval mode in ``scope`` before line ``before`` (and not back)."""
+    mode: dict[str, tuple[int, str]] = {}
+    for node in walk(scope.body):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in {"eval", "train"}
+            and node.lineno < before
+            and not (node.func.attr == "train" and node.args and _is_false(node.args[0]))
+        ):
+            target = dotted(node.func.value)
+            if target is not None and node.lineno >= mode.get(target, (0, ""))[0]:
+                mode[target] = (node.lineno, node.func.attr)
+    return {t for t, (_, m) in mode.items() if m == "eval"}
+
+
+def _is_false(node: ast.expr) -> bool:
+    return isinstance(node, ast.Constant) and node.value is False
+
+
+def _mark_no_grad(facts: LoopFacts, by_type: dict[type, list[Any]]) -> None:
+    """Record the code that runs with autograd off: ``with torch.no_grad():`` bodies and the
+    bodies of functions decorated with it (their nested functions excluded)."""
+    bodies: list[list[ast.stmt]] = []
+    for node in [*by_type.get(ast.With, ()), *by_type.get(ast.AsyncWith, ())]:
+        if any(disables_grad(facts.names, item.context_expr) for item in node.items):
+            bodies.append(node.body)
+    for node in [*by_type.get(ast.FunctionDef, ()), *by_type.get(ast.AsyncFunctionDef, ())]:
+        if any(disables_grad(facts.names, d) for d in node.decorator_list):
+            bodies.append(node.body)
+    for body in bodies:
+        facts.no_grad.update(id(n) for n in walk(body))
 
 
 def iterated(node: ast.expr) -> ast.expr:
@@ -358,9 +464,13 @@ def _mark_hot(
         if id(node) in facts.hot:
             continue
         facts.hot[id(node)] = (node, scope)
-        if isinstance(node, ast.If) and is_cadence_gate(node.test):
+        if (
+            isinstance(node, ast.If)
+            and is_cadence_gate(node.test)
+            and not facts.trains(node.body, scope)
+        ):
             # The gated body runs once per N steps, and so does what ``and`` evaluates after
-            # the cadence test.
+            # the cadence test. A gated body that trains is accumulation, not logging: hot.
             stack += [*_ungated_part(node.test), *node.orelse]
             continue
         if isinstance(node, ast.Call):
@@ -429,6 +539,7 @@ def analyse(tree: ast.Module, by_type: dict[type, list[Any]], names: Resolver) -
     if not _may_train(by_type, names):
         return facts  # most library modules: nothing to analyse
     _collect_bindings(facts, tree, by_type)
+    _mark_no_grad(facts, by_type)
     queue: list[Function] = []
     for scope in _scopes(tree):
         body = scope.body
@@ -440,6 +551,8 @@ def analyse(tree: ast.Module, by_type: dict[type, list[Any]], names: Resolver) -
                 facts.step_loops.append(node)
                 header: list[ast.AST] = [node.test] if isinstance(node, ast.While) else []
                 _mark_hot(facts, [*header, *node.body], scope, queue)
+            elif isinstance(node, (ast.For, ast.AsyncFor)) and facts.is_loader(node.iter):
+                facts.eval_loops.append(node)
             elif any(
                 facts.is_step_loop(n, scope) or facts._calls_step_loop(n, scope)
                 for n in walk(node.body)

@@ -5,30 +5,12 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from torchpace.lint.loops import MODEL_NAME, Loop, Scope, dotted, walk
-from torchpace.lint.rule import FileContext, Report, Rule, is_const
-
-_NO_GRAD = frozenset(
-    {
-        "torch.no_grad",
-        "torch.inference_mode",
-        "torch.autograd.no_grad",
-        "torch.autograd.inference_mode",
-        "torch.autograd.grad_mode.no_grad",
-        "torch.autograd.grad_mode.inference_mode",
-    }
-)
+from torchpace.lint.loops import MODEL_NAME, Loop, Scope, disables_grad, dotted, in_eval_mode, walk
+from torchpace.lint.rule import FileContext, Report, Rule
 
 
 def _disables_grad(ctx: FileContext, expr: ast.expr) -> bool:
-    """``torch.no_grad()``, ``torch.inference_mode()``, ``torch.set_grad_enabled(False)``."""
-    target = expr.func if isinstance(expr, ast.Call) else expr
-    qual = ctx.names.qualname(target)
-    if qual in _NO_GRAD:
-        return True
-    if qual == "torch.set_grad_enabled" and isinstance(expr, ast.Call):
-        return bool(expr.args) and is_const(expr.args[0], False)
-    return False
+    return disables_grad(ctx.names, expr)
 
 
 def grad_disabled(ctx: FileContext, node: ast.AST) -> bool:
@@ -76,22 +58,6 @@ def _module_calls(ctx: FileContext, loop: Loop, scope: Scope) -> set[str]:
     return found
 
 
-def _put_in_eval(ctx: FileContext, scope: Scope, before: int) -> set[str]:
-    """Modules switched to eval mode in ``scope`` before line ``before`` (and not back)."""
-    mode: dict[str, tuple[int, str]] = {}
-    for node in walk(scope.body):
-        if (
-            isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Attribute)
-            and node.func.attr in {"eval", "train"}
-            and node.lineno < before
-        ):
-            target = dotted(node.func.value)
-            if target is not None and node.lineno >= mode.get(target, (0, ""))[0]:
-                mode[target] = (node.lineno, node.func.attr)
-    return {t for t, (_, m) in mode.items() if m == "eval"}
-
-
 def _freezes_parameters(ctx: FileContext) -> bool:
     """The file turns autograd off per parameter (``requires_grad_(False)``): cannot tell."""
     for node in ctx.of_type(ast.Attribute):
@@ -121,7 +87,7 @@ def _check_eval_loop_without_no_grad(ctx: FileContext) -> Iterator[Report]:
         models = _module_calls(ctx, loop, scope)
         if not models:
             continue
-        evaluated = models & _put_in_eval(ctx, scope, loop.lineno)
+        evaluated = models & in_eval_mode(scope, loop.lineno)
         over_loader = isinstance(loop, (ast.For, ast.AsyncFor)) and facts.is_loader(loop.iter)
         if (evaluated or over_loader) and _called_with_grad(ctx, scope):
             yield Report(loop)

@@ -81,7 +81,10 @@ HOST_SYNC_IN_LOOP = Rule(
 ## What it does
 Flags `.item()`, `.tolist()`, `.cpu()` and `.numpy()`, and `float()` / `int()` / `bool()` of a
 tensor, inside a training loop or a function of the same file that the loop calls. Calls under
-a logging cadence (`if step % 100 == 0:`) and after the loop are not flagged.
+a logging cadence (`if step % 100 == 0:`, `if step % 100 == 0 or step == last:`), after the
+loop, and in evaluation loops (under `torch.no_grad()`, after `model.eval()`, in a function
+named for evaluation) are not flagged; the optimizer step of gradient accumulation
+(`if (i + 1) % accumulate == 0: optimizer.step()`) is training, and is.
 
 ## Why is this slow
 The host cannot read a value the device has not computed yet, so it blocks until the device's
