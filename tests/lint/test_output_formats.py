@@ -52,7 +52,7 @@ def sarif(
     monkeypatch.chdir(tmp_path)
     (tmp_path / "sub dir").mkdir()
     (tmp_path / "sub dir" / "a.py").write_text(SOURCE, encoding="utf-8")
-    (tmp_path / "nb.ipynb").write_text(json.dumps(NOTEBOOK))
+    (tmp_path / "nb.ipynb").write_text(json.dumps(NOTEBOOK, indent=1))  # as nbformat writes
     (tmp_path / "bad.py").write_bytes(b"\0")
     rc = main(["lint", "--format", "sarif", "--select", "TP101,TP301", "."])
     out, err = capsys.readouterr()
@@ -116,7 +116,13 @@ def test_sarif_results_locations_and_fixes(sarif: dict[str, Any]) -> None:
     ]
     notebook, loader, scaler = results
     assert notebook["message"]["text"].endswith("(notebook cell 2, line 2)")
-    assert notebook["properties"] == {"cell": 2} and "fixes" not in notebook
+    assert notebook["properties"] == {"cell": 2, "cellLine": 2} and "fixes" not in notebook
+    # The region is in the .ipynb file itself: open it at the reported line.
+    where = notebook["locations"][0]["physicalLocation"]
+    assert where["artifactLocation"] == {"uri": "nb.ipynb", "uriBaseId": "%SRCROOT%"}
+    file_line = Path("nb.ipynb").read_text().splitlines()[where["region"]["startLine"] - 1]
+    assert json.loads(file_line.strip().rstrip(",")) == "s = torch.cuda.amp.GradScaler()\n"
+    assert where["region"]["endLine"] == where["region"]["startLine"]
     artifact = {"uri": "sub%20dir/a.py", "uriBaseId": "%SRCROOT%"}
     assert loader["locations"] == [
         {
@@ -177,6 +183,29 @@ def test_sarif_with_no_findings_is_valid(
     assert doc["runs"][0]["results"] == [] and _validate(doc) == []
 
 
+def test_sarif_uris_are_relative_to_the_repository_root(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Linting ../other from a sub-directory gave file:/// URIs that code scanning cannot map.
+    (tmp_path / "other").mkdir()
+    (tmp_path / "work").mkdir()
+    (tmp_path / "other" / "a.py").write_text(SOURCE, encoding="utf-8")
+
+    def uris() -> tuple[str, list[str]]:
+        main(["lint", "--format", "sarif", "--select", "TP101", "../other"])
+        run = json.loads(capsys.readouterr().out)["runs"][0]
+        artifacts = [
+            r["locations"][0]["physicalLocation"]["artifactLocation"] for r in run["results"]
+        ]
+        assert all(a["uriBaseId"] == "%SRCROOT%" for a in artifacts)
+        return run["originalUriBaseIds"]["%SRCROOT%"]["uri"], [a["uri"] for a in artifacts]
+
+    monkeypatch.chdir(tmp_path / "work")
+    assert uris() == ((tmp_path / "work").resolve().as_uri() + "/", ["../other/a.py"])
+    (tmp_path / ".git").mkdir()  # now both are in one repository: its root is the base
+    assert uris() == (tmp_path.resolve().as_uri() + "/", ["other/a.py"])
+
+
 def test_github_escapes_and_levels() -> None:
     def finding(path: str, message: str, cell: int | None = None) -> Finding:
         return Finding("TP405", "name", "t", message, Location(path, 3, 4, 5, 6, cell))
@@ -196,3 +225,30 @@ def test_github_escapes_and_levels() -> None:
         "::notice file=n.ipynb,title=TP405 name::cell 7, line 3, col 4: m",
         "::warning file=b.py,line=1,col=1,endLine=1,endColumn=2,title=TP101 loader::w",
     ]
+
+
+def test_github_summarises_past_ten_per_kind_and_maps_notebook_lines() -> None:
+    # GitHub shows 10 annotations of a kind per step: the 11th onwards vanished unannounced.
+    warnings = [
+        Finding("TP101", "loader", "t", f"w{i}", Location(f"f{i:02}.py", 1, 1, 1, 2))
+        for i in range(12)
+    ]
+    nb = Finding("TP405", "fused", "t", "m", Location("nb.ipynb", 2, 1, 2, 3, cell=2))
+    source = json.dumps(NOTEBOOK, indent=1).encode()
+    text = render_github([*warnings, nb], [], {"TP405": "info"}, {"nb.ipynb": source})
+    lines = text.splitlines()
+    annotations = [ln for ln in lines if ln.startswith("::warning")]
+    assert len(annotations) == 10
+    assert (
+        annotations[-1]
+        == "::warning title=torchpace%3A 12 warnings::3 more warnings are listed in this step's log"
+    )
+    assert [ln for ln in lines if not ln.startswith("::")] == [
+        f"f{i:02}.py:1:1: TP101 w{i}" for i in (9, 10, 11)
+    ]
+    notice = next(ln for ln in lines if ln.startswith("::notice"))
+    row = int(notice.split("line=")[1].split(",")[0])
+    assert json.loads(source.decode().splitlines()[row - 1].strip().rstrip(",")) == (
+        "s = torch.cuda.amp.GradScaler()\n"
+    )
+    assert notice.endswith("::cell 2, line 2, col 1: m")

@@ -145,7 +145,8 @@ def _print_report(
         sources = {r.path: r.source for r in files}
         print(render_sarif(findings, rules=rules, errors=errors, sources=sources))
     elif form == "github":
-        text = render_github(findings, errors, {r.code: r.level for r in rules})
+        sources = {r.path: r.source for r in files if r.notebook}
+        text = render_github(findings, errors, {r.code: r.level for r in rules}, sources)
         if text:
             print(text)
     else:

@@ -19,6 +19,7 @@ import bisect
 import json
 import re
 from dataclasses import dataclass, replace
+from json.decoder import scanstring  # type: ignore[attr-defined]
 from typing import Any
 
 from torchpace.findings import Edit, Finding, Fix
@@ -151,3 +152,76 @@ def read_notebook(data: bytes) -> Notebook:
         lines += _python_lines(cell_lines)
     source = "".join(line + "\n" for line in lines)
     return Notebook(source.encode("utf-8"), tuple(cells), tuple(starts))
+
+
+# ------------------------------------------------------------------ lines of the notebook file
+
+_SPACE = re.compile(r"[ \t\n\r]*")
+_SCALAR = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?|true|false|null")
+
+
+class _At(str):
+    """A JSON string that remembers the offset of its opening quote in the file."""
+
+    offset: int
+
+
+def _value(text: str, i: int) -> tuple[Any, int]:
+    """The JSON value at ``text[i:]`` (strings as :class:`_At`) and the offset after it."""
+    i = _SPACE.match(text, i).end()  # type: ignore[union-attr]
+    c = text[i]
+    if c == '"':
+        value, end = scanstring(text, i + 1)
+        at = _At(value)
+        at.offset = i
+        return at, end
+    if c in "[{":
+        items: list[Any] = []
+        close = "]" if c == "[" else "}"
+        i = _SPACE.match(text, i + 1).end()  # type: ignore[union-attr]
+        while text[i] != close:
+            item, i = _value(text, i)
+            if c == "{":
+                i = _SPACE.match(text, i).end() + 1  # type: ignore[union-attr]  # the colon
+                value, i = _value(text, i)
+                item = (item, value)
+            items.append(item)
+            i = _SPACE.match(text, i).end()  # type: ignore[union-attr]
+            if text[i] == ",":
+                i = _SPACE.match(text, i + 1).end()  # type: ignore[union-attr]
+        return (dict(items) if c == "{" else items), i + 1
+    match = _SCALAR.match(text, i)
+    if match is None:
+        raise ValueError(f"invalid JSON at offset {i}")
+    return match.group(), match.end()
+
+
+def file_lines(data: bytes) -> dict[int, list[int]]:
+    """For each cell number (1-based, all cells), the line of the ``.ipynb`` file that holds
+    each of its source lines, for tools that point into the file itself (SARIF, GitHub).
+
+    A JSON string holds no raw newline, so a source line lies on one line of the file: the
+    line of the list item that holds it (nbformat writes one item per source line), or of the
+    single string when ``source`` is one string. Empty for a file that is not such JSON."""
+    text = data.decode("utf-8", errors="replace")
+    try:
+        doc, _ = _value(text, 0)
+    except (ValueError, IndexError, RecursionError):
+        return {}
+    cells = doc.get("cells") if isinstance(doc, dict) else None
+    if not isinstance(cells, list):
+        return {}
+    out: dict[int, list[int]] = {}
+    seen, line = 0, 1  # offsets only grow: count newlines once
+    for number, cell in enumerate(cells, start=1):
+        source = cell.get("source") if isinstance(cell, dict) else None
+        parts = [source] if isinstance(source, _At) else source
+        if not isinstance(parts, list) or not all(isinstance(p, _At) for p in parts):
+            continue
+        rows: list[int] = []
+        for part in parts:
+            line += text.count("\n", seen, part.offset)
+            seen = part.offset
+            rows += [line] * max(1, len(_NEWLINE.split(part.removesuffix("\n"))))
+        out[number] = rows
+    return out

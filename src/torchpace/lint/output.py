@@ -10,6 +10,7 @@ import json
 from collections.abc import Mapping, Sequence
 
 from torchpace.findings import Finding, Location
+from torchpace.lint.notebooks import file_lines
 from torchpace.lint.results import LintError
 
 
@@ -72,19 +73,30 @@ def _command(kind: str, properties: Mapping[str, object], message: str) -> str:
     return f"::{kind} {props}::{_escape_data(message)}"
 
 
-def render_github(
-    findings: Sequence[Finding], errors: Sequence[LintError], levels: Mapping[str, str]
-) -> str:
-    """One ``::warning`` (``::notice`` for info-level rules) per finding, ``::error`` per error.
+# GitHub Actions shows at most 10 annotations of each kind (notice, warning, error) per step
+# (GitHub docs, "Workflow commands for GitHub Actions"); the rest would vanish silently.
+ANNOTATIONS_PER_KIND = 10
 
-    A notebook's finding is annotated on the file, its cell and line in the message: the
-    lines of a notebook's JSON are not the lines of its cells.
+
+def render_github(
+    findings: Sequence[Finding],
+    errors: Sequence[LintError],
+    levels: Mapping[str, str],
+    sources: Mapping[str, bytes] | None = None,
+) -> str:
+    """One ``::warning`` (``::notice`` for info-level rules) per finding, ``::error`` per error,
+    at most :data:`ANNOTATIONS_PER_KIND` of each kind: the last one a kind has room for then
+    summarises the rest, which follow as plain log lines (``path:line:col: CODE message``).
+
+    A notebook's finding is annotated on the line of the ``.ipynb`` file that holds its source
+    line (``sources``: the notebook's JSON), its cell and line in the message.
     """
-    out = []
+    made: list[tuple[str, str, str]] = []  # (kind, annotation, plain line)
     for f in findings:
         loc = f.location
         kind = "notice" if levels.get(f.code) == "info" else "warning"
         title = f"{f.code} {f.name}"
+        plain = f"{position(loc)}: {f.code} {f.message}"
         if loc.cell is None:
             props: dict[str, object] = {
                 "file": loc.path,
@@ -94,9 +106,33 @@ def render_github(
                 "endColumn": loc.end_col,
                 "title": title,
             }
-            out.append(_command(kind, props, f.message))
+            made.append((kind, _command(kind, props, f.message), plain))
         else:
+            rows = file_lines((sources or {}).get(loc.path, b"")).get(loc.cell, [])
+            props = {"file": loc.path}
+            if 0 < loc.line <= len(rows):
+                props["line"] = rows[loc.line - 1]
+            props["title"] = title
             where = f"cell {loc.cell}, line {loc.line}, col {loc.col}"
-            out.append(_command(kind, {"file": loc.path, "title": title}, f"{where}: {f.message}"))
-    out += [_command("error", {"file": e.path, "title": "torchpace"}, e.cause) for e in errors]
-    return "\n".join(out)
+            made.append((kind, _command(kind, props, f"{where}: {f.message}"), plain))
+    for e in errors:
+        made.append(
+            ("error", _command("error", {"file": e.path, "title": "torchpace"}, e.cause), str(e))
+        )
+    totals = {kind: sum(1 for m in made if m[0] == kind) for kind in ("error", "warning", "notice")}
+    room = {
+        k: n if n <= ANNOTATIONS_PER_KIND else ANNOTATIONS_PER_KIND - 1 for k, n in totals.items()
+    }
+    out: list[str] = []
+    rest: list[str] = []
+    for kind, annotation, plain in made:  # in the findings' order
+        if room[kind]:
+            room[kind] -= 1
+            out.append(annotation)
+        else:
+            rest.append(plain)
+    for kind, n in totals.items():
+        if n > ANNOTATIONS_PER_KIND:
+            more = f"{n - ANNOTATIONS_PER_KIND + 1} more {kind}s are listed in this step's log"
+            out.append(_command(kind, {"title": f"torchpace: {n} {kind}s"}, more))
+    return "\n".join(out + rest)

@@ -1,10 +1,14 @@
 """Render lint results as SARIF 2.1.0, for code-scanning services (GitHub, Azure DevOps).
 
 One run: the tool and the rules that ran, one result per finding (with its fix, when there is
-one) and the files that could not be linted as tool notifications. URIs are relative to the
-current directory (``%SRCROOT%``); columns count Unicode code points, as the text output does.
-A notebook's result points at the notebook with lines of its cell, and names the cell in its
-message and in ``properties.cell``; its fix is left out (``--fix`` does not edit notebooks).
+one) and the files that could not be linted as tool notifications. URIs are relative to
+``%SRCROOT%``: the root of the git repository holding the current directory (what code scanning
+maps paths against), or the current directory outside a repository; a file outside the root
+gets a relative URI with ``..``, never a ``file://`` URI. Columns count Unicode code points, as
+the text output does. A notebook's result points at the lines of the ``.ipynb`` file that hold
+the finding's source lines (no columns: a line of the file is a JSON string), and names the
+cell and its line in its message and in ``properties``; its fix is left out (``--fix`` does
+not edit notebooks).
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from urllib.parse import quote
 from torchpace._version import __version__
 from torchpace.findings import Edit, Finding
 from torchpace.lint.engine import BOM
+from torchpace.lint.notebooks import file_lines
 from torchpace.lint.results import LintError
 from torchpace.lint.rule import Rule, line_starts
 
@@ -29,12 +34,14 @@ _LEVELS = {"warning": "warning", "info": "note"}  # a rule's level → SARIF's
 _SECTION = re.compile(r"^## What it does\n(?P<text>.*?)(?=^## |\Z)", re.M | re.S)
 
 
+def source_root(start: Path) -> Path:
+    """The git repository root at or above ``start``, else ``start``."""
+    start = start.resolve()
+    return next((d for d in (start, *start.parents) if (d / ".git").exists()), start)
+
+
 def _artifact(path: str, root: Path) -> dict[str, str]:
-    absolute = Path(os.path.abspath(path))
-    try:
-        relative = absolute.relative_to(root).as_posix()
-    except ValueError:
-        return {"uri": absolute.as_uri()}
+    relative = Path(os.path.relpath(os.path.abspath(path), root)).as_posix()
     return {"uri": quote(relative), "uriBaseId": "%SRCROOT%"}
 
 
@@ -76,27 +83,40 @@ def _lines(source: bytes) -> list[bytes]:
 
 
 def _result(
-    finding: Finding, rule_index: Mapping[str, int], levels: Mapping[str, str], source: bytes
+    finding: Finding,
+    rule_index: Mapping[str, int],
+    levels: Mapping[str, str],
+    source: bytes,
+    root: Path,
 ) -> dict[str, Any]:
     loc = finding.location
-    artifact = _artifact(loc.path, Path.cwd())
-    region = {
+    artifact = _artifact(loc.path, root)
+    region: dict[str, int] = {
         "startLine": loc.line,
         "startColumn": loc.col,
         "endLine": loc.end_line,
         "endColumn": loc.end_col,
     }
+    if loc.cell is not None:
+        rows = file_lines(source).get(loc.cell, [])
+        if 0 < loc.line <= len(rows):
+            end = rows[min(loc.end_line, len(rows)) - 1]
+            region = {"startLine": rows[loc.line - 1], "endLine": end}
+        else:
+            region = {}
     result: dict[str, Any] = {
         "ruleId": finding.code,
         "level": _LEVELS[levels.get(finding.code, "warning")],
         "message": {"text": finding.message},
-        "locations": [{"physicalLocation": {"artifactLocation": artifact, "region": region}}],
+        "locations": [{"physicalLocation": {"artifactLocation": artifact}}],
     }
+    if region:
+        result["locations"][0]["physicalLocation"]["region"] = region
     if finding.code in rule_index:
         result["ruleIndex"] = rule_index[finding.code]
     if loc.cell is not None:
         result["message"]["text"] += f" (notebook cell {loc.cell}, line {loc.line})"
-        result["properties"] = {"cell": loc.cell}
+        result["properties"] = {"cell": loc.cell, "cellLine": loc.line}
     elif finding.fix is not None:
         lines = _lines(source)
         change = {
@@ -121,7 +141,7 @@ def render_sarif(
     sources: Mapping[str, bytes],
 ) -> str:
     """A SARIF 2.1.0 log of one run. ``sources``: each finding's file as read (for fixes)."""
-    root = Path.cwd()
+    root = source_root(Path.cwd())
     rule_index = {r.code: i for i, r in enumerate(rules)}
     levels = {r.code: r.level for r in rules}
     notifications = [
@@ -147,7 +167,8 @@ def render_sarif(
             {"executionSuccessful": not errors, "toolExecutionNotifications": notifications}
         ],
         "results": [
-            _result(f, rule_index, levels, sources.get(f.location.path, b"")) for f in findings
+            _result(f, rule_index, levels, sources.get(f.location.path, b""), root)
+            for f in findings
         ],
     }
     return json.dumps({"$schema": SCHEMA, "version": "2.1.0", "runs": [run]}, indent=2)
