@@ -130,19 +130,37 @@ def _suppressed(ctx: FileContext, lineno: int, code: str) -> bool:
     return codes is None or code in {c.strip().upper() for c in codes.split(",")}
 
 
+# An ``if`` test that picks code by what the installed torch has: ``torch.__version__``,
+# ``sys.version_info``, ``packaging.version``, ``hasattr(torch, "amp")``.
+_VERSION_TEST = re.compile(r"version|hasattr|getattr")
+
+
+def _in_fallback(ctx: FileContext, node: ast.AST) -> bool:
+    """Whether ``node`` is inside a ``try`` statement or a version guard. A fix there could turn
+    the fallback for an older torch into the call that just failed (issue 16: a TP301 rewrite
+    in an ``except`` branch did), so such findings keep no fix."""
+    for ancestor in ctx.ancestors(node):
+        if isinstance(ancestor, (ast.Try, ast.TryStar)):
+            return True
+        if isinstance(ancestor, (ast.If, ast.IfExp)):
+            test = ctx.segment(ancestor.test)
+            if _VERSION_TEST.search(test):
+                return True
+    return False
+
+
 def _findings(ctx: FileContext, rule: Rule) -> list[Finding]:
     found = []
     for report in rule.check(ctx):
         node = report.node
+        fix = report.fix if report.fix is None or not _in_fallback(ctx, node) else None
         line, end_line = node.lineno, node.end_lineno  # type: ignore[attr-defined]
         if _suppressed(ctx, line, rule.code):
             continue
         col = _char_col(_line(ctx, line), node.col_offset)  # type: ignore[attr-defined]
         end_col = _char_col(_line(ctx, end_line), node.end_col_offset)  # type: ignore[attr-defined]
         location = Location(ctx.path, line, col, end_line, end_col)
-        found.append(
-            Finding(rule.code, rule.name, rule.technique, rule.message, location, report.fix)
-        )
+        found.append(Finding(rule.code, rule.name, rule.technique, rule.message, location, fix))
     return found
 
 

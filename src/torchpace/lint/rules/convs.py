@@ -136,9 +136,9 @@ def _conv_bias_fix(call: ast.Call) -> tuple[bool, Fix | None]:
         if not call.args and not call.keywords:
             return False, None
         last = max([*call.args, *call.keywords], key=end_of)
-        return True, Fix("Pass `bias=False`", "safe", (insert_after(last, ", bias=False"),))
+        return True, Fix("Pass `bias=False`", "unsafe", (insert_after(last, ", bias=False"),))
     if is_const(bias, True):
-        return True, Fix("Pass `bias=False`", "safe", (replace(bias, "False"),))
+        return True, Fix("Pass `bias=False`", "unsafe", (replace(bias, "False"),))
     return False, None  # False, or an expression whose value we cannot tell
 
 
@@ -397,8 +397,10 @@ block = nn.Sequential(nn.Conv2d(64, 64, 3, padding=1, bias=False), nn.BatchNorm2
 ```
 
 ## Fix safety
-Safe for the module forms: the model computes the same function. A checkpoint saved with the
-bias no longer loads with `strict=True`; load it with `strict=False` or retrain. Convs whose
+Unsafe, so `--fix` leaves it and `--fix --unsafe-fixes` applies it: the model computes the same
+function, but every checkpoint saved before the fix holds the conv's `bias` and no longer loads
+with `load_state_dict(..., strict=True)` (the default): load those with `strict=False`, or
+retrain. Convs whose
 `bias` is an expression, or that take `**kwargs`, are not reported. No fix when the file reads
 `.bias` of a module it reached indirectly (`for m in model.modules(): init.zeros_(m.bias)`),
 since that bias becomes None.
