@@ -133,6 +133,7 @@ def _suppressed(ctx: FileContext, lineno: int, code: str) -> bool:
 # An ``if`` test that picks code by what the installed torch has: ``torch.__version__``,
 # ``sys.version_info``, ``packaging.version``, ``hasattr(torch, "amp")``.
 _VERSION_TEST = re.compile(r"version|hasattr|getattr")
+_TRIES = tuple(getattr(ast, name) for name in ("Try", "TryStar") if hasattr(ast, name))
 
 
 def _in_fallback(ctx: FileContext, node: ast.AST) -> bool:
@@ -140,7 +141,7 @@ def _in_fallback(ctx: FileContext, node: ast.AST) -> bool:
     the fallback for an older torch into the call that just failed (issue 16: a TP301 rewrite
     in an ``except`` branch did), so such findings keep no fix."""
     for ancestor in ctx.ancestors(node):
-        if isinstance(ancestor, (ast.Try, ast.TryStar)):
+        if isinstance(ancestor, _TRIES):
             return True
         if isinstance(ancestor, (ast.If, ast.IfExp)):
             test = ctx.segment(ancestor.test)
