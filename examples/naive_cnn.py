@@ -37,7 +37,7 @@ def main():
     train_loader = DataLoader(  # SLOW(TP101, TP102)
         train_set, batch_size=args.batch_size, shuffle=True
     )
-    val_loader = DataLoader(val_set, batch_size=256)  # SLOW(TP101, TP102)
+    val_loader = DataLoader(val_set, batch_size=256)  # evaluation only: no TP101/TP102
 
     # SLOW: every conv has a bias right before a BatchNorm, which cancels it.
     model = ResNet(conv_bias=True).to(device)

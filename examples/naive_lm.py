@@ -33,7 +33,7 @@ def main():
     train_loader = DataLoader(  # SLOW(TP101, TP102): no workers, no pinned memory
         dataset("train", preset=args.preset), batch_size=args.batch_size, shuffle=True
     )
-    val_loader = DataLoader(dataset("val", preset=args.preset), batch_size=64)  # SLOW(TP101, TP102)
+    val_loader = DataLoader(dataset("val", preset=args.preset), batch_size=64)
     model = gpt(args.preset).to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)  # SLOW: Adam, not fused AdamW
 

@@ -44,7 +44,7 @@ def main():
         shuffle=True,
         collate_fn=pad_batch,
     )
-    val_loader = DataLoader(  # SLOW(TP101, TP102)
+    val_loader = DataLoader(  # evaluation only: no TP101/TP102
         dataset("val", seed=args.seed), batch_size=64, collate_fn=pad_batch
     )
     model = SeqClassifier().to(device)

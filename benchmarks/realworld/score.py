@@ -134,7 +134,14 @@ def score(found: list[Found], judged: dict[str, dict[str, Any]]) -> dict[str, An
         for f in found
         if id(f) in verdicts and verdicts[id(f)]["verdict"] == "false"
     )
-    return {"counts": counts, "unjudged": unjudged, "missed": missed, "causes": false_causes}
+    judged_now = [(f, verdicts[id(f)]) for f in found if id(f) in verdicts]
+    return {
+        "counts": counts,
+        "unjudged": unjudged,
+        "missed": missed,
+        "causes": false_causes,
+        "judged": judged_now,
+    }
 
 
 def ratio(num: int, den: int) -> str:
@@ -177,6 +184,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path, help="write the figures and lists here")
     ap.add_argument("--save-run", action="store_true", help=f"update {LAST_RUN.name}")
     ap.add_argument("--show", type=int, default=40, help="list at most this many of each kind")
+    ap.add_argument(
+        "--list",
+        choices=("true", "false", "debatable"),
+        action="append",
+        default=[],
+        help="also list the current findings judged so, with the judge's reason",
+    )
     args = ap.parse_args(argv)
     judged = load_judged(args.only)
     if not judged:
@@ -200,6 +214,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  + {k}")
         for k in gone[: args.show]:
             print(f"  - {k}")
+    for verdict in args.list:
+        rows = [(f, j) for f, j in result["judged"] if j["verdict"] == verdict]
+        print(f"\n{verdict} findings: {len(rows)}")
+        for f, j in rows:
+            print(f"  {f.key()}  [{j.get('cause')}] {j['why'][:110]}")
     print(f"\nunjudged findings: {len(result['unjudged'])}")
     for f in result["unjudged"][: args.show]:
         print(f"  ? {f.key()}  {f.text[:70]}")

@@ -42,9 +42,9 @@ _OPTIMIZER_NAME = re.compile(r"^(opt|optim\w*|\w*_opt|\w*_optim\w*|\w*optimi[sz]
 # Names that say "data loader": loader, train_loader, dataloader, val_dl.
 _LOADER_NAME = re.compile(r"(loader|^dl$|_dl$|^dl_)", re.I)
 # Names of evaluation: validate, evaluate, eval_epoch, test, test_step, predict, inference, sample.
-_EVAL_NAME = re.compile(
-    r"(^|_)(eval\w*|valid\w*|val|test\w*|predict\w*|infer\w*|sampl\w*|generat\w*|visuali[sz]\w*)"
-    r"($|_)",
+EVAL_NAME = re.compile(
+    r"(^|_)(eval\w*|valid\w*|val|test\w*|predict\w*|infer\w*|sample|samples|sampling"
+    r"|generate|generation|visuali[sz]\w*)($|_)",
     re.I,
 )
 # Context managers and decorators that turn autograd off.
@@ -340,10 +340,10 @@ class LoopFacts:
             return False
         if id(loop) in self.no_grad or all(self._without_grad(n) for n in loop.body):
             return True
-        if not isinstance(scope, ast.Module) and _EVAL_NAME.search(scope.name):
+        if not isinstance(scope, ast.Module) and EVAL_NAME.search(scope.name):
             return True
         loader = dotted(iterated(loop.iter)) or ""
-        if _EVAL_NAME.search(loader.rsplit(".", 1)[-1].lower()):
+        if EVAL_NAME.search(loader.rsplit(".", 1)[-1].lower()):
             return True
         return bool(in_eval_mode(scope, loop.lineno))
 

@@ -5,6 +5,13 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
+from torchpace.lint.dataloaders import (
+    Unknown,
+    feeds_training,
+    loader_argument,
+    streams_without_sharding,
+    yields_device_tensors,
+)
 from torchpace.lint.device import uses_cuda
 from torchpace.lint.loops import DATALOADER, dotted, iterated, walk
 from torchpace.lint.rule import (
@@ -23,17 +30,25 @@ _NUM_WORKERS_POSITION = 5
 _PIN_MEMORY_POSITION = 7
 
 
-def _check_loader_workers(ctx: FileContext) -> Iterator[Report]:
+def _training_loaders(ctx: FileContext) -> Iterator[ast.Call]:
+    """The DataLoader calls that may feed training steps (see :mod:`..dataloaders`)."""
     for call, name in ctx.calls:
-        if name != DATALOADER:
-            continue
-        workers = argument(call, "num_workers", _NUM_WORKERS_POSITION)
+        if name == DATALOADER and feeds_training(ctx, call):
+            yield call
+
+
+def _check_loader_workers(ctx: FileContext) -> Iterator[Report]:
+    for call in _training_loaders(ctx):
+        workers = loader_argument(ctx, call, "num_workers", _NUM_WORKERS_POSITION)
+        if isinstance(workers, Unknown):
+            continue  # *args or **kwargs may set num_workers: stay silent when we cannot tell
+        if yields_device_tensors(ctx, call) or streams_without_sharding(ctx, call):
+            continue  # workers cannot make CUDA tensors; an unsharded stream would repeat
         if workers is None:
-            # **kwargs or *args may set num_workers: stay silent when we cannot tell.
-            if not has_star_args(call):
-                yield Report(call)
+            yield Report(call)
         elif is_const(workers, 0):
-            yield Report(workers)
+            # at the literal when the call passes it, at the call when a **kwargs dict does
+            yield Report(argument(call, "num_workers", _NUM_WORKERS_POSITION) or call)
 
 
 DATALOADER_WITHOUT_WORKERS = Rule(
@@ -74,16 +89,15 @@ PyTorch Performance Tuning Guide, "Enable async data loading and augmentation".
 
 def _check_pin_memory(ctx: FileContext) -> Iterator[Report]:
     unpinned: list[Report] = []
-    for call, name in ctx.calls:
-        if name != DATALOADER:
-            continue
-        pin = argument(call, "pin_memory", _PIN_MEMORY_POSITION)
+    for call in _training_loaders(ctx):
+        pin = loader_argument(ctx, call, "pin_memory", _PIN_MEMORY_POSITION)
+        if isinstance(pin, Unknown) or yields_device_tensors(ctx, call):
+            continue  # unknown; or batches already on the device, where pinning raises
         if pin is None:
-            # **kwargs or *args may set pin_memory: stay silent when we cannot tell.
-            if not has_star_args(call):
-                unpinned.append(Report(call))
+            unpinned.append(Report(call))
         elif is_const(pin, False):
-            unpinned.append(Report(pin))
+            direct = argument(call, "pin_memory", _PIN_MEMORY_POSITION)
+            unpinned.append(Report(direct if direct is not None else call))
     # Pinning only helps copies to a CUDA device: ask about the device only when needed.
     if unpinned and uses_cuda(ctx):
         yield from unpinned
@@ -242,15 +256,19 @@ def _check_workers_not_persistent(ctx: FileContext) -> Iterator[Report]:
         if name not in repeated_loaders:
             continue
         for call in calls:
-            workers = argument(call, "num_workers", _NUM_WORKERS_POSITION)
-            if has_star_args(call) or not (
-                isinstance(workers, ast.Constant)
-                and type(workers.value) is int
-                and workers.value > 0
+            if not feeds_training(ctx, call):
+                continue
+            workers = loader_argument(ctx, call, "num_workers", _NUM_WORKERS_POSITION)
+            if not isinstance(workers, ast.expr) or is_const(workers, 0):
+                continue
+            if isinstance(workers, ast.Constant) and not (
+                type(workers.value) is int and workers.value > 0
             ):
                 continue
-            persistent = keyword(call, "persistent_workers")
-            if persistent is None or is_const(persistent.value, False):
+            persistent = loader_argument(ctx, call, "persistent_workers", 99)
+            if persistent is None or (
+                isinstance(persistent, ast.expr) and is_const(persistent, False)
+            ):
                 yield Report(call)
 
 

@@ -1,0 +1,195 @@
+"""DataLoaders as the TP1xx rules see them: which ones feed training, and what they are given.
+
+A loader *feeds training* unless the code shows otherwise, which the real-world corpus
+(``benchmarks/realworld/``) showed in four ways, each a false finding before:
+
+- it is named for evaluation (``val_loader``, ``eval_dataloader``), or built in a function so
+  named (Lightning's ``val_dataloader()``, ``test_dataloader()``, ``predict_dataloader()``);
+- every loop over it is an evaluation loop (:mod:`torchpace.lint.loops`);
+- it is read once, ``next(iter(DataLoader(...)))``, to preload a dataset;
+- for workers and pinning: its dataset, a class of the same file, returns tensors already on
+  the device (``__getitem__`` calls ``.cuda()``): worker processes cannot create CUDA tensors and
+  pinning them raises.
+
+Arguments passed through ``**kwargs`` are read when the dict is built in the same file from
+literals (``kwargs = {"num_workers": 1}``, ``kwargs.update({...})``, ``dict(...)``), as
+pytorch/examples do; anything else stays unknown, and rules stay silent.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from torchpace.lint.loops import EVAL_NAME, dotted, iterated
+from torchpace.lint.rule import FileContext, argument, keyword
+
+
+class Unknown:
+    """A setting that ``*args`` or a ``**kwargs`` dict this file does not spell out may carry."""
+
+
+UNKNOWN = Unknown()
+
+
+def _dict_sources(ctx: FileContext, name: str) -> list[ast.expr]:
+    """Every value assigned to ``name`` and every argument of ``name.update(...)``."""
+    out: list[ast.expr] = []
+    for node in ctx.of_type(ast.Assign, ast.AnnAssign):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        if node.value is not None and any(dotted(t) == name for t in targets):
+            out.append(node.value)
+    for call, _ in ctx.calls:
+        func = call.func
+        if isinstance(func, ast.Attribute) and func.attr == "update" and dotted(func.value) == name:
+            out += [
+                *call.args,
+                *(ast.Dict([ast.Constant(k.arg)], [k.value]) for k in call.keywords if k.arg),
+            ]
+    return out
+
+
+def _dict_entries(ctx: FileContext, node: ast.expr, depth: int = 0) -> dict[str, ast.expr] | None:
+    """The literal keys of a dict built from ``node``; None when any key cannot be known."""
+    if depth > 4:
+        return None
+    if isinstance(node, ast.Dict):
+        entries: dict[str, ast.expr] = {}
+        for key, value in zip(node.keys, node.values, strict=True):
+            if key is None:  # {**other}
+                inner = _dict_entries(ctx, value, depth + 1)
+                if inner is None:
+                    return None
+                entries.update(inner)
+            elif isinstance(key, ast.Constant) and isinstance(key.value, str):
+                entries[key.value] = value
+            else:
+                return None
+        return entries
+    if isinstance(node, ast.Call) and dotted(node.func) == "dict" and not node.args:
+        if any(k.arg is None for k in node.keywords):
+            return None
+        return {k.arg: k.value for k in node.keywords if k.arg}
+    name = dotted(node)
+    if name is None:
+        return None
+    sources = _dict_sources(ctx, name)
+    if not sources:
+        return None
+    merged: dict[str, ast.expr] = {}
+    for source in sources:
+        found = _dict_entries(ctx, source, depth + 1)
+        if found is None:
+            return None
+        merged.update(found)
+    return merged
+
+
+def loader_argument(
+    ctx: FileContext, call: ast.Call, name: str, position: int
+) -> ast.expr | Unknown | None:
+    """What ``call`` passes for ``name``: an expression, None when not passed, or
+    :data:`UNKNOWN` when ``*args`` or a ``**kwargs`` dict this file does not spell out may."""
+    value = argument(call, name, position)
+    if value is not None:
+        return value
+    if any(isinstance(a, ast.Starred) for a in call.args):
+        return UNKNOWN
+    for kw in call.keywords:
+        if kw.arg is None:
+            entries = _dict_entries(ctx, kw.value)
+            if entries is None:
+                return UNKNOWN
+            if name in entries:
+                return entries[name]
+    return None
+
+
+def _bound_name(ctx: FileContext, call: ast.Call) -> str | None:
+    parent = ctx.parents.get(id(call))
+    if isinstance(parent, ast.Assign) and len(parent.targets) == 1:
+        return dotted(parent.targets[0])
+    if isinstance(parent, ast.AnnAssign):
+        return dotted(parent.target)
+    return None
+
+
+def _read_once(ctx: FileContext, call: ast.Call) -> bool:
+    """``next(iter(DataLoader(...)))``: one batch, to preload a dataset."""
+    parent = ctx.parents.get(id(call))
+    grand = ctx.parents.get(id(parent)) if parent is not None else None
+    return (
+        isinstance(parent, ast.Call)
+        and dotted(parent.func) == "iter"
+        and isinstance(grand, ast.Call)
+        and dotted(grand.func) == "next"
+    )
+
+
+def _loops_over(ctx: FileContext, name: str) -> Iterator[ast.For | ast.AsyncFor]:
+    for loop in ctx.of_type(ast.For, ast.AsyncFor):
+        assert isinstance(loop, (ast.For, ast.AsyncFor))
+        if dotted(iterated(loop.iter)) == name:
+            yield loop
+
+
+def feeds_training(ctx: FileContext, call: ast.Call) -> bool:
+    """Whether the loader ``call`` builds may feed training steps (module doc)."""
+    if _read_once(ctx, call):
+        return False
+    scope = ctx.enclosing_scope(call)
+    if not isinstance(scope, ast.Module) and EVAL_NAME.search(scope.name):
+        return False
+    name = _bound_name(ctx, call)
+    if name is None:
+        return True
+    if EVAL_NAME.search(name.rsplit(".", 1)[-1]):
+        return False
+    loops = list(_loops_over(ctx, name))
+    evaluation = {id(loop) for loop in ctx.loops.eval_loops}
+    return not loops or not all(id(loop) in evaluation for loop in loops)
+
+
+def _dataset_class(ctx: FileContext, call: ast.Call) -> ast.ClassDef | None:
+    dataset = argument(call, "dataset", 0)
+    facts = ctx.loops
+    if isinstance(dataset, ast.Call) and isinstance(dataset.func, ast.Name):
+        return facts.classes.get(dataset.func.id)
+    owner = facts.instances.get(dotted(dataset) or "") if dataset is not None else None
+    return facts.classes.get(owner or "")
+
+
+def _moves_to_device(node: ast.AST) -> bool:
+    """``x.cuda()``, or ``x.to(device)`` / ``x.to("cuda")`` (not ``x.to(torch.long)``)."""
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+        return False
+    if node.func.attr == "cuda":
+        return True
+    target = node.args[0] if node.args else getattr(keyword(node, "device"), "value", None)
+    text = ast.unparse(target) if target is not None else ""
+    return node.func.attr == "to" and ("device" in text.lower() or "cuda" in text)
+
+
+def yields_device_tensors(ctx: FileContext, call: ast.Call) -> bool:
+    """The loader's dataset is a class of this file whose items are put on a device."""
+    cls = _dataset_class(ctx, call)
+    return cls is not None and any(
+        isinstance(method, ast.FunctionDef)
+        and method.name in {"__getitem__", "__iter__"}
+        and any(_moves_to_device(n) for n in ast.walk(method))
+        for method in cls.body
+    )
+
+
+def streams_without_sharding(ctx: FileContext, call: ast.Call) -> bool:
+    """The dataset is an ``IterableDataset`` of this file that never asks which worker it runs
+    in (``get_worker_info``): with workers, each one would yield the whole stream."""
+    cls = _dataset_class(ctx, call)
+    if cls is None:
+        return False
+    iterable = any((dotted(b) or "").endswith("IterableDataset") for b in cls.bases)
+    shards = any(
+        isinstance(n, (ast.Name, ast.Attribute)) and (dotted(n) or "").endswith("get_worker_info")
+        for n in ast.walk(cls)
+    )
+    return iterable and not shards
