@@ -100,7 +100,7 @@ def test_syncs_are_found_through_methods_and_module_forwards() -> None:
                     loss = self.step(x)
                     print(loss)
 
-        net = Net()
+        net = Net().to(device)
         for x, y in train_loader:
             net(x).sum().backward()
             optimizer.step()
@@ -108,6 +108,23 @@ def test_syncs_are_found_through_methods_and_module_forwards() -> None:
     found = _codes(source)
     assert (6, "TP201") in found, "Net.forward runs on every step through net(x)"
     assert (19, "TP202") in found, "self.step() does the training step, so fit's loop trains"
+
+
+def test_a_cpu_only_script_has_no_syncs() -> None:
+    # pytorch/examples regression and reinforcement_learning (issue 16): nothing is ever put on
+    # a device, so reading a value waits for nothing.
+    source = """
+        import torch
+        for step in range(100):
+            loss = model(torch.randn(8, 4)).sum()
+            loss.backward()
+            optimizer.step()
+            print(loss.item())
+    """
+    assert _codes(source) == []
+    assert _codes(source.rstrip(" ") + "        model.to(device)\n") == [(7, "TP201")]
+    assert _codes(source.rstrip(" ") + "        model.to(torch.float64)\n") == []
+    assert _codes(source.rstrip(" ") + "        torch.cuda.synchronize()\n") == [(7, "TP201")]
 
 
 def test_recursive_functions_terminate() -> None:
@@ -119,7 +136,7 @@ def test_recursive_functions_terminate() -> None:
             return x.item()
 
         for x in batches:
-            step(x, 3)
+            step(x.to(device), 3)
     """
     assert _codes(source) == [(6, "TP201")]
 
@@ -133,5 +150,6 @@ def test_cadence_gated_and_short_circuits_the_test() -> None:
                 pass
             if loss.item() > 5 and step % 10 == 0:
                 pass
+        model.to(device)
     """
     assert _codes(source) == [(7, "TP201")]

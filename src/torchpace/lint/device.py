@@ -113,3 +113,77 @@ def uses_cuda(ctx: FileContext) -> bool:
         ):
             return True
     return False
+
+
+# Frameworks that place the model and batches on a device for the script.
+_PLACING_FRAMEWORKS = (
+    "lightning",
+    "pytorch_lightning",
+    "accelerate",
+    "deepspeed",
+    "transformers",
+    "ignite",
+    "colossalai",
+)
+# torch.cuda calls that run fine without a GPU, or only set precision.
+_CUDA_QUERIES = frozenset(
+    {
+        "torch.cuda.is_available",
+        "torch.cuda.device_count",
+        "torch.cuda.amp.autocast",
+        "torch.cuda.amp.GradScaler",
+        "torch.cuda.is_bf16_supported",
+        "torch.cuda.manual_seed",
+        "torch.cuda.manual_seed_all",
+    }
+)
+_DTYPE_ONLY = re.compile(
+    r"(torch\.)?(float|double|half|bfloat|int|long|short|bool|uint|complex)\w*$"
+)
+
+
+def _moves_somewhere(call: ast.Call) -> bool:
+    """``.cuda()``, ``.to(device)``, ``.to("cuda")`` but not ``.to(torch.float64)``."""
+    func = call.func
+    if not isinstance(func, ast.Attribute):
+        return False
+    if func.attr == "cuda":
+        return True
+    if func.attr != "to":
+        return False
+    if any(k.arg == "device" for k in call.keywords):
+        return True
+    first = call.args[0] if call.args else None
+    if first is None:
+        return False
+    text = ast.unparse(first)
+    return not (
+        _DTYPE_ONLY.match(text) or (isinstance(first, ast.Constant) and first.value == "cpu")
+    )
+
+
+def may_use_accelerator(ctx: FileContext) -> bool:
+    """False for a file that shows it runs on the CPU only: nothing is moved or created on a
+    device (no ``.cuda()``, no ``.to(x)`` other than a dtype or ``"cpu"``, no ``device=`` but
+    ``"cpu"``, no ``torch.device`` but ``"cpu"``) and no framework that places work (Lightning,
+    accelerate, DeepSpeed, ...) is called. A host-device sync needs a device: the sync rules
+    stay silent on such files (pytorch/examples' regression and RL scripts, issue 16)."""
+    if uses_cuda(ctx):
+        return True
+    for call, name in ctx.calls:
+        if _moves_somewhere(call) or (name or "").startswith(_PLACING_FRAMEWORKS):
+            return True
+        for k in call.keywords:
+            if k.arg in {"device", "map_location"} and not (
+                isinstance(k.value, ast.Constant) and k.value.value == "cpu"
+            ):
+                return True
+        if (name or "").startswith("torch.cuda.") and name not in _CUDA_QUERIES:
+            return True  # torch.cuda.synchronize(), empty_cache(), Stream(): a GPU run
+        if name in {"torch.device", "torch.cuda.set_device"} or (name or "").startswith(
+            "torch.accelerator."
+        ):
+            arg = call.args[0] if call.args else None
+            if not (isinstance(arg, ast.Constant) and arg.value == "cpu"):
+                return True
+    return False

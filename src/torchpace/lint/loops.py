@@ -99,20 +99,23 @@ def disables_grad(names: Resolver, expr: ast.expr) -> bool:
     return False
 
 
-def is_cadence_gate(test: ast.expr) -> bool:
+def is_cadence_gate(test: ast.expr, helpers: frozenset[str] = frozenset()) -> bool:
     """True for ``step % n == 0``-style tests: a comparison against a modulo, alone or in an
     ``and`` (``i % log_every == 0 and rank == 0``), or in an ``or`` whose other operands are
-    rare: an equality (``step == last_step``) or a flag (``or args.debug``)."""
+    rare: an equality (``step == last_step``) or a flag (``or args.debug``). ``helpers``: names
+    of same-file functions that return such a test (``divisible_by(step, every)``)."""
     if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
-        return any(is_cadence_gate(v) for v in test.values)
+        return any(is_cadence_gate(v, helpers) for v in test.values)
     if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or):
-        return any(is_cadence_gate(v) for v in test.values) and all(
-            is_cadence_gate(v) or _is_rare(v) for v in test.values
+        return any(is_cadence_gate(v, helpers) for v in test.values) and all(
+            is_cadence_gate(v, helpers) or _is_rare(v) for v in test.values
         )
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
         return _is_modulo(test.operand)  # ``if not step % n:``
     if isinstance(test, ast.Compare):
         return any(_is_modulo(side) for side in (test.left, *test.comparators))
+    if isinstance(test, ast.Call) and isinstance(test.func, ast.Name):
+        return test.func.id in helpers
     return False
 
 
@@ -123,16 +126,16 @@ def _is_rare(test: ast.expr) -> bool:
     return dotted(test) is not None
 
 
-def _ungated_part(test: ast.expr) -> list[ast.expr]:
+def _ungated_part(test: ast.expr, helpers: frozenset[str]) -> list[ast.expr]:
     """The parts of a gated test that run on every step: ``and`` operands up to the cadence."""
     if not isinstance(test, ast.BoolOp):
         return [test]
     if isinstance(test.op, ast.Or):
-        return [v for v in test.values if not is_cadence_gate(v)]  # evaluated on every step
+        return [v for v in test.values if not is_cadence_gate(v, helpers)]  # run every step
     parts: list[ast.expr] = []
     for value in test.values:
         parts.append(value)
-        if is_cadence_gate(value):
+        if is_cadence_gate(value, helpers):
             break
     return parts
 
@@ -192,6 +195,7 @@ class LoopFacts:
     _trains: dict[int, bool] = field(default_factory=dict)  # id(function) → trains
     repeated: set[int] = field(default_factory=set)  # id(loop) of loops run more than once
     no_grad: set[int] = field(default_factory=set)  # id(node) of code run with autograd off
+    cadence_helpers: frozenset[str] = frozenset()  # functions returning ``step % n == 0``
     eval_loops: list[Loop] = field(default_factory=list)
 
     # Resolution of calls to code of this file.
@@ -332,19 +336,22 @@ class LoopFacts:
         if isinstance(loop, (ast.For, ast.AsyncFor)) and self.is_loader(loop.iter):
             return not self.evaluates(loop, scope)
         header: list[ast.AST] = [loop.test] if isinstance(loop, ast.While) else []
-        return any(self.is_step(n, scope) for n in walk([*header, *loop.body], into_loops=False))
+        return any(
+            self.is_step(n, scope) for n in walk([*header, *loop.body], into_loops=False)
+        ) and not self.evaluates(loop, scope)
 
-    def evaluates(self, loop: ast.For | ast.AsyncFor, scope: Scope) -> bool:
-        """A loop over a loader that does not train and shows it evaluates (module doc)."""
+    def evaluates(self, loop: Loop, scope: Scope) -> bool:
+        """A loop that reads batches without training and shows it evaluates (module doc)."""
         if self.trains(loop.body, scope):
             return False
         if id(loop) in self.no_grad or all(self._without_grad(n) for n in loop.body):
             return True
         if not isinstance(scope, ast.Module) and EVAL_NAME.search(scope.name):
             return True
-        loader = dotted(iterated(loop.iter)) or ""
-        if EVAL_NAME.search(loader.rsplit(".", 1)[-1].lower()):
-            return True
+        if isinstance(loop, (ast.For, ast.AsyncFor)):
+            loader = dotted(iterated(loop.iter)) or ""
+            if EVAL_NAME.search(loader.rsplit(".", 1)[-1].lower()):
+                return True
         return bool(in_eval_mode(scope, loop.lineno))
 
     def _without_grad(self, stmt: ast.stmt) -> bool:
@@ -373,6 +380,27 @@ def in_eval_mode(scope: Scope, before: int) -> set[str]:
 
 def _is_false(node: ast.expr) -> bool:
     return isinstance(node, ast.Constant) and node.value is False
+
+
+def _ends_run(body: list[ast.stmt]) -> bool:
+    """The block ends the run: its last statement raises or exits."""
+    last = body[-1] if body else None
+    if isinstance(last, ast.Raise):
+        return True
+    call = last.value if isinstance(last, ast.Expr) else None
+    name = dotted(call.func) if isinstance(call, ast.Call) else None
+    return name in {"sys.exit", "exit", "quit", "os._exit"}
+
+
+def _cadence_helpers(facts: LoopFacts) -> frozenset[str]:
+    """Same-file functions whose every ``return`` is a cadence test: ``divisible_by(n, d)``."""
+    return frozenset(
+        name
+        for name, functions in facts.functions.items()
+        if all(
+            (values := returned(f)) and all(is_cadence_gate(v) for v in values) for f in functions
+        )
+    )
 
 
 def _mark_no_grad(facts: LoopFacts, by_type: dict[type, list[Any]]) -> None:
@@ -466,12 +494,16 @@ def _mark_hot(
         facts.hot[id(node)] = (node, scope)
         if (
             isinstance(node, ast.If)
-            and is_cadence_gate(node.test)
+            and is_cadence_gate(node.test, facts.cadence_helpers)
             and not facts.trains(node.body, scope)
         ):
             # The gated body runs once per N steps, and so does what ``and`` evaluates after
             # the cadence test. A gated body that trains is accumulation, not logging: hot.
-            stack += [*_ungated_part(node.test), *node.orelse]
+            stack += [*_ungated_part(node.test, facts.cadence_helpers), *node.orelse]
+            continue
+        if isinstance(node, ast.If) and _ends_run(node.body):
+            # ``if not math.isfinite(loss): print(...); sys.exit(1)``: the body runs at most once.
+            stack += [node.test, *node.orelse]
             continue
         if isinstance(node, ast.Call):
             queue += facts.callees(node, scope)
@@ -540,6 +572,7 @@ def analyse(tree: ast.Module, by_type: dict[type, list[Any]], names: Resolver) -
         return facts  # most library modules: nothing to analyse
     _collect_bindings(facts, tree, by_type)
     _mark_no_grad(facts, by_type)
+    facts.cadence_helpers = _cadence_helpers(facts)
     queue: list[Function] = []
     for scope in _scopes(tree):
         body = scope.body

@@ -2,7 +2,8 @@
 
 Every rule here reports only hot code (see :mod:`torchpace.lint.loops`): inside a training
 loop, or a same-file function it calls, and not under a logging cadence such as
-``if step % 100 == 0:``.
+``if step % 100 == 0:``; and only in files that may use an accelerator
+(:func:`torchpace.lint.device.may_use_accelerator`).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
+from torchpace.lint.device import may_use_accelerator
 from torchpace.lint.loops import Scope, dotted
 from torchpace.lint.rule import Check, FileContext, Report, Rule
 from torchpace.lint.tensors import TensorFacts
@@ -18,7 +20,10 @@ REFERENCES = 'PyTorch Performance Tuning Guide, "Avoid unnecessary CPU-GPU synch
 
 
 def _hot(ctx: FileContext) -> Iterator[tuple[ast.AST, Scope]]:
-    yield from ctx.loops.hot.values()
+    """The hot code, in a file that may use an accelerator: on the CPU alone nothing runs
+    asynchronously, so nothing waits for a device."""
+    if ctx.loops.hot and may_use_accelerator(ctx):
+        yield from ctx.loops.hot.values()
 
 
 def hot_calls(ctx: FileContext) -> Iterator[tuple[ast.Call, str | None, Scope]]:
