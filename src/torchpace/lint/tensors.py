@@ -12,6 +12,12 @@ a Python float or a list would be fine. The evidence, per function:
   annotated ``Tensor``.
 
 Anything else is "cannot tell", and the rules stay quiet.
+
+Some tensors are certainly on the host, where reading them waits for no device (:meth:`is_host`):
+the batches of a DataLoader before anything moves them (a name bound only by ``for x, y in
+loader``), tensors made from host memory (``torch.from_numpy``, ``torch.from_file``) or by a
+factory without a ``device=`` (``torch.tensor([...])``, ``torch.empty_like(host)``), ``.cpu()``
+results, and what tensor methods, indexing and arithmetic make of host tensors alone.
 """
 
 from __future__ import annotations
@@ -91,6 +97,26 @@ _NOT_TENSOR_MEMBERS = frozenset(
 _TENSOR_ANNOTATIONS = frozenset({"torch.Tensor", "Tensor", "torch.FloatTensor", "torch.LongTensor"})
 
 
+# Factories that make a tensor on the host unless given ``device=``.
+_HOST_FACTORIES = frozenset(
+    {
+        "torch.from_numpy",
+        "torch.from_file",
+        "torch.frombuffer",
+        "torch.tensor",
+        "torch.as_tensor",
+        "torch.zeros",
+        "torch.ones",
+        "torch.empty",
+        "torch.full",
+        "torch.arange",
+    }
+)
+_LIKE_FACTORIES = frozenset({"torch.empty_like", "torch.zeros_like", "torch.ones_like"})
+# Methods that move a tensor elsewhere: their result is not known to be on the host.
+_MOVES = frozenset({"to", "cuda", "type", "type_as", "new_tensor", "new_zeros", "new_ones"})
+
+
 class TensorFacts:
     """Which names of one scope hold tensors."""
 
@@ -101,7 +127,9 @@ class TensorFacts:
         self.names: set[str] = set()
         self.values: dict[str, list[ast.expr | None]] = {}  # every value bound to each name
         self._visiting: set[str] = set()
+        self.host_names: set[str] = set()
         self._solve(scope)
+        self._solve_host()
 
     def is_tensor(self, node: ast.AST) -> bool:
         """True only when ``node`` is certainly a tensor expression."""
@@ -188,15 +216,62 @@ class TensorFacts:
             changed = False
             for name in eligible - self.names:
                 if any(
-                    v is _EVIDENCE or (v is not None and self.is_tensor(v))
+                    v is _EVIDENCE or v is _BATCH or (v is not None and self.is_tensor(v))
                     for v in self.values[name]
                 ):
                     self.names.add(name)
                     changed = True
 
+    def _solve_host(self) -> None:
+        """Tensor names whose every binding is a host tensor (a least fixed point)."""
+        changed = True
+        while changed:
+            changed = False
+            for name in self.names - self.host_names:
+                values = self.values[name]
+                if all(v is _BATCH or (v is not None and self.is_host(v)) for v in values):
+                    self.host_names.add(name)
+                    changed = True
+
+    def is_host(self, node: ast.AST) -> bool:
+        """True only when ``node`` is certainly a tensor in host memory (module doc)."""
+        if isinstance(node, (ast.Name, ast.Attribute)):
+            return dotted(node) in self.host_names
+        if isinstance(node, ast.Subscript):
+            return self.is_host(node.value)
+        if isinstance(node, (ast.BinOp, ast.Compare, ast.UnaryOp)):
+            parts = (
+                [node.left, node.right]
+                if isinstance(node, ast.BinOp)
+                else [node.operand]
+                if isinstance(node, ast.UnaryOp)
+                else [node.left, *node.comparators]
+            )
+            return any(self.is_host(n) for n in parts) and all(
+                self.is_host(n) or isinstance(n, ast.Constant) for n in parts
+            )
+        if not isinstance(node, ast.Call):
+            return False
+        func = node.func
+        qual = self.facts.names.qualname(func)
+        placed = any(k.arg == "device" for k in node.keywords)
+        if qual in _HOST_FACTORIES:
+            return not placed
+        if qual in _LIKE_FACTORIES:
+            return not placed and bool(node.args) and self.is_host(node.args[0])
+        if isinstance(func, ast.Attribute) and qual is None:
+            if func.attr == "cpu":
+                return True
+            return func.attr not in _MOVES and self.is_host(func.value)
+        return False
+
+    def on_device(self, node: ast.AST) -> bool:
+        """A tensor, and not certainly on the host: reading it may wait for a device."""
+        return self.is_tensor(node) and not self.is_host(node)
+
     def is_not_tensor(self, node: ast.expr) -> bool:
         """True when ``node`` certainly is not a tensor: a literal, a container, ``.item()``."""
-        if node is _EVIDENCE:
+        if node is _EVIDENCE or node is _BATCH:
             return False
         if isinstance(node, (ast.Constant, ast.JoinedStr, *_CONTAINERS)):
             return True
@@ -231,8 +306,10 @@ _PYTHON_VALUES = frozenset(
 # Functions whose returns are being examined, so that recursion ends.
 _SOLVING: set[int] = set()
 
-# A marker value: the name is bound to a tensor by a loop over a loader or an annotation.
+# A marker value: the name is bound to a tensor by an annotation or by ``.backward()``.
 _EVIDENCE = ast.Constant(value=None)
+# A marker value: the name is bound to a batch of a loop over a loader: a host tensor.
+_BATCH = ast.Constant(value=None)
 
 
 def _is_module_class(owner: str, facts: LoopFacts) -> bool:
@@ -319,7 +396,7 @@ def _bind_loop_target(
     if batch and isinstance(target, ast.Tuple):
         for element in target.elts:
             if isinstance(element, ast.Name):
-                yield element.id, _EVIDENCE
+                yield element.id, _BATCH
             else:
                 yield from _bind(element, None)
     else:

@@ -66,6 +66,8 @@ def _check_host_sync(ctx: FileContext) -> Iterator[Report]:
                 inner = ctx.names.qualname(receiver.func) or ""
                 if inner.startswith("numpy."):
                     continue  # np.array(x).tolist() never touches a device
+            if ctx.tensors(scope).is_host(receiver):
+                continue  # a loader's batch or a from_numpy tensor: already on the host
             yield Report(call)
         elif (
             isinstance(call.func, ast.Name)
@@ -73,6 +75,7 @@ def _check_host_sync(ctx: FileContext) -> Iterator[Report]:
             and qual is None
             and len(call.args) == 1
             and ctx.tensors(scope).is_tensor(call.args[0])
+            and not ctx.tensors(scope).is_host(call.args[0])
         ):
             yield Report(call)
 
@@ -134,7 +137,7 @@ Tricks for Faster Training", "Avoid unnecessary CPU-GPU synchronizations".
 
 def _formatted_tensors(node: ast.AST, tensors: TensorFacts) -> Iterator[ast.expr]:
     if isinstance(node, ast.FormattedValue):
-        if tensors.is_tensor(node.value):
+        if tensors.on_device(node.value):
             yield node.value
     elif isinstance(node, ast.Call):
         func = node.func
@@ -144,7 +147,7 @@ def _formatted_tensors(node: ast.AST, tensors: TensorFacts) -> Iterator[ast.expr
             and isinstance(func.value, ast.Constant)
             and isinstance(func.value.value, str)
         ):
-            yield from (a for a in node.args if tensors.is_tensor(a))
+            yield from (a for a in node.args if tensors.on_device(a))
     elif (
         isinstance(node, ast.BinOp)
         and isinstance(node.op, ast.Mod)
@@ -152,7 +155,7 @@ def _formatted_tensors(node: ast.AST, tensors: TensorFacts) -> Iterator[ast.expr
         and isinstance(node.left.value, str)
     ):
         parts = node.right.elts if isinstance(node.right, ast.Tuple) else [node.right]
-        yield from (p for p in parts if tensors.is_tensor(p))
+        yield from (p for p in parts if tensors.on_device(p))
 
 
 def _check_tensor_formatted(ctx: FileContext) -> Iterator[Report]:
@@ -316,7 +319,7 @@ def _tensor_operands(test: ast.expr, tensors: TensorFacts) -> Iterator[ast.expr]
             yield from _tensor_operands(value, tensors)
     elif isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
         yield from _tensor_operands(test.operand, tensors)
-    elif tensors.is_tensor(test):
+    elif tensors.is_tensor(test) and not tensors.is_host(test):
         yield test
 
 
