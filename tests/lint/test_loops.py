@@ -153,3 +153,35 @@ def test_cadence_gated_and_short_circuits_the_test() -> None:
         model.to(device)
     """
     assert _codes(source) == [(7, "TP201")]
+
+
+def test_whole_file_conditions_of_tp305_and_tp501() -> None:
+    # timm's train.py offers --torchscript beside --torchcompile; its validate.py and
+    # inference.py wrap DataParallel without training (issue 16): none of these is advice.
+    scripted = "import torch\nm = torch.jit.script(model)\n"
+    assert _codes(scripted) == [(2, "TP305")]
+    assert _codes(scripted + "c = torch.compile(model)\n") == []
+    parallel = "import torch\nm = torch.nn.DataParallel(model)\nout = m(x)\n"
+    assert _codes(parallel) == []
+    assert _codes(parallel + "out.sum().backward()\n") == [(2, "TP501")]
+
+
+def test_zero_grad_to_zero_is_needed_where_grads_are_added_into() -> None:
+    source = "optimizer.zero_grad(set_to_none=False)\n"
+    assert _codes(source) == [(1, "TP402")]
+    assert _codes(source + "for p, g in zip(params, grads):\n    p.grad += g\n") == []
+    assert _codes(source + "p.grad.add_(g)\n") == []
+
+
+def test_framework_backward_does_not_make_a_tensor() -> None:
+    # accelerate's early_stopping example: `accelerator.backward(loss)` made `accelerator` a
+    # tensor, so `if accelerator.check_trigger():` was reported as a tensor branch.
+    source = """
+        for batch in train_dataloader:
+            loss = model(batch.to(device)).loss
+            accelerator.backward(loss)
+            optimizer.step()
+            if accelerator.check_trigger():
+                break
+    """
+    assert _codes(source) == []

@@ -21,7 +21,7 @@ from torchpace.lint.discovery import discover
 from torchpace.lint.imports import Resolver
 from torchpace.lint.notebooks import read_notebook
 from torchpace.lint.results import FileResult, LintError
-from torchpace.lint.rule import FileContext, Rule
+from torchpace.lint.rule import FileContext, Rule, in_fallback
 from torchpace.lint.selection import select
 
 __all__ = ["FileResult", "LintError", "check", "lint_file", "lint_paths", "lint_source", "select"]
@@ -130,31 +130,11 @@ def _suppressed(ctx: FileContext, lineno: int, code: str) -> bool:
     return codes is None or code in {c.strip().upper() for c in codes.split(",")}
 
 
-# An ``if`` test that picks code by what the installed torch has: ``torch.__version__``,
-# ``sys.version_info``, ``packaging.version``, ``hasattr(torch, "amp")``.
-_VERSION_TEST = re.compile(r"version|hasattr|getattr")
-_TRIES = tuple(getattr(ast, name) for name in ("Try", "TryStar") if hasattr(ast, name))
-
-
-def _in_fallback(ctx: FileContext, node: ast.AST) -> bool:
-    """Whether ``node`` is inside a ``try`` statement or a version guard. A fix there could turn
-    the fallback for an older torch into the call that just failed (issue 16: a TP301 rewrite
-    in an ``except`` branch did), so such findings keep no fix."""
-    for ancestor in ctx.ancestors(node):
-        if isinstance(ancestor, _TRIES):
-            return True
-        if isinstance(ancestor, (ast.If, ast.IfExp)):
-            test = ctx.segment(ancestor.test)
-            if _VERSION_TEST.search(test):
-                return True
-    return False
-
-
 def _findings(ctx: FileContext, rule: Rule) -> list[Finding]:
     found = []
     for report in rule.check(ctx):
         node = report.node
-        fix = report.fix if report.fix is None or not _in_fallback(ctx, node) else None
+        fix = report.fix if report.fix is None or not in_fallback(ctx, node) else None
         line, end_line = node.lineno, node.end_lineno  # type: ignore[attr-defined]
         if _suppressed(ctx, line, rule.code):
             continue

@@ -123,6 +123,8 @@ def _is_rare(test: ast.expr) -> bool:
     """An ``or`` operand beside a cadence that holds on few steps: ``step == last``, a flag."""
     if isinstance(test, ast.Compare):
         return all(isinstance(op, (ast.Eq, ast.Is)) for op in test.ops)
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        return any(_is_rare(v) for v in test.values)  # ``epoch == last and i == n - 1``
     return dotted(test) is not None
 
 

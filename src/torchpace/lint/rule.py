@@ -200,3 +200,23 @@ def insert_before(node: ast.AST, text: str) -> Edit:
     """An edit inserting ``text`` right before ``node``."""
     line, col = node.lineno, node.col_offset  # type: ignore[attr-defined]
     return Edit(line, col, line, col, text)
+
+
+# An ``if`` test that picks code by what the installed torch has: ``torch.__version__``,
+# ``sys.version_info``, ``packaging.version``, ``hasattr(torch, "amp")``.
+_VERSION_TEST = re.compile(r"version|hasattr|getattr")
+_TRIES = tuple(getattr(ast, name) for name in ("Try", "TryStar") if hasattr(ast, name))
+
+
+def in_fallback(ctx: FileContext, node: ast.AST) -> bool:
+    """Whether ``node`` is inside a ``try`` statement or a version guard. A fix there could turn
+    the fallback for an older torch into the call that just failed (issue 16: a TP301 rewrite
+    in an ``except`` branch did), so such findings keep no fix."""
+    for ancestor in ctx.ancestors(node):
+        if isinstance(ancestor, _TRIES):
+            return True
+        if isinstance(ancestor, (ast.If, ast.IfExp)):
+            test = ctx.segment(ancestor.test)
+            if _VERSION_TEST.search(test):
+                return True
+    return False

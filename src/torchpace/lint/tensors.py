@@ -362,6 +362,9 @@ def _bindings(scope: Scope, facts: LoopFacts) -> Iterator[tuple[str, ast.expr | 
             isinstance(node, ast.Call)
             and isinstance(node.func, ast.Attribute)
             and node.func.attr == "backward"
+            # ``accelerator.backward(loss)``, ``fabric.backward(loss)``: a framework object
+            # given the loss; a tensor's own backward takes no positional loss
+            and not node.args
         ):
             text = dotted(node.func.value)
             if text is not None:

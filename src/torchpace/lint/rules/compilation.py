@@ -10,9 +10,33 @@ from torchpace.lint.rule import FileContext, Report, Rule
 _JIT = ("torch.jit.script", "torch.jit.trace")
 
 
+def _exported(ctx: FileContext, call: ast.Call) -> bool:
+    """``torch.jit.trace(m, x).save(path)`` or ``ts = torch.jit.script(m)`` ... ``ts.save(...)`` /
+    ``torch.jit.save(ts, ...)``: TorchScript as an export format (for C++), not for speed."""
+    parent = ctx.parents.get(id(call))
+    if isinstance(parent, ast.Attribute) and parent.attr == "save":
+        return True
+    if not (isinstance(parent, ast.Assign) and len(parent.targets) == 1):
+        return False
+    name = ctx.segment(parent.targets[0])
+    for other, other_name in ctx.calls:
+        func = other.func
+        if (
+            isinstance(func, ast.Attribute)
+            and func.attr == "save"
+            and ctx.segment(func.value) == name
+        ):
+            return True
+        if other_name == "torch.jit.save" and other.args and ctx.segment(other.args[0]) == name:
+            return True
+    return False
+
+
 def _check_jit(ctx: FileContext) -> Iterator[Report]:
+    if any(name == "torch.compile" for _, name in ctx.calls):
+        return  # the file offers torch.compile already; TorchScript is its other option
     for call, name in ctx.calls:
-        if name in _JIT:
+        if name in _JIT and not _exported(ctx, call):
             yield Report(call.func)
     # A bare decorator `@torch.jit.script` is not a call.
     for node in ctx.of_type(ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef):
@@ -29,7 +53,9 @@ TORCHSCRIPT_FOR_SPEED = Rule(
     technique="torch-compile",
     doc="""\
 ## What it does
-Flags `torch.jit.script` and `torch.jit.trace`, called or used as a decorator.
+Flags `torch.jit.script` and `torch.jit.trace`, called or used as a decorator. Not flagged: a
+file that also calls `torch.compile` (TorchScript is then an option beside it), and a module
+scripted or traced to be saved (`.save(...)`, `torch.jit.save`), which is export, not speed.
 
 ## Why is this slow
 TorchScript fuses a few pointwise operations and is no longer developed. `torch.compile`

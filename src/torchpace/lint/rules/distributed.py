@@ -12,9 +12,25 @@ _DDP = "torch.nn.parallel.DistributedDataParallel"
 _SAMPLER = "torch.utils.data.DistributedSampler"
 
 
+_DATA_PARALLEL = frozenset(
+    {
+        "torch.nn.DataParallel",
+        "torch.nn.parallel.DataParallel",
+        "torch.nn.parallel.data_parallel",
+        "torch.nn.parallel.data_parallel.data_parallel",
+    }
+)
+
+
+def _trains_anywhere(ctx: FileContext) -> bool:
+    facts = ctx.loops
+    return any(facts.is_backward(call) or facts.is_optimizer_step(call) for call, _ in ctx.calls)
+
+
 def _check_data_parallel(ctx: FileContext) -> Iterator[Report]:
-    for call, name in ctx.calls:
-        if name == "torch.nn.DataParallel":
+    found = [call for call, name in ctx.calls if name in _DATA_PARALLEL]
+    if found and _trains_anywhere(ctx):  # an inference script gains nothing from DDP's backward
+        for call in found:
             yield Report(call.func)
 
 
@@ -25,7 +41,9 @@ DATA_PARALLEL = Rule(
     technique="ddp-not-dp",
     doc="""\
 ## What it does
-Flags `torch.nn.DataParallel(...)`.
+Flags `torch.nn.DataParallel(...)` and the functional `torch.nn.parallel.data_parallel(...)` in
+a file that trains (calls `backward()` or an optimizer's `step()`); inference and evaluation
+scripts are left alone.
 
 ## Why is this slow
 DataParallel drives every GPU from one Python process: it copies the model to each device on

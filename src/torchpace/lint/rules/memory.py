@@ -9,7 +9,27 @@ from torchpace.lint.device import uses_cuda
 from torchpace.lint.rule import FileContext, Report, Rule, argument, is_const, keyword
 
 
+def _adds_into_grads(ctx: FileContext) -> bool:
+    """``p.grad += g`` or ``p.grad.add_(g)``: the file needs gradients that exist, as zeros
+    (pytorch/examples' RPC parameter server, issue 16)."""
+    for node in ctx.of_type(ast.AugAssign):
+        if isinstance(node.target, ast.Attribute) and node.target.attr == "grad":
+            return True
+    for call, _ in ctx.calls:
+        func = call.func
+        if (
+            isinstance(func, ast.Attribute)
+            and func.attr in {"add_", "copy_", "mul_", "sub_"}
+            and isinstance(func.value, ast.Attribute)
+            and func.value.attr == "grad"
+        ):
+            return True
+    return False
+
+
 def _check_zero_grad_to_zero(ctx: FileContext) -> Iterator[Report]:
+    if _adds_into_grads(ctx):
+        return
     for call, _ in ctx.calls:
         if isinstance(call.func, ast.Attribute) and call.func.attr == "zero_grad":
             arg = keyword(call, "set_to_none")
@@ -26,7 +46,8 @@ ZERO_GRAD_TO_ZERO = Rule(
     doc="""\
 ## What it does
 Flags `zero_grad(set_to_none=False)` on an optimizer or a module. `zero_grad()` with no argument
-sets gradients to None on torch >= 2.0 and is fine.
+sets gradients to None on torch >= 2.0 and is fine. A file that adds into gradients in place
+(`p.grad += g`, `p.grad.add_(g)`) needs them to exist and is not flagged.
 
 ## Why is this slow
 Writing zeros into every gradient is one memory-bound kernel per parameter each step, and the

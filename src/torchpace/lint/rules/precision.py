@@ -13,6 +13,7 @@ from torchpace.lint.rule import (
     Rule,
     argument,
     has_star_args,
+    in_fallback,
     insert_before,
     is_const,
     keyword,
@@ -65,7 +66,8 @@ def _amp_fix(ctx: FileContext, call: ast.Call, attr: str) -> Fix | None:
 def _check_deprecated_amp(ctx: FileContext) -> Iterator[Report]:
     for call, name in ctx.calls:
         attr = _DEPRECATED_AMP.get(name or "")
-        if attr is not None:
+        if attr is not None and not in_fallback(ctx, call):
+            # in a try/except or version guard it is the fallback for an older torch
             yield Report(call.func, _amp_fix(ctx, call, attr))
 
 
@@ -300,11 +302,10 @@ def _manages_precision(ctx: FileContext) -> bool:
     for node in ctx.nodes:
         if isinstance(node, ast.Attribute) and node.attr in _OTHER_PRECISION_ATTRS:
             return True
-        if (
-            isinstance(node, ast.Call)
-            and ctx.names.qualname(node.func) == "torch.set_default_dtype"
+        if isinstance(node, ast.Call) and (ctx.names.qualname(node.func) or "").endswith(
+            "set_default_dtype"
         ):
-            return True
+            return True  # torch's, or a framework's (torchtune.training.set_default_dtype)
     imported = ctx.names.bindings.values()
     if any(path.split(".")[0] in _FRAMEWORKS for path in imported):
         return True
