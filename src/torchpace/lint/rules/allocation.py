@@ -105,16 +105,107 @@ def _looks_like_device(ctx: FileContext, node: ast.expr) -> bool:
     return name is not None and "device" in name.rsplit(".", 1)[-1].lower()
 
 
+# Casts that keep a tensor where it is: ``torch.ones(n).long().to(device)`` still copies.
+_CASTS = frozenset({"long", "float", "int", "bool", "half", "double", "byte", "short", "bfloat16"})
+# Legacy typed constructors: ``torch.cuda.FloatTensor(np.random.normal(...))`` copies host data.
+_CUDA_TYPES = frozenset(
+    f"torch.cuda.{t}Tensor" for t in ("Float", "Long", "Int", "Double", "Half", "Byte", "Bool")
+)
+
+
+def _host_factory(ctx: FileContext, node: ast.expr) -> ast.Call | None:
+    """The host factory call under ``node``, through dtype casts; None if not one."""
+    while (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in _CASTS
+        and not node.args
+    ):
+        node = node.func.value
+    if not isinstance(node, ast.Call) or ctx.names.qualname(node.func) not in _FACTORIES:
+        return None
+    if has_star_args(node) or keyword(node, "device") is not None:
+        return None
+    return node
+
+
+def _made_on_host(ctx: FileContext, name: str, scope: ast.AST) -> bool:
+    """``name`` is bound in ``scope`` only to host factories and to moves of itself
+    (``z = torch.randn(n, d)`` then ``z = z.type_as(imgs)``)."""
+    values = [
+        node.value
+        for node in ast.walk(scope)
+        if isinstance(node, ast.Assign)
+        and len(node.targets) == 1
+        and dotted(node.targets[0]) == name
+    ]
+    made = [v for v in values if _host_factory(ctx, v) is not None]
+    moved = [
+        v
+        for v in values
+        if isinstance(v, ast.Call)
+        and isinstance(v.func, ast.Attribute)
+        and v.func.attr in {"cuda", "to", "type_as"}
+        and dotted(v.func.value) == name
+    ]
+    return bool(made) and len(made) + len(moved) == len(values)
+
+
+def _cuda_typed(ctx: FileContext, func: ast.expr) -> bool:
+    """``torch.cuda.FloatTensor``, or a name bound to it (``Tensor = torch.cuda.FloatTensor if
+    cuda else torch.FloatTensor``, as PyTorch-GAN writes)."""
+    if ctx.names.qualname(func) in _CUDA_TYPES:
+        return True
+    name = dotted(func)
+    for node in ctx.of_type(ast.Assign):
+        if len(node.targets) == 1 and dotted(node.targets[0]) == name:
+            value = node.value
+            branches = [value.body, value.orelse] if isinstance(value, ast.IfExp) else [value]
+            if any(ctx.names.qualname(b) in _CUDA_TYPES for b in branches):
+                return True
+    return False
+
+
+def _host_data(ctx: FileContext, node: ast.expr) -> bool:
+    """Data built on the host: a numpy call (``np.random.normal(...)``) or a list."""
+    if isinstance(node, (ast.List, ast.ListComp)):
+        return True
+    return isinstance(node, ast.Call) and (ctx.names.qualname(node.func) or "").startswith("numpy.")
+
+
 def _check_host_created_then_moved(ctx: FileContext) -> Iterator[Report]:
-    for call, _, _ in hot_calls(ctx):
+    for call, _, scope in hot_calls(ctx):
         func = call.func
-        if not (isinstance(func, ast.Attribute) and func.attr in {"cuda", "to"}):
+        if _cuda_typed(ctx, func) and call.args and _host_data(ctx, call.args[0]):
+            yield Report(call)  # numpy data copied into a CUDA tensor on every step
+            continue
+        if not (isinstance(func, ast.Attribute) and func.attr in {"cuda", "to", "type_as"}):
             continue
         factory = func.value
-        if not isinstance(factory, ast.Call) or ctx.names.qualname(factory.func) not in _FACTORIES:
+        direct = isinstance(factory, ast.Call) and ctx.names.qualname(factory.func) in _FACTORIES
+        if (
+            direct
+            and isinstance(factory, ast.Call)
+            and (has_star_args(factory) or keyword(factory, "device") is not None)
+        ):
             continue
-        if has_star_args(factory) or keyword(factory, "device") is not None:
+        if not direct:
+            # through a cast (``torch.ones(n).long().to(device)``), or a name made on the host
+            # earlier (``z = torch.randn(n, d); z = z.type_as(imgs)``): reported, not fixed
+            name = dotted(factory)
+            on_host = _host_factory(ctx, factory) is not None or (
+                name is not None and _made_on_host(ctx, name, scope)
+            )
+            to_device = func.attr != "to" or bool(
+                call.args and _looks_like_device(ctx, call.args[0])
+            )
+            if on_host and to_device:
+                yield Report(call)
             continue
+        if func.attr == "type_as":
+            yield Report(call)  # follows its argument's device: reported, not rewritten
+            continue
+        assert isinstance(factory, ast.Call)
         device = _device_argument(ctx, call)
         if device is None:
             if func.attr == "cuda" or (call.args and _looks_like_device(ctx, call.args[0])):
@@ -151,7 +242,11 @@ HOST_TENSOR_MOVED = Rule(
     doc="""\
 ## What it does
 Flags a tensor factory (`torch.tensor`, `zeros`, `ones`, `rand`, `randn`, `arange`, ...) whose
-result is immediately moved with `.cuda()` or `.to(device)`, inside a training loop.
+result is moved with `.cuda()`, `.to(device)` or `.type_as(x)`, inside a training loop:
+immediately, after a dtype cast (`torch.ones(n).long().to(device)`), or through a name bound
+only to it (`z = torch.randn(n, d)` then `z = z.type_as(imgs)`). Also numpy data copied into a
+legacy CUDA tensor type (`torch.cuda.FloatTensor(np.random.normal(...))`, or a name bound to
+such a type).
 
 ## Why is this slow
 The values are written in host memory, then copied over the bus, then the host copy is freed,
@@ -172,7 +267,8 @@ noise = torch.randn(images.shape, device=device)
 Safe: the tensor has the same shape, dtype and device. Random factories then draw from the
 device's generator instead of the host's, so the sampled values differ from run to run of the
 old code (their distribution does not). Only `.cuda()` with no argument and `.to(device)` with
-a single device argument (plus `non_blocking`) are rewritten; other moves are reported only.
+a single device argument (plus `non_blocking`) right after the factory are rewritten; other
+moves are reported only.
 
 ## References
 PyTorch Performance Tuning Guide, "Create tensors directly on the target device";
