@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -23,7 +24,10 @@ from torchpace.lint.rule import (
 
 _CONVS = {f"torch.nn.Conv{d}" for d in ("1d", "2d", "3d")}
 _CONV_MODULES = _CONVS | {f"torch.nn.ConvTranspose{d}" for d in ("1d", "2d", "3d")}
-_NORMS = {f"torch.nn.BatchNorm{d}" for d in ("1d", "2d", "3d")}
+# Norms that subtract a per-channel mean over the positions a conv bias is constant on: the
+# batch's (BatchNorm, in training) or each sample's (InstanceNorm). GroupNorm and LayerNorm
+# subtract a mean over several channels, which leaves a per-channel bias partly in place.
+_NORMS = {f"torch.nn.{n}{d}" for n in ("BatchNorm", "InstanceNorm") for d in ("1d", "2d", "3d")}
 _FUNCTIONAL_CONVS = {f"torch.nn.functional.conv{d}" for d in ("1d", "2d", "3d")}
 _FUNCTIONAL_BATCH_NORM = "torch.nn.functional.batch_norm"
 # Conv2d(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias, ...)
@@ -162,20 +166,59 @@ def _reads_bias_indirectly(ctx: FileContext) -> bool:
     )
 
 
+def _pairs_in(items: list[ast.expr], names: dict[int, str | None]) -> Iterator[ast.Call]:
+    for conv, norm in itertools.pairwise(items):
+        if (
+            isinstance(conv, ast.Call)
+            and isinstance(norm, ast.Call)
+            and names.get(id(conv)) in _CONVS
+            and names.get(id(norm)) in _NORMS
+            and _same_channels(conv, norm)
+        ):
+            yield conv
+
+
+def _appended(stmt: ast.stmt) -> tuple[str, ast.expr] | None:
+    """``layers.append(x)`` → ("layers", x)."""
+    call = stmt.value if isinstance(stmt, ast.Expr) else None
+    if (
+        isinstance(call, ast.Call)
+        and isinstance(call.func, ast.Attribute)
+        and call.func.attr == "append"
+        and len(call.args) == 1
+    ):
+        owner = _name_of(call.func.value)
+        return (owner, call.args[0]) if owner is not None else None
+    return None
+
+
+def _name_of(node: ast.expr) -> str | None:
+    return node.id if isinstance(node, ast.Name) else None
+
+
 def _sequential_pairs(ctx: FileContext, names: dict[int, str | None]) -> Iterator[ast.Call]:
-    """Convs followed by a BatchNorm over the same channels in an ``nn.Sequential(...)``."""
+    """Convs followed by a norm over the same channels in an ``nn.Sequential(...)``, or, in a
+    function that builds ``nn.Sequential(*layers)``, in a list literal (``layers += [conv, bn,
+    relu]``) or in consecutive ``layers.append(conv)``, ``layers.append(bn)`` (kuangliu's VGG,
+    PyTorch-GAN's ESRGAN)."""
     for call, name in ctx.calls:
         if name != "torch.nn.Sequential":
             continue
-        for conv, norm in zip(call.args, call.args[1:], strict=False):
-            if not (isinstance(conv, ast.Call) and isinstance(norm, ast.Call)):
-                continue
-            if (
-                names.get(id(conv)) in _CONVS
-                and names.get(id(norm)) in _NORMS
-                and _same_channels(conv, norm)
-            ):
-                yield conv
+        yield from _pairs_in(call.args, names)
+        if not any(isinstance(a, ast.Starred) for a in call.args):
+            continue
+        scope = ctx.enclosing_scope(call)
+        for node in ast.walk(scope):
+            if isinstance(node, ast.List):
+                yield from _pairs_in(node.elts, names)
+            for field_name in ("body", "orelse"):
+                block = getattr(node, field_name, None)
+                if not isinstance(block, list):
+                    continue
+                appends = [_appended(stmt) for stmt in block]
+                for first, second in itertools.pairwise(appends):
+                    if first and second and first[0] == second[0]:
+                        yield from _pairs_in([first[1], second[1]], names)
 
 
 @dataclass
@@ -371,10 +414,12 @@ CONV_BIAS_BEFORE_BATCHNORM = Rule(
     technique="conv-bias-before-bn",
     doc="""\
 ## What it does
-Flags a convolution with a bias whose output goes straight into a BatchNorm over the same
-channels:
+Flags a convolution with a bias whose output goes straight into a BatchNorm (or an
+InstanceNorm, which cancels it per sample) over the same channels:
 
-- in an `nn.Sequential(...)` literal, a conv directly followed by the norm;
+- in an `nn.Sequential(...)` literal, a conv directly followed by the norm; in a function that
+  builds `nn.Sequential(*layers)`, the same in a list literal (`layers += [conv, bn, relu]`) or
+  in consecutive `layers.append(conv)`, `layers.append(bn)`;
 - in a module class, `self.conv = nn.Conv2d(...)` and `self.bn = nn.BatchNorm2d(...)` in
   `__init__`, where every use of `self.conv` is `self.bn(self.conv(x))`, or `y = self.conv(x)`
   directly followed by `y = self.bn(y)` / `return self.bn(y)` (other than reading
