@@ -8,7 +8,9 @@
 verdict (true / false / debatable, a cause and one line why) and the recall set: slow patterns
 listed by hand in training loops, each with the rule code that should report it.
 
-A current finding is matched to a judgement by path, cell, code and the stripped source line
+Patterns for rules that are off by default (TP306, TP405) are listed but left out of recall: the
+default run does not look for them, and a user who selects them gets them. A current finding is
+matched to a judgement by path, cell, code and the stripped source line
 (the nearest such line, so that an edit elsewhere in the file does not lose the match); a
 pattern counts as found when a current finding with its code covers its line (or names its
 source text in the same file). Precision is true / (true + false), debatable left out; recall is
@@ -115,9 +117,13 @@ def score(found: list[Found], judged: dict[str, dict[str, Any]]) -> dict[str, An
         if item is None:
             unjudged.append(f)
     missed = []
+    opt_in = _off_by_default()
     for repo, data in judged.items():
         for pat in data.get("patterns", []):
             code = pat["code"]
+            if code in opt_in:
+                counts["opt-in rules (not in recall)"]["listed"] += 1
+                continue
             hit = any(
                 f.code == code
                 and f.path == pat["path"]
@@ -144,6 +150,12 @@ def score(found: list[Found], judged: dict[str, dict[str, Any]]) -> dict[str, An
     }
 
 
+def _off_by_default() -> set[str]:
+    from torchpace.lint import RULES
+
+    return {r.code for r in RULES if not r.default}
+
+
 def ratio(num: int, den: int) -> str:
     return f"{100 * num / den:5.1f}%" if den else "    –"
 
@@ -155,6 +167,7 @@ def table(counts: dict[str, collections.Counter]) -> str:
     ]
     rules = sorted(k for k in counts if k.startswith("rule "))
     order = ["all", *rules, *sorted(k for k in counts if k.startswith("repo "))]
+    order += [k for k in counts if k.startswith("opt-in")]
     for group in order:
         c = counts[group]
         n = c["true"] + c["false"] + c["debatable"] + c["unjudged"]
