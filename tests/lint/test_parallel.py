@@ -37,7 +37,7 @@ class _CountingPool(ProcessPoolExecutor):
 def test_pool_results_equal_serial_results_in_order(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    jobs = [(p, ("TP101",)) for p in _files(tmp_path, 23)]
+    jobs = [(p, ("TP101",), frozenset[str]()) for p in _files(tmp_path, 23)]
     monkeypatch.setattr(parallel, "ProcessPoolExecutor", _CountingPool)
     monkeypatch.setattr(parallel, "min_files", lambda: 10)
     _CountingPool.started.clear()
@@ -46,14 +46,14 @@ def test_pool_results_equal_serial_results_in_order(
     pooled = lint_jobs(jobs, workers=3)
     assert _CountingPool.started == [3]
     assert pooled == serial
-    assert [getattr(r, "path", None) for r in pooled] == [p for p, _ in jobs]
+    assert [getattr(r, "path", None) for r in pooled] == [p for p, _, _ in jobs]
     # Below the threshold a pool costs more than it saves: the files are linted here.
     lint_jobs(jobs[:9], workers=3)
     assert _CountingPool.started == [3]
 
 
 def test_workers_run_only_the_codes_they_are_given(tmp_path: Path) -> None:
-    jobs = [(p, ()) for p in _files(tmp_path, 40)]
+    jobs = [(p, (), frozenset[str]()) for p in _files(tmp_path, 40)]
     results = lint_jobs(jobs, workers=2)
     assert all(not getattr(r, "findings", ()) for r in results)
 

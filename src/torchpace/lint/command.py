@@ -26,6 +26,7 @@ from torchpace.lint.engine import lint_source
 from torchpace.lint.fixes import apply_fixes, unified_diff, write_fixed
 from torchpace.lint.output import render_github, render_json, render_text
 from torchpace.lint.parallel import lint_jobs, usable_cpus
+from torchpace.lint.project import step_callees
 from torchpace.lint.results import FileResult, LintError
 from torchpace.lint.rule import Rule
 from torchpace.lint.sarif import render_sarif
@@ -104,7 +105,9 @@ def run(args: argparse.Namespace) -> int:
     skip += config.extend_exclude + split_patterns(args.extend_exclude)
     skipped: list[str] = []
     items = discover(args.paths, skip, skipped)
-    jobs = [(p, chosen.codes_for(p)) for p in items if isinstance(p, str)]
+    to_lint = [p for p in items if isinstance(p, str)]
+    entries = step_callees(to_lint)  # helpers in one file that another calls per step
+    jobs = [(p, chosen.codes_for(p), entries.get(p, frozenset())) for p in to_lint]
     linted = iter(lint_jobs(jobs, workers=args.jobs or usable_cpus()))
     results = [item if isinstance(item, LintError) else next(linted) for item in items]
     fixer = _Fixer(chosen, rules, unsafe=args.unsafe_fixes, diff=args.diff)

@@ -81,7 +81,11 @@ def _too_large(size: int, limit: int) -> str:
 
 
 def parse(
-    path: str, data: bytes, *, where: Callable[[int], str] = "line {}".format
+    path: str,
+    data: bytes,
+    *,
+    where: Callable[[int], str] = "line {}".format,
+    entries: frozenset[str] = frozenset(),
 ) -> FileContext | LintError:
     """Parse ``data`` once and precompute what every rule reads.
 
@@ -108,7 +112,7 @@ def parse(
     nodes, by_type = all_nodes(tree)
     names = Resolver.from_nodes([*by_type.get(ast.Import, ()), *by_type.get(ast.ImportFrom, ())])
     calls = tuple((n, names.qualname(n.func)) for n in by_type.get(ast.Call, ()))
-    return FileContext(path, source, tree, nodes, calls, names, by_type)
+    return FileContext(path, source, tree, nodes, calls, names, by_type, entries)
 
 
 def _char_col(line: bytes, byte_col: int) -> int:
@@ -183,18 +187,23 @@ def _lint_notebook(path: str, data: bytes, rules: Iterable[Rule]) -> FileResult 
     return FileResult(path, data, relocated, errors, notebook=True)
 
 
-def lint_source(path: str, data: bytes, rules: Iterable[Rule]) -> FileResult | LintError:
+def lint_source(
+    path: str, data: bytes, rules: Iterable[Rule], entries: frozenset[str] = frozenset()
+) -> FileResult | LintError:
     """Lint one file's bytes: a notebook when ``path`` ends with ``.ipynb``, else Python."""
     if is_notebook(path):
         return _lint_notebook(path, data, rules)
-    ctx = parse(path, data)
+    ctx = parse(path, data, entries=entries)
     if isinstance(ctx, LintError):
         return ctx
     findings, errors = check(ctx, rules)
     return FileResult(path, data, findings, errors)
 
 
-def lint_file(path: str, rules: Iterable[Rule]) -> FileResult | LintError:
+def lint_file(
+    path: str, rules: Iterable[Rule], entries: frozenset[str] = frozenset()
+) -> FileResult | LintError:
+    """Lint one file; ``entries``: its functions another file calls per step (lint.project)."""
     limit = MAX_NOTEBOOK_BYTES if is_notebook(path) else MAX_PYTHON_BYTES
     try:
         size = os.stat(path).st_size
@@ -203,7 +212,7 @@ def lint_file(path: str, rules: Iterable[Rule]) -> FileResult | LintError:
         data = Path(path).read_bytes()
     except OSError as exc:
         return LintError(path, exc.strerror or str(exc))
-    return lint_source(path, data, rules)
+    return lint_source(path, data, rules, entries)
 
 
 def lint_paths(paths: Sequence[str], rules: Sequence[Rule]) -> list[FileResult | LintError]:

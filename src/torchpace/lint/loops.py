@@ -567,10 +567,16 @@ def _may_train(by_type: dict[type, list[Any]], names: Resolver) -> bool:
     return False
 
 
-def analyse(tree: ast.Module, by_type: dict[type, list[Any]], names: Resolver) -> LoopFacts:
-    """The loops of one parsed file: step loops, epoch loops, and the hot code."""
+def analyse(
+    tree: ast.Module,
+    by_type: dict[type, list[Any]],
+    names: Resolver,
+    entries: frozenset[str] = frozenset(),
+) -> LoopFacts:
+    """The loops of one parsed file: step loops, epoch loops, and the hot code. ``entries``:
+    module-level functions that another file calls on every step (:mod:`.project`), hot too."""
     facts = LoopFacts(names)
-    if not _may_train(by_type, names):
+    if not entries and not _may_train(by_type, names):
         return facts  # most library modules: nothing to analyse
     _collect_bindings(facts, tree, by_type)
     _mark_no_grad(facts, by_type)
@@ -594,6 +600,11 @@ def analyse(tree: ast.Module, by_type: dict[type, list[Any]], names: Resolver) -
                 if isinstance(n, (*LOOPS, ast.Call))
             ):
                 facts.epoch_loops.append(node)
+    queue += [
+        f
+        for f in tree.body
+        if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and f.name in entries
+    ]
     _mark_repeated(facts, tree)
     done: set[int] = set()
     while queue:

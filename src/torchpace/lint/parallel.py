@@ -16,7 +16,8 @@ from concurrent.futures.process import BrokenProcessPool
 from torchpace.lint.engine import lint_file
 from torchpace.lint.results import FileResult, LintError
 
-Job = tuple[str, tuple[str, ...]]  # a path and the codes of the rules to run on it
+# A path, the codes of the rules to run on it, and its functions another file calls per step.
+Job = tuple[str, tuple[str, ...], frozenset[str]]
 Result = FileResult | LintError
 
 # When a pool pays off. Measured on a 2-core Xeon with Python 3.11: one file takes ~10 ms to
@@ -42,7 +43,7 @@ def _lint_chunk(jobs: Sequence[Job]) -> list[Result]:
     from torchpace.lint import rules as registry
 
     by_code = {r.code: r for r in registry.RULES}
-    return [lint_file(path, [by_code[c] for c in codes]) for path, codes in jobs]
+    return [lint_file(path, [by_code[c] for c in codes], entries) for path, codes, entries in jobs]
 
 
 def min_files() -> int:

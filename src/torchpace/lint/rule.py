@@ -51,6 +51,8 @@ class FileContext:
     calls: tuple[tuple[ast.Call, str | None], ...]
     names: Resolver
     by_type: dict[type, list[Any]]  # the nodes of each AST class, in walk order
+    # Module-level functions another linted file calls on every step (lint.project).
+    entries: frozenset[str] = frozenset()
 
     @cached_property
     def line_starts(self) -> tuple[int, ...]:
@@ -62,7 +64,7 @@ class FileContext:
         """The file's training loops and hot code, analysed on first use."""
         from torchpace.lint.loops import analyse
 
-        return analyse(self.tree, self.by_type, self.names)
+        return analyse(self.tree, self.by_type, self.names, self.entries)
 
     def of_type(self, *types: type) -> list[Any]:
         """The file's nodes of exactly these AST classes, in walk order per class.

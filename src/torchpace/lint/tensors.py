@@ -347,6 +347,10 @@ def _bindings(scope: Scope, facts: LoopFacts) -> Iterator[tuple[str, ast.expr | 
             if text is not None:
                 yield text, ast.BinOp(left=node.target, op=node.op, right=node.value)
         elif isinstance(node, (ast.For, ast.AsyncFor)):
+            params = _parameters(node.iter, node.target)
+            if params is not None:
+                yield params, _EVIDENCE  # ``for p in model.parameters()``: parameters
+                continue
             batch = facts.is_loader(node.iter)
             yield from _bind_loop_target(node.target, node.iter, batch=batch)
         elif isinstance(node, (ast.With, ast.AsyncWith)):
@@ -369,6 +373,23 @@ def _bindings(scope: Scope, facts: LoopFacts) -> Iterator[tuple[str, ast.expr | 
             text = dotted(node.func.value)
             if text is not None:
                 yield text, _EVIDENCE
+
+
+def _parameters(iterable: ast.expr, target: ast.expr) -> str | None:
+    """The name bound to each parameter by ``for p in m.parameters()`` or ``for name, p in
+    m.named_parameters()`` (DINO's gradient clipping); None for any other loop."""
+    if not (isinstance(iterable, ast.Call) and isinstance(iterable.func, ast.Attribute)):
+        return None
+    if iterable.func.attr == "parameters" and isinstance(target, ast.Name):
+        return target.id
+    if (
+        iterable.func.attr == "named_parameters"
+        and isinstance(target, ast.Tuple)
+        and len(target.elts) == 2
+        and isinstance(target.elts[1], ast.Name)
+    ):
+        return target.elts[1].id
+    return None
 
 
 def _bind(target: ast.expr, value: ast.expr | None) -> Iterator[tuple[str, ast.expr | None]]:

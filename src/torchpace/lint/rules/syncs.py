@@ -22,7 +22,7 @@ REFERENCES = 'PyTorch Performance Tuning Guide, "Avoid unnecessary CPU-GPU synch
 def _hot(ctx: FileContext) -> Iterator[tuple[ast.AST, Scope]]:
     """The hot code, in a file that may use an accelerator: on the CPU alone nothing runs
     asynchronously, so nothing waits for a device."""
-    if ctx.loops.hot and may_use_accelerator(ctx):
+    if ctx.loops.hot and (ctx.entries or may_use_accelerator(ctx)):  # entries: see lint.project
         yield from ctx.loops.hot.values()
 
 

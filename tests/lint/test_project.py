@@ -1,0 +1,87 @@
+"""Project-level analysis: helpers in another linted file that the training loop calls per step.
+
+DINO's `utils.clip_gradients` (a `.item()` and a tensor branch per parameter per step) and MAE's
+`misc.all_reduce_mean` were invisible file by file (issue 16, benchmarks/realworld/).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from torchpace.cli import main
+from torchpace.lint.project import step_callees
+
+TRAIN = """\
+import torch
+import utils
+from pkg.helpers import log_norm
+
+model = Net().cuda()
+for x, y in loader:
+    loss = model(x).sum()
+    loss.backward()
+    utils.clip_gradients(model, 3.0)
+    log_norm(model)
+    optimizer.step()
+"""
+UTILS = """\
+def clip_gradients(model, clip):
+    norms = []
+    for name, p in model.named_parameters():
+        param_norm = p.grad.data.norm(2)
+        norms.append(param_norm.item())
+        if clip / (param_norm + 1e-6) < 1:
+            p.grad.data.mul_(0.5)
+    return norms
+
+
+def unused(model):
+    return [p.item() for p in model.parameters()]
+"""
+HELPERS = """\
+import torch
+
+
+def log_norm(model):
+    total = torch.stack([p.grad.norm() for p in model.parameters()]).sum()
+    print(float(total))
+"""
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "train.py").write_text(TRAIN)
+    (tmp_path / "utils.py").write_text(UTILS)
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "helpers.py").write_text(HELPERS)
+    return tmp_path
+
+
+def _found(capsys: pytest.CaptureFixture[str], *paths: str) -> set[tuple[str, int, str]]:
+    main(["lint", "--format", "json", *paths])
+    return {(f["path"], f["line"], f["code"]) for f in json.loads(capsys.readouterr().out)}
+
+
+def test_helpers_called_per_step_are_hot(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert step_callees(["train.py", "utils.py", "pkg/helpers.py"]) == {
+        "utils.py": frozenset({"clip_gradients"}),
+        "pkg/helpers.py": frozenset({"log_norm"}),
+    }
+    found = _found(capsys, ".")
+    assert {("utils.py", 5, "TP201"), ("utils.py", 6, "TP204")} <= found
+    assert ("pkg/helpers.py", 6, "TP201") in found
+    assert not any(path == "utils.py" and line == 12 for path, line, _ in found)  # not called
+
+
+def test_a_helper_linted_without_its_caller_is_quiet(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _found(capsys, "utils.py") == set()
+    # A caller on the CPU alone: its helpers' reads wait for no device either.
+    (project / "train.py").write_text(TRAIN.replace("Net().cuda()", "Net()"))
+    assert _found(capsys, ".") == set()
