@@ -185,3 +185,12 @@ def test_framework_backward_does_not_make_a_tensor() -> None:
                 break
     """
     assert _codes(source) == []
+
+
+def test_torchscript_beside_a_compile_option_is_not_advice() -> None:
+    # timm's train.py: `--torchscript` and `--torchcompile` are alternatives; it compiles
+    # through `task.compile(...)` and checks `hasattr(torch, "compile")`.
+    scripted = "import torch\nif args.torchscript:\n    m = torch.jit.script(model)\n"
+    assert _codes(scripted) == [(3, "TP305")]
+    assert _codes(scripted + "else:\n    task.compile(backend=args.torchcompile)\n") == []
+    assert _codes(scripted + "has_compile = hasattr(torch, 'compile')\n") == []

@@ -6,7 +6,9 @@ A loader *feeds training* unless the code shows otherwise, which the real-world 
 - it is named for evaluation (``val_loader``, ``eval_dataloader``), or built in a function so
   named (Lightning's ``val_dataloader()``, ``test_dataloader()``, ``predict_dataloader()``);
 - every loop over it is an evaluation loop (:mod:`torchpace.lint.loops`);
-- it is read once, ``next(iter(DataLoader(...)))``, to preload a dataset;
+- it is read once, ``next(iter(DataLoader(...)))`` or with ``batch_size=len(dataset)``, to
+  preload a dataset; it is built with autograd off (in a ``@torch.no_grad()`` function); every
+  loop over it calls nothing (an input-pipeline demo);
 - for workers and pinning: its dataset, a class of the same file, returns tensors already on
   the device (``__getitem__`` calls ``.cuda()``): worker processes cannot create CUDA tensors and
   pinning them raises.
@@ -21,7 +23,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from torchpace.lint.loops import EVAL_NAME, dotted, iterated
+from torchpace.lint.loops import EVAL_NAME, dotted, iterated, walk
 from torchpace.lint.rule import FileContext, argument, keyword
 
 
@@ -106,7 +108,11 @@ def loader_argument(
 
 
 def _bound_name(ctx: FileContext, call: ast.Call) -> str | None:
-    parent = ctx.parents.get(id(call))
+    """The name the loader is bound to, through wrappers (``val = cycle(DataLoader(...))``)."""
+    node: ast.AST = call
+    parent = ctx.parents.get(id(node))
+    while isinstance(parent, ast.Call) and node in parent.args:
+        node, parent = parent, ctx.parents.get(id(parent))
     if isinstance(parent, ast.Assign) and len(parent.targets) == 1:
         return dotted(parent.targets[0])
     if isinstance(parent, ast.AnnAssign):
@@ -133,9 +139,15 @@ def _loops_over(ctx: FileContext, name: str) -> Iterator[ast.For | ast.AsyncFor]
             yield loop
 
 
+def _whole_dataset(call: ast.Call) -> bool:
+    """``batch_size=len(dataset)``: one batch holds everything, loaded once (hlb-CIFAR10)."""
+    size = argument(call, "batch_size", 1)
+    return isinstance(size, ast.Call) and dotted(size.func) == "len"
+
+
 def feeds_training(ctx: FileContext, call: ast.Call) -> bool:
     """Whether the loader ``call`` builds may feed training steps (module doc)."""
-    if _read_once(ctx, call):
+    if _read_once(ctx, call) or _whole_dataset(call) or id(call) in ctx.loops.no_grad:
         return False
     scope = ctx.enclosing_scope(call)
     if not isinstance(scope, ast.Module) and EVAL_NAME.search(scope.name):
@@ -147,7 +159,8 @@ def feeds_training(ctx: FileContext, call: ast.Call) -> bool:
         return False
     loops = list(_loops_over(ctx, name))
     evaluation = {id(loop) for loop in ctx.loops.eval_loops}
-    return not loops or not all(id(loop) in evaluation for loop in loops)
+    idle = {id(loop) for loop in loops if not any(isinstance(n, ast.Call) for n in walk(loop.body))}
+    return not loops or not all(id(loop) in evaluation | idle for loop in loops)
 
 
 def _dataset_class(ctx: FileContext, call: ast.Call) -> ast.ClassDef | None:

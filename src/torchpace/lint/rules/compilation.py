@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from torchpace.lint.rule import FileContext, Report, Rule
+from torchpace.lint.rule import FileContext, Report, Rule, is_const
 
 _JIT = ("torch.jit.script", "torch.jit.trace")
 
@@ -32,8 +32,27 @@ def _exported(ctx: FileContext, call: ast.Call) -> bool:
     return False
 
 
+def _offers_compile(ctx: FileContext) -> bool:
+    """The file calls ``torch.compile``, a ``.compile(...)`` method (``nn.Module.compile``,
+    timm's ``task.compile``) or checks ``hasattr(torch, "compile")``."""
+    for call, name in ctx.calls:
+        if name == "torch.compile":
+            return True
+        func = call.func
+        if isinstance(func, ast.Attribute) and func.attr == "compile" and name is None:
+            return True
+        if (
+            isinstance(func, ast.Name)
+            and func.id == "hasattr"
+            and len(call.args) == 2
+            and is_const(call.args[1], "compile")
+        ):
+            return True
+    return False
+
+
 def _check_jit(ctx: FileContext) -> Iterator[Report]:
-    if any(name == "torch.compile" for _, name in ctx.calls):
+    if _offers_compile(ctx):
         return  # the file offers torch.compile already; TorchScript is its other option
     for call, name in ctx.calls:
         if name in _JIT and not _exported(ctx, call):
