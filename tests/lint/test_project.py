@@ -85,3 +85,73 @@ def test_a_helper_linted_without_its_caller_is_quiet(
     # A caller on the CPU alone: its helpers' reads wait for no device either.
     (project / "train.py").write_text(TRAIN.replace("Net().cuda()", "Net()"))
     assert _found(capsys, ".") == set()
+
+
+MODELS = """\
+import torch.nn as nn
+
+
+class Block(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.conv = nn.Conv2d(c, c, 3, padding=1)
+
+
+class Generator(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.Sequential(*[Block(64) for _ in range(4)])
+
+
+class Head(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(64, 10)
+"""
+GAN = """\
+import torch
+from models import *
+
+G = Generator().cuda()
+H = Head().cuda()
+for x in loader:
+    G(x).mean().backward()
+    opt.step()
+"""
+
+
+@pytest.mark.parametrize(
+    "imports, build",
+    [
+        ("from models import *", "Generator()"),  # PyTorch-GAN
+        ("from models import Generator as Gen", "Gen()"),
+        ("import models", "models.Generator()"),
+        ("from nets.models import Generator", "Generator()"),  # a package one level down
+        ("import torchvision", "torchvision.models.resnet50()"),  # pytorch/examples imagenet
+    ],
+)
+def test_a_conv_net_from_another_file_needs_the_autotuner(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    imports: str,
+    build: str,
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "models.py").write_text(MODELS)
+    (tmp_path / "nets").mkdir()
+    (tmp_path / "nets" / "models.py").write_text(MODELS)
+    source = GAN.replace("from models import *", imports).replace("Generator()", build)
+    (tmp_path / "gan.py").write_text(source)
+    assert ("gan.py", 4, "TP303") in _found(capsys, "gan.py")
+    (tmp_path / "gan.py").write_text(source + "torch.backends.cudnn.benchmark = True\n")
+    assert not any(code == "TP303" for _, _, code in _found(capsys, "gan.py"))
+
+
+def test_a_model_without_convs_from_another_file_is_not_a_conv_net(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "models.py").write_text(MODELS)
+    (tmp_path / "gan.py").write_text(GAN.replace("G = Generator().cuda()\n", ""))
+    assert not any(code == "TP303" for _, _, code in _found(capsys, "gan.py"))

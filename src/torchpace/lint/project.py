@@ -19,6 +19,7 @@ one more parse of those files.
 from __future__ import annotations
 
 import ast
+import functools
 import os
 import re
 from collections import defaultdict
@@ -90,3 +91,89 @@ def step_callees(paths: Sequence[str]) -> dict[str, frozenset[str]]:
             if target is not None and target != key:
                 found[target].add(function)
     return {linted[k]: frozenset(v) for k, v in found.items()}
+
+
+# --------------------------------------------------------------------------- model classes
+
+# Conv layers, as TP303 counts them (convs._CONV_MODULES; repeated here to keep this module
+# free of rule imports).
+_CONV_LAYERS = frozenset(
+    f"torch.nn.{kind}{d}" for kind in ("Conv", "ConvTranspose") for d in ("1d", "2d", "3d")
+)
+# torchvision.models functions that are not model constructors.
+_NOT_MODELS = frozenset({"get_model", "get_model_weights", "get_weight", "list_models"})
+
+
+def find_module(module: str, caller: Path, level: int = 0) -> Path | None:
+    """The file ``import module`` means from ``caller``: beside it or up to :data:`MAX_LEVELS`
+    directories above (``level`` > 0: a relative import, from the caller's package)."""
+    parts = [p for p in module.split(".") if p]
+    bases = [caller.parent, *caller.parent.parents]
+    bases = bases[level - 1 : level] if level else bases[: MAX_LEVELS + 1]
+    for base in bases:
+        for candidate in (
+            base.joinpath(*parts).with_suffix(".py") if parts else base / "__init__.py",
+            base.joinpath(*parts, "__init__.py"),
+        ):
+            if candidate.is_file():
+                return candidate
+    return None
+
+
+@functools.lru_cache(maxsize=512)
+def conv_classes(path: Path) -> frozenset[str]:
+    """The classes of the file at ``path`` that build conv layers, directly or through other
+    classes of the same file (a ResNet built from its Bottleneck blocks)."""
+    try:
+        if path.stat().st_size > MAX_PYTHON_BYTES:
+            return frozenset()
+        ctx = parse(str(path), path.read_bytes())
+    except OSError:
+        return frozenset()
+    if not isinstance(ctx, FileContext):
+        return frozenset()
+    classes = {c.name: c for c in ctx.of_type(ast.ClassDef)}
+    made = {
+        name: {n for n in ast.walk(cls) if isinstance(n, ast.Call)} for name, cls in classes.items()
+    }
+    found = {
+        name
+        for name, calls in made.items()
+        if any(ctx.names.qualname(c.func) in _CONV_LAYERS for c in calls)
+    }
+    changed = True
+    while changed:
+        changed = False
+        for name, calls in made.items():
+            if name not in found and any(
+                isinstance(c.func, ast.Name) and c.func.id in found for c in calls
+            ):
+                found.add(name)
+                changed = True
+    return frozenset(found)
+
+
+def builds_conv_net(ctx: FileContext, call: ast.Call, name: str | None) -> bool:
+    """``call`` constructs a conv net defined elsewhere: a torchvision model, or a class that a
+    project file builds from conv layers, imported by name, through its module, relatively or
+    with ``from models import *`` (PyTorch-GAN, pytorch/examples' fast_neural_style)."""
+    if name is not None and name.startswith("torchvision.models."):
+        last = name.rsplit(".", 1)[-1]
+        return last[:1].islower() and last not in _NOT_MODELS
+    caller = Path(ctx.path)
+    target = ctx.names.dotted(call.func)
+    if target is not None and "." in target:
+        module, cls = target.rsplit(".", 1)
+        path = find_module(module, caller)
+        return path is not None and cls in conv_classes(path)
+    if not isinstance(call.func, ast.Name) or call.func.id in ctx.loops.classes:
+        return False
+    wanted = call.func.id
+    for node in ctx.of_type(ast.ImportFrom):
+        names = {a.asname or a.name: a.name for a in node.names}
+        if "*" not in names and wanted not in names:
+            continue
+        path = find_module(node.module or "", caller, node.level)
+        if path is not None and names.get(wanted, wanted) in conv_classes(path):
+            return True
+    return False

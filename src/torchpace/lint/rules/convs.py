@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 
 from torchpace.findings import Fix
 from torchpace.lint.device import uses_cuda
+from torchpace.lint.loops import dotted
+from torchpace.lint.project import builds_conv_net
 from torchpace.lint.rule import (
     FileContext,
     Report,
@@ -74,6 +76,18 @@ def _chooses_cudnn_setup(ctx: FileContext) -> bool:
 
 def _check_cudnn_benchmark(ctx: FileContext) -> Iterator[Report]:
     convs = [call for call, name in ctx.calls if name in _CONV_MODULES]
+    if not convs:
+        # A conv net built here from a class of another file, or a torchvision model.
+        candidates = [
+            (call, name)
+            for call, name in ctx.calls
+            if (name or "").startswith("torchvision.models.")
+            or (name is None and (dotted(call.func) or "").rsplit(".", 1)[-1][:1].isupper())
+            or (name is not None and not name.startswith(("torch.", "torchvision.")))
+        ]
+        if not candidates or _chooses_cudnn_setup(ctx) or not uses_cuda(ctx):
+            return
+        convs = [call for call, name in candidates if builds_conv_net(ctx, call, name)][:1]
     if not convs or _chooses_cudnn_setup(ctx) or not uses_cuda(ctx):
         return
     yield Report(min(convs, key=start_of))
@@ -94,8 +108,10 @@ torch.cuda.is_available() else "cpu"`) and never sets `torch.backends.cudnn.benc
 The file is not flagged when it sets `benchmark` at all (`False` or an expression is a
 decision, for instance for inputs whose shape changes every step), asks for reproducibility
 (`torch.backends.cudnn.deterministic = True`, `torch.use_deterministic_algorithms(True)`),
-turns cuDNN off, or uses `torch.backends.cudnn.flags(...)`. A model defined in one file and
-trained in another is not seen.
+turns cuDNN off, or uses `torch.backends.cudnn.flags(...)`. A file without convs of its own is
+flagged at the construction of a conv net it trains: a torchvision model, or a class that
+another file of the project (beside it or up to three directories above, imported by name,
+through its module, relatively or with `*`) builds from conv layers.
 
 ## Why is this slow
 cuDNN has several algorithms for each convolution; by default PyTorch picks one by heuristics.
