@@ -194,3 +194,57 @@ def test_torchscript_beside_a_compile_option_is_not_advice() -> None:
     assert _codes(scripted) == [(3, "TP305")]
     assert _codes(scripted + "else:\n    task.compile(backend=args.torchcompile)\n") == []
     assert _codes(scripted + "has_compile = hasattr(torch, 'compile')\n") == []
+
+
+def test_lightning_training_step_runs_every_step() -> None:
+    # Lightning's GAN template: the Trainer calls training_step once per batch.
+    source = """
+        import torch
+        from lightning.pytorch import LightningModule
+
+        class GAN(LightningModule):
+            def training_step(self, batch):
+                imgs, _ = batch
+                z = torch.randn(imgs.shape[0], 100)
+                z = z.type_as(imgs)
+                loss = self.generator(z).mean()
+                self.log("loss", loss.item())
+                return loss
+
+            def validation_step(self, batch):
+                return self.generator(batch).mean().item()
+    """
+    assert _codes(source) == [(8, "TP207"), (11, "TP201")]
+
+
+def test_a_loader_handed_to_a_logger_is_still_iterated() -> None:
+    # MAE's engine: `for step, (x, _) in enumerate(metric_logger.log_every(data_loader, ...))`.
+    source = """
+        import torch
+        def train_one_epoch(model, data_loader, loss_scaler, metric_logger):
+            for step, (x, _) in enumerate(metric_logger.log_every(data_loader, 20)):
+                loss = model(x.cuda(non_blocking=True))
+                loss_scaler(loss, optimizer)
+                torch.cuda.synchronize()
+    """
+    assert (7, "TP205") in _codes(source)
+
+
+def test_a_seeded_branch_that_turns_the_autotuner_off_leaves_the_default_run() -> None:
+    # pytorch/examples imagenet turns benchmark off only for seeded runs, and never on.
+    source = """
+        import torch
+        import torchvision.models as models
+        if args.seed is not None:
+            torch.backends.cudnn.deterministic = True
+            torch.backends.cudnn.benchmark = False
+        model = models.__dict__[args.arch]().cuda()
+    """
+    assert _codes(source) == [(7, "TP303")]
+    decided = source.replace("benchmark = False", "benchmark = True")
+    assert _codes(decided) == []  # turned on, even in a branch: the author chose
+    unconditional = (
+        "import torch\ntorch.backends.cudnn.benchmark = False\n"
+        "m = torch.nn.Conv2d(3, 8, 3).cuda()\n"
+    )
+    assert _codes(unconditional) == []

@@ -165,13 +165,16 @@ def _moves_somewhere(call: ast.Call) -> bool:
 def may_use_accelerator(ctx: FileContext) -> bool:
     """False for a file that shows it runs on the CPU only: nothing is moved or created on a
     device (no ``.cuda()``, no ``.to(x)`` other than a dtype or ``"cpu"``, no ``device=`` but
-    ``"cpu"``, no ``torch.device`` but ``"cpu"``) and no framework that places work (Lightning,
-    accelerate, DeepSpeed, ...) is called. A host-device sync needs a device: the sync rules
-    stay silent on such files (pytorch/examples' regression and RL scripts, issue 16)."""
+    ``"cpu"``, no ``torch.device`` but ``"cpu"``) and nothing is imported from a framework that
+    places work (Lightning, accelerate, DeepSpeed, ...). A host-device sync needs a device: the
+    sync rules stay silent on such files (pytorch/examples' regression and RL scripts, issue
+    16)."""
     if uses_cuda(ctx):
         return True
+    if any(path.startswith(_PLACING_FRAMEWORKS) for path in ctx.names.bindings.values()):
+        return True  # a Lightning module, an accelerate script: the framework places the work
     for call, name in ctx.calls:
-        if _moves_somewhere(call) or (name or "").startswith(_PLACING_FRAMEWORKS):
+        if _moves_somewhere(call):
             return True
         for k in call.keywords:
             if k.arg in {"device", "map_location"} and not (

@@ -258,13 +258,17 @@ class LoopFacts:
         return bool(call.args) and self.instances.get(owner, "").endswith("GradScaler")
 
     def is_loader(self, node: ast.expr) -> bool:
-        """``loader``, ``enumerate(loader)``, ``tqdm(train_loader)``, ``DataLoader(ds)``."""
+        """``loader``, ``enumerate(loader)``, ``tqdm(train_loader)``, ``DataLoader(ds)``, and a
+        method given a loader first (MAE's ``metric_logger.log_every(data_loader, ...)``)."""
         if isinstance(node, ast.Call):
             name = self.names.qualname(node.func) or dotted(node.func)
             if name == DATALOADER:
                 return True
             if name in _ITER_WRAPPERS:
                 return any(self.is_loader(a) for a in node.args)
+            if isinstance(node.func, ast.Attribute) and node.args:
+                first = node.args[0]
+                return isinstance(first, (ast.Name, ast.Attribute)) and self.is_loader(first)
             return False
         text = dotted(node)
         if text is None:
@@ -382,6 +386,29 @@ def in_eval_mode(scope: Scope, before: int) -> set[str]:
 
 def _is_false(node: ast.expr) -> bool:
     return isinstance(node, ast.Constant) and node.value is False
+
+
+# Methods a framework calls on every training step: Lightning's ``training_step``.
+_STEP_METHODS = {"LightningModule": "training_step"}
+
+
+def _defines_step_methods(by_type: dict[type, list[Any]]) -> bool:
+    return any(
+        isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name in _STEP_METHODS.values()
+        for n in by_type.get(ast.FunctionDef, ())
+    )
+
+
+def _framework_steps(facts: LoopFacts) -> list[Function]:
+    """The step methods of the file's Lightning modules: no loop of this file calls them, the
+    Trainer does, once per batch."""
+    out: list[Function] = []
+    for cls in facts.classes.values():
+        for base in cls.bases:
+            method = _STEP_METHODS.get((dotted(base) or "").rsplit(".", 1)[-1])
+            if method is not None:
+                out += facts._methods(cls.name, method)
+    return out
 
 
 def _ends_run(body: list[ast.stmt]) -> bool:
@@ -509,6 +536,13 @@ def _mark_hot(
             continue
         if isinstance(node, ast.Call):
             queue += facts.callees(node, scope)
+            # A lambda handed to a call runs there: ``apply_to_collection(x, Tensor,
+            # lambda t: t.item())`` (Lightning's example trainer) reads every step.
+            stack += [
+                a.body
+                for a in [*node.args, *(k.value for k in node.keywords)]
+                if isinstance(a, ast.Lambda)
+            ]
         stack.extend(ast.iter_child_nodes(node))
 
 
@@ -561,7 +595,10 @@ def _may_train(by_type: dict[type, list[Any]], names: Resolver) -> bool:
         elif names.qualname(func) in {DATALOADER, "torch.autograd.backward"}:
             return True
     for node in [*by_type.get(ast.For, ()), *by_type.get(ast.AsyncFor, ())]:
-        text = dotted(iterated(node.iter))
+        source = iterated(node.iter)
+        if isinstance(source, ast.Call) and isinstance(source.func, ast.Attribute) and source.args:
+            source = source.args[0]  # ``metric_logger.log_every(data_loader, ...)``
+        text = dotted(source)
         if text is not None and _LOADER_NAME.search(text.rsplit(".", 1)[-1]):
             return True
     return False
@@ -576,7 +613,7 @@ def analyse(
     """The loops of one parsed file: step loops, epoch loops, and the hot code. ``entries``:
     module-level functions that another file calls on every step (:mod:`.project`), hot too."""
     facts = LoopFacts(names)
-    if not entries and not _may_train(by_type, names):
+    if not entries and not _may_train(by_type, names) and not _defines_step_methods(by_type):
         return facts  # most library modules: nothing to analyse
     _collect_bindings(facts, tree, by_type)
     _mark_no_grad(facts, by_type)
@@ -605,6 +642,7 @@ def analyse(
         for f in tree.body
         if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and f.name in entries
     ]
+    queue += _framework_steps(facts)
     _mark_repeated(facts, tree)
     done: set[int] = set()
     while queue:

@@ -30,8 +30,8 @@ from torchpace.lint.device import may_use_accelerator
 from torchpace.lint.engine import MAX_PYTHON_BYTES, parse
 from torchpace.lint.rule import FileContext
 
-# A file trains only if its text calls one of these (the loop analysis needs a training step).
-_TRAINS = re.compile(rb"\.backward\(|\.step\(")
+# A file trains only if its text shows a step or a loader (the loop analysis needs one).
+_TRAINS = re.compile(rb"\.backward\(|\.step\(|loader")
 # How far above the calling file a module is looked for: scripts import siblings (``import
 # utils``) or packages rooted one or two directories up (``from util.misc import f``).
 MAX_LEVELS = 3
@@ -160,6 +160,11 @@ def builds_conv_net(ctx: FileContext, call: ast.Call, name: str | None) -> bool:
     if name is not None and name.startswith("torchvision.models."):
         last = name.rsplit(".", 1)[-1]
         return last[:1].islower() and last not in _NOT_MODELS
+    func = call.func
+    if isinstance(func, ast.Subscript) and ctx.names.qualname(func.value) == (
+        "torchvision.models.__dict__"
+    ):
+        return True  # ``models.__dict__[args.arch]()`` (pytorch/examples imagenet)
     caller = Path(ctx.path)
     target = ctx.names.dotted(call.func)
     if target is not None and "." in target:

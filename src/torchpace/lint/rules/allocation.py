@@ -129,9 +129,9 @@ def _host_factory(ctx: FileContext, node: ast.expr) -> ast.Call | None:
     return node
 
 
-def _made_on_host(ctx: FileContext, name: str, scope: ast.AST) -> bool:
-    """``name`` is bound in ``scope`` only to host factories and to moves of itself
-    (``z = torch.randn(n, d)`` then ``z = z.type_as(imgs)``)."""
+def _made_on_host(ctx: FileContext, name: str, scope: ast.AST) -> list[ast.expr]:
+    """The host factories ``name`` is bound to in ``scope``, when it is bound only to them and to
+    moves of itself (``z = torch.randn(n, d)`` then ``z = z.type_as(imgs)``); else none."""
     values = [
         node.value
         for node in ast.walk(scope)
@@ -148,7 +148,7 @@ def _made_on_host(ctx: FileContext, name: str, scope: ast.AST) -> bool:
         and v.func.attr in {"cuda", "to", "type_as"}
         and dotted(v.func.value) == name
     ]
-    return bool(made) and len(made) + len(moved) == len(values)
+    return made if made and len(made) + len(moved) == len(values) else []
 
 
 def _cuda_typed(ctx: FileContext, func: ast.expr) -> bool:
@@ -193,14 +193,14 @@ def _check_host_created_then_moved(ctx: FileContext) -> Iterator[Report]:
             # through a cast (``torch.ones(n).long().to(device)``), or a name made on the host
             # earlier (``z = torch.randn(n, d); z = z.type_as(imgs)``): reported, not fixed
             name = dotted(factory)
-            on_host = _host_factory(ctx, factory) is not None or (
-                name is not None and _made_on_host(ctx, name, scope)
-            )
+            made = _made_on_host(ctx, name, scope) if name is not None else []
             to_device = func.attr != "to" or bool(
                 call.args and _looks_like_device(ctx, call.args[0])
             )
-            if on_host and to_device:
+            if to_device and _host_factory(ctx, factory) is not None:
                 yield Report(call)
+            elif to_device and made:
+                yield Report(made[0])  # at the factory, where `device=` belongs
             continue
         if func.attr == "type_as":
             yield Report(call)  # follows its argument's device: reported, not rewritten

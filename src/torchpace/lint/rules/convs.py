@@ -52,12 +52,27 @@ _BENCHMARK = "torch.backends.cudnn.benchmark"
 _CHOOSING_CALLS = {"torch.backends.cudnn.flags", "torch.backends.cudnn.set_flags"}
 
 
+def _only_in_a_branch(ctx: FileContext, node: ast.AST) -> bool:
+    """The statement sits in an ``if`` (``if args.seed is not None: cudnn.benchmark = False``):
+    a choice for that case, not for the default run."""
+    return any(isinstance(a, ast.If) for a in ctx.ancestors(node))
+
+
 def _chooses_cudnn_setup(ctx: FileContext) -> bool:
-    """True when the file sets the auto-tuner, determinism or cuDNN itself in any way."""
+    """True when the file sets the auto-tuner, determinism or cuDNN itself, other than turning
+    the auto-tuner off or determinism on inside an ``if`` (pytorch/examples imagenet does that
+    only for seeded runs, and never turns the auto-tuner on)."""
     for node in ctx.of_type(ast.Assign, ast.AnnAssign, ast.AugAssign):
         targets = node.targets if isinstance(node, ast.Assign) else [node.target]
         for target in targets:
             name = ctx.names.qualname(target)
+            if (
+                name in {_BENCHMARK, "torch.backends.cudnn.deterministic"}
+                and isinstance(node, ast.Assign)
+                and is_const(node.value, name != _BENCHMARK)
+                and _only_in_a_branch(ctx, node)
+            ):
+                continue
             if name == _BENCHMARK:
                 return True
             if name in _LEFT_AT_DEFAULT_BY and not (
@@ -82,6 +97,7 @@ def _check_cudnn_benchmark(ctx: FileContext) -> Iterator[Report]:
             (call, name)
             for call, name in ctx.calls
             if (name or "").startswith("torchvision.models.")
+            or isinstance(call.func, ast.Subscript)
             or (name is None and (dotted(call.func) or "").rsplit(".", 1)[-1][:1].isupper())
             or (name is not None and not name.startswith(("torch.", "torchvision.")))
         ]
@@ -106,7 +122,9 @@ that uses a CUDA device (`.cuda()`, `.to("cuda")`, `device="cuda"`, a device suc
 torch.cuda.is_available() else "cpu"`) and never sets `torch.backends.cudnn.benchmark`.
 
 The file is not flagged when it sets `benchmark` at all (`False` or an expression is a
-decision, for instance for inputs whose shape changes every step), asks for reproducibility
+decision, for instance for inputs whose shape changes every step; but `benchmark = False` or
+`deterministic = True` inside an `if`, such as a seeded-run branch, decides only that case), asks
+for reproducibility
 (`torch.backends.cudnn.deterministic = True`, `torch.use_deterministic_algorithms(True)`),
 turns cuDNN off, or uses `torch.backends.cudnn.flags(...)`. A file without convs of its own is
 flagged at the construction of a conv net it trains: a torchvision model, or a class that
