@@ -239,10 +239,12 @@ def test_a_seeded_branch_that_turns_the_autotuner_off_leaves_the_default_run() -
             torch.backends.cudnn.deterministic = True
             torch.backends.cudnn.benchmark = False
         model = models.__dict__[args.arch]().cuda()
+        for x, y in train_loader:
+            model(x).sum().backward()
     """
-    assert _codes(source) == [(7, "TP303")]
+    assert _codes(source) == [(7, "TP303"), (8, "TP302")]
     decided = source.replace("benchmark = False", "benchmark = True")
-    assert _codes(decided) == []  # turned on, even in a branch: the author chose
+    assert _codes(decided) == [(8, "TP302")]  # turned on, even in a branch: the author chose
     unconditional = (
         "import torch\ntorch.backends.cudnn.benchmark = False\n"
         "m = torch.nn.Conv2d(3, 8, 3).cuda()\n"

@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 
 from torchpace.cli import main
+from torchpace.lint import RULES, FileResult
+from torchpace.lint.engine import lint_file
 from torchpace.lint.project import step_callees
 
 TRAIN = """\
@@ -68,7 +70,8 @@ def _found(capsys: pytest.CaptureFixture[str], *paths: str) -> set[tuple[str, in
 
 
 def test_helpers_called_per_step_are_hot(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert step_callees(["train.py", "utils.py", "pkg/helpers.py"]) == {
+    results = [lint_file(p, RULES) for p in ("train.py", "utils.py", "pkg/helpers.py")]
+    assert step_callees([r for r in results if isinstance(r, FileResult)]) == {
         "utils.py": frozenset({"clip_gradients"}),
         "pkg/helpers.py": frozenset({"log_norm"}),
     }

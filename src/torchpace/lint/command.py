@@ -76,6 +76,19 @@ def split_patterns(text: str | None) -> list[str]:
     return [p.strip() for p in (text or "").split(",") if p.strip()]
 
 
+def _with_step_callees(
+    results: list[FileResult | LintError], chosen: Selection
+) -> list[FileResult | LintError]:
+    """Lint again, with their entry points, the files whose functions another file's training
+    loop calls on every step (:mod:`torchpace.lint.project`); usually none or a few."""
+    entries = step_callees([r for r in results if isinstance(r, FileResult)])
+    if not entries:
+        return results
+    jobs = [(p, chosen.codes_for(p), e) for p, e in entries.items()]
+    again = {r.path: r for r in lint_jobs(jobs, workers=1)}
+    return [again.get(r.path, r) if isinstance(r, FileResult) else r for r in results]
+
+
 def _errors(results: Sequence[FileResult | LintError]) -> list[LintError]:
     out: list[LintError] = []
     for r in results:
@@ -105,11 +118,10 @@ def run(args: argparse.Namespace) -> int:
     skip += config.extend_exclude + split_patterns(args.extend_exclude)
     skipped: list[str] = []
     items = discover(args.paths, skip, skipped)
-    to_lint = [p for p in items if isinstance(p, str)]
-    entries = step_callees(to_lint)  # helpers in one file that another calls per step
-    jobs = [(p, chosen.codes_for(p), entries.get(p, frozenset())) for p in to_lint]
+    jobs = [(p, chosen.codes_for(p), frozenset[str]()) for p in items if isinstance(p, str)]
     linted = iter(lint_jobs(jobs, workers=args.jobs or usable_cpus()))
     results = [item if isinstance(item, LintError) else next(linted) for item in items]
+    results = _with_step_callees(results, chosen)
     fixer = _Fixer(chosen, rules, unsafe=args.unsafe_fixes, diff=args.diff)
     if args.fix or args.diff:
         results = [fixer(r) if isinstance(r, FileResult) else r for r in results]

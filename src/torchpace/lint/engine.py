@@ -197,7 +197,25 @@ def lint_source(
     if isinstance(ctx, LintError):
         return ctx
     findings, errors = check(ctx, rules)
-    return FileResult(path, data, findings, errors)
+    return FileResult(path, data, findings, errors, calls_out=calls_out(ctx))
+
+
+def calls_out(ctx: FileContext) -> tuple[tuple[str, str], ...]:
+    """(module, function) for each call the file's hot code makes to an imported module-level
+    name, when its loops were analysed (a loop rule ran) and it may use an accelerator: the
+    entry points :mod:`torchpace.lint.project` follows into other files."""
+    from torchpace.lint.device import may_use_accelerator
+
+    if "loops" not in ctx.__dict__ or not ctx.loops.hot or not may_use_accelerator(ctx):
+        return ()
+    out = []
+    for node, _ in ctx.loops.hot.values():
+        if isinstance(node, ast.Call):
+            target = ctx.names.dotted(node.func)
+            if target is not None and "." in target:
+                module, function = target.rsplit(".", 1)
+                out.append((module, function))
+    return tuple(dict.fromkeys(out))
 
 
 def lint_file(

@@ -27,3 +27,5 @@ class FileResult:
     findings: tuple[Finding, ...]
     errors: tuple[LintError, ...] = ()
     notebook: bool = False
+    # (module, function) its training loops call on every step (torchpace.lint.project)
+    calls_out: tuple[tuple[str, str], ...] = ()

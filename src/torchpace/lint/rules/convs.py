@@ -89,24 +89,30 @@ def _chooses_cudnn_setup(ctx: FileContext) -> bool:
     return False
 
 
+def _builds_conv_net_here(ctx: FileContext) -> list[ast.Call]:
+    """In a file that trains and has no convs of its own: the first construction of a conv net
+    defined elsewhere (a torchvision model, or a class another project file builds from convs)."""
+    if not ctx.loops.step_loops:
+        return []
+    for call, name in ctx.calls:
+        func = call.func
+        last = (dotted(func) or "").rsplit(".", 1)[-1]
+        if (
+            (name or "").startswith("torchvision.models.")
+            or isinstance(func, ast.Subscript)
+            or (last[:1].isupper() and not (name or "").startswith("torch."))
+        ) and builds_conv_net(ctx, call, name):
+            return [call]
+    return []
+
+
 def _check_cudnn_benchmark(ctx: FileContext) -> Iterator[Report]:
     convs = [call for call, name in ctx.calls if name in _CONV_MODULES]
-    if not convs:
-        # A conv net built here from a class of another file, or a torchvision model.
-        candidates = [
-            (call, name)
-            for call, name in ctx.calls
-            if (name or "").startswith("torchvision.models.")
-            or isinstance(call.func, ast.Subscript)
-            or (name is None and (dotted(call.func) or "").rsplit(".", 1)[-1][:1].isupper())
-            or (name is not None and not name.startswith(("torch.", "torchvision.")))
-        ]
-        if not candidates or _chooses_cudnn_setup(ctx) or not uses_cuda(ctx):
-            return
-        convs = [call for call, name in candidates if builds_conv_net(ctx, call, name)][:1]
-    if not convs or _chooses_cudnn_setup(ctx) or not uses_cuda(ctx):
+    if _chooses_cudnn_setup(ctx) or not uses_cuda(ctx):
         return
-    yield Report(min(convs, key=start_of))
+    convs = convs or _builds_conv_net_here(ctx)
+    if convs:
+        yield Report(min(convs, key=start_of))
 
 
 CUDNN_BENCHMARK_NOT_ENABLED = Rule(
