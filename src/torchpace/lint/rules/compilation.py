@@ -52,16 +52,16 @@ def _offers_compile(ctx: FileContext) -> bool:
 
 
 def _check_jit(ctx: FileContext) -> Iterator[Report]:
-    if _offers_compile(ctx):
-        return  # the file offers torch.compile already; TorchScript is its other option
-    for call, name in ctx.calls:
-        if name in _JIT and not _exported(ctx, call):
-            yield Report(call.func)
+    found = [
+        Report(call.func) for call, name in ctx.calls if name in _JIT and not _exported(ctx, call)
+    ]
     # A bare decorator `@torch.jit.script` is not a call.
     for node in ctx.of_type(ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef):
         for deco in node.decorator_list:
             if not isinstance(deco, ast.Call) and ctx.names.qualname(deco) in _JIT:
-                yield Report(deco)
+                found.append(Report(deco))
+    if found and not _offers_compile(ctx):  # beside torch.compile, TorchScript is an option
+        yield from found
 
 
 TORCHSCRIPT_FOR_SPEED = Rule(

@@ -108,6 +108,8 @@ def _builds_conv_net_here(ctx: FileContext) -> list[ast.Call]:
 
 def _check_cudnn_benchmark(ctx: FileContext) -> Iterator[Report]:
     convs = [call for call, name in ctx.calls if name in _CONV_MODULES]
+    if not convs and not ctx.loops.step_loops:
+        return  # most files: no convs, no training (cheap checks first, uses_cuda last)
     if _chooses_cudnn_setup(ctx) or not uses_cuda(ctx):
         return
     convs = convs or _builds_conv_net_here(ctx)
