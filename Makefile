@@ -56,6 +56,15 @@ $(BENCH_VENV)/bin/torchfix:
 bench-lint: $(STAMP) $(BENCH_VENV)/bin/torchfix
 	$(PY) benchmarks/lint_speed.py --torchfix $(BENCH_VENV)/bin/torchfix --json $(LINT_BENCH_JSON)
 
+# bench-lint-realworld: precision and recall of `torchpace lint` on public training code, against
+# judgements by hand (benchmarks/realworld/README.md). The corpus is materialised at pinned
+# commits into .corpus/lint (git-ignored); MIRROR=/work/.mirror reads local bare mirrors instead.
+LINT_REALWORLD_JSON ?= benchmarks/results/$(shell date +%F)-lint-realworld.json
+.PHONY: bench-lint-realworld
+bench-lint-realworld: $(STAMP)
+	$(PY) benchmarks/realworld/make_corpus.py --out .corpus/lint $(if $(MIRROR),--mirror $(MIRROR))
+	$(PY) benchmarks/realworld/score.py --corpus .corpus/lint --json $(LINT_REALWORLD_JSON) $(REALWORLD_ARGS)
+
 # bench-doctor: the doctor's cost per step on the reference workloads (benchmarks/README.md).
 DOCTOR_BENCH_JSON ?= benchmarks/results/$(shell date +%F)-doctor-overhead.json
 .PHONY: bench-doctor

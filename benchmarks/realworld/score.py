@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import datetime
 import json
 import subprocess
 import sys
@@ -32,6 +33,10 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
+sys.path.insert(0, str(HERE.parent))
+
+from _provenance import git_state  # noqa: E402
+
 JUDGED = HERE / "judged"
 LAST_RUN = HERE / "last-run.json"
 
@@ -241,9 +246,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.save_run:
         LAST_RUN.write_text(json.dumps({"findings": keys}, indent=0) + "\n")
     if args.json:
+        repos = json.loads((HERE / "repos.json").read_text())
         args.json.write_text(
             json.dumps(
                 {
+                    "environment": {
+                        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
+                        "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
+                        "torchpace_git": git_state(),
+                        "corpus": {r["repo"]: r["commit"] for r in repos},
+                    },
                     "counts": {k: dict(v) for k, v in result["counts"].items()},
                     "false_causes": dict(result["causes"]),
                     "unjudged": [f.__dict__ for f in result["unjudged"]],
