@@ -158,3 +158,21 @@ def test_a_model_without_convs_from_another_file_is_not_a_conv_net(
     (tmp_path / "models.py").write_text(MODELS)
     (tmp_path / "gan.py").write_text(GAN.replace("G = Generator().cuda()\n", ""))
     assert not any(code == "TP303" for _, _, code in _found(capsys, "gan.py"))
+
+
+def test_a_device_helper_in_another_file_counts_as_cuda(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "common.py").write_text(
+        "import torch\n\n\ndef get_device():\n"
+        "    return torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n"
+    )
+    script = (
+        "from torch.utils.data import DataLoader\nfrom common import get_device\n"
+        "device = get_device()\nloader = DataLoader(ds, num_workers=2)\n"
+    )
+    (tmp_path / "train.py").write_text(script)
+    assert _found(capsys, "train.py") == {("train.py", 4, "TP102")}
+    (tmp_path / "train.py").write_text(script.replace("get_device()", "get_other()"))
+    assert _found(capsys, "train.py") == set()

@@ -26,8 +26,10 @@ use one), and autocast or GradScaler for CUDA in any spelling (``torch.cuda.amp.
 ``torch.autocast("cuda")``): they set precision, not placement, and without a GPU they warn and
 do nothing.
 
-The analysis is flow-insensitive and per file: it does not follow devices passed in from other
-files or read from configuration files.
+The analysis is flow-insensitive. Across files it follows one thing: ``device = helper()`` where
+``helper`` is imported from a project file that returns a CUDA device
+(:func:`torchpace.lint.project.device_helper_gives_cuda`); devices read from configuration
+files are not seen.
 """
 
 from __future__ import annotations
@@ -96,6 +98,29 @@ def _call_uses_cuda(call: ast.Call, name: str | None, names: Resolver) -> bool:
     return any(k.arg in _DEVICE_KEYWORDS and is_cuda_device(k.value, names) for k in call.keywords)
 
 
+def _from_device_helper(ctx: FileContext, node: ast.Assign) -> bool:
+    """``device = get_device()`` where a project file defines ``get_device`` to return a CUDA
+    device (looked up only for names that say "device")."""
+    from torchpace.lint.project import device_helper_gives_cuda
+
+    value = node.value
+    if not isinstance(value, ast.Call) or not any(
+        "device" in _last_name(t).lower() for t in node.targets
+    ):
+        return False
+    name = ctx.names.qualname(value.func)
+    return (
+        name is not None and not name.startswith("torch.") and device_helper_gives_cuda(ctx, value)
+    )
+
+
+def _last_name(node: ast.expr) -> str:
+    """``device`` for ``device`` or ``self.device``; "" otherwise."""
+    if isinstance(node, ast.Name):
+        return node.id
+    return node.attr if isinstance(node, ast.Attribute) else ""
+
+
 def uses_cuda(ctx: FileContext) -> bool:
     """True when the file moves or creates tensors or modules on a CUDA device (see module doc).
 
@@ -107,6 +132,8 @@ def uses_cuda(ctx: FileContext) -> bool:
             return True
     for node in ctx.of_type(ast.Assign, ast.AnnAssign, ast.Compare):
         if isinstance(node, (ast.Assign, ast.AnnAssign)) and is_cuda_device(node.value, names):
+            return True
+        if isinstance(node, ast.Assign) and _from_device_helper(ctx, node):
             return True
         if isinstance(node, ast.Compare) and any(
             is_cuda_device(side, names) for side in (node.left, *node.comparators)

@@ -155,3 +155,41 @@ def builds_conv_net(ctx: FileContext, call: ast.Call, name: str | None) -> bool:
         if path is not None and names.get(wanted, wanted) in conv_classes(path):
             return True
     return False
+
+
+# --------------------------------------------------------------------------- device helpers
+
+
+@functools.lru_cache(maxsize=512)
+def _cuda_functions(path: Path) -> frozenset[str]:
+    """Module-level functions of the file at ``path`` that return a CUDA device in some
+    branch (``return torch.device("cuda" if torch.cuda.is_available() else "cpu")``)."""
+    from torchpace.lint.device import is_cuda_device
+
+    try:
+        if path.stat().st_size > MAX_PYTHON_BYTES:
+            return frozenset()
+        ctx = parse(str(path), path.read_bytes())
+    except OSError:
+        return frozenset()
+    if not isinstance(ctx, FileContext):
+        return frozenset()
+    return frozenset(
+        f.name
+        for f in ctx.tree.body
+        if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+        and any(
+            isinstance(n, ast.Return) and is_cuda_device(n.value, ctx.names) for n in ast.walk(f)
+        )
+    )
+
+
+def device_helper_gives_cuda(ctx: FileContext, call: ast.Call) -> bool:
+    """``device = get_device()`` with ``get_device`` imported from a project file that returns
+    a CUDA device (``from utils import get_device``, ``import utils`` + ``utils.get_device()``)."""
+    target = ctx.names.dotted(call.func)
+    if target is None or "." not in target:
+        return False
+    module, function = target.rsplit(".", 1)
+    path = find_module(module, Path(ctx.path))
+    return path is not None and function in _cuda_functions(path)
