@@ -15,11 +15,13 @@ steps = int(sys.argv[sys.argv.index("--steps") + 1]) if "--steps" in sys.argv el
 torch.manual_seed(0)
 train = DataLoader(TensorDataset(torch.randn(256, 16), torch.randint(0, 4, (256,))), batch_size=8)
 val = DataLoader(TensorDataset(torch.randn(32, 16), torch.randint(0, 4, (32,))), batch_size=8)
-model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 4))
+device = "cuda" if torch.cuda.is_available() else "cpu"  # as real scripts choose it
+model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 4)).to(device)
 opt = torch.optim.SGD(model.parameters(), lr=0.1)
 step = 0
 while step < steps:
     for x, y in train:
+        x, y = x.to(device), y.to(device)
         loss = nn.functional.cross_entropy(model(x), y)
         opt.zero_grad()
         loss.backward()
@@ -29,6 +31,6 @@ while step < steps:
         if step == 3:
             with torch.no_grad():
                 x, y = next(iter(val))
-                model(x)
+                model(x.to(device))
         if step == steps:
             break
