@@ -56,3 +56,24 @@ def test_safe_fixes_keep_old_checkpoints_loading(
     assert "bias=False" in (tmp_path / "model.py").read_text()
     with pytest.raises(RuntimeError, match=r"conv\.bias"):
         _load(tmp_path / "model.py").Net().load_state_dict(state, strict=True)
+
+
+def test_safe_fixes_keep_a_seeded_run_s_values(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # TP207 on a random factory would draw from the device's generator: other values in a
+    # seeded run, so only the deterministic factories are fixed by --fix.
+    monkeypatch.chdir(tmp_path)
+    source = (
+        "import torch\n"
+        "for x in loader:\n"
+        "    noise = torch.randn(4).to(device)\n"
+        "    mask = torch.ones(4).to(device)\n"
+        "    model(x + noise * mask).sum().backward()\n"
+    )
+    (tmp_path / "train.py").write_text(source)
+    main(["lint", "--fix", "train.py"])
+    capsys.readouterr()
+    fixed = (tmp_path / "train.py").read_text()
+    assert "torch.randn(4).to(device)" in fixed
+    assert "torch.ones(4, device=device)" in fixed

@@ -211,10 +211,14 @@ def _check_host_created_then_moved(ctx: FileContext) -> Iterator[Report]:
             if func.attr == "cuda" or (call.args and _looks_like_device(ctx, call.args[0])):
                 yield Report(call)  # a move to a device, but not one we can rewrite exactly
             continue
-        yield Report(call, _device_fix(factory, call, device))
+        yield Report(call, _device_fix(factory, call, device, ctx.names.qualname(factory.func)))
 
 
-def _device_fix(factory: ast.Call, move: ast.Call, device: str) -> Fix:
+# Random factories draw from another generator on the device: the values change.
+_RANDOM = frozenset({"torch.rand", "torch.randn", "torch.randint", "torch.randperm"})
+
+
+def _device_fix(factory: ast.Call, move: ast.Call, device: str, name: str | None) -> Fix:
     given: list[ast.expr | ast.keyword] = [*factory.args, *factory.keywords]
     if given:
         line, col = max(end_of(n) for n in given)
@@ -226,7 +230,7 @@ def _device_fix(factory: ast.Call, move: ast.Call, device: str) -> Fix:
     factory_end, move_end = end_of(factory), end_of(move)
     return Fix(
         "Create the tensor on the device with `device=`",
-        "safe",
+        "unsafe" if name in _RANDOM else "safe",
         (
             Edit(line, col, line, col, text),
             Edit(*factory_end, *move_end, ""),
@@ -264,11 +268,12 @@ noise = torch.randn(images.shape, device=device)
 ```
 
 ## Fix safety
-Safe: the tensor has the same shape, dtype and device. Random factories then draw from the
-device's generator instead of the host's, so the sampled values differ from run to run of the
-old code (their distribution does not). Only `.cuda()` with no argument and `.to(device)` with
-a single device argument (plus `non_blocking`) right after the factory are rewritten; other
-moves are reported only.
+Safe for the deterministic factories (`zeros`, `ones`, `full`, `arange`, `tensor`, ...): the
+tensor has the same values, shape, dtype and device. Unsafe for the random ones (`rand`,
+`randn`, `randint`, `randperm`): they then draw from the device's generator instead of the
+host's, so a seeded run samples other values than before (with the same distribution). Only
+`.cuda()` with no argument and `.to(device)` with a single device argument (plus
+`non_blocking`) right after the factory are rewritten; other moves are reported only.
 
 ## References
 PyTorch Performance Tuning Guide, "Create tensors directly on the target device";
