@@ -51,7 +51,11 @@ def main(argv: list[str] | None = None) -> int:
         manifest.append(
             materialise_repo(entry["repo"], spec, out, args.mirror, out / ".git-cache", SUFFIXES)
         )
-    (out / "MANIFEST.json").write_text(json.dumps(manifest, indent=1) + "\n")
+    old_path = out / "MANIFEST.json"
+    old = json.loads(old_path.read_text()) if old_path.is_file() else []
+    done = {m["repo"] for m in manifest}
+    merged = [m for m in old if m["repo"] not in done] + manifest
+    old_path.write_text(json.dumps(merged, indent=1) + "\n")
     print(f"[corpus] {sum(len(m['files']) for m in manifest)} files in {out}")
     return 0
 

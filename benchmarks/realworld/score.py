@@ -9,7 +9,10 @@ verdict (true / false / debatable, a cause and one line why) and the recall set:
 listed by hand in training loops, each with the rule code that should report it.
 
 Patterns for rules that are off by default (TP306, TP405) are listed but left out of recall: the
-default run does not look for them, and a user who selects them gets them. A current finding is
+default run does not look for them, and a user who selects them gets them. Repositories are in
+one of two sets (``repos.json``): *tuned*, the ones the rules were changed against, and
+*held-out*, judged once after the changes, which say how the rules do on code they were not
+fitted to; each set gets its own row. A current finding is
 matched to a judgement by path, cell, code and the stripped source line
 (the nearest such line, so that an edit elsewhere in the file does not lose the match); a
 pattern counts as found when a current finding with its code covers its line (or names its
@@ -38,6 +41,11 @@ sys.path.insert(0, str(HERE.parent))
 from _provenance import git_state  # noqa: E402
 
 JUDGED = HERE / "judged"
+# "tuned": the repositories the rules were changed against; "held-out": judged once, after.
+SETS = {
+    r["repo"].replace("/", "+"): r.get("set", "tuned")
+    for r in json.loads((HERE / "repos.json").read_text())
+}
 LAST_RUN = HERE / "last-run.json"
 
 
@@ -117,7 +125,7 @@ def score(found: list[Found], judged: dict[str, dict[str, Any]]) -> dict[str, An
     for f in found:
         item = verdicts.get(id(f))
         verdict = item["verdict"] if item else "unjudged"
-        for group in ("all", f"rule {f.code}", f"repo {f.repo}"):
+        for group in ("all", f"rule {f.code}", f"repo {f.repo}", f"set {SETS.get(f.repo)}"):
             counts[group][verdict] += 1
         if item is None:
             unjudged.append(f)
@@ -135,7 +143,7 @@ def score(found: list[Found], judged: dict[str, dict[str, Any]]) -> dict[str, An
                 and (f.line <= pat["line"] <= f.end_line or (pat["text"] and f.text == pat["text"]))
                 for f in pool.get((repo, pat["path"], None, code), [])
             )
-            for group in ("all", f"rule {code}", f"repo {repo}"):
+            for group in ("all", f"rule {code}", f"repo {repo}", f"set {SETS.get(repo)}"):
                 counts[group]["listed"] += 1
                 counts[group]["found"] += hit
             if not hit:
@@ -172,6 +180,7 @@ def table(counts: dict[str, collections.Counter]) -> str:
     ]
     rules = sorted(k for k in counts if k.startswith("rule "))
     order = ["all", *rules, *sorted(k for k in counts if k.startswith("repo "))]
+    order += sorted(k for k in counts if k.startswith("set "))
     order += [k for k in counts if k.startswith("opt-in")]
     for group in order:
         c = counts[group]

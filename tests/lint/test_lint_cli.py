@@ -223,7 +223,7 @@ def test_missing_path_and_empty_file(tmp_path: Path, capsys: pytest.CaptureFixtu
     rc, out, err = _lint(capsys, str(tmp_path / "nope.py"), str(tmp_path / "empty.py"))
     assert rc == 2
     assert err == f"{tmp_path / 'nope.py'}: error: no such file or directory\n"
-    assert out == "All clear: no findings in 1 file.\n"
+    assert out == "No findings in 1 file, but 1 error (listed below).\n"
     assert _lint(capsys, str(tmp_path / "empty.py")) == (
         0,
         "All clear: no findings in 1 file.\n",

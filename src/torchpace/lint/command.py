@@ -23,7 +23,7 @@ from torchpace.lint.config import (
 )
 from torchpace.lint.discovery import NOT_TRAINING_CODE, discover
 from torchpace.lint.engine import lint_source
-from torchpace.lint.fixes import apply_fixes, unified_diff, write_fixed
+from torchpace.lint.fixes import NotFixable, apply_fixes, unified_diff, write_fixed
 from torchpace.lint.output import render_github, render_json, render_text
 from torchpace.lint.parallel import lint_jobs, usable_cpus
 from torchpace.lint.project import step_callees
@@ -61,6 +61,8 @@ class _Fixer:
             return r
         try:
             write_fixed(r.path, result.source)
+        except NotFixable as exc:
+            return dataclasses.replace(r, errors=(*r.errors, LintError(r.path, str(exc))))
         except OSError as exc:
             cause = f"cannot write the fixes: {exc.strerror or exc}"
             return dataclasses.replace(r, errors=(*r.errors, LintError(r.path, cause)))
@@ -171,5 +173,6 @@ def _print_report(
                 files=len(files),
                 fixed=fixer.fixed,
                 notebook_unfixed=fixer.notebook_unfixed,
+                errors=len(errors),
             )
         )

@@ -11,6 +11,7 @@ by default :data:`NOT_TRAINING_CODE`, replaced or extended by the ``exclude`` se
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -100,9 +101,19 @@ def _outer_specs(top: Path) -> list[_Spec]:
     return specs
 
 
-def _walk(top: str, skip: Sequence[str], skipped: list[str]) -> Iterator[str]:
+def _regular(path: str) -> bool:
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return True  # gone or unreadable: reading it reports why
+
+
+def _walk(
+    top: str, skip: Sequence[str], skipped: list[str], problems: list[LintError]
+) -> Iterator[str]:
     """The lintable files under ``top``, sorted, excluded and git-ignored ones left out; what
-    the ``skip`` patterns leave out is appended to ``skipped``."""
+    the ``skip`` patterns leave out is appended to ``skipped``, and directories that cannot be
+    read and files that are not regular files to ``problems``."""
     found: list[str] = []
     outer = _outer_specs(Path(top))
     absolute_top = Path(top).resolve()
@@ -110,7 +121,11 @@ def _walk(top: str, skip: Sequence[str], skipped: list[str]) -> Iterator[str]:
         outer = []  # a directory named on the command line is linted, even if ignored
     user = [(absolute_top, GitIgnoreSpec.from_lines(skip))] if skip else []
     specs_at: dict[Path, list[_Spec]] = {}  # os.walk is top-down: a parent comes first
-    for root, dirs, files in os.walk(top):
+
+    def unreadable(exc: OSError) -> None:
+        problems.append(LintError(exc.filename or top, f"cannot read: {exc.strerror or exc}"))
+
+    for root, dirs, files in os.walk(top, onerror=unreadable):
         here = absolute_top / os.path.relpath(root, top)
         inherited = outer if here == absolute_top else specs_at[here.parent]
         specs = specs_at[here] = inherited + _read_spec(here, here / ".gitignore")
@@ -127,7 +142,12 @@ def _walk(top: str, skip: Sequence[str], skipped: list[str]) -> Iterator[str]:
             if not name.endswith(SUFFIXES) or _ignored(specs, here / name, is_dir=False):
                 continue
             path = os.path.normpath(os.path.join(root, name))
-            (skipped if _ignored(user, here / name, is_dir=False) else found).append(path)
+            if _ignored(user, here / name, is_dir=False):
+                skipped.append(path)
+            elif _regular(path):
+                found.append(path)
+            else:  # a FIFO or device named *.py: reading it could block forever
+                problems.append(LintError(path, "not a regular file"))
     yield from sorted(found, key=lambda p: Path(p).parts)
 
 
@@ -145,7 +165,11 @@ def discover(
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
-            candidates: Iterator[str] = _walk(raw, skip, [] if skipped is None else skipped)
+            problems: list[LintError] = []
+            candidates: Iterator[str] = iter(
+                list(_walk(raw, skip, [] if skipped is None else skipped, problems))
+            )
+            out += problems
         elif path.is_file():
             candidates = iter([raw])
         elif path.exists():

@@ -8,8 +8,11 @@ linted. A rule that raises on a file becomes an error for that file and rule onl
 from __future__ import annotations
 
 import ast
+import dataclasses
+import io
 import os
 import re
+import tokenize
 import traceback
 import warnings
 from collections.abc import Callable, Iterable, Sequence
@@ -80,6 +83,16 @@ def _too_large(size: int, limit: int) -> str:
     return f"file too large ({tenths / 10:.1f} MiB; the limit is {limit // MiB} MiB)"
 
 
+def _declared_text(source: bytes) -> str | None:
+    """The text of a file whose coding declaration names an encoding other than UTF-8 that
+    decodes it; None for anything else."""
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(source).readline)
+        return source.decode(encoding) if encoding not in {"utf-8", "utf-8-sig"} else None
+    except (SyntaxError, LookupError, UnicodeDecodeError):
+        return None
+
+
 def parse(
     path: str,
     data: bytes,
@@ -96,15 +109,19 @@ def parse(
     if len(data) > MAX_PYTHON_BYTES:
         return LintError(path, _too_large(len(data), MAX_PYTHON_BYTES))
     source = data[len(BOM) :] if data.startswith(BOM) else data
+    text: bytes | str = source
     try:
         source.decode("utf-8")
     except UnicodeDecodeError as exc:
-        return LintError(path, f"not valid UTF-8 (byte {exc.start}: {exc.reason})")
+        declared = _declared_text(source)  # PEP 263: ``# -*- coding: latin-1 -*-``
+        if declared is None:
+            return LintError(path, f"not valid UTF-8 (byte {exc.start}: {exc.reason})")
+        text, source = declared, declared.encode("utf-8")  # positions in UTF-8, as for others
     try:
         # Invalid escape sequences warn at parse time; they are the user's business, not ours.
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            tree = ast.parse(source, filename=path)
+            tree = ast.parse(text, filename=path)
     except SyntaxError as exc:
         return LintError(path, f"syntax error at {where(exc.lineno or 1)}: {exc.msg}")
     except (ValueError, RecursionError, MemoryError) as exc:
@@ -197,6 +214,10 @@ def lint_source(
     if isinstance(ctx, LintError):
         return ctx
     findings, errors = check(ctx, rules)
+    if ctx.source != (data[len(BOM) :] if data.startswith(BOM) else data):
+        # Read through its coding declaration: fixes are positions in the UTF-8 text, not in
+        # the file's bytes, so none is offered.
+        findings = tuple(dataclasses.replace(f, fix=None) for f in findings)
     return FileResult(path, data, findings, errors, calls_out=calls_out(ctx))
 
 

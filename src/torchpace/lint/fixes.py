@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import ast
 import difflib
+import os
+import stat
 import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -94,7 +96,24 @@ def unified_diff(path: str, before: bytes, after: bytes) -> str:
     )
 
 
+class NotFixable(OSError):
+    """The file is there but a fix must not replace it; the message says why and what to do."""
+
+
 def write_fixed(path: str, data: bytes) -> None:
-    """Replace ``path`` with ``data`` atomically, as bytes, keeping the file's permissions."""
-    with atomic_writer(path, "wb", keep_mode=True) as f:
+    """Replace ``path`` with ``data`` atomically, as bytes, keeping the file's permissions.
+
+    A symbolic link is followed: its target is fixed and the link stays a link. A file with
+    other hard links, or one its owner made read-only, is not written (:class:`NotFixable`):
+    replacing it would split the links or override the owner's choice."""
+    target = os.path.realpath(path)
+    info = os.stat(target)
+    if not info.st_mode & stat.S_IWUSR or not os.access(target, os.W_OK):
+        raise NotFixable("read-only, so not fixed (make it writable to apply the fixes)")
+    if info.st_nlink > 1:
+        raise NotFixable(
+            f"{info.st_nlink} hard links, so not fixed: replacing the file would split them "
+            "(apply the fixes by hand, or with --diff and patch)"
+        )
+    with atomic_writer(target, "wb", keep_mode=True) as f:
         f.write(data)

@@ -32,16 +32,24 @@ def fixable(finding: Finding) -> bool:
 
 
 def render_text(
-    findings: Sequence[Finding], *, files: int, fixed: int = 0, notebook_unfixed: int = 0
+    findings: Sequence[Finding],
+    *,
+    files: int,
+    fixed: int = 0,
+    notebook_unfixed: int = 0,
+    errors: int = 0,
 ) -> str:
     """``path:line:col: CODE message`` per finding, then a summary line.
 
-    ``notebook_unfixed``: findings in notebooks whose fix ``--fix`` left unapplied.
+    ``notebook_unfixed``: findings in notebooks whose fix ``--fix`` left unapplied; ``errors``:
+    paths that could not be linted (or fixed), listed on stderr: never "All clear" then.
     """
     lines = [f"{position(f.location)}: {f.code} {f.message}" for f in findings]
     count = sum(1 for f in findings if fixable(f))
     where = _plural(files, "file")
-    if not findings:
+    if not findings and errors:
+        summary = f"No findings in {where}, but {_plural(errors, 'error')} (listed below)."
+    elif not findings:
         summary = f"All clear: no findings in {where}."
     else:
         summary = f"Found {_plural(len(findings), 'finding')} in {where}"

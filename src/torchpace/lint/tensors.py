@@ -147,9 +147,7 @@ class TensorFacts:
         if isinstance(node, ast.Call):
             return self._is_tensor_call(node)
         if isinstance(node, ast.BinOp):
-            if isinstance(node.op, ast.Mod) and isinstance(node.left, ast.Constant):
-                return False  # "%s" % x is string formatting
-            return self.is_tensor(node.left) or self.is_tensor(node.right)
+            return any(self.is_tensor(n) for n in _operands(node))
         if isinstance(node, ast.UnaryOp):
             return not isinstance(node.op, ast.Not) and self.is_tensor(node.operand)
         if isinstance(node, ast.Compare):
@@ -241,7 +239,7 @@ class TensorFacts:
             return self.is_host(node.value)
         if isinstance(node, (ast.BinOp, ast.Compare, ast.UnaryOp)):
             parts = (
-                [node.left, node.right]
+                _operands(node)
                 if isinstance(node, ast.BinOp)
                 else [node.operand]
                 if isinstance(node, ast.UnaryOp)
@@ -310,6 +308,23 @@ _SOLVING: set[int] = set()
 _EVIDENCE = ast.Constant(value=None)
 # A marker value: the name is bound to a batch of a loop over a loader: a host tensor.
 _BATCH = ast.Constant(value=None)
+
+
+def _operands(node: ast.BinOp) -> list[ast.expr]:
+    """The leaves of a chain of binary operations, iteratively: ``a + b + ... + z`` nests as
+    deep as it is long, and recursing on it overflowed the stack (issue 17). A ``"%s" % x``
+    string formatting is a leaf that is no tensor."""
+    leaves: list[ast.expr] = []
+    stack: list[ast.expr] = [node]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, ast.BinOp) and not (
+            isinstance(item.op, ast.Mod) and isinstance(item.left, ast.Constant)
+        ):
+            stack += [item.right, item.left]
+        elif not isinstance(item, ast.BinOp):
+            leaves.append(item)
+    return leaves
 
 
 def _is_module_class(owner: str, facts: LoopFacts) -> bool:
