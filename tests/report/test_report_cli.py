@@ -91,3 +91,36 @@ def test_the_demo_ends_by_writing_the_report_and_printing_its_path(
     assert printed[-1] == f"open it in a browser: {html.resolve().as_uri()}"
     page = html.read_text()
     assert 'id="r1-findings"' in page and 'id="r2-verdicts"' in page
+
+
+def test_a_hostile_result_file_cannot_command_the_terminal(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Issue 17: window title (OSC 0), screen clear (CSI 2 J) and a link (OSC 8) in a result
+    # file someone hands you went straight to the terminal.
+    import json
+
+    doc = json.loads(DOCTOR.read_text())
+    payload = "\x1b]0;pwned\x07\x1b[2J\x1b]8;;http://x\x1b\\link\x1b]8;;\x1b\\\x9b31m"
+    doc["script"] = f"train{payload}.py"
+    for finding in doc["findings"]:
+        finding["message"] = f"msg{payload}"
+    src = tmp_path / "doctor.json"
+    src.write_text(json.dumps(doc))
+    assert main(["report", str(src), "-o", str(tmp_path / "r.html")]) == 0
+    out = capsys.readouterr().out
+    assert not any(c in out for c in "\x1b\x07\x9b")
+    assert "\\x1b]0;pwned\\x07" in out  # shown, harmlessly, as text
+
+
+def test_lint_prints_hostile_file_names_harmlessly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    name = "evil\x1b]0;pwned\x07.py"
+    (tmp_path / name).write_text("from torch.utils.data import DataLoader\nl = DataLoader(d)\n")
+    (tmp_path / "bad\x1b[2J.py").write_bytes(b"\0")
+    assert main(["lint", "."]) == 2
+    out, err = capsys.readouterr()
+    assert "\x1b" not in out + err and "\x07" not in out + err
+    assert "evil\\x1b]0;pwned\\x07.py:2:5: TP101" in out

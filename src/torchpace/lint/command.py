@@ -12,6 +12,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from torchpace._terminal import printable
 from torchpace.findings import Finding
 from torchpace.lint.config import (
     TABLE,
@@ -141,7 +142,7 @@ def run(args: argparse.Namespace) -> int:
     if config_error is not None:
         print(config_error, file=sys.stderr)
     for e in errors:
-        print(e, file=sys.stderr)
+        print(printable(str(e)), file=sys.stderr)
     failed = bool(errors) or config_error is not None
     if args.diff:
         return 2 if failed else (1 if fixer.changed else 0)

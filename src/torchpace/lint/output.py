@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 
+from torchpace._terminal import printable
 from torchpace.findings import Finding, Location
 from torchpace.lint.notebooks import file_lines
 from torchpace.lint.results import LintError
@@ -44,7 +45,7 @@ def render_text(
     ``notebook_unfixed``: findings in notebooks whose fix ``--fix`` left unapplied; ``errors``:
     paths that could not be linted (or fixed), listed on stderr: never "All clear" then.
     """
-    lines = [f"{position(f.location)}: {f.code} {f.message}" for f in findings]
+    lines = [printable(f"{position(f.location)}: {f.code} {f.message}") for f in findings]
     count = sum(1 for f in findings if fixable(f))
     where = _plural(files, "file")
     if not findings and errors:

@@ -16,6 +16,7 @@ from rich.rule import Rule
 from rich.table import Table as RichTable
 from rich.text import Text
 
+from torchpace._terminal import printable_tree
 from torchpace.report.document import (
     Block,
     Cell,
@@ -189,6 +190,7 @@ def _block(b: Block) -> RenderableType:
 
 
 def render(doc: Document) -> RenderableType:
+    doc = printable_tree(doc)  # a result file's strings never reach the terminal as commands
     parts: list[RenderableType] = [Text(doc.title, style="bold"), _facts(doc.header)]
     for section in doc.sections:
         parts.append(Rule(Text(section.title, style="bold"), align="left"))
