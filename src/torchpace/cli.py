@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from torchpace._args import non_negative_int, positive_int
 from torchpace._version import __version__
 
 
@@ -183,9 +184,15 @@ def _add_bench_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--compare", default="naive,tuned", help="configurations, baseline first (naive,tuned)"
     )
-    p.add_argument("--steps", type=int, default=40, help="measured steps per configuration")
-    p.add_argument("--block", type=int, default=4, help="steps per configuration per round")
-    p.add_argument("--warmup", type=int, default=3, help="warm-up steps per configuration")
+    p.add_argument(
+        "--steps", type=positive_int, default=40, help="measured steps per configuration"
+    )
+    p.add_argument(
+        "--block", type=positive_int, default=4, help="steps per configuration per round"
+    )
+    p.add_argument(
+        "--warmup", type=non_negative_int, default=3, help="warm-up steps per configuration"
+    )
     p.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto (default)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", type=Path, help="also write the result, with the fingerprint, here")
@@ -202,13 +209,6 @@ rule selection:
 exit status:
   0 no findings, 1 findings, 2 a usage, config or input error (after linting the rest).
 """
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
-    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -299,7 +299,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--jobs",
-        type=_positive_int,
+        type=positive_int,
         metavar="N",
         help="lint on N processes (default: the usable cores; small inputs use one)",
     )

@@ -8,6 +8,8 @@ import os
 import sys
 from typing import Any
 
+from torchpace._args import non_negative_int, positive_int
+
 EPILOG = """\
 The script runs in this process as `python SCRIPT ARGS` would. After --warmup steps, one probe
 step (FLOPs, lines run; not timed) and --steps measured optimizer steps, it is stopped and the
@@ -32,8 +34,12 @@ def add_parser(sub: Any) -> None:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--steps", type=int, default=30, help="measured steps; 0 runs to the end")
-    p.add_argument("--warmup", type=int, default=3, help="warm-up steps, not measured (>= 1)")
+    p.add_argument(
+        "--steps", type=non_negative_int, default=30, help="measured steps; 0 runs to the end"
+    )
+    p.add_argument(
+        "--warmup", type=positive_int, default=3, help="warm-up steps, not measured (>= 1)"
+    )
     p.add_argument("--json", metavar="PATH", help="write the full result as JSON")
     p.add_argument(
         "--html", metavar="PATH", help="write the report as one HTML file (torchpace report)"
@@ -46,7 +52,9 @@ def add_parser(sub: Any) -> None:
         metavar="S",
         help="give up if no optimizer.step() happens in S seconds (default 60)",
     )
-    p.add_argument("--top", type=int, default=10, help="findings shown in the terminal")
+    p.add_argument(
+        "--top", type=non_negative_int, default=10, help="findings shown in the terminal"
+    )
     p.add_argument("script", help="the training script")
     p.add_argument("args", nargs=argparse.REMAINDER, help="the script's arguments, after --")
     p.set_defaults(func=run)

@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from torchpace._args import positive_int
+
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser(
@@ -24,18 +26,22 @@ def add_parser(sub: Any) -> None:
     how.add_argument("--plan", type=Path, help="a plan JSON (torchpace tune writes one)")
     how.add_argument("--preset", default="fast", help="none, safe or fast (default: fast)")
     length = p.add_mutually_exclusive_group()
-    length.add_argument("--steps", type=int, help="optimizer steps (default: 100)")
-    length.add_argument("--epochs", type=int, help="passes over the training set")
-    p.add_argument("--batch-size", type=int, help="override the plan's batch size")
-    p.add_argument("--eval-every", type=int, help="evaluate on the val split every N steps")
+    length.add_argument("--steps", type=positive_int, help="optimizer steps (default: 100)")
+    length.add_argument("--epochs", type=positive_int, help="passes over the training set")
+    p.add_argument("--batch-size", type=positive_int, help="override the plan's batch size")
+    p.add_argument(
+        "--eval-every", type=positive_int, help="evaluate on the val split every N steps"
+    )
     p.add_argument("--checkpoint-dir", type=Path, help="write checkpoints here")
-    p.add_argument("--checkpoint-every", type=int, help="steps between checkpoints")
+    p.add_argument("--checkpoint-every", type=positive_int, help="steps between checkpoints")
     p.add_argument(
         "--resume", help="a checkpoint to continue from, or 'latest' in --checkpoint-dir"
     )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default="auto", help="cpu, cuda or auto (default)")
-    p.add_argument("--nproc", type=int, default=1, help="processes on this machine (torchrun)")
+    p.add_argument(
+        "--nproc", type=positive_int, default=1, help="processes on this machine (torchrun)"
+    )
     p.add_argument("--json", type=Path, help="write the run's result (losses, throughput) here")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run)

@@ -1,0 +1,38 @@
+"""Numeric options are checked when the command line is read (issue 17): a bad value exits 2
+with a message naming the option, before anything runs or is written."""
+
+from __future__ import annotations
+
+import pytest
+
+from torchpace.cli import main
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["fit", "examples/naive_cnn.py", "--steps", "0"], "--steps: must be at least 1, not 0"),
+        (["fit", "examples/naive_cnn.py", "--steps", "-5"], "--steps: must be at least 1, not -5"),
+        (["fit", "examples/naive_cnn.py", "--epochs", "0"], "--epochs: must be at least 1, not 0"),
+        (["fit", "x.py", "--checkpoint-every", "0"], "--checkpoint-every: must be at least 1"),
+        (["fit", "x.py", "--batch-size", "0"], "--batch-size: must be at least 1, not 0"),
+        (["fit", "x.py", "--nproc", "0"], "--nproc: must be at least 1, not 0"),
+        (["fit", "x.py", "--eval-every", "-1"], "--eval-every: must be at least 1, not -1"),
+        (["bench", "--block", "0"], "--block: must be at least 1, not 0"),
+        (["bench", "--steps", "0"], "--steps: must be at least 1, not 0"),
+        (["bench", "--warmup", "-1"], "--warmup: must be at least 0, not -1"),
+        (["doctor", "--warmup", "0", "x.py"], "--warmup: must be at least 1, not 0"),
+        (["doctor", "--steps", "-1", "x.py"], "--steps: must be at least 0, not -1"),
+        (["doctor", "--top", "-1", "x.py"], "--top: must be at least 0, not -1"),
+        (["tune", "x.py", "--steps", "0"], "--steps: must be at least 1, not 0"),
+        (["tune", "x.py", "--warmup", "two"], "--warmup: must be a whole number, not 'two'"),
+        (["lint", "--jobs", "0"], "--jobs: must be at least 1, not 0"),
+    ],
+)
+def test_bad_numbers_exit_2_naming_the_option(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    assert message in capsys.readouterr().err
