@@ -25,7 +25,7 @@ from torchpace.cli import main
         (["doctor", "--steps", "-1", "x.py"], "--steps: must be at least 0, not -1"),
         (["doctor", "--top", "-1", "x.py"], "--top: must be at least 0, not -1"),
         (["tune", "x.py", "--steps", "0"], "--steps: must be at least 1, not 0"),
-        (["tune", "x.py", "--warmup", "two"], "--warmup: must be a whole number, not 'two'"),
+        (["tune", "x.py", "--warmup", "0"], "--warmup: must be at least 1, not 0"),
         (["lint", "--jobs", "0"], "--jobs: must be at least 1, not 0"),
     ],
 )

@@ -22,7 +22,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from torchpace._args import non_negative_int, positive_int
+from torchpace._args import positive_int
 
 RESULT_VERSION = 1
 
@@ -61,7 +61,7 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument("--budget", type=parse_duration, default=300.0, help="time for the search (5m)")
     p.add_argument("--steps", type=positive_int, default=20, help="measured steps per trial (20)")
-    p.add_argument("--warmup", type=non_negative_int, default=3, help="warm-up steps per trial (3)")
+    p.add_argument("--warmup", type=positive_int, default=3, help="warm-up steps per trial (3)")
     p.add_argument(
         "--run-steps",
         type=int,

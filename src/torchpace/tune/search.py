@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from torchpace._lock import exclusive
 from torchpace.measure.cores import usable_cores
 from torchpace.train.plan import Plan
 from torchpace.tune.batch import search_batch
@@ -185,7 +186,27 @@ def tune(
 ) -> Outcome:
     """Search the plan. ``baseline`` is the plan of the run as written (default ``Plan()``: what
     fit() always does); ``after_baseline``, if given, replaces ``cands`` and ``not_here`` from
-    the baseline trial's result."""
+    the baseline trial's result. One run at a time per cache directory (:mod:`torchpace._lock`):
+    a second one raises :class:`torchpace._lock.Locked` before any trial."""
+    with exclusive(
+        workdir.parent / "lock",
+        f"the tune cache {workdir.parent}",
+        "wait for that tune to finish, or give this one its own cache with "
+        "TORCHPACE_CACHE_DIR=<dir>",
+    ):
+        return _search(s, cands, not_here, results, workdir, progress, baseline, after_baseline)
+
+
+def _search(
+    s: Settings,
+    cands: list[Candidate],
+    not_here: list[NotApplicable],
+    results: ResultsFile,
+    workdir: Path,
+    progress: Progress,
+    baseline: Plan | None,
+    after_baseline: AfterBaseline | None,
+) -> Outcome:
     runner = _Runner(s, results, workdir, progress)
     none = Plan() if baseline is None else baseline
     # 1. The baseline, from two seeds: its speed, and the seed-to-seed band of its loss.
