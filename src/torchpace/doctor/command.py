@@ -65,6 +65,13 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"--steps must be 0 (run to the end) or more, not {args.steps}")
     if args.warmup < 1:
         raise ValueError(f"--warmup must be at least 1, not {args.warmup}")
+    from torchpace._files import output_file
+
+    # Resolved now: the script may change directory, and an unwritable path fails before the run.
+    if args.json:
+        args.json = str(output_file(args.json, "--json"))
+    if args.html:
+        args.html = str(output_file(args.html, "--html"))
     command = ["torchpace", *sys.argv[1:]]  # before the script's run replaces sys.argv
     script_args = list(args.args)
     if script_args[:1] == ["--"]:

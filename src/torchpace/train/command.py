@@ -50,6 +50,13 @@ def add_parser(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.nproc < 1:
         raise ValueError(f"--nproc must be at least 1, got {args.nproc}")
+    from torchpace._files import output_dir, output_file
+
+    # Checked before any training: an unwritable place failed at the first save (issue 17).
+    if args.json:
+        args.json = output_file(args.json, "--json")
+    if args.checkpoint_dir is not None:
+        args.checkpoint_dir = output_dir(args.checkpoint_dir, "--checkpoint-dir")
     from torchpace.speedups.distributed import launched_by_torchrun
 
     if args.nproc > 1 and not launched_by_torchrun():

@@ -103,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
 
     import torch
 
-    from torchpace._files import atomic_write_text
+    from torchpace._files import atomic_write_text, output_dir
     from torchpace.measure.clock import resolve_device
     from torchpace.measure.env import fingerprint
     from torchpace.recipes import load_recipe
@@ -115,6 +115,7 @@ def run(args: argparse.Namespace) -> int:
     from torchpace.tune.search import AfterBaseline, Settings, tune
     from torchpace.tune.table import render, to_text
 
+    args.out = output_dir(args.out, "--out")  # before the search, not after it (issue 17)
     command = ["torchpace", *sys.argv[1:]]
     created = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     if args.steps < 1 or args.warmup < 1:
