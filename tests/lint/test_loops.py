@@ -250,3 +250,54 @@ def test_a_seeded_branch_that_turns_the_autotuner_off_leaves_the_default_run() -
         "m = torch.nn.Conv2d(3, 8, 3).cuda()\n"
     )
     assert _codes(unconditional) == []
+
+
+def test_held_out_shapes_of_yolov5_and_swin() -> None:
+    # Found on repositories judged after the rules were written (benchmarks/realworld, held-out).
+    wrapped_no_grad = """
+        import torch
+        from utils.torch_utils import smart_inference_mode
+
+        @smart_inference_mode()
+        def run(model, dataloader):
+            model.eval()
+            for im, targets in dataloader:
+                out = model(im.cuda())
+            return out.mean(0).tolist()
+    """
+    assert _codes(wrapped_no_grad) == []
+    scaler_steps = """
+        import torch
+        def train_one_epoch(model, data_loader, optimizer, loss_scaler):
+            model.train()
+            for samples, targets in data_loader:
+                loss = model(samples.cuda(non_blocking=True)).mean()
+                loss_scaler(loss, optimizer, clip_grad=5.0, parameters=model.parameters())
+                print(loss.item())
+    """
+    assert _codes(scaler_steps) == [(5, "TP302"), (8, "TP201")]  # training, not eval (TP403)
+    gated = """
+        import torch
+        for i, (imgs, targets) in enumerate(train_loader):
+            loss = model(imgs.cuda()).mean()
+            loss.backward()
+            optimizer.step()
+            if ni < 3:
+                plot(imgs.cpu())
+            if i == len(train_loader) - 1:
+                print(targets.cuda().sum().item())
+            if step == 10:
+                print(loss.item())
+    """
+    assert _codes(gated) == []
+    seeded = """
+        import torch
+        from utils.general import init_seeds
+        init_seeds(0, deterministic=True)
+        model = torch.nn.Conv2d(3, 8, 3).cuda()
+        for x in loader:
+            model(x.cuda()).sum().backward()
+    """
+    assert [c for c in _codes(seeded) if c[1] == "TP303"] == []
+    graph = "import torch\ntb.add_graph(torch.jit.trace(model, im))\n"
+    assert _codes(graph) == []

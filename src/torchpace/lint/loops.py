@@ -94,6 +94,10 @@ def disables_grad(names: Resolver, expr: ast.expr) -> bool:
     qual = names.qualname(target)
     if qual in NO_GRAD:
         return True
+    # A project's own wrapper of them: YOLOv5's ``@smart_inference_mode()``, ``@no_grad()``.
+    last = (dotted(target) or "").rsplit(".", 1)[-1]
+    if last.endswith(("inference_mode", "no_grad")) and qual not in {"torch.enable_grad"}:
+        return True
     if qual == "torch.set_grad_enabled" and isinstance(expr, ast.Call):
         return bool(expr.args) and isinstance(expr.args[0], ast.Constant) and not expr.args[0].value
     return False
@@ -113,10 +117,38 @@ def is_cadence_gate(test: ast.expr, helpers: frozenset[str] = frozenset()) -> bo
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
         return _is_modulo(test.operand)  # ``if not step % n:``
     if isinstance(test, ast.Compare):
-        return any(_is_modulo(side) for side in (test.left, *test.comparators))
+        modulo = any(_is_modulo(side) for side in (test.left, *test.comparators))
+        return modulo or _first_steps(test) or _last_batch(test)
     if isinstance(test, ast.Call) and isinstance(test.func, ast.Name):
         return test.func.id in helpers
     return False
+
+
+def _first_steps(test: ast.expr) -> bool:
+    """``if ni < 3:``: a body run on the first few steps only (a literal bound)."""
+    return (
+        isinstance(test, ast.Compare)
+        and len(test.ops) == 1
+        and isinstance(test.ops[0], (ast.Lt, ast.LtE))
+        and isinstance(test.comparators[0], ast.Constant)
+        and type(test.comparators[0].value) is int
+        and dotted(test.left) is not None
+    )
+
+
+def _last_batch(test: ast.expr) -> bool:
+    """``if i == len(loader) - 1:`` or ``if step == 10:``: one step of the loop, not every one."""
+    if not (
+        isinstance(test, ast.Compare)
+        and len(test.ops) == 1
+        and isinstance(test.ops[0], ast.Eq)
+        and dotted(test.left) is not None
+    ):
+        return False
+    right = test.comparators[0]
+    if isinstance(right, ast.Constant):
+        return type(right.value) is int
+    return any(isinstance(n, ast.Call) and dotted(n.func) == "len" for n in ast.walk(right))
 
 
 def _is_rare(test: ast.expr) -> bool:
@@ -318,9 +350,20 @@ class LoopFacts:
         for node in walk(nodes):
             if not isinstance(node, ast.Call):
                 continue
-            if self.is_backward(node) or self.is_optimizer_step(node):
+            if self.is_backward(node) or self.is_optimizer_step(node) or self.hands_optimizer(node):
                 return True
             if any(self.function_trains(f) for f in self.callees(node, scope)):
+                return True
+        return False
+
+    def hands_optimizer(self, call: ast.Call) -> bool:
+        """A call given the optimizer: ``loss_scaler(loss, optimizer, ...)`` (MAE, Swin) steps it
+        in another file, as ``scaler.step(optimizer)`` would here."""
+        for arg in [*call.args, *(k.value for k in call.keywords)]:
+            name = dotted(arg)
+            if name is not None and (
+                name in self.optimizers or _OPTIMIZER_NAME.match(name.rsplit(".", 1)[-1])
+            ):
                 return True
         return False
 

@@ -12,10 +12,13 @@ _JIT = ("torch.jit.script", "torch.jit.trace")
 
 def _exported(ctx: FileContext, call: ast.Call) -> bool:
     """``torch.jit.trace(m, x).save(path)`` or ``ts = torch.jit.script(m)`` ... ``ts.save(...)`` /
-    ``torch.jit.save(ts, ...)``: TorchScript as an export format (for C++), not for speed."""
+    ``torch.jit.save(ts, ...)``, or handed straight to another call (a TensorBoard graph):
+    TorchScript as an export format, not for speed."""
     parent = ctx.parents.get(id(call))
     if isinstance(parent, ast.Attribute) and parent.attr == "save":
         return True
+    if isinstance(parent, ast.Call) and call in parent.args:
+        return True  # handed straight to a tool: ``tb.add_graph(torch.jit.trace(m, x))`` (YOLOv5)
     if not (isinstance(parent, ast.Assign) and len(parent.targets) == 1):
         return False
     name = ctx.segment(parent.targets[0])

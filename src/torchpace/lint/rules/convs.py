@@ -82,6 +82,8 @@ def _chooses_cudnn_setup(ctx: FileContext) -> bool:
     for call, name in ctx.calls:
         if name in _CHOOSING_CALLS:
             return True
+        if any(k.arg == "deterministic" and is_const(k.value, True) for k in call.keywords):
+            return True  # a seeding helper asked for determinism: YOLOv5's init_seeds(...)
         if name == "torch.use_deterministic_algorithms" and not is_const(
             argument(call, "mode", 0), False
         ):
@@ -108,8 +110,10 @@ def _builds_conv_net_here(ctx: FileContext) -> list[ast.Call]:
 
 def _check_cudnn_benchmark(ctx: FileContext) -> Iterator[Report]:
     convs = [call for call, name in ctx.calls if name in _CONV_MODULES]
-    if not convs and not ctx.loops.step_loops:
-        return  # most files: no convs, no training (cheap checks first, uses_cuda last)
+    if not ctx.loops.step_loops:
+        # No training here: a model library's convs are trained by a script, which is where the
+        # autotuner is set (YOLOv5's common.py, vit-pytorch's __main__ smoke test: issue 16).
+        return
     if _chooses_cudnn_setup(ctx) or not uses_cuda(ctx):
         return
     convs = convs or _builds_conv_net_here(ctx)
@@ -126,16 +130,19 @@ CUDNN_BENCHMARK_NOT_ENABLED = Rule(
     doc="""\
 ## What it does
 Flags the first convolution layer (`nn.Conv1d/2d/3d`, `nn.ConvTranspose1d/2d/3d`) of a file
-that uses a CUDA device (`.cuda()`, `.to("cuda")`, `device="cuda"`, a device such as `"cuda" if
-torch.cuda.is_available() else "cpu"`) and never sets `torch.backends.cudnn.benchmark`.
+that trains (it has a training loop) on a CUDA device (`.cuda()`, `.to("cuda")`,
+`device="cuda"`, a device such as `"cuda" if torch.cuda.is_available() else "cpu"`) and never
+sets `torch.backends.cudnn.benchmark`. A model library that trains nothing is left to the
+scripts that train its models.
 
 The file is not flagged when it sets `benchmark` at all (`False` or an expression is a
 decision, for instance for inputs whose shape changes every step; but `benchmark = False` or
 `deterministic = True` inside an `if`, such as a seeded-run branch, decides only that case), asks
 for reproducibility
 (`torch.backends.cudnn.deterministic = True`, `torch.use_deterministic_algorithms(True)`),
-turns cuDNN off, or uses `torch.backends.cudnn.flags(...)`. A file without convs of its own is
-flagged at the construction of a conv net it trains: a torchvision model, or a class that
+turns cuDNN off, uses `torch.backends.cudnn.flags(...)`, or calls anything with
+`deterministic=True` (a seeding helper such as YOLOv5's `init_seeds`). A file without convs of
+its own is flagged at the construction of a conv net it trains: a torchvision model, or a class that
 another file of the project (beside it or up to three directories above, imported by name,
 through its module, relatively or with `*`) builds from conv layers.
 
