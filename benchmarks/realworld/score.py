@@ -141,7 +141,7 @@ def score(found: list[Found], judged: dict[str, dict[str, Any]]) -> dict[str, An
                 f.code == code
                 and f.path == pat["path"]
                 and (f.line <= pat["line"] <= f.end_line or (pat["text"] and f.text == pat["text"]))
-                for f in pool.get((repo, pat["path"], None, code), [])
+                for f in pool.get((repo, pat["path"], pat.get("cell"), code), [])
             )
             for group in ("all", f"rule {code}", f"repo {repo}", f"set {SETS.get(repo)}"):
                 counts[group]["listed"] += 1

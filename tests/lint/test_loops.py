@@ -301,3 +301,33 @@ def test_held_out_shapes_of_yolov5_and_swin() -> None:
     assert [c for c in _codes(seeded) if c[1] == "TP303"] == []
     graph = "import torch\ntb.add_graph(torch.jit.trace(model, im))\n"
     assert _codes(graph) == []
+
+
+def test_scale_reads_formatted_norms_and_a_framework_on_the_cpu() -> None:
+    source = """
+        import torch
+        for x, y in train_loader:
+            loss = model(x.to(device)).mean()
+            scaler.scale(loss).backward()
+            norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            scaler.step(optimizer)
+            scale = scaler.get_scale()
+            print(f"norm {norm:.2f}")
+            desc = ("%10s" + "%10.4g" * 3) % ("train", *mloss)
+            logged = loss_scaler.state_dict()["scale"]
+        mloss = torch.zeros(3, device=device)
+    """
+    assert _codes(source) == [(8, "TP201"), (9, "TP202"), (10, "TP202"), (11, "TP201")]
+    # Lightning's RL templates: Trainer(accelerator="cpu"); the .cuda() branch never runs.
+    on_cpu = """
+        import torch
+        from lightning.pytorch import LightningModule, Trainer
+
+        class DQN(LightningModule):
+            def training_step(self, batch):
+                state = torch.tensor([self.state]).cuda()
+                return self.net(state).sum()
+
+        Trainer(accelerator="cpu").fit(DQN())
+    """
+    assert _codes(on_cpu) == []

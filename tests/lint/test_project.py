@@ -176,3 +176,35 @@ def test_a_device_helper_in_another_file_counts_as_cuda(
     assert _found(capsys, "train.py") == {("train.py", 4, "TP102")}
     (tmp_path / "train.py").write_text(script.replace("get_device()", "get_other()"))
     assert _found(capsys, "train.py") == set()
+
+
+def test_a_method_of_an_imported_class_and_a_handed_device(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # DETR: `metric_logger = utils.MetricLogger()`, `.update(**losses)` per step reads each
+    # tensor with .item() in util/misc.py; main.py picks CUDA and hands `device` to the engine.
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "misc.py").write_text(
+        "import torch\n\n\nclass MetricLogger:\n    def update(self, **kwargs):\n"
+        "        for k, v in kwargs.items():\n            if isinstance(v, torch.Tensor):\n"
+        "                v = v.item()\n\n    def summary(self):\n        return 1\n"
+    )
+    (tmp_path / "engine.py").write_text(
+        "import torch\nimport misc\n\n\ndef train_one_epoch(model, loader, optimizer, device):\n"
+        "    logger = misc.MetricLogger()\n    for x, y in loader:\n"
+        "        loss = model(x.to(device)).mean()\n        loss.backward()\n"
+        "        optimizer.step()\n        logger.update(loss=loss)\n"
+    )
+    (tmp_path / "main.py").write_text(
+        "import argparse\nimport engine\np = argparse.ArgumentParser()\n"
+        "p.add_argument('--device', default='cuda')\nargs = p.parse_args()\n"
+        "device = args.device\nfor epoch in range(3):\n"
+        "    engine.train_one_epoch(model, loader, optimizer, device)\n"
+        "model.eval()\nfor x in val_loader:\n    model(x)\n"
+    )
+    found = _found(capsys, ".")
+    assert ("misc.py", 8, "TP201") in found  # the method the loop calls per step
+    assert not any(p == "misc.py" and line == 11 for p, line, _ in found)  # summary(): not
+    assert ("engine.py", 7, "TP302") in found  # the engine trains on the device main.py picks
+    (tmp_path / "main.py").write_text("import engine\nengine.train_one_epoch(m, l, o, 'cpu')\n")
+    assert ("engine.py", 7, "TP302") not in _found(capsys, ".")

@@ -121,11 +121,30 @@ def _last_name(node: ast.expr) -> str:
     return node.attr if isinstance(node, ast.Attribute) else ""
 
 
+def _framework_on_cpu(ctx: FileContext) -> bool:
+    """The file runs its framework on the CPU: ``Trainer(accelerator="cpu")``,
+    ``Fabric(accelerator="cpu")``, ``Accelerator(cpu=True)`` (Lightning's RL templates, whose
+    ``.cuda()`` branches then never run)."""
+    for call, _ in ctx.calls:
+        for k in call.keywords:
+            if (
+                k.arg == "accelerator"
+                and isinstance(k.value, ast.Constant)
+                and k.value.value == "cpu"
+            ) or (k.arg == "cpu" and isinstance(k.value, ast.Constant) and k.value.value is True):
+                return True
+    return False
+
+
 def uses_cuda(ctx: FileContext) -> bool:
     """True when the file moves or creates tensors or modules on a CUDA device (see module doc).
 
     One pass over the file's nodes; call it after cheaper checks have found a candidate.
     """
+    if "@cuda" in ctx.entries:  # a CUDA file hands its device to this one (lint.project)
+        return True
+    if _framework_on_cpu(ctx):
+        return False
     names = ctx.names
     for call, name in ctx.calls:
         if _call_uses_cuda(call, name, names):
@@ -198,6 +217,8 @@ def may_use_accelerator(ctx: FileContext) -> bool:
     16)."""
     if uses_cuda(ctx):
         return True
+    if _framework_on_cpu(ctx):
+        return False
     if any(path.startswith(_PLACING_FRAMEWORKS) for path in ctx.names.bindings.values()):
         return True  # a Lightning module, an accelerate script: the framework places the work
     for call, name in ctx.calls:

@@ -221,21 +221,52 @@ def lint_source(
     return FileResult(path, data, findings, errors, calls_out=calls_out(ctx))
 
 
+# The entry that says "a CUDA device is handed to this file's functions" (lint.project).
+CUDA_ENTRY = "@cuda"
+
+
+def _device_handed_on(ctx: FileContext) -> list[tuple[str, str]]:
+    """(module, CUDA_ENTRY) for each imported module whose function this CUDA file calls with
+    a device (``engine.train_one_epoch(model, ..., device, epoch)``, DETR): the loop there
+    trains on the device picked here."""
+    out = []
+    for call, _ in ctx.calls:
+        target = ctx.names.dotted(call.func)
+        if target is None or "." not in target:
+            continue
+        given = [*call.args, *(k.value for k in call.keywords)]
+        if any(
+            "device" in (ctx.segment(a) if isinstance(a, (ast.Name, ast.Attribute)) else "")
+            for a in given
+        ):
+            out.append((target.rsplit(".", 1)[0], CUDA_ENTRY))
+    return out
+
+
 def calls_out(ctx: FileContext) -> tuple[tuple[str, str], ...]:
     """(module, function) for each call the file's hot code makes to an imported module-level
     name, when its loops were analysed (a loop rule ran) and it may use an accelerator: the
     entry points :mod:`torchpace.lint.project` follows into other files."""
-    from torchpace.lint.device import may_use_accelerator
+    from torchpace.lint.device import may_use_accelerator, uses_cuda
 
-    if "loops" not in ctx.__dict__ or not ctx.loops.hot or not may_use_accelerator(ctx):
+    if "loops" not in ctx.__dict__ or not ctx.loops.scope_of or not may_use_accelerator(ctx):
         return ()
-    out = []
+    out = _device_handed_on(ctx) if uses_cuda(ctx) else []
+    instances = ctx.loops.instances
     for node, _ in ctx.loops.hot.values():
-        if isinstance(node, ast.Call):
-            target = ctx.names.dotted(node.func)
-            if target is not None and "." in target:
-                module, function = target.rsplit(".", 1)
-                out.append((module, function))
+        if not isinstance(node, ast.Call):
+            continue
+        target = ctx.names.dotted(node.func)
+        if target is not None and "." in target:
+            module, function = target.rsplit(".", 1)
+            out.append((module, function))
+        elif isinstance(node.func, ast.Attribute):
+            # ``logger = utils.MetricLogger()`` then ``logger.update(...)`` (DETR): a method of
+            # a class imported from another module, recorded as "Class.method"
+            owner = instances.get(ctx.segment(node.func.value), "")
+            if "." in owner:
+                module, cls = owner.rsplit(".", 1)
+                out.append((module, f"{cls}.{node.func.attr}"))
     return tuple(dict.fromkeys(out))
 
 

@@ -359,7 +359,10 @@ class LoopFacts:
     def hands_optimizer(self, call: ast.Call) -> bool:
         """A call given the optimizer: ``loss_scaler(loss, optimizer, ...)`` (MAE, Swin) steps it
         in another file, as ``scaler.step(optimizer)`` would here."""
-        for arg in [*call.args, *(k.value for k in call.keywords)]:
+        name_of = dotted(call.func) or ""
+        if "save" in name_of or "checkpoint" in name_of:
+            return False  # ``save_checkpoint(model, optimizer)`` keeps it, does not step it
+        for arg in call.args:  # positional: ``loss_scaler(loss, optimizer)``
             name = dotted(arg)
             if name is not None and (
                 name in self.optimizers or _OPTIMIZER_NAME.match(name.rsplit(".", 1)[-1])
@@ -685,6 +688,10 @@ def analyse(
         for f in tree.body
         if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and f.name in entries
     ]
+    for entry in entries:  # "Class.method": a method another file calls on its instance
+        if "." in entry:
+            cls, method = entry.split(".", 1)
+            queue += facts._methods(cls, method)
     queue += _framework_steps(facts)
     _mark_repeated(facts, tree)
     done: set[int] = set()

@@ -60,6 +60,14 @@ _NOT_TENSOR_PREFIXES = (
     "torch.allclose",  # these return Python bools
     "torch.equal",
 )
+# Calls under those prefixes that do return a tensor: the total norm (llm.c formats it per step).
+_TENSOR_UTILS = frozenset(
+    {
+        "torch.nn.utils.clip_grad_norm_",
+        "torch.nn.utils.clip_grad.clip_grad_norm_",
+        "torch.nn.utils.get_total_norm",
+    }
+)
 # Tensor methods and attributes that give back Python values, sizes or metadata, not tensors.
 _NOT_TENSOR_MEMBERS = frozenset(
     {
@@ -162,6 +170,8 @@ class TensorFacts:
         func = call.func
         qual = self.facts.names.qualname(func)
         if qual is not None and qual.startswith("torch."):
+            if qual in _TENSOR_UTILS:
+                return True
             if qual.startswith(_NOT_TENSOR_PREFIXES):
                 return False
             if qual.startswith("torch.nn.") and not qual.startswith("torch.nn.functional."):

@@ -56,8 +56,23 @@ def _syncs_earlier(node: ast.expr) -> bool:
     return False
 
 
+def _reads_scale(call: ast.Call) -> bool:
+    """``scaler.get_scale()`` / ``scaler.state_dict()``: a GradScaler reads its scale tensor
+    with ``.item()`` (Swin logs ``loss_scaler.state_dict()["scale"]`` every step)."""
+    func = call.func
+    if not isinstance(func, ast.Attribute) or call.args:
+        return False
+    if func.attr == "get_scale":
+        return True
+    owner = (dotted(func.value) or "").rsplit(".", 1)[-1].lower()
+    return func.attr == "state_dict" and "scaler" in owner
+
+
 def _check_host_sync(ctx: FileContext) -> Iterator[Report]:
     for call, qual, scope in hot_calls(ctx):
+        if _reads_scale(call):
+            yield Report(call)
+            continue
         if _sync_method(call):
             receiver = call.func.value  # type: ignore[attr-defined]
             if _syncs_earlier(receiver):
@@ -87,8 +102,9 @@ HOST_SYNC_IN_LOOP = Rule(
     technique="avoid-syncs",
     doc=f"""\
 ## What it does
-Flags `.item()`, `.tolist()`, `.cpu()` and `.numpy()`, and `float()` / `int()` / `bool()` of a
-tensor, inside a training loop or a function of the same file that the loop calls. Calls under
+Flags `.item()`, `.tolist()`, `.cpu()` and `.numpy()`, `float()` / `int()` / `bool()` of a
+tensor, and a GradScaler's `get_scale()` or `state_dict()` (both read the scale with `.item()`),
+inside a training loop or a function that the loop calls. Calls under
 a logging cadence (`if step % 100 == 0:`, `if step % 100 == 0 or step == last:`), after the
 loop, and in evaluation loops (under `torch.no_grad()`, after `model.eval()`, in a function
 named for evaluation) are not flagged; the optimizer step of gradient accumulation
@@ -148,14 +164,24 @@ def _formatted_tensors(node: ast.AST, tensors: TensorFacts) -> Iterator[ast.expr
             and isinstance(func.value.value, str)
         ):
             yield from (a for a in node.args if tensors.on_device(a))
-    elif (
-        isinstance(node, ast.BinOp)
-        and isinstance(node.op, ast.Mod)
-        and isinstance(node.left, ast.Constant)
-        and isinstance(node.left.value, str)
-    ):
+    elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod) and _text(node.left):
         parts = node.right.elts if isinstance(node.right, ast.Tuple) else [node.right]
-        yield from (p for p in parts if tensors.on_device(p))
+        for part in parts:
+            # ``"%g" * 3 % (*mloss, n)`` (YOLOv5): a starred tensor is formatted element-wise
+            value = part.value if isinstance(part, ast.Starred) else part
+            if tensors.on_device(value):
+                yield value
+
+
+def _text(node: ast.expr) -> bool:
+    """A format string: a literal, or literals joined and repeated (``"%11s" * 2 + "%g" * 5``)."""
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, str)
+    if isinstance(node, ast.JoinedStr):
+        return True
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Mult)):
+        return _text(node.left) or (isinstance(node.op, ast.Add) and _text(node.right))
+    return False
 
 
 def _check_tensor_formatted(ctx: FileContext) -> Iterator[Report]:
