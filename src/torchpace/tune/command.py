@@ -73,6 +73,12 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--device", default="auto", help="cpu, cuda or auto (default)")
     p.add_argument("--out", type=Path, default=Path("."), help="where the plan and results go")
     p.add_argument("--no-cache", action="store_true", help="run every trial again")
+    p.add_argument(
+        "--retry-failed",
+        action="store_true",
+        help="run the cached failed trials again (timeouts, a full disk and kills from outside "
+        "are always run again); the good ones stay cached",
+    )
     p.add_argument("--html", type=Path, help="also write the HTML report here (torchpace report)")
     p.set_defaults(func=run, script_args=None)
 
@@ -154,6 +160,7 @@ def run(args: argparse.Namespace) -> int:
         lr_scaling=args.lr_scaling,
         script_args=tuple(script_args or ()) if is_script else None,
         cwd=cwd if is_script else None,
+        retry_failed=args.retry_failed,
     )
     survey_note = ""
     baseline: Plan | None = None

@@ -9,6 +9,7 @@ trial again. Every verdict goes through the convergence guard.
 from __future__ import annotations
 
 import dataclasses
+import re
 import statistics
 import time
 from collections.abc import Callable
@@ -58,6 +59,20 @@ class Settings:
     # A script tune: ``recipe`` is the script, run with these arguments in ``cwd`` (TrialSpec).
     script_args: tuple[str, ...] | None = None
     cwd: str | None = None
+    retry_failed: bool = False  # run cached failures again, not only the transient ones
+
+
+# Failures that say nothing about the trial's plan: the machine ran out of time, disk or
+# patience (a timeout, ENOSPC, a kill from outside). Cached with their cause, run again on the
+# next tune instead of being replayed from the cache forever (issue 17).
+_TRANSIENT = re.compile(
+    r"No space left on device|Errno 28|killed by SIG(KILL|TERM|INT|HUP)|Disk quota exceeded"
+)
+
+
+def transient(result: TrialResult) -> bool:
+    """Whether a failed trial's cause is the machine's, not the plan's."""
+    return result.status == "timeout" or bool(_TRANSIENT.search(result.reason or ""))
 
 
 @dataclass
@@ -121,6 +136,12 @@ class _Runner:
         used = 1 - max(self.left(), 0) / self.s.budget_s
         self.progress(name, used)
         cached = self.known.get(spec.key())
+        if (
+            cached is not None
+            and cached.status != "ok"
+            and (self.s.retry_failed or transient(cached))
+        ):
+            cached = None  # a failure worth another try: the machine's, or asked for
         if cached is not None:
             self.cached += 1
             result = dataclasses.replace(cached, name=name)  # the same run, in another role
