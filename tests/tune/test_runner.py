@@ -217,3 +217,46 @@ def test_a_recipe_may_build_its_own_loader(tmp_path: Path) -> None:
     assert loader.batch_size == 4 and len(loader) == 3
     first = [b[0] for b in loader]
     assert all(torch.equal(a, b[0]) for a, b in zip(first, again, strict=True))  # seeded shuffle
+
+
+PARENT = """
+import sys
+from pathlib import Path
+from torchpace.train.plan import Plan
+from torchpace.tune.command import _sigterm_ends_trials
+from torchpace.tune.runner import run_trial
+from torchpace.tune.trial import TrialSpec
+
+spec = TrialSpec(name="t", recipe=sys.argv[1], plan=Plan().to_dict(), warmup=2, steps=5)
+with _sigterm_ends_trials():
+    run_trial(spec, timeout_s=300, workdir=Path(sys.argv[2]))
+"""
+
+
+@pytest.mark.parametrize("signal_name", ["SIGTERM", "SIGKILL"])
+def test_a_tune_killed_from_outside_takes_its_trial_with_it(
+    tmp_path: Path, signal_name: str
+) -> None:
+    # Issue 17: SIGTERM or SIGKILL of `tune` left the trial worker (its own session) running,
+    # with no parent. SIGTERM now unwinds like Ctrl-C and kills the worker's group; after a
+    # SIGKILL the worker sees its parent gone and kills its own group.
+    import os
+    import signal
+
+    pid_file = tmp_path / "child.pid"
+    body = (
+        "\nimport subprocess, sys, time\n"
+        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)'])\n"
+        f"open({str(pid_file)!r}, 'w').write(str(child.pid))\n"
+        "time.sleep(300)\n"
+    )
+    recipe = _recipe(tmp_path, body=body)
+    parent = subprocess.Popen([sys.executable, "-c", PARENT, recipe, str(tmp_path / "work")])
+    deadline = time.monotonic() + 60
+    while not (pid_file.exists() and pid_file.read_text()):
+        assert time.monotonic() < deadline and parent.poll() is None
+        time.sleep(0.1)
+    os.kill(parent.pid, getattr(signal, signal_name))
+    code = parent.wait(timeout=30)
+    assert code == (143 if signal_name == "SIGTERM" else -9)
+    assert _gone(int(pid_file.read_text()))

@@ -16,9 +16,13 @@ unchanged recipe reads every trial from the cache; a killed tune re-runs no fini
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import os
 import re
+import signal
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -101,6 +105,24 @@ def _entry(spec: str, script_args: list[str] | None) -> str:
             f"run (got {' '.join(script_args)})"
         )
     return kind
+
+
+@contextlib.contextmanager
+def _sigterm_ends_trials() -> Iterator[None]:
+    """SIGTERM ends the tune as Ctrl-C does: the running trial's process group is killed on the
+    way out (runner.run_trial), instead of the trial outliving the tune (issue 17)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -188,7 +210,7 @@ def run(args: argparse.Namespace) -> int:
         after_baseline = functools.partial(for_script, device=device, findings=findings)
     else:
         cands, not_here = candidates(load_recipe(args.recipe), device)
-    with TuneProgress(args.budget) as bar:
+    with TuneProgress(args.budget) as bar, _sigterm_ends_trials():
         outcome = tune(
             settings,
             cands,

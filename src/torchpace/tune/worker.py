@@ -31,6 +31,7 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: python -m torchpace.tune.worker SPEC.json OUT.json", file=sys.stderr)
         return 2
     faulthandler.enable()  # a segfault prints its stack to stderr, which the runner keeps
+    _exit_with_parent()
     spec = TrialSpec.from_dict(json.loads(Path(args[0]).read_text(encoding="utf-8")))
     try:
         result = run(spec)
@@ -39,6 +40,34 @@ def main(argv: list[str] | None = None) -> int:
         result = TrialResult(spec.key(), spec.name, status_of(e), reason=one_line(e))
     atomic_write_text(args[1], json.dumps(result.to_dict()) + "\n")
     return 0
+
+
+# How often the worker checks that the tune that started it is still there (seconds).
+_PARENT_POLL_S = 0.5
+
+
+def _exit_with_parent() -> None:
+    """End this trial, with everything it started, when the tune that ran it is gone.
+
+    The worker has its own session (the runner kills it as one group on a timeout or Ctrl-C).
+    If the tune itself is killed (``kill -9``, an OOM killer), nothing would: the trial spun on
+    with no parent (issue 17). A daemon thread notices the new parent within half a second and
+    kills the worker's process group, loader workers included."""
+    import os
+    import signal
+    import threading
+
+    if os.name != "posix":  # pragma: no cover - Windows: no process groups to kill
+        return
+    parent = os.getppid()
+
+    def watch() -> None:
+        while True:
+            time.sleep(_PARENT_POLL_S)
+            if os.getppid() != parent:
+                os.killpg(os.getpgid(0), signal.SIGKILL)
+
+    threading.Thread(target=watch, name="torchpace-parent-watch", daemon=True).start()
 
 
 def run(spec: TrialSpec) -> TrialResult:
