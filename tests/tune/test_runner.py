@@ -260,3 +260,27 @@ def test_a_tune_killed_from_outside_takes_its_trial_with_it(
     code = parent.wait(timeout=30)
     assert code == (143 if signal_name == "SIGTERM" else -9)
     assert _gone(int(pid_file.read_text()))
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "[1, 2]",
+        "null",
+        '"text"',
+        '{"key": 5, "name": "t", "status": "ok"}',
+        '{"key": "k", "name": "t", "status": "done"}',
+        '{"key": "k", "name": "t", "status": "ok", "losses": "abc"}',
+        '{"key": "k", "name": "t", "status": "ok", "median_step_s": "fast"}',
+        '{"key": "k", "name": "t", "status": "ok", "batch_size": 8.5}',
+        '{"key": "k", "name": "t", "status": "ok", "colour": "red"}',
+    ],
+)
+def test_a_hostile_cache_line_is_skipped_not_a_crash(tmp_path: Path, line: str) -> None:
+    # Issue 17: a non-object or wrong-typed line made every later tune fail with a traceback.
+    good = TrialResult("g", "good", "ok", losses=(1.0, 0.5), batch_size=8)
+    path = tmp_path / "trials.jsonl"
+    path.write_text(line + "\n" + json.dumps(good.to_dict()) + "\n")
+    results = ResultsFile(path)
+    assert results.load() == {"g": good}
+    assert results.skipped == 1

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import re
 import statistics
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -100,6 +101,12 @@ class _Runner:
     def __init__(self, s: Settings, results: ResultsFile, workdir: Path, progress: Progress):
         self.s, self.results, self.workdir, self.progress = s, results, workdir, progress
         self.known = results.load()
+        if results.skipped:
+            print(
+                f"torchpace tune: {results.skipped} unreadable line(s) in {results.path} were "
+                "skipped; their trials run again",
+                file=sys.stderr,
+            )
         self.t0 = time.perf_counter()
         self.trials: list[TrialResult] = []
         self.cached = 0

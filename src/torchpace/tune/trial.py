@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Literal, get_args
 
 Status = Literal["ok", "failed", "oom", "timeout"]
+_STATUSES = get_args(Status)
 
 
 @dataclass(frozen=True)
@@ -109,6 +110,38 @@ class TrialResult:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> TrialResult:
+        """Raises ValueError naming the first field that is missing or of the wrong type: a
+        cache line someone edited must be skipped, not crash every later tune (issue 17)."""
+        if not isinstance(d, dict):
+            raise ValueError(f"a trial result is a JSON object, not {type(d).__name__}")
+        for name in ("key", "name", "status"):
+            if not isinstance(d.get(name), str):
+                raise ValueError(f"trial result field {name!r} must be a string")
+        if d["status"] not in _STATUSES:
+            raise ValueError(f"trial result status {d['status']!r} is not one of {_STATUSES}")
+        known = {f.name: f for f in fields(cls)}
+        unknown = sorted(set(d) - set(known))
+        if unknown:
+            raise ValueError(f"unknown trial result field {unknown[0]!r}")
+        for name in ("step_seconds", "losses", "applied"):
+            value = d.get(name, [])
+            want = str if name == "applied" else (int, float)
+            if not isinstance(value, list) or not all(
+                isinstance(v, want) and not isinstance(v, bool) for v in value
+            ):
+                raise ValueError(f"trial result field {name!r} must be a list of {want}")
+        for name, f in known.items():
+            value = d.get(name)
+            if value is None or name in ("step_seconds", "losses", "applied", "extra"):
+                continue
+            if f.type in ("float | None", "float") and (
+                isinstance(value, bool) or not isinstance(value, (int, float))
+            ):
+                raise ValueError(f"trial result field {name!r} must be a number")
+            if f.type == "int | None" and (isinstance(value, bool) or not isinstance(value, int)):
+                raise ValueError(f"trial result field {name!r} must be a whole number")
+        if not isinstance(d.get("extra", {}), dict):
+            raise ValueError("trial result field 'extra' must be an object")
         tuples = {k: tuple(d.get(k, ())) for k in ("step_seconds", "losses", "applied")}
         return cls(**{**d, **tuples})
 
