@@ -10,7 +10,10 @@ our own objects: only tensors, numbers, strings, lists, tuples and dicts, which
 
 from __future__ import annotations
 
+import contextlib
 import random
+import re
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -64,26 +67,48 @@ def set_rng_state(state: dict[str, Any], generators: Sequence[torch.Generator] =
         g.set_state(g_state)
 
 
+# This process's start: a checkpoint's temporary file older than it was left by a save that
+# was killed (atomic_writer names them ``.step-N.pt.<random>.tmp``).
+_STARTED = time.time()
+_STEP = re.compile(r"step-(\d+)\.pt")
+
+
 def save(path: str | Path, state: dict[str, Any]) -> Path:
-    """Write ``state`` to ``path`` atomically: a crash mid-write leaves the old file intact."""
+    """Write ``state`` to ``path`` atomically: a crash mid-write leaves the old file intact.
+    Temporary files that killed saves left beside it (up to 300 MB each) are removed."""
+    path = Path(path)
     with atomic_writer(path, "wb") as f:
         torch.save({"format": FORMAT, **state}, f)
-    return Path(path)
+    for stale in path.parent.glob(".step-*.pt.*.tmp"):
+        with contextlib.suppress(OSError):
+            if stale.stat().st_mtime < _STARTED:
+                stale.unlink()
+    return path
 
 
 def load(path: str | Path, *, map_location: torch.device | str = "cpu") -> dict[str, Any]:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no checkpoint at {path}; pass the path fit() printed or wrote")
-    state: dict[str, Any] = torch.load(path, map_location=map_location, weights_only=True)
-    if state.get("format") != FORMAT:
+    try:
+        state = torch.load(path, map_location=map_location, weights_only=True)
+    except Exception as exc:  # a damaged pickle fails in many ways (EOF, IndexError, ...)
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise ValueError(
-            f"{path}: checkpoint format {state.get('format')!r}, this torchpace reads {FORMAT}"
-        )
+            f"{path}: not a readable checkpoint ({first}); pass a step-N.pt that fit() wrote"
+        ) from None
+    if not isinstance(state, dict) or state.get("format") != FORMAT:
+        found = state.get("format") if isinstance(state, dict) else type(state).__name__
+        raise ValueError(f"{path}: checkpoint format {found!r}, this torchpace reads {FORMAT}")
     return state
 
 
 def latest(directory: str | Path) -> Path | None:
-    """The newest ``step-*.pt`` in ``directory`` (by step number), or None."""
-    found = sorted(Path(directory).glob("step-*.pt"), key=lambda p: int(p.stem.split("-")[1]))
-    return found[-1] if found else None
+    """The newest ``step-N.pt`` in ``directory`` (by step number), or None; other files there
+    (a ``step-final.pt`` someone saved, a backup) are not checkpoints of the run."""
+    found = [
+        (int(m.group(1)), p)
+        for p in Path(directory).glob("step-*.pt")
+        if (m := _STEP.fullmatch(p.name))
+    ]
+    return max(found)[1] if found else None
