@@ -189,3 +189,50 @@ def test_first_step_timeout_works_when_sigint_was_ignored_at_start() -> None:
     )
     assert proc.returncode == 1, proc.stderr[-2000:]
     assert "no optimizer.step() observed in 2 s" in proc.stderr
+
+
+def test_sigterm_ends_the_run_with_what_was_measured(tmp_path: Path) -> None:
+    # Issue 17: SIGTERM (a scheduler's preemption, `kill`) ended the doctor with nothing written,
+    # where Ctrl-C writes the steps measured so far. A script that swallows Exception and
+    # KeyboardInterrupt does not swallow it.
+    import signal
+
+    marker = tmp_path / "twenty-steps"
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import torch\nfrom pathlib import Path\n"
+        "model = torch.nn.Linear(32, 1)\nopt = torch.optim.SGD(model.parameters(), lr=0.01)\n"
+        "for step in range(10**7):\n"
+        "    try:\n"
+        "        opt.zero_grad()\n        model(torch.randn(64, 32)).sum().backward()\n"
+        "        opt.step()\n"
+        f"        if step == 20:\n            Path({str(marker)!r}).touch()\n"
+        "    except (Exception, KeyboardInterrupt):\n        pass\n"
+    )
+    out = tmp_path / "out.json"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "torchpace",
+            "doctor",
+            "--steps",
+            "0",
+            "--no-lint",
+            "--json",
+            str(out),
+            str(script),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 120
+    while not marker.exists():
+        assert time.monotonic() < deadline and proc.poll() is None, proc.stderr
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 143, err[-2000:]
+    result = json.loads(out.read_text())
+    assert result["steps"]["measured"] >= 15

@@ -17,6 +17,7 @@ import types
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from torchpace.doctor.recorder import DoctorStop
 
@@ -94,6 +95,26 @@ def _interrupt_main() -> None:
         _thread.interrupt_main()
 
 
+class Terminated(BaseException):
+    """SIGTERM during the script: a BaseException that is not KeyboardInterrupt, so a script's
+    own ``except Exception`` or ``except KeyboardInterrupt`` does not swallow it, and the run
+    ends with what was measured, as Ctrl-C's does (issue 17: SIGTERM wrote nothing)."""
+
+
+def _catch_sigterm() -> Any:
+    """Turn SIGTERM into :class:`Terminated` for the run, where SIGTERM has its default action
+    and this is the main thread; return the handler to put back, or None."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        return None  # someone chose what SIGTERM does: leave it
+
+    def terminate(signum: int, frame: object) -> None:
+        raise Terminated()
+
+    return signal.signal(signal.SIGTERM, terminate)
+
+
 def _ensure_sigint_handler() -> signal.Handlers | None:
     """Install Python's KeyboardInterrupt handler where SIGINT is ignored or defaulted; return
     what to restore, or None when nothing changed (or this is not the main thread)."""
@@ -139,6 +160,7 @@ def run_as_main(
     # ignored, and then the watchdog's SIGINT would be lost while the script sleeps: Python's
     # own handler goes in for the run, as in a foreground process, and the old one comes back.
     previous_sigint = _ensure_sigint_handler()
+    previous_sigterm = _catch_sigterm()
     sys.argv = [script, *args]
     if sys.path:
         sys.path[0] = os.path.dirname(path)
@@ -155,6 +177,8 @@ def run_as_main(
     except SystemExit as exc:
         code_ = _exit_code(exc)
         ended = Ended(code_, f"the script exited with status {code_}")
+    except Terminated:
+        ended = Ended(143, "terminated (SIGTERM)")
     except KeyboardInterrupt as exc:
         if fired.is_set():
             ended = Ended(1, watchdog_outcome, watchdog=True)
@@ -169,6 +193,8 @@ def run_as_main(
             timer.cancel()
         if previous_sigint is not None:
             signal.signal(signal.SIGINT, previous_sigint)
+        if previous_sigterm is not None:
+            signal.signal(signal.SIGTERM, previous_sigterm)
         sys.argv = saved[0]
         if saved[1] is not None:
             sys.path[0] = saved[1]
