@@ -96,6 +96,15 @@ def test_replace_validates() -> None:
         Plan().replace(batchsize=1)
 
 
+def test_a_hand_edited_plan_with_absurd_numbers_is_refused() -> None:
+    # Issue 17: `accumulate: 10**30` was accepted and the run hung in the accumulation loop.
+    with pytest.raises(PlanError, match="accumulate must be at most 65,536; got 1,000,000"):
+        Plan.from_dict({"version": 1, "accumulate": 10**30})
+    with pytest.raises(PlanError, match="batch_size must be at most"):
+        Plan.from_dict({"version": 1, "batch_size": 10**12})
+    assert Plan.from_dict({"version": 1, "accumulate": 8}).accumulate == 8
+
+
 def test_saving_is_atomic_and_keeps_the_old_file_on_failure(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

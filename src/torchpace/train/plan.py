@@ -157,6 +157,17 @@ def _known() -> str:
     return ", ".join(f.name for f in fields(Plan))
 
 
+# Upper bounds a hand-edited plan could otherwise exceed into a hang or an overflow (issue 17:
+# `accumulate: 10**30` was accepted). Generous: far above any real run on one machine.
+_MOST = {
+    "accumulate": 1 << 16,  # micro-batches per optimizer step
+    "batch_size": 1 << 24,
+    "max_tokens": 1 << 32,
+    "loader_workers": 1024,
+    "log_every": 1 << 30,
+}
+
+
 def _check(f: dataclasses.Field[Any], value: Any) -> None:
     name, default, choices = f.name, f.default, f.metadata["choices"]
     if choices:
@@ -178,6 +189,9 @@ def _check(f: dataclasses.Field[Any], value: Any) -> None:
         low = 0 if name == "loader_workers" else 1
         if value < low:
             raise PlanError(f"{name} must be at least {low}; got {value}")
+        high = _MOST.get(name)
+        if high is not None and value > high:
+            raise PlanError(f"{name} must be at most {high:,}; got {value:,}")
 
 
 # "safe": numerics-preserving techniques only (the catalogue's changes_numerics=False): same
