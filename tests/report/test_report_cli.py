@@ -124,3 +124,19 @@ def test_lint_prints_hostile_file_names_harmlessly(
     out, err = capsys.readouterr()
     assert "\x1b" not in out + err and "\x07" not in out + err
     assert "evil\\x1b]0;pwned\\x07.py:2:5: TP101" in out
+
+
+@pytest.mark.parametrize("change", [{"findings": "abc"}, {"steps": "x"}, {"findings": [1, 2]}])
+def test_a_wrong_typed_field_is_exit_2_with_a_message(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], change: dict[str, object]
+) -> None:
+    import json
+
+    doc = json.loads(DOCTOR.read_text())
+    doc.update(change)
+    src = tmp_path / "doctor.json"
+    src.write_text(json.dumps(doc))
+    assert main(["report", str(src), "-o", str(tmp_path / "r.html"), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "has a field of the wrong type" in err and "Traceback" not in err
+    assert not (tmp_path / "r.html").exists()

@@ -77,3 +77,10 @@ def document(kind: str, result: dict[str, Any], where: str = "the result") -> Do
             f"{where}: the {kind} result has no {e.args[0]!r} field; it was cut short or edited. "
             f"Re-run `torchpace {kind}` to write it again."
         ) from None
+    except (TypeError, ValueError, AttributeError, IndexError) as e:
+        # A field of the wrong type (a string where a list was written): edited by hand or by
+        # another program. The report says so and exits 2, as docs/report.md promises.
+        raise ResultError(
+            f"{where}: the {kind} result has a field of the wrong type ({e}); it was edited. "
+            f"Re-run `torchpace {kind}` to write it again."
+        ) from None
