@@ -92,3 +92,46 @@ def test_a_crash_while_writing_keeps_the_previous_checkpoint(
     monkeypatch.undo()
     assert ckpt.load(path)["step"] == 1
     assert [p.name for p in tmp_path.iterdir()] == ["step-1.pt"]
+
+
+def test_resuming_under_another_plan_or_batch_size_is_said(
+    uninterrupted: tuple[list[float], Path], recwarn: pytest.WarningsRecorder
+) -> None:
+    # Issue 17: it continued without a word, with losses no longer those of the interrupted run.
+    _, folder = uninterrupted
+    model, opt, loader = mlp_setup(seed=0)
+    fit(
+        model,
+        opt,
+        loader,
+        mlp_loss,
+        plan=Plan(log_every=3),
+        steps=STEPS,
+        resume=folder / "step-8.pt",
+        progress=False,
+    )
+    assert not [w for w in recwarn if "other settings" in str(w.message)]
+    model, opt, loader = mlp_setup(seed=0)
+    with pytest.warns(UserWarning, match=r"plan log_every: 3 -> 5"):
+        fit(
+            model,
+            opt,
+            loader,
+            mlp_loss,
+            plan=Plan(log_every=5),
+            steps=STEPS,
+            resume=folder / "step-8.pt",
+            progress=False,
+        )
+    model, opt, loader = mlp_setup(seed=0, batch_size=16)
+    with pytest.warns(UserWarning, match=r"batch size: 8 -> 16"):
+        fit(
+            model,
+            opt,
+            loader,
+            mlp_loss,
+            plan=Plan(log_every=3),
+            steps=STEPS,
+            resume=folder / "step-8.pt",
+            progress=False,
+        )

@@ -109,6 +109,7 @@ def fit(
             scaler.load_state_dict(state["scaler"])
         if scheduler is not None and state.get("scheduler"):
             scheduler.load_state_dict(state["scheduler"])
+        _say_what_changed(state, plan, getattr(loader, "batch_size", None), resume)
         start, epoch, next_batch = state["step"], state["epoch"], state["next_batch"]
         mine = _this_ranks(state, resume)
         epoch_rng, rng_now, result.losses = mine["epoch_rng"], mine["rng"], list(mine["losses"])
@@ -170,6 +171,7 @@ def fit(
                     "losses": result.losses,
                     "eval_losses": [list(e) for e in result.eval_losses],
                     "plan": plan.to_dict(),
+                    "batch_size": getattr(loader, "batch_size", None),
                     "writer_rank": w.rank,
                 }
                 if w.main:  # one writer; the others wait so nobody reads a half-written file
@@ -327,6 +329,31 @@ def _batch_size(loader: Any) -> int | None:
 
 def _pinned(loader: Any) -> bool:
     return bool(getattr(loader, "pin_memory", False))
+
+
+def _say_what_changed(
+    state: dict[str, Any], plan: Plan, batch_size: int | None, path: str | Path
+) -> None:
+    """Warn when a run resumes under another plan or batch size than its checkpoint's: it goes
+    on (the user may mean it), but not silently, since the losses then differ from the run that
+    was interrupted (issue 17)."""
+    changes = []
+    saved_plan = state.get("plan")
+    if isinstance(saved_plan, dict):
+        now = plan.to_dict()
+        for key in sorted(set(saved_plan) | set(now)):
+            if saved_plan.get(key) != now.get(key):
+                changes.append(f"plan {key}: {saved_plan.get(key)!r} -> {now.get(key)!r}")
+    saved_batch = state.get("batch_size")
+    if saved_batch is not None and batch_size is not None and saved_batch != batch_size:
+        changes.append(f"batch size: {saved_batch} -> {batch_size}")
+    if changes:
+        warnings.warn(
+            f"resuming {path} under other settings than it was written with ("
+            + "; ".join(changes)
+            + "): training continues, but not as the interrupted run would have",
+            stacklevel=3,
+        )
 
 
 def _this_ranks(state: dict[str, Any], path: str | Path) -> dict[str, Any]:
