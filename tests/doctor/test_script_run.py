@@ -236,3 +236,58 @@ def test_sigterm_ends_the_run_with_what_was_measured(tmp_path: Path) -> None:
     assert proc.returncode == 143, err[-2000:]
     result = json.loads(out.read_text())
     assert result["steps"]["measured"] >= 15
+
+
+def test_the_watchdogs_stop_a_stuck_script_even_one_that_swallows_interrupts(
+    tmp_path: Path,
+) -> None:
+    # Issue 17: after its first step a stuck script hung the doctor for ever, and a script that
+    # catches KeyboardInterrupt swallowed the first-step watchdog.
+    stuck = tmp_path / "stuck.py"
+    stuck.write_text(
+        "import time, torch\n"
+        "model = torch.nn.Linear(4, 1)\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "for step in range(6):\n"
+        "    opt.zero_grad()\n    model(torch.randn(8, 4)).sum().backward()\n    opt.step()\n"
+        "while True:\n"
+        "    try:\n        time.sleep(1000)\n    except (Exception, KeyboardInterrupt):\n"
+        "        pass\n"
+    )
+    out = tmp_path / "out.json"
+    t0 = time.monotonic()
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torchpace",
+            "doctor",
+            "--steps",
+            "0",
+            "--warmup",
+            "1",
+            "--step-timeout",
+            "3",
+            "--no-lint",
+            "--json",
+            str(out),
+            str(stuck),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert time.monotonic() - t0 < 60
+    assert "no optimizer step for 3 s after step 6" in proc.stdout + proc.stderr
+    assert json.loads(out.read_text())["steps"]["measured"] >= 4
+    never = tmp_path / "never.py"
+    never.write_text(
+        "import time\nwhile True:\n    try:\n        time.sleep(1000)\n"
+        "    except (Exception, KeyboardInterrupt):\n        pass\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "torchpace", "doctor", "--first-step-timeout", "2", str(never)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 1 and "no optimizer.step() observed in 2 s" in proc.stderr

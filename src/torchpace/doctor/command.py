@@ -53,6 +53,14 @@ def add_parser(sub: Any) -> None:
         help="give up if no optimizer.step() happens in S seconds (default 60)",
     )
     p.add_argument(
+        "--step-timeout",
+        type=float,
+        default=600.0,
+        metavar="S",
+        help="after the first step, stop with the steps measured so far if no step comes for "
+        "S seconds (default 600; 0 waits for ever)",
+    )
+    p.add_argument(
         "--top", type=non_negative_int, default=10, help="findings shown in the terminal"
     )
     p.add_argument("script", help="the training script")
@@ -86,6 +94,7 @@ def run(args: argparse.Namespace) -> int:
         steps=args.steps,
         warmup=args.warmup,
         first_step_timeout=args.first_step_timeout,
+        step_timeout=args.step_timeout,
         # Only rank 0 reports, so only rank 0 lints.
         lint=not args.no_lint and os.environ.get("RANK", "0") == "0",
     )

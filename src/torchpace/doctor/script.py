@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import os
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,6 +33,32 @@ def _saw(session: Session) -> str:
     )
 
 
+def _stall_watch(
+    session: Session, first_step_timeout: float, step_timeout: float
+) -> Callable[[], str | None]:
+    """The watchdog: a reason to stop when no optimizer step came in ``first_step_timeout``
+    seconds from the start, or, after one, in ``step_timeout`` seconds (0: never) since the
+    last: a script stuck after its first step hung the doctor for ever (issue 17)."""
+    seen = {"steps": 0, "since": time.monotonic()}
+
+    def stalled() -> str | None:
+        steps, now = session.rec.boundaries, time.monotonic()
+        if steps != seen["steps"]:
+            seen.update(steps=steps, since=now)
+            return None
+        waited = now - seen["since"]
+        if steps == 0 and waited > first_step_timeout:
+            return f"no optimizer.step() observed in {first_step_timeout:g} s"
+        if steps and step_timeout and waited > step_timeout:
+            return (
+                f"no optimizer step for {step_timeout:g} s after step {steps}: the script seems "
+                "stuck (--step-timeout sets the limit; 0 waits for ever)"
+            )
+        return None
+
+    return stalled
+
+
 def run(
     script: str,
     args: list[str],
@@ -38,6 +66,7 @@ def run(
     steps: int,
     warmup: int,
     first_step_timeout: float = 60.0,
+    step_timeout: float = 600.0,
     lint: bool = True,
 ) -> ScriptRun:
     path = load(script).co_filename  # a script that cannot be read fails before any instrument
@@ -47,9 +76,7 @@ def run(
         ended = run_as_main(
             script,
             args,
-            watchdog_s=first_step_timeout,
-            watchdog_fires=lambda: session.rec.boundaries == 0,
-            watchdog_outcome=f"no optimizer.step() observed in {first_step_timeout:g} s",
+            watchdog=_stall_watch(session, first_step_timeout, step_timeout),
         )
     finally:
         session.finish()

@@ -81,15 +81,22 @@ def _exit_code(exc: SystemExit) -> int:
     return 1
 
 
-def _interrupt_main() -> None:
-    """Raise KeyboardInterrupt in the main thread, even while it is blocked in a system call.
+# How often the watchdog asks whether the script is stuck (seconds).
+WATCHDOG_POLL_S = 0.5
+
+
+def _interrupt_main(*, terminate: bool = False) -> None:
+    """Interrupt the main thread, even while it is blocked in a system call: with SIGTERM
+    (:class:`Terminated`, where our handler is in) or SIGINT (KeyboardInterrupt).
 
     ``_thread.interrupt_main()`` only sets a flag, which a blocked call (``time.sleep``, a lock, a
-    read) never checks; a real SIGINT interrupts the call, as Ctrl-C does.
+    read) never checks; a real signal interrupts the call, as Ctrl-C does.
     """
     kill = getattr(signal, "pthread_kill", None)  # not on Windows
     main = threading.main_thread().ident
-    if kill is not None and main is not None and callable(signal.getsignal(signal.SIGINT)):
+    if kill is not None and main is not None and terminate:
+        kill(main, signal.SIGTERM)
+    elif kill is not None and main is not None and callable(signal.getsignal(signal.SIGINT)):
         kill(main, signal.SIGINT)
     else:
         _thread.interrupt_main()
@@ -130,15 +137,15 @@ def run_as_main(
     args: list[str],
     *,
     stopped: str = "stopped after the measured steps",
-    watchdog_s: float | None = None,
-    watchdog_fires: Callable[[], bool] = lambda: True,
-    watchdog_outcome: str = "",
+    watchdog: Callable[[], str | None] | None = None,
 ) -> Ended:
     """Execute ``script`` as ``__main__`` with ``args``; everything of ``sys`` it changes is put
-    back. A ``DoctorStop`` raised by an instrument ends it with ``stopped``. After
-    ``watchdog_s`` seconds, if ``watchdog_fires()``, the script is interrupted (a SIGINT to the
-    main thread) and the run ends with ``watchdog_outcome``. Raises only for a script that
-    cannot be read or compiled."""
+    back. A ``DoctorStop`` raised by an instrument ends it with ``stopped``. ``watchdog`` is
+    asked every :data:`WATCHDOG_POLL_S` seconds; when it returns a reason, the script is
+    interrupted and the run ends with that reason (the doctor's: no first step, or a stall
+    after it). The interruption is a :class:`Terminated`, which a script's own ``except
+    Exception`` or ``except KeyboardInterrupt`` does not catch, where SIGTERM is ours to use;
+    a SIGINT otherwise. Raises only for a script that cannot be read or compiled."""
     code = load(script)
     path = code.co_filename
     module = types.ModuleType("__main__")
@@ -146,16 +153,19 @@ def run_as_main(
         __file__=path, __builtins__=builtins, __cached__=None, __package__=None, __spec__=None
     )
     saved = (sys.argv, sys.path[0] if sys.path else None, sys.modules.get("__main__"))
-    fired = threading.Event()
+    fired: list[str] = []
+    done = threading.Event()
 
-    def check() -> None:
-        if watchdog_fires():
-            fired.set()
-            _interrupt_main()
+    def watch() -> None:
+        assert watchdog is not None
+        while not done.wait(WATCHDOG_POLL_S):
+            reason = watchdog()
+            if reason:
+                fired.append(reason)
+                _interrupt_main(terminate=previous_sigterm is not None)
+                return
 
-    timer = threading.Timer(watchdog_s, check) if watchdog_s else None
-    if timer is not None:
-        timer.daemon = True
+    timer = threading.Thread(target=watch, daemon=True) if watchdog is not None else None
     # A process started in the background (`cmd &`, nohup, some CI runners) inherits SIGINT
     # ignored, and then the watchdog's SIGINT would be lost while the script sleeps: Python's
     # own handler goes in for the run, as in a foreground process, and the old one comes back.
@@ -178,10 +188,10 @@ def run_as_main(
         code_ = _exit_code(exc)
         ended = Ended(code_, f"the script exited with status {code_}")
     except Terminated:
-        ended = Ended(143, "terminated (SIGTERM)")
+        ended = Ended(1, fired[0], watchdog=True) if fired else Ended(143, "terminated (SIGTERM)")
     except KeyboardInterrupt as exc:
-        if fired.is_set():
-            ended = Ended(1, watchdog_outcome, watchdog=True)
+        if fired:
+            ended = Ended(1, fired[0], watchdog=True)
         else:
             print_script_error(exc, path)
             ended = Ended(130, "interrupted")
@@ -189,8 +199,7 @@ def run_as_main(
         print_script_error(exc, path)
         ended = Ended(1, f"the script raised {type(exc).__name__}", error=exc)
     finally:
-        if timer is not None:
-            timer.cancel()
+        done.set()
         if previous_sigint is not None:
             signal.signal(signal.SIGINT, previous_sigint)
         if previous_sigterm is not None:
