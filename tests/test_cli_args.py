@@ -36,3 +36,24 @@ def test_bad_numbers_exit_2_naming_the_option(
         main(argv)
     assert exc.value.code == 2
     assert message in capsys.readouterr().err
+
+
+def test_a_full_disk_met_while_working_is_a_message(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Issue 17: a full disk in tune (appending a trial to the cache) was a traceback.
+    import errno
+    import os
+
+    from torchpace.tune import command as tune_command
+
+    def full(args: object) -> int:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), "/cache/tune/x/trials.jsonl")
+
+    monkeypatch.setattr(tune_command, "run", full)
+    assert main(["tune", "cnn"]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        "torchpace: error: No space left on device: /cache/tune/x/trials.jsonl "
+        "(free some space and run it again)\n"
+    )

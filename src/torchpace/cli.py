@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import os
 import sys
@@ -363,13 +364,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ValueError, FileNotFoundError, RuntimeError) as exc:
         print(f"torchpace: error: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("torchpace: interrupted", file=sys.stderr)
-        return 130
     except BrokenPipeError:
         # The reader went away (`torchpace lint | head`): stop quietly, as the Python docs advise.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
+    except OSError as exc:
+        # A full disk, a permission, a vanished directory, met while working (issue 17: a full
+        # disk in tune was a traceback). What was written before stays; say what and where.
+        where = f": {exc.filename}" if exc.filename else ""
+        hint = " (free some space and run it again)" if exc.errno == errno.ENOSPC else ""
+        print(f"torchpace: error: {exc.strerror or exc}{where}{hint}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("torchpace: interrupted", file=sys.stderr)
+        return 130
     return rc
 
 
