@@ -6,6 +6,7 @@ import argparse
 import errno
 import json
 import os
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -359,8 +360,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(own)
     if script_args is not None:
         args.script_args = script_args
+    from torchpace._signals import Terminated, catch_sigterm
+
+    previous = catch_sigterm()
     try:
         rc: int = args.func(args)
+    except Terminated:
+        print("torchpace: terminated (SIGTERM)", file=sys.stderr)
+        return 143
     except (ValueError, FileNotFoundError, RuntimeError) as exc:
         print(f"torchpace: error: {exc}", file=sys.stderr)
         return 2
@@ -378,6 +385,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("torchpace: interrupted", file=sys.stderr)
         return 130
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
     return rc
 
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from torchpace._signals import Terminated, catch_sigterm
 from torchpace.doctor.recorder import DoctorStop
 
 # Frames of torchpace itself (the runner above the script, the instruments' wrappers) are left
@@ -102,24 +103,9 @@ def _interrupt_main(*, terminate: bool = False) -> None:
         _thread.interrupt_main()
 
 
-class Terminated(BaseException):
-    """SIGTERM during the script: a BaseException that is not KeyboardInterrupt, so a script's
-    own ``except Exception`` or ``except KeyboardInterrupt`` does not swallow it, and the run
-    ends with what was measured, as Ctrl-C's does (issue 17: SIGTERM wrote nothing)."""
-
-
 def _catch_sigterm() -> Any:
-    """Turn SIGTERM into :class:`Terminated` for the run, where SIGTERM has its default action
-    and this is the main thread; return the handler to put back, or None."""
-    if threading.current_thread() is not threading.main_thread():
-        return None
-    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
-        return None  # someone chose what SIGTERM does: leave it
-
-    def terminate(signum: int, frame: object) -> None:
-        raise Terminated()
-
-    return signal.signal(signal.SIGTERM, terminate)
+    """SIGTERM raises :class:`Terminated` during the run (torchpace._signals)."""
+    return catch_sigterm()
 
 
 def _ensure_sigint_handler() -> signal.Handlers | None:
