@@ -65,6 +65,13 @@ bench-lint-realworld: $(STAMP)
 	$(PY) benchmarks/realworld/make_corpus.py --out .corpus/lint $(if $(MIRROR),--mirror $(MIRROR))
 	$(PY) benchmarks/realworld/score.py --corpus .corpus/lint --json $(LINT_REALWORLD_JSON) $(REALWORLD_ARGS)
 
+# test-faults: kill fit, doctor and tune 30 times each (SIGINT, SIGTERM, SIGKILL) and check that
+# nothing is corrupt, orphaned or redone, and that each said why (benchmarks/README.md).
+FAULTS_JSON ?= benchmarks/results/$(shell date +%F)-faults.json
+.PHONY: test-faults
+test-faults: $(STAMP)
+	$(PY) benchmarks/fault_injection.py --per-verb 30 --json $(FAULTS_JSON)
+
 # bench-doctor: the doctor's cost per step on the reference workloads (benchmarks/README.md).
 DOCTOR_BENCH_JSON ?= benchmarks/results/$(shell date +%F)-doctor-overhead.json
 .PHONY: bench-doctor
