@@ -224,17 +224,30 @@ def interrupt_once(
     except subprocess.TimeoutExpired:
         proc.kill()
         _, err = proc.communicate()
-        return {"signal": sig.name, "delay": delay, "problems": ["did not end within 120 s"]}
-    problems = []
+        return {
+            "signal": sig.name,
+            "delay_s": round(delay, 2),
+            "ended_before_signal": False,
+            "exit": None,
+            "wall_s": round(time.monotonic() - t0, 2),
+            "problems": ["did not end within 120 s"],
+            "notes": [],
+        }
+    problems: list[str] = []
+    notes: list[str] = []
     code = proc.returncode
     if not ended_first and sig != signal.SIGKILL:
         if code not in (0, 1, 2, 130, 143):
             problems.append(f"exit status {code}")
-        # Ctrl-C on a user's script prints the script's own traceback, as Python does: the
-        # doctor keeps that; torchpace's own verbs print one line.
-        script_traceback = verb.name == "doctor" and sig == signal.SIGINT
-        if "Traceback (most recent call last)" in err and not script_traceback:
-            problems.append("a traceback on stderr: " + err.strip().splitlines()[-1][:200])
+        # The doctor runs the user's script: Ctrl-C prints the script's own traceback, as
+        # Python does, and the script's DataLoader workers print theirs when the main process
+        # stops under them. Those are the script's (noted); torchpace's verbs print one line.
+        if "Traceback (most recent call last)" in err:
+            last = err.strip().splitlines()[-1][:200]
+            if verb.name == "doctor":
+                notes.append("the script printed a traceback: " + last)
+            else:
+                problems.append("a traceback on stderr: " + last)
     left = _orphans(mark)
     if left:
         problems.append(f"{len(left)} process(es) left running: {left[:5]}")
@@ -249,6 +262,7 @@ def interrupt_once(
         "exit": code,
         "wall_s": round(time.monotonic() - t0, 2),
         "problems": problems,
+        "notes": notes,
     }
 
 
@@ -293,6 +307,9 @@ def main(argv: list[str] | None = None) -> int:
                         1 for r in runs if r["signal"] == s.name and not r["ended_before_signal"]
                     ),
                     "failed": sum(1 for r in runs if r["signal"] == s.name and r["problems"]),
+                    "script_tracebacks": sum(
+                        1 for r in runs if r["signal"] == s.name and r["notes"]
+                    ),
                 }
                 for s in SIGNALS
             }

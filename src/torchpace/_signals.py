@@ -14,8 +14,33 @@ class Terminated(BaseException):
     KeyboardInterrupt (a user's training script) does not swallow it."""
 
 
+# How long a Terminated may go unhandled before SIGTERM is raised again (seconds).
+REPEAT_S = 3.0
+_in_flight = threading.Event()
+_handled = threading.Event()
+
+
 def raise_terminated(signum: int, frame: Any) -> None:
+    if not _in_flight.is_set():
+        _in_flight.set()
+        threading.Thread(target=_repeat, name="torchpace-sigterm", daemon=True).start()
     raise Terminated()
+
+
+def _repeat() -> None:
+    """Raise SIGTERM in the main thread again until someone handles the Terminated: one raised
+    inside a finalizer (a DataLoader iterator's ``__del__``) is printed and dropped by Python,
+    and a script that trains for ever then ran on for ever (found by
+    benchmarks/fault_injection.py)."""
+    main = threading.main_thread().ident
+    kill = getattr(signal, "pthread_kill", None)
+    while main is not None and kill is not None and not _handled.wait(REPEAT_S):
+        kill(main, signal.SIGTERM)
+
+
+def handled() -> None:
+    """The Terminated was caught where it was meant to be: stop raising it again."""
+    _handled.set()
 
 
 def catch_sigterm() -> Any:

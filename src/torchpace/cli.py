@@ -360,12 +360,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(own)
     if script_args is not None:
         args.script_args = script_args
-    from torchpace._signals import Terminated, catch_sigterm
+    from torchpace._signals import Terminated, catch_sigterm, handled
 
     previous = catch_sigterm()
     try:
         rc: int = args.func(args)
     except Terminated:
+        handled()
         print("torchpace: terminated (SIGTERM)", file=sys.stderr)
         return 143
     except (ValueError, FileNotFoundError, RuntimeError) as exc:
