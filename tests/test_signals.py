@@ -11,8 +11,8 @@ CHILD = """
 import sys, time
 from torchpace._signals import Terminated, catch_sigterm, handled
 catch_sigterm()
-print("ready", flush=True)
 try:
+    print("ready", flush=True)  # inside the try: the signal may land while this returns
     time.sleep(60)
 except BaseException:
     pass  # swallowed, as Python does to an exception raised in a __del__
