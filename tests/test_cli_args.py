@@ -57,3 +57,18 @@ def test_a_full_disk_met_while_working_is_a_message(
         "torchpace: error: No space left on device: /cache/tune/x/trials.jsonl "
         "(free some space and run it again)\n"
     )
+
+
+def test_an_interrupt_while_the_verbs_load_is_a_message(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Found by benchmarks/fault_injection.py: a SIGINT 3.6 s into `torchpace tune`, while the
+    # parser imported the verbs' modules, ended the process by signal 2 with no message.
+    from torchpace import cli
+
+    def slow_imports() -> object:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "build_parser", slow_imports)
+    assert main(["tune", "cnn"]) == 130
+    assert capsys.readouterr().err == "torchpace: interrupted\n"

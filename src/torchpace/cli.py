@@ -356,14 +356,16 @@ def _split_script_args(argv: list[str]) -> tuple[list[str], list[str] | None]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    own, script_args = _split_script_args(list(sys.argv[1:] if argv is None else argv))
-    args = build_parser().parse_args(own)
-    if script_args is not None:
-        args.script_args = script_args
     from torchpace._signals import Terminated, catch_sigterm, handled
 
     previous = catch_sigterm()
     try:
+        # Parsing imports the verbs' modules (seconds, with torch): a Ctrl-C or SIGTERM there
+        # ends as one anywhere else does (the fault injection caught one exiting by signal 2).
+        own, script_args = _split_script_args(list(sys.argv[1:] if argv is None else argv))
+        args = build_parser().parse_args(own)
+        if script_args is not None:
+            args.script_args = script_args
         rc: int = args.func(args)
     except Terminated:
         handled()
