@@ -23,7 +23,7 @@ import ast
 import functools
 import os
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from torchpace.lint.engine import MAX_PYTHON_BYTES, parse
@@ -39,18 +39,20 @@ def _key(path: str | Path) -> str:
     return os.path.normcase(os.path.abspath(path))
 
 
+def _candidates(module: str, caller: Path, level: int = 0) -> Iterator[Path]:
+    """The files ``import module`` from ``caller`` may mean, nearest first: beside it or up to
+    :data:`MAX_LEVELS` directories above (``level`` > 0: a relative import, from the caller's
+    package)."""
+    parts = [p for p in module.split(".") if p]
+    bases = [caller.parent, *caller.parent.parents]
+    for base in bases[level - 1 : level] if level else bases[: MAX_LEVELS + 1]:
+        yield base.joinpath(*parts).with_suffix(".py") if parts else base / "__init__.py"
+        yield base.joinpath(*parts, "__init__.py")
+
+
 def _module_file(module: str, caller: Path, linted: dict[str, str]) -> str | None:
     """The linted file that ``import module`` from ``caller`` most likely means."""
-    parts = module.split(".")
-    for base in [caller.parent, *caller.parent.parents][: MAX_LEVELS + 1]:
-        for candidate in (
-            base.joinpath(*parts).with_suffix(".py"),
-            base.joinpath(*parts, "__init__.py"),
-        ):
-            key = _key(candidate)
-            if key in linted:
-                return key
-    return None
+    return next((k for c in _candidates(module, caller) if (k := _key(c)) in linted), None)
 
 
 def step_callees(results: Sequence[FileResult]) -> dict[str, frozenset[str]]:
@@ -78,32 +80,29 @@ _NOT_MODELS = frozenset({"get_model", "get_model_weights", "get_weight", "list_m
 
 
 def find_module(module: str, caller: Path, level: int = 0) -> Path | None:
-    """The file ``import module`` means from ``caller``: beside it or up to :data:`MAX_LEVELS`
-    directories above (``level`` > 0: a relative import, from the caller's package)."""
-    parts = [p for p in module.split(".") if p]
-    bases = [caller.parent, *caller.parent.parents]
-    bases = bases[level - 1 : level] if level else bases[: MAX_LEVELS + 1]
-    for base in bases:
-        for candidate in (
-            base.joinpath(*parts).with_suffix(".py") if parts else base / "__init__.py",
-            base.joinpath(*parts, "__init__.py"),
-        ):
-            if candidate.is_file():
-                return candidate
-    return None
+    """The file ``import module`` means from ``caller`` (see :func:`_candidates`)."""
+    return next((c for c in _candidates(module, caller, level) if c.is_file()), None)
+
+
+# Files parsed for their classes or functions, each once per process (a project's models.py
+# is imported by every script beside it).
+@functools.lru_cache(maxsize=64)
+def _parsed(path: Path) -> FileContext | None:
+    try:
+        if path.stat().st_size > MAX_PYTHON_BYTES:
+            return None
+        ctx = parse(str(path), path.read_bytes())
+    except OSError:
+        return None
+    return ctx if isinstance(ctx, FileContext) else None
 
 
 @functools.lru_cache(maxsize=512)
 def conv_classes(path: Path) -> frozenset[str]:
     """The classes of the file at ``path`` that build conv layers, directly or through other
     classes of the same file (a ResNet built from its Bottleneck blocks)."""
-    try:
-        if path.stat().st_size > MAX_PYTHON_BYTES:
-            return frozenset()
-        ctx = parse(str(path), path.read_bytes())
-    except OSError:
-        return frozenset()
-    if not isinstance(ctx, FileContext):
+    ctx = _parsed(path)
+    if ctx is None:
         return frozenset()
     classes = {c.name: c for c in ctx.of_type(ast.ClassDef)}
     made = {
@@ -166,13 +165,8 @@ def _cuda_functions(path: Path) -> frozenset[str]:
     branch (``return torch.device("cuda" if torch.cuda.is_available() else "cpu")``)."""
     from torchpace.lint.device import is_cuda_device
 
-    try:
-        if path.stat().st_size > MAX_PYTHON_BYTES:
-            return frozenset()
-        ctx = parse(str(path), path.read_bytes())
-    except OSError:
-        return frozenset()
-    if not isinstance(ctx, FileContext):
+    ctx = _parsed(path)
+    if ctx is None:
         return frozenset()
     return frozenset(
         f.name
