@@ -221,20 +221,24 @@ def interrupt_once(
     except subprocess.TimeoutExpired:
         ended_first = False
         proc.send_signal(sig)
+
+    def record(code: int | None, problems: list[str], notes: list[str]) -> dict[str, Any]:
+        return {
+            "signal": sig.name,
+            "delay_s": round(delay, 2),
+            "ended_before_signal": ended_first,
+            "exit": code,
+            "wall_s": round(time.monotonic() - t0, 2),
+            "problems": problems,
+            "notes": notes,
+        }
+
     try:
         _, err = proc.communicate(timeout=120)
     except subprocess.TimeoutExpired:
         proc.kill()
         _, err = proc.communicate()
-        return {
-            "signal": sig.name,
-            "delay_s": round(delay, 2),
-            "ended_before_signal": False,
-            "exit": None,
-            "wall_s": round(time.monotonic() - t0, 2),
-            "problems": ["did not end within 120 s"],
-            "notes": [],
-        }
+        return record(None, ["did not end within 120 s"], [])
     problems: list[str] = []
     notes: list[str] = []
     code = proc.returncode
@@ -257,15 +261,7 @@ def interrupt_once(
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
     problems += CHECKS[verb.name](work, state)
-    return {
-        "signal": sig.name,
-        "delay_s": round(delay, 2),
-        "ended_before_signal": ended_first,
-        "exit": code,
-        "wall_s": round(time.monotonic() - t0, 2),
-        "problems": problems,
-        "notes": notes,
-    }
+    return record(code, problems, notes)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -22,7 +22,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "script_corpus"))
 
-from make_corpus import list_blobs, materialise_repo, repo_dirname  # noqa: E402
+from make_corpus import materialise_repo, write_manifest  # noqa: E402
 
 REPOS = json.loads((HERE / "repos.json").read_text())
 SUFFIXES = (".py", ".ipynb")
@@ -51,16 +51,10 @@ def main(argv: list[str] | None = None) -> int:
         manifest.append(
             materialise_repo(entry["repo"], spec, out, args.mirror, out / ".git-cache", SUFFIXES)
         )
-    old_path = out / "MANIFEST.json"
-    old = json.loads(old_path.read_text()) if old_path.is_file() else []
-    done = {m["repo"] for m in manifest}
-    merged = [m for m in old if m["repo"] not in done] + manifest
-    old_path.write_text(json.dumps(merged, indent=1) + "\n")
+    write_manifest(out, manifest)
     print(f"[corpus] {sum(len(m['files']) for m in manifest)} files in {out}")
     return 0
 
-
-__all__ = ["list_blobs", "repo_dirname"]
 
 if __name__ == "__main__":
     sys.exit(main())

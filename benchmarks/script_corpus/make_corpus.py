@@ -382,6 +382,15 @@ DATA = {
 }
 
 
+def write_manifest(out: Path, manifest: list[dict]) -> None:
+    """OUT/MANIFEST.json: these repositories' entries, replacing theirs, beside the others'."""
+    path = out / "MANIFEST.json"
+    old = json.loads(path.read_text()) if path.is_file() else []
+    done = {m["repo"] for m in manifest}
+    merged = [m for m in old if m["repo"] not in done] + manifest
+    path.write_text(json.dumps(merged, indent=1) + "\n")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -416,11 +425,7 @@ def main(argv: list[str] | None = None) -> int:
             for make in DATA.get(repo, []):
                 print(f"[corpus]   data: {make.__name__}", flush=True)
                 make(out / repo_dirname(repo))
-    old_path = out / "MANIFEST.json"
-    old = json.loads(old_path.read_text()) if old_path.is_file() else []
-    done = {m["repo"] for m in manifest}
-    merged = [m for m in old if m["repo"] not in done] + manifest
-    old_path.write_text(json.dumps(merged, indent=1) + "\n")
+    write_manifest(out, manifest)
     print(f"[corpus] done: {out}")
     return 0
 
