@@ -46,6 +46,26 @@ def entry_env(entry: dict, root: Path) -> dict[str, str]:
     return env
 
 
+def run_logged(
+    cmd: list[str], cwd: Path, env: dict[str, str], log: Path, timeout: float
+) -> int | str:
+    """Run ``cmd`` with its output (stdout and stderr) in ``log``; its exit status, or
+    "timeout" when it ran past ``timeout`` seconds."""
+    with log.open("wb") as f:
+        try:
+            return subprocess.run(
+                cmd,
+                cwd=cwd,
+                env=env,
+                stdout=f,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                timeout=timeout,
+            ).returncode
+        except subprocess.TimeoutExpired:
+            return "timeout"
+
+
 def run_entry(entry: dict, root: Path, python: str, timeout: float) -> dict:
     env = entry_env(entry, root)
     cwd = root / entry["cwd"]
@@ -56,20 +76,7 @@ def run_entry(entry: dict, root: Path, python: str, timeout: float) -> dict:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     load = os.getloadavg()[0]
     start = time.perf_counter()
-    with open(log_path, "wb") as log:
-        try:
-            proc = subprocess.run(
-                cmd,
-                cwd=cwd,
-                env=env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                timeout=timeout,
-            )
-            rc = proc.returncode
-        except subprocess.TimeoutExpired:
-            rc = "timeout"
+    rc = run_logged(cmd, cwd, env, log_path, timeout)
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)

@@ -22,13 +22,12 @@ import json
 import os
 import shlex
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from run_corpus import REPO_ROOT, entry_env, load_entries
+from run_corpus import REPO_ROOT, entry_env, load_entries, run_logged
 
 
 def _env(entry: dict[str, Any], root: Path, cache: Path) -> dict[str, str]:
@@ -37,19 +36,7 @@ def _env(entry: dict[str, Any], root: Path, cache: Path) -> dict[str, str]:
 
 def _timed(cmd: list[str], cwd: Path, env: dict[str, str], log: Path, timeout: float) -> dict:
     t0 = time.perf_counter()
-    with log.open("wb") as f:
-        try:
-            rc: int | str = subprocess.run(
-                cmd,
-                cwd=cwd,
-                env=env,
-                stdout=f,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                timeout=timeout,
-            ).returncode
-        except subprocess.TimeoutExpired:
-            rc = "timeout"
+    rc = run_logged(cmd, cwd, env, log, timeout)
     return {"rc": rc, "wall_s": round(time.perf_counter() - t0, 2), "log": str(log)}
 
 
