@@ -249,9 +249,12 @@ def calls_out(ctx: FileContext) -> tuple[tuple[str, str], ...]:
     entry points :mod:`torchpace.lint.project` follows into other files."""
     from torchpace.lint.device import may_use_accelerator, uses_cuda
 
-    if "loops" not in ctx.__dict__ or not ctx.loops.scope_of or not may_use_accelerator(ctx):
+    if "loops" not in ctx.__dict__ or not ctx.loops.scope_of:
         return ()
-    out = _device_handed_on(ctx) if uses_cuda(ctx) else []
+    cuda = uses_cuda(ctx)  # may_use_accelerator would compute it again
+    if not cuda and not may_use_accelerator(ctx):
+        return ()
+    out = _device_handed_on(ctx) if cuda else []
     instances = ctx.loops.instances
     for node, _ in ctx.loops.hot.values():
         if not isinstance(node, ast.Call):
