@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import warnings
+from typing import Any
 
 import pytest
 import torch
@@ -11,7 +12,7 @@ from torch import nn
 from conftest import requires_cuda
 from torchpace.measure.env import cpu_supports_bf16
 from torchpace.speedups.applied import Applied, SpeedupWarning
-from torchpace.speedups.compile import compile_model
+from torchpace.speedups.compile import compile_forward, compile_model
 from torchpace.speedups.fast_math import set_fast_math
 from torchpace.speedups.forward import autocast_forward, use_attention_backend
 from torchpace.speedups.memory_format import use_channels_last
@@ -157,6 +158,37 @@ def test_compile_keeps_the_object_and_checks_the_mode() -> None:
     assert record.changed and record.technique == "torch-compile"
     assert not compile_model(model).changed  # in place, once
     assert "_orig_mod" not in "".join(model.state_dict())
+
+
+class _Redirecting(nn.Module):
+    """A wrapper that hands attribute writes on to the module it wraps, as Lightning Fabric's
+    _FabricModule does (its forward calls the inner module's)."""
+
+    def __init__(self, inner: nn.Module) -> None:
+        super().__init__()
+        self.inner = inner
+        self._ready = True
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if getattr(self, "_ready", False) and hasattr(self.inner, name):
+            setattr(self.inner, name, value)
+        super().__setattr__(name, value)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.inner(x)
+
+
+def test_compile_forward_leaves_a_wrapped_module_alone() -> None:
+    # The Fabric corpus script's compile trial ended in a RecursionError: the compiled wrapper
+    # forward was written onto the inner module too, so each called the other.
+    inner = nn.Linear(3, 3)
+    wrapper = _Redirecting(inner)
+    record = compile_forward(wrapper)
+    assert record.changed
+    assert getattr(wrapper.forward, "_torchdynamo_orig_callable", None) is not None
+    assert "forward" not in vars(inner)  # the inner module keeps its class's forward
+    assert inner.forward.__func__ is nn.Linear.forward
+    assert not compile_forward(wrapper).changed
 
 
 def test_fast_math_on_cpu_and_restore() -> None:
