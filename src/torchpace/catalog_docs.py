@@ -52,6 +52,12 @@ def _devices(t: Technique) -> str:
 def _numerics(t: Technique) -> str:
     if t.changes_numerics:
         return "changes numerics (convergence is checked against the baseline's seed band)"
+    if t.changes_random_stream:
+        return (
+            "preserves numerics, but draws random numbers from other streams (a seeded run's "
+            "dropout and augmentations differ, so convergence is checked against the seed band "
+            "when the trajectory does not match)"
+        )
     return "preserves numerics (same loss trajectory as the baseline, up to rounding)"
 
 

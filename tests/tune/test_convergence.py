@@ -12,6 +12,7 @@ from torchpace.tune.convergence import (
     Band,
     Verdict,
     changes_numerics,
+    changes_random_stream,
     check,
     check_at_equal_samples,
 )
@@ -110,6 +111,50 @@ def test_preserving_is_judged_step_by_step_not_by_the_band() -> None:
     result = [3.0, 3.0, 1.5, 1.5]
     v = check(result, baseline_losses=SEED0, band=band(), changes_numerics=False)
     assert v.reason.endswith("by 2.5e-01 relative at step 1 (tolerance 2e-03)")
+
+
+# -- preserving, random numbers from other streams ----------------------------------------------
+# Lightning's transformer example with persistent loader workers: the iterator no longer drew each
+# epoch's worker seed from the main generator, so dropout drew other masks and the same-seed run
+# differed by 8e-3; the guard rejected a numerics-preserving technique.
+def test_other_random_streams_are_judged_by_the_band_when_the_trajectory_differs() -> None:
+    result = [3.0, 3.0, 1.75, 1.75]  # another trajectory, ending inside [1, 3]
+    v = check(
+        result,
+        baseline_losses=SEED0,
+        band=band(),
+        changes_numerics=False,
+        changes_random_stream=True,
+    )
+    assert v == Verdict(True, "", -0.125, "changing")
+    outside = check(
+        [4.0, 3.0, 3.25, 3.25],
+        baseline_losses=SEED0,
+        band=band(),
+        changes_numerics=False,
+        changes_random_stream=True,
+    )
+    assert not outside.ok and outside.kind == "changing"
+    assert outside.reason.startswith("loss 3.25 (mean of the last 2 of 4 steps) is above")
+    assert "judged by the band, not step by step" in outside.reason
+    assert "differs by 1.2e+00 at step 3" in outside.reason
+
+
+def test_other_random_streams_that_match_stay_preserving() -> None:
+    v = check(
+        SEED0,
+        baseline_losses=SEED0,
+        band=band(),
+        changes_numerics=False,
+        changes_random_stream=True,
+    )
+    assert v.ok and v.kind == "preserving"
+
+
+def test_catalogue_tells_which_techniques_draw_other_random_numbers() -> None:
+    assert changes_random_stream(["loader-workers"]) is True
+    assert changes_random_stream(["persistent-workers", "fused-optimizer"]) is True
+    assert changes_random_stream(["channels-last", "fused-optimizer", "amp-bf16"]) is False
 
 
 # -- numerics-changing --------------------------------------------------------------------------

@@ -40,6 +40,7 @@ ENTRIES: tuple[Technique, ...] = (
             "benchmarks/cpu_techniques.py --only 'loader workers' --rounds 10`)."
         ),
         changes_numerics=False,
+        changes_random_stream=True,
         devices=BOTH,
         guides=("tuning-guide", "faster-training-memo", "single-gpu-ru", "seven-tips-zh"),
         how=code(
@@ -123,6 +124,7 @@ ENTRIES: tuple[Technique, ...] = (
         ),
         measured="",
         changes_numerics=False,
+        changes_random_stream=True,
         devices=CUDA,
         guides=("faster-training-memo",),
         how=code(
@@ -215,6 +217,7 @@ ENTRIES: tuple[Technique, ...] = (
         ),
         measured="",
         changes_numerics=False,
+        changes_random_stream=True,
         devices=BOTH,
         guides=("tuning-guide",),
         how=code(

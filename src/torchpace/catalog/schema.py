@@ -67,6 +67,11 @@ class Technique:
     devices: tuple[Device, ...]
     guides: tuple[str, ...]  # keys of GUIDES
     how: str  # a minimal code example of the technique applied
+    # Same arithmetic per sample, but random numbers drawn from other streams or in another
+    # order (loader workers seed their own generators; a persistent iterator skips the base
+    # seed the main generator gives each epoch's workers), so a seeded run's dropout masks and
+    # augmentations differ from the baseline's. The guard then judges by the seed band.
+    changes_random_stream: bool = False
 
 
 def code(text: str) -> str:

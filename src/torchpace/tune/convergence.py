@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from torchpace import catalog
@@ -119,12 +119,19 @@ def changes_numerics(techniques: Iterable[str]) -> bool:
     return any(catalog.get(t).changes_numerics for t in techniques)
 
 
+def changes_random_stream(techniques: Iterable[str]) -> bool:
+    """Whether any of these catalogue ids draws random numbers from other streams than the
+    baseline (so a same-seed run may differ step by step without changing numerics)."""
+    return any(catalog.get(t).changes_random_stream for t in techniques)
+
+
 def check(
     result_losses: Sequence[float],
     *,
     baseline_losses: Sequence[float],
     band: Band,
     changes_numerics: bool,
+    changes_random_stream: bool = False,
     scaler_skip_rate: float | None = None,
     preserving_rtol: float = PRESERVING_RTOL,
     max_skip_rate: float = MAX_SKIP_RATE,
@@ -133,8 +140,11 @@ def check(
 
     ``baseline_losses`` is the baseline run from the trial's seed. A numerics-preserving trial
     must match it at every step within ``preserving_rtol``; a numerics-changing one must end
-    (mean of the band's tail) inside ``band``. NaN/Inf or too many GradScaler skips reject both.
-    """
+    (mean of the band's tail) inside ``band``. A preserving trial that draws its random numbers
+    from other streams (``changes_random_stream``: loader workers) is held to the step-by-step
+    match when it happens to keep the stream, and otherwise judged by the band, as its seeded
+    dropout and augmentations legitimately differ. NaN/Inf or too many GradScaler skips reject
+    every kind."""
     kind: Kind = "changing" if changes_numerics else "preserving"
     n = len(result_losses)
     if n != len(baseline_losses):
@@ -158,6 +168,16 @@ def check(
         rel = abs(r - b) / abs(b) if b else (0.0 if r == b else math.inf)
         if rel > gap:
             worst, gap = step, rel
+    if gap > preserving_rtol and changes_random_stream:
+        judged = _judge_tail(tail, band, f"mean of the last {band.tail} of {n} steps")
+        if judged.ok:
+            return judged
+        return replace(
+            judged,
+            reason=f"{judged.reason}; judged by the band, not step by step, as its random "
+            f"numbers come from other streams (the same-seed run differs by {gap:.1e} at "
+            f"step {worst})",
+        )
     if gap > preserving_rtol:
         return Verdict(
             False,

@@ -27,6 +27,7 @@ from torchpace.tune.convergence import (
     Band,
     Verdict,
     changes_numerics,
+    changes_random_stream,
     check,
 )
 from torchpace.tune.results import ResultsFile
@@ -197,6 +198,7 @@ def _judge(r: TrialResult, base: TrialResult, band: Band, techniques: tuple[str,
         baseline_losses=base.losses,
         band=band,
         changes_numerics=changes_numerics(techniques),
+        changes_random_stream=changes_random_stream(techniques),
         scaler_skip_rate=r.scaler_skip_rate,
     )
 
