@@ -313,3 +313,15 @@ def test_equal_samples_needs_a_long_enough_trial() -> None:
         check_at_equal_samples(
             BASE, result_batch=0, baseline_losses=BASE, baseline_batch=32, band=BIG_BAND
         )
+
+
+def test_a_band_from_seeds_that_ended_alike_is_said_to_be_the_margin_alone() -> None:
+    # naive_cnn.py seeds itself: both baseline seeds trained identically, and the caption used to
+    # present the 5% margin as if it were a measured seed-to-seed band.
+    from torchpace.tune.command import _band_note
+
+    alike = Band.from_baselines([SEED0, list(SEED0)], tail=2)
+    assert alike.spread == 0
+    assert "seeds ended on the same loss" in _band_note(alike)
+    assert "±5% margin" in _band_note(alike)
+    assert _band_note(band()) == "" and _band_note(None) == ""
