@@ -134,6 +134,33 @@ def test_gradient_accumulation_counts_micro_steps() -> None:
     assert result["samples_per_step"] == planted["ACCUM"] * planted["BATCH"]
 
 
+def test_a_hand_written_update_without_an_optimizer_is_stepped_at_backward() -> None:
+    # Issue 18: pytorch/examples' word language model (p.data.add_, no optimizer) ended in "no
+    # optimizer.step() observed" after 869 backward() calls.
+    planted = _planted("manual_sgd")
+    result = _run("manual_sgd", steps=6, warmup=2)
+    assert result["run"]["steps_marked_by"] == "backward()"
+    assert result["micro_steps"] == 1
+    assert result["samples_per_step"] == planted["BATCH"]
+    # Each step holds one update (it falls at the start of the step after its backward): the
+    # planted sleep, and a forward-backward of a 600-parameter MLP, well under 10 ms.
+    median = result["step_seconds"]["median"]
+    assert planted["UPDATE_S"] <= median < planted["UPDATE_S"] + 0.010
+    assert result["breakdown"]["backward"]["seconds"]["median"] < planted["UPDATE_S"] / 2
+
+
+def test_an_lbfgs_step_holds_its_closures() -> None:
+    planted = _planted("lbfgs")
+    result = _run("lbfgs", steps=4, warmup=1)
+    assert result["run"]["steps_marked_by"] == "optimizer.step()"
+    assert result["micro_steps"] == planted["MAX_ITER"]  # backward() calls per step
+    # The closure's forward passes re-read the same batch: one batch per step, not MAX_ITER.
+    assert result["samples_per_step"] == planted["BATCH"]
+    # The closures' forward and backward are timed as such, not as optimizer time.
+    shares = {k: v["share"] for k, v in result["breakdown"].items()}
+    assert shares["forward"] + shares["backward"] > shares["optimizer"]
+
+
 def test_watch_ends_an_endless_loop_quietly_after_the_steps() -> None:
     torch.manual_seed(0)
     model = nn.Linear(4, 1)

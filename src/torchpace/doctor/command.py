@@ -12,7 +12,7 @@ from torchpace._args import non_negative_int, positive_int
 
 EPILOG = """\
 The script runs in this process as `python SCRIPT ARGS` would. After --warmup steps, one probe
-step (FLOPs, lines run; not timed) and --steps measured optimizer steps, it is stopped and the
+step (FLOPs, lines run; not timed) and --steps measured steps, it is stopped and the
 report printed. Put the script's own arguments after `--`:
 
   torchpace doctor --steps 30 examples/naive_cnn.py -- --batch-size 128
@@ -50,7 +50,8 @@ def add_parser(sub: Any) -> None:
         type=float,
         default=60.0,
         metavar="S",
-        help="give up if no optimizer.step() happens in S seconds (default 60)",
+        help="give up if no training step (optimizer.step() or backward()) happens in S "
+        "seconds (default 60)",
     )
     p.add_argument(
         "--step-timeout",
@@ -103,8 +104,9 @@ def run(args: argparse.Namespace) -> int:
         distributed.publish_missing(f"{ran.outcome}; {ran.saw}")  # rank 0 need not wait
         if ran.exit_code == 0:
             print(
-                "torchpace doctor: no optimizer.step() observed, so there are no steps to "
-                "measure; the doctor times steps by optimizer steps",
+                "torchpace doctor: no training step observed, so there are no steps to "
+                "measure; the doctor ends a step at each optimizer.step(), or at each "
+                "backward() in a script that builds no optimizer",
                 file=sys.stderr,
             )
         return ran.exit_code or 1

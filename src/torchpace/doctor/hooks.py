@@ -48,6 +48,7 @@ def install_optimizer(rec: Recorder, patches: Patches) -> None:
     def __init__(self: torch.optim.Optimizer, *args: Any, **kwargs: Any) -> None:
         init(self, *args, **kwargs)
         self.__dict__[_SITE] = user_site()
+        rec.optimizers_built += 1
 
     def pre(opt: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
         if id(opt) not in rec.records.optimizers:
@@ -56,8 +57,10 @@ def install_optimizer(rec: Recorder, patches: Patches) -> None:
             if site is not None:
                 rec.records.step_sites.add(site)
         rec.clock.enter("optimizer")
+        rec.in_optimizer_step = True
 
     def post(opt: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+        rec.in_optimizer_step = False
         rec.clock.exit()
         if rec.is_boundary(opt):
             rec.boundary()
@@ -107,7 +110,7 @@ class ModuleHooks:
             training = torch.is_grad_enabled() and not torch.is_inference_mode_enabled()
             if training:
                 if self.has_params.get(key, False) and args:
-                    self.rec.forward_samples += batch_size(args[0])
+                    self.rec.forward_batch(batch_size(args[0]))
                     if self.discovering:
                         self._observe(args[0])
                 self.rec.clock.enter("forward")
@@ -170,10 +173,12 @@ def _timed_backward(
                 sites.add(site)
         rec.clock.enter("backward")
         try:
-            return original(*args, **kwargs)
+            out = original(*args, **kwargs)
         finally:
             rec.clock.exit()
             state["inside"] = False
+        rec.backward_ended()  # may end the step, and the run (DoctorStop)
+        return out
 
     return backward
 

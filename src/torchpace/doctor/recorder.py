@@ -2,8 +2,12 @@
 to stop.
 
 Steps are bounded by optimizer steps (the global post-step hook), so any loop that calls
-``optimizer.step()`` works: a plain loop, Lightning, Accelerate. With several optimizers (a GAN),
-the first one to step marks the boundary and the others' steps are optimizer time within it.
+``optimizer.step()`` works: a plain loop, Lightning, Accelerate, LBFGS with a closure (the closure's
+backward passes fall inside the one step). With several optimizers (a GAN), the first one to step
+marks the boundary and the others' steps are optimizer time within it. A script that has built no
+optimizer by the end of its first ``backward()`` updates its weights by hand (``p.data.add_(p.grad,
+alpha=-lr)``, as pytorch/examples' word language model does): its steps end at each
+``backward()``, and its update falls at the start of the next step.
 
 Step 1 runs from the start to the first optimizer step, so it holds the script's set-up: it is
 always warm-up. After ``warmup`` steps one *probe* step counts FLOPs and records which lines run;
@@ -20,6 +24,9 @@ from time import perf_counter
 from torchpace.doctor.phases import PhaseClock
 from torchpace.doctor.records import Fetch, Records, Step
 from torchpace.doctor.sites import Site
+
+OPTIMIZER = "optimizer.step()"
+BACKWARD = "backward()"
 
 
 class DoctorStop(BaseException):
@@ -45,6 +52,11 @@ class Recorder:
         self.clock = PhaseClock(cuda=False)
         self.main_thread = threading.get_ident()
         self.boundaries = 0
+        self.optimizers_built = 0  # counted by the instruments' Optimizer.__init__
+        self.in_optimizer_step = False  # set by the instruments' step pre/post hooks
+        # What ends a step: "optimizer.step()" or "backward()", decided at the first backward()'s
+        # end (or the first optimizer step, if one comes before any backward()).
+        self.marker: str | None = None
         self.finished = False
         self._primary: int | None = None
         self._started = perf_counter()
@@ -63,6 +75,7 @@ class Recorder:
         self.fetches: list[Fetch] = []
         self.backward_calls = 0
         self.forward_samples = 0
+        self._closure_counted = False  # an LBFGS closure's batch, counted once per step
         self.eval_calls = 0
         self.syncs: dict[tuple[Site, str], int] = defaultdict(int)
         self.sync_time: dict[tuple[Site, str], float] = defaultdict(float)
@@ -72,6 +85,15 @@ class Recorder:
     ) -> None:
         self.fetches.append(Fetch(loader, seconds, samples, tokens, padded))
         self._last_loader = loader
+
+    def forward_batch(self, samples: int) -> None:
+        """A training forward of a model took ``samples``. Inside an optimizer's step (an LBFGS
+        closure, evaluated up to max_iter times on the same batch) only the first counts."""
+        if self.in_optimizer_step:
+            if self._closure_counted:
+                return
+            self._closure_counted = True
+        self.forward_samples += samples
 
     def synced(self, site: Site, kind: str, blocked: float | None) -> None:
         key = (site, kind)
@@ -89,12 +111,24 @@ class Recorder:
 
     # -- boundaries -------------------------------------------------------------------------------
     def is_boundary(self, optimizer: object) -> bool:
+        if self.marker is None:
+            self.marker = OPTIMIZER
+        if self.marker != OPTIMIZER:
+            return False  # an optimizer built after hand-made updates began: time in a step
         if self._primary is None:
             self._primary = id(optimizer)
         return id(optimizer) == self._primary
 
+    def backward_ended(self) -> None:
+        """A top-level ``backward()`` returned on the main thread: with no optimizer built by
+        the first one, backward() marks the steps from here on."""
+        if self.marker is None:
+            self.marker = OPTIMIZER if self.optimizers_built else BACKWARD
+        if self.marker == BACKWARD:
+            self.boundary()
+
     def boundary(self) -> None:
-        """An optimizer step of the primary optimizer ended: close the step."""
+        """A step ended (the primary optimizer's step, or a backward()): close it."""
         now = perf_counter()
         if self.finished:
             return

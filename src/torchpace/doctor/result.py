@@ -101,7 +101,8 @@ def build(
         "run": {
             "warmup": session.rec.warmup,
             "steps_requested": session.rec.steps,
-            "optimizer_steps_seen": session.rec.boundaries,
+            "optimizer_steps_seen": session.rec.boundaries,  # steps, whatever marks them
+            "steps_marked_by": session.rec.marker,
             "first_step_s": records.first_step_s,
         },
         **summary,

@@ -36,19 +36,31 @@ def _saw(session: Session) -> str:
 def _stall_watch(
     session: Session, first_step_timeout: float, step_timeout: float
 ) -> Callable[[], str | None]:
-    """The watchdog: a reason to stop when no optimizer step came in ``first_step_timeout``
-    seconds from the start, or, after one, in ``step_timeout`` seconds (0: never) since the
-    last: a script stuck after its first step hung the doctor for ever (issue 17)."""
-    seen = {"steps": 0, "since": time.monotonic()}
+    """The watchdog: a reason to stop when neither a step nor a backward() came in
+    ``first_step_timeout`` seconds from the start, or when no step came in ``step_timeout``
+    seconds (0: never) since the last one, or since the first backward(): a script stuck after
+    its first step hung the doctor for ever (issue 17). A backward() is progress for the first
+    step: an LBFGS step runs many closures (40 s for pytorch/examples' time-sequence-prediction
+    on a 2-core CPU) before it ends."""
+    start = time.monotonic()
+    seen: dict[str, Any] = {"steps": 0, "since": start}
 
     def stalled() -> str | None:
-        steps, now = session.rec.boundaries, time.monotonic()
-        if steps != seen["steps"]:
+        rec, now = session.rec, time.monotonic()
+        steps = rec.boundaries
+        if steps != seen["steps"] or (steps == 0 and rec.backward_calls and "first" not in seen):
             seen.update(steps=steps, since=now)
+            if steps == 0:
+                seen["first"] = now
             return None
         waited = now - seen["since"]
-        if steps == 0 and waited > first_step_timeout:
-            return f"no optimizer.step() observed in {first_step_timeout:g} s"
+        if steps == 0 and rec.backward_calls == 0 and waited > first_step_timeout:
+            return f"no training step and no backward() observed in {first_step_timeout:g} s"
+        if steps == 0 and step_timeout and waited > step_timeout:
+            return (
+                f"backward() ran {rec.backward_calls} times in {waited:.0f} s, but no "
+                "optimizer.step() ended a step (--step-timeout sets the limit; 0 waits for ever)"
+            )
         if steps and step_timeout and waited > step_timeout:
             return (
                 f"no optimizer step for {step_timeout:g} s after step {steps}: the script seems "

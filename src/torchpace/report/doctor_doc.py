@@ -36,9 +36,15 @@ def _steps_line(result: dict[str, Any]) -> str:
 
 def _how(result: dict[str, Any], clock: str) -> str:
     n = result["steps"]["kept"]
+    marker = result.get("run", {}).get("steps_marked_by") or "optimizer.step()"
+    why = (
+        " (the script builds no optimizer: its hand-written update falls at a step's start)"
+        if marker == "backward()"
+        else ""
+    )
     return (
         f"Median over {n} kept steps of each phase's time ({clock}); a step runs from one "
-        f"optimizer.step() to the next; warm-up, probe, compile and evaluation steps excluded."
+        f"{marker} to the next{why}; warm-up, probe, compile and evaluation steps excluded."
     )
 
 

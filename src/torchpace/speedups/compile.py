@@ -46,7 +46,7 @@ def compile_forward(model: nn.Module, *, mode: str = "default") -> Applied:
     # nn.Module's own setattr, not the model's: a wrapper that hands attribute writes on to the
     # module it wraps (Lightning Fabric's _FabricModule does) would make the inner module's
     # forward call the wrapper's compiled forward, which calls the inner one: a RecursionError.
-    nn.Module.__setattr__(model, "forward", torch.compile(model.forward, mode=mode))
+    nn.Module.__setattr__(model, "forward", torch.compile(model.forward, mode=mode))  # type: ignore[arg-type]
     return done(TECHNIQUE, [f"{type(model).__name__}.forward compiled on first call ({mode})"])
 
 
