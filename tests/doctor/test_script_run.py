@@ -292,3 +292,23 @@ def test_the_watchdogs_stop_a_stuck_script_even_one_that_swallows_interrupts(
     )
     assert proc.returncode == 1
     assert "no training step and no backward() observed in 2 s" in proc.stderr
+
+
+def _mark(name: str, marker: str) -> int:
+    lines = (SCRIPTS / name).read_text().splitlines()
+    (line,) = [i for i, text in enumerate(lines, 1) if text.endswith(f"# MARK: {marker}")]
+    return line
+
+
+@pytest.mark.parametrize("start", ["fork", "spawn"])
+def test_training_in_child_processes_is_named_and_the_children_are_left_alone(start: str) -> None:
+    # Issue 18: Hogwild trains in processes started with torch.multiprocessing; the doctor saw no
+    # step. Forked children inherited the instruments, whose DoctorStop at the parent's step
+    # count would have ended each child's training with a traceback.
+    proc = _doctor("--first-step-timeout", "60", str(SCRIPTS / "hogwild.py"), "--start", start)
+    assert "hogwild done, child exit codes [0, 0]" in proc.stdout, proc.stderr[-2000:]
+    assert "DoctorStop" not in proc.stderr
+    line = _mark("hogwild.py", "start")
+    assert f"2 processes running train (started at hogwild.py:{line}, {start})" in proc.stderr
+    assert "the doctor measures only the process it runs in" in proc.stderr
+    assert proc.returncode == 1  # no step measured in this process

@@ -102,7 +102,15 @@ def run(args: argparse.Namespace) -> int:
     if ran.result is None:
         print(f"torchpace doctor: {ran.outcome}; {ran.saw}", file=sys.stderr)
         distributed.publish_missing(f"{ran.outcome}; {ran.saw}")  # rank 0 need not wait
-        if ran.exit_code == 0:
+        if ran.children:
+            print(
+                "torchpace doctor: training may run in the processes the script started; the "
+                "doctor measures only the process it runs in. Where the script can train in "
+                "one process (an option for the number of processes or workers), run the "
+                "doctor that way",
+                file=sys.stderr,
+            )
+        elif ran.exit_code == 0:
             print(
                 "torchpace doctor: no training step observed, so there are no steps to "
                 "measure; the doctor ends a step at each optimizer.step(), or at each "

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from torchpace.doctor.children import Child
 from torchpace.doctor.sites import Site
 
 
@@ -89,3 +90,4 @@ class Records:
     backward_sites: set[Site] = field(default_factory=set)
     step_sites: set[Site] = field(default_factory=set)
     first_step_s: float | None = None  # from the start of the run to the first optimizer step
+    children: list[Child] = field(default_factory=list)  # processes the script started

@@ -103,6 +103,7 @@ def build(
             "steps_requested": session.rec.steps,
             "optimizer_steps_seen": session.rec.boundaries,  # steps, whatever marks them
             "steps_marked_by": session.rec.marker,
+            "child_processes": [c.to_dict() for c in records.children],
             "first_step_s": records.first_step_s,
         },
         **summary,

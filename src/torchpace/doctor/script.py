@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from torchpace.doctor.children import describe
 from torchpace.doctor.session import Session
 from torchpace.script.main import load, print_script_error, run_as_main
 
@@ -21,15 +22,18 @@ class ScriptRun:
     outcome: str
     result: dict[str, Any] | None  # None when no optimizer step was seen
     saw: str  # what the doctor saw, for the "no optimizer step" message
+    children: int = 0  # processes the script started (not DataLoader workers)
 
 
 def _saw(session: Session) -> str:
     rec = session.rec
     batches = len(rec.fetches)
     models = len(session.modules.roots) if session.modules is not None else 0
+    started = rec.records.children
     return (
         f"saw {batches} DataLoader batches, {models} models or loss modules called and "
         f"{rec.backward_calls} backward() calls"
+        + (f"; the script started {describe(started)}" if started else "")
     )
 
 
@@ -95,7 +99,7 @@ def run(
     exit_code, outcome = ended.exit_code, ended.outcome
     saw = _saw(session)
     if session.rec.boundaries == 0:
-        return ScriptRun(exit_code, outcome, None, saw)
+        return ScriptRun(exit_code, outcome, None, saw, len(session.rec.records.children))
     from torchpace.doctor.result import build
 
     result = build(

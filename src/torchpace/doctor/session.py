@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from torchpace.doctor import hooks, loaders, syncs
+from torchpace.doctor import children, hooks, loaders, syncs
 from torchpace.doctor.patching import Patches
 from torchpace.doctor.probe import Probe
 from torchpace.doctor.recorder import DoctorStop, Recorder
@@ -42,6 +42,7 @@ class Session:
             loaders.install(rec, patches)
             syncs.install(rec, patches)
             self.modules = hooks.ModuleHooks(rec, patches)
+            children.install(rec.records.children, self, patches)
         except BaseException:
             patches.undo()
             raise
@@ -84,6 +85,15 @@ class Session:
         if self._installed:
             self.patches.undo()
             self._installed = False
+
+    def disarm(self) -> None:
+        """In a child forked from the script's process: no records, no stop, no instruments."""
+        self.rec.finished = True
+        self.rec.stop = False
+        self._probing = False
+        if self._installed:
+            self._installed = False
+            self.patches.undo()
 
     def memory(self) -> dict[str, Any]:
         peak = memory.peak(self.device)

@@ -27,10 +27,18 @@ from torchpace.report.references import references, rule_anchor, technique_ancho
 def _steps_line(result: dict[str, Any]) -> str:
     steps = result["steps"]
     excluded = ", ".join(f"{n} {why}" for why, n in steps["excluded"].items()) or "none"
+    children = result.get("run", {}).get("child_processes") or []
+    started = (
+        f" The script also started {len(children)} other process"
+        f"{'es' if len(children) > 1 else ''} ({', '.join(sorted({c['target'] for c in children}))}"
+        "), which the doctor does not measure."
+        if children
+        else ""
+    )
     return (
         f"{steps['kept']} of {steps['measured']} measured steps kept (excluded: {excluded}); "
         f"{steps['warmup']} warm-up steps and {steps['probe']} probe step were run first and not "
-        f"timed. Outcome: {result['outcome']}."
+        f"timed. Outcome: {result['outcome']}.{started}"
     )
 
 

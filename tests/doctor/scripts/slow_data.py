@@ -24,6 +24,9 @@ class SlowDataset(Dataset):
 
 def main():
     loader = DataLoader(SlowDataset(), batch_size=BATCH)  # MARK: loader
+    if "--workers" in sys.argv:
+        workers = int(sys.argv[sys.argv.index("--workers") + 1])
+        loader = DataLoader(SlowDataset(), batch_size=BATCH, num_workers=workers)
     model = nn.Linear(8, 2)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     for x, y in loader:
