@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -104,3 +105,52 @@ def test_a_larger_batch_changes_the_training_loader_only_and_scales_the_lr(tmp_p
     assert r.status == "ok", r.reason
     assert r.batch_size == 32 and r.samples_per_step == 32
     assert "max-batch-size" in r.applied
+
+
+LENGTHS = str(Path(__file__).parent / "scripts" / "lengths.py")
+
+
+def _lengths_trial(tmp_path: Path, plan: Plan, steps: int) -> tuple[Any, list[dict[str, Any]]]:
+    out = tmp_path / f"seen-{plan.batching}.json"
+    spec = TrialSpec(
+        name="t",
+        recipe=LENGTHS,
+        plan=plan.to_dict(),
+        seed=0,
+        warmup=2,
+        steps=steps,
+        args=("--out", str(out)),
+        cwd=str(tmp_path),
+    )
+    return trial.run(spec), json.loads(out.read_text())
+
+
+def test_length_bucketing_replaces_the_shuffle_of_a_loader_whose_dataset_has_lengths(tmp_path):
+    # Issue 15: the seqcls recipe's plan gained most of its speed from length bucketing, which the
+    # script tune could not apply ("batches are the script's own").
+    steps = 35  # 37 steps: three epochs of 12 batches are written, the 37th stops in opt.step()
+    base, plain = _lengths_trial(tmp_path, Plan(grad_set_to_none=False), steps)
+    assert base.status == "ok", base.reason
+    (loader,) = base.extra["facts"]["loaders"]
+    assert loader["length_max"] <= 63 and loader["length_p90"] <= loader["length_max"]
+    r, bucketed = _lengths_trial(
+        tmp_path, Plan(grad_set_to_none=False, batching="length-bucket"), steps
+    )
+    assert r.status == "ok", r.reason
+    assert "length-bucketing" in r.applied
+    mean = lambda rows: sum(x["padded"] for x in rows) / len(rows)  # noqa: E731
+    assert mean(bucketed) < mean(plain) / 2
+    by_epoch: dict[int, list[list[int]]] = {}
+    for row in bucketed:
+        by_epoch.setdefault(row["epoch"], []).append(row["batch"])
+    assert len(by_epoch) == 3
+    for batches in by_epoch.values():  # every sample once per epoch, BATCH to a batch
+        assert sorted(i for b in batches for i in b) == list(range(48))
+        assert {len(b) for b in batches} == {4}
+    assert by_epoch[0] != by_epoch[1] != by_epoch[2]  # reshuffled every epoch
+
+
+def test_length_bucketing_says_why_it_cannot_apply(tmp_path):
+    r = _run(tmp_path, plan=Plan(grad_set_to_none=False, batching="length-bucket").to_dict())
+    assert r.status == "ok", r.reason
+    assert "has no `lengths`" in r.extra["not_applied"]["length-bucketing"]

@@ -72,3 +72,23 @@ def test_a_compute_bound_recipe_keeps_its_loader(
     out = run(tmp_path, monkeypatch, trial, cores=8)
     assert [r.name for r in out.rows if r.name.startswith("loader")] == ["loader alone"]
     assert out.plan.loader == "keep"
+
+
+def test_a_script_whose_training_dataset_has_lengths_gets_the_bucketing_candidates() -> None:
+    from types import SimpleNamespace
+
+    import torch
+
+    from torchpace.tune.candidates import for_script
+
+    loader = {"dataset": "Seqs", "shuffled": True, "batch_size": 16, "num_workers": 0}
+    facts = {"optimizers": ["Adam"], "loaders": [loader | {"length_p90": 200, "length_max": 1024}]}
+    cands, no = for_script(SimpleNamespace(extra={"facts": facts}), torch.device("cpu"), [])
+    by_name = {c.name: c for c in cands}
+    assert by_name["length-bucket"].changes == {"batching": "length-bucket"}
+    # A batch of 16 at the 90th-percentile length: 3200 padded tokens (the longest fits).
+    assert by_name["token budget"].changes == {"batching": "token-budget", "max_tokens": 3200}
+    facts["loaders"] = [loader]
+    cands, no = for_script(SimpleNamespace(extra={"facts": facts}), torch.device("cpu"), [])
+    assert "length-bucket" not in {c.name for c in cands}
+    assert any(n.name == "length-bucket" and "no `lengths`" in n.reason for n in no)

@@ -46,11 +46,6 @@ from torchpace.train.plan import Plan
 
 # Plan fields an interposer cannot apply to a script, and why (each names what to use instead).
 NOT_FOR_SCRIPTS = {
-    "batching": (
-        "length-bucketing",
-        "batches are the script's own; bucketing needs a sampler over sample lengths "
-        "(torchpace.speedups.batching) in the script, or a recipe",
-    ),
     "prefetch": (
         "async-prefetch",
         "the script copies its batches itself; prefetching needs torchpace.speedups."

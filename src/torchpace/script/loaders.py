@@ -1,17 +1,19 @@
 """DataLoaders of a script, as the plan wants them (``torchpace.script.interpose``'s constructor
 patch): the device's worker, pinning and persistence settings (``loader_settings``), not for an
-IterableDataset, which each worker would yield whole; and the plan's batch size for the shuffled
+IterableDataset, which each worker would yield whole; the plan's batch size for the shuffled
 training loader (an evaluation loader, or batches the script forms itself, are left as they are),
-with the LR factor of the plan's scaling rule handed to the optimizers' side."""
+with the LR factor of the plan's scaling rule handed to the optimizers' side; and the plan's
+length bucketing for that loader where its dataset says its samples' ``lengths``, as a recipe's
+does (``torchpace.speedups.batching``'s samplers in place of ``shuffle=True``)."""
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
-from torch.utils.data import DataLoader, IterableDataset, RandomSampler
+from torch.utils.data import DataLoader, IterableDataset, RandomSampler, Sampler
 
 from torchpace.doctor.patching import Patches
 from torchpace.speedups.applied import Applied, done, skipped
@@ -68,6 +70,11 @@ class LoaderPatch:
             "batch_size": kw.get("batch_size"),
             "num_workers": kw.get("num_workers", 0),
         }
+        lengths = dataset_lengths(dataset) if shuffled and not iterable else None
+        if lengths is not None:
+            ordered = sorted(lengths)
+            info["length_p90"] = ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))]
+            info["length_max"] = ordered[-1]
         self.loaders.append(info)
         if plan.loader == "auto" or plan.loader_workers is not None:
             if iterable:
@@ -87,7 +94,7 @@ class LoaderPatch:
                     self.applied.append(
                         done("loader-workers", [], reason=f"the loader already has {s}")
                     )
-                    return self._batch_size(kw, info, shuffled)
+                    return self._batching(self._batch_size(kw, info, shuffled), info, lengths)
                 kw.update(
                     num_workers=s.num_workers,
                     pin_memory=s.pin_memory,
@@ -100,7 +107,7 @@ class LoaderPatch:
                         [f"DataLoader({type(dataset).__name__}): {before} workers -> {s}"],
                     )
                 )
-        return self._batch_size(kw, info, shuffled)
+        return self._batching(self._batch_size(kw, info, shuffled), info, lengths)
 
     def _batch_size(
         self, kw: dict[str, Any], info: dict[str, Any], shuffled: bool
@@ -126,3 +133,79 @@ class LoaderPatch:
                 self.on_batch_scaled(factor)
             info["batch_size"] = kw["batch_size"]
         return kw
+
+    def _batching(
+        self, kw: dict[str, Any], info: dict[str, Any], lengths: list[int] | None
+    ) -> dict[str, Any]:
+        """The plan's length bucketing for the shuffled training loader: a batch sampler over
+        the dataset's ``lengths`` instead of ``shuffle=True`` (which it reshuffles each epoch,
+        seeded from torch's generator, so the script's seed decides its batches)."""
+        plan = self.plan
+        if plan.batching == "as-is" or not info["shuffled"] or not kw.get("batch_size"):
+            return kw  # not asked for, or an evaluation loader: not this one
+        name = info["dataset"]
+        why = ""
+        if lengths is None:
+            why = f"{name} has no `lengths` (one length per sample) to bucket by"
+        elif kw.get("sampler") is not None or kw.get("batch_sampler") is not None:
+            why = f"DataLoader({name}) has its own sampler"
+        if why:
+            self.applied.append(skipped("length-bucketing", why, warn=False))
+            return kw
+        assert lengths is not None
+        from torchpace.speedups.batching import LengthBucketBatchSampler, TokenBudgetBatchSampler
+
+        seed = int(torch.empty((), dtype=torch.int64).random_().item()) % 2**31
+        sampler: Any
+        if plan.batching == "token-budget":
+            assert plan.max_tokens is not None  # Plan checks it
+            tokens = max(plan.max_tokens, max(lengths))
+            sampler = TokenBudgetBatchSampler(lengths, tokens, seed=seed)
+            what = f"batches of at most {tokens} padded tokens"
+        else:
+            sampler = LengthBucketBatchSampler(
+                lengths, kw["batch_size"], seed=seed, drop_last=bool(kw.get("drop_last"))
+            )
+            what = f"batches of {kw['batch_size']} samples of similar length"
+        kw.update(
+            batch_sampler=EpochAdvancing(sampler),
+            batch_size=1,
+            shuffle=False,
+            sampler=None,
+            drop_last=False,
+        )
+        self.applied.append(done("length-bucketing", [f"DataLoader({name}): {what}"]))
+        return kw
+
+
+def dataset_lengths(dataset: Any) -> list[int] | None:
+    """The dataset's per-sample ``lengths`` (a tensor, array or list, one per sample), as
+    integers, or None when it has none."""
+    lengths = getattr(dataset, "lengths", None)
+    if lengths is None or isinstance(lengths, (str, bytes)) or callable(lengths):
+        return None
+    try:
+        values = [int(x) for x in (lengths.tolist() if hasattr(lengths, "tolist") else lengths)]
+        n = len(dataset)
+    except (TypeError, ValueError):
+        return None
+    if len(values) != n or not values or min(values) < 1:
+        return None
+    return values
+
+
+class EpochAdvancing(Sampler[list[int]]):
+    """A batch sampler with ``set_epoch`` that moves to the next epoch each time it is iterated,
+    as a script that never calls ``set_epoch`` expects of ``shuffle=True``."""
+
+    def __init__(self, sampler: Any) -> None:
+        self.sampler = sampler
+        self.epoch = 0
+
+    def __len__(self) -> int:
+        return len(self.sampler)
+
+    def __iter__(self) -> Iterator[list[int]]:
+        self.sampler.set_epoch(self.epoch)
+        self.epoch += 1
+        return iter(self.sampler)

@@ -76,7 +76,19 @@ def candidates(recipe: Any, device: torch.device) -> tuple[list[Candidate], list
         "optimizers": [type(opt).__name__],
     }
     lengths = getattr(loader.dataset, "lengths", None)
-    return from_facts(facts, device, lengths=lengths, batch_size=recipe.batch_size)
+    return from_facts(
+        facts, device, lengths=length_quantiles(lengths), batch_size=recipe.batch_size
+    )
+
+
+def length_quantiles(lengths: Any) -> tuple[int, int] | None:
+    """The 90th-percentile and the longest of a dataset's sample ``lengths``, or None."""
+    if lengths is None:
+        return None
+    ordered = sorted(int(x) for x in lengths)
+    if not ordered:
+        return None
+    return ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))], ordered[-1]
 
 
 _FUSABLE = ("Adam", "AdamW", "SGD")  # torch.optim classes with a fused kernel on CPU and CUDA
@@ -86,11 +98,13 @@ def from_facts(
     facts: dict[str, Any],
     device: torch.device,
     *,
-    lengths: Any = None,
+    lengths: tuple[int, int] | None = None,
     batch_size: int | None = None,
 ) -> tuple[list[Candidate], list[NotApplicable]]:
     """The candidates for a run whose models and optimizers ``facts`` describe (``has_conv``,
-    ``has_conv_bias``, ``has_attention``, ``optimizers``: class names), ordered by PRIORITY."""
+    ``has_conv_bias``, ``has_attention``, ``optimizers``: class names), ordered by PRIORITY.
+    ``lengths``: the training data's 90th-percentile and longest sample length, where its
+    dataset has per-sample ``lengths`` (:func:`length_quantiles`)."""
     has_conv = bool(facts.get("has_conv"))
     has_conv_bias = bool(facts.get("has_conv_bias"))
     has_attention = bool(facts.get("has_attention"))
@@ -151,9 +165,8 @@ def from_facts(
     if lengths is not None and batch_size:
         # The token budget of a batch of the recipe's size at the 90th-percentile length: most
         # batches hold about as many samples as the recipe's, the long ones fewer.
-        ordered = sorted(int(x) for x in lengths)
-        p90 = ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))]
-        budget = max(max(ordered), batch_size * p90)
+        p90, longest = lengths
+        budget = max(longest, batch_size * p90)
         yes.append(
             Candidate(
                 "token budget",
@@ -176,7 +189,16 @@ def for_script(
     from torchpace.measure.cores import usable_cores
 
     facts = dict(base.extra.get("facts", {}))
-    cands, no = from_facts(facts, device)
+    train = [x for x in facts.get("loaders", []) if x.get("shuffled") and x.get("batch_size")]
+    bucketable = train[0] if train and "length_p90" in train[0] else None
+    cands, no = from_facts(
+        facts,
+        device,
+        lengths=None
+        if bucketable is None
+        else (int(bucketable["length_p90"]), int(bucketable["length_max"])),
+        batch_size=None if bucketable is None else int(bucketable["batch_size"]),
+    )
     if facts.get("own_autocast"):
         amp = [c for c in cands if "amp" in c.changes]
         cands = [c for c in cands if "amp" not in c.changes]
