@@ -25,6 +25,7 @@ FULL = Plan(
     fast_math=True,
     compile="default",
     loader_workers=1,
+    batching="length-bucket",
 )
 
 

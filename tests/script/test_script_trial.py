@@ -154,3 +154,32 @@ def test_length_bucketing_says_why_it_cannot_apply(tmp_path):
     r = _run(tmp_path, plan=Plan(grad_set_to_none=False, batching="length-bucket").to_dict())
     assert r.status == "ok", r.reason
     assert "has no `lengths`" in r.extra["not_applied"]["length-bucketing"]
+
+
+def test_apply_writes_the_same_bucketing_that_run_interposes(tmp_path):
+    # One mechanism both ways: the patched script's batches are the interposed trial's, batch for
+    # batch, from the same seed (both draw the sampler's seed right after the loader is built).
+    from torchpace.lint.fixes import apply_fixes
+    from torchpace.script.edits import plan_edits
+
+    plan = Plan(grad_set_to_none=False, batching="length-bucket")
+    _, interposed = _lengths_trial(tmp_path, plan, steps=20)
+    source = Path(LENGTHS).read_bytes()
+    findings, notes = plan_edits(source, LENGTHS, plan)
+    assert [f.technique for f in findings] == ["length-bucketing"] and notes == []
+    patched = tmp_path / "patched.py"
+    patched.write_bytes(apply_fixes(source, findings).source)
+    out = tmp_path / "patched-seen.json"
+    seed = (
+        "import runpy, sys, torch, random; torch.manual_seed(0); random.seed(0); "
+        f"sys.argv = ['patched.py', '--out', {str(out)!r}]; "
+        f"runpy.run_path({str(patched)!r}, run_name='__main__')"
+    )
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", seed], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    written = json.loads(out.read_text())
+    n = len(interposed)
+    assert [r["batch"] for r in written[:n]] == [r["batch"] for r in interposed]

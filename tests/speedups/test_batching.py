@@ -329,3 +329,24 @@ def test_module_names_its_catalogue_technique() -> None:
     from torchpace.catalog import get
 
     assert get(batching.TECHNIQUE).id == "length-bucketing"
+
+
+def test_bucket_by_length_keeps_the_loader_and_refuses_what_it_cannot_bucket() -> None:
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from torchpace.speedups import bucket_by_length
+
+    ds = TensorDataset(torch.arange(30))
+    ds.lengths = [1 + i % 7 for i in range(30)]  # type: ignore[attr-defined]
+    collate = lambda items: items  # noqa: E731
+    loader = bucket_by_length(DataLoader(ds, batch_size=5, shuffle=True, collate_fn=collate))
+    assert loader.collate_fn is collate and loader.dataset is ds
+    epochs = [[tuple(int(x[0]) for x in b) for b in loader] for _ in range(2)]
+    for batches in epochs:
+        assert sorted(i for b in batches for i in b) == list(range(30))
+        assert all(len(b) == 5 for b in batches)
+    assert epochs[0] != epochs[1]
+    with pytest.raises(ValueError, match="has no `lengths`"):
+        bucket_by_length(DataLoader(TensorDataset(torch.arange(4)), batch_size=2, shuffle=True))
+    with pytest.raises(ValueError, match="has its own batch sampler"):
+        bucket_by_length(DataLoader(ds, batch_sampler=[[0, 1]]))

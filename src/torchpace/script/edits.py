@@ -16,6 +16,9 @@ Edits, each only where the script's own syntax makes it certain:
   ``with torch.autocast(...)`` (backward itself stays outside), where they are simple statements
   of one block.
 
+- ``length-bucketing``: ``loader = bucket_by_length(loader)`` (and its import) after each
+  ``loader = DataLoader(..., batch_size=..., shuffle=True)`` with no sampler of its own.
+
 A larger batch, fp16 (it needs a GradScaler in the loop), conv-bias folding and the attention
 backend are instructions: their edit depends on values only the running script knows.
 """
@@ -396,17 +399,79 @@ def _instructions(s: _Script, plan: Plan) -> list[Instruction]:
                 f"run the forward under torch.nn.attention.sdpa_kernel({plan.attention!r} backend)",
             )
         )
-    for name, tid, what in (
-        ("prefetch", "async-prefetch", "wrap the loader in torchpace.speedups.DevicePrefetcher"),
-        (
-            "batching",
-            "length-bucketing",
-            "batch by length: torchpace.speedups.LengthBucketBatchSampler",
-        ),
-    ):
-        if getattr(plan, name) not in (False, "as-is"):
-            out.append(Instruction(tid, 0, what))
+    if plan.prefetch:
+        out.append(
+            Instruction(
+                "async-prefetch", 0, "wrap the loader in torchpace.speedups.DevicePrefetcher"
+            )
+        )
     return out
+
+
+def _shuffled_loader(s: _Script, call: ast.Call) -> str | None:
+    """The name ``call`` is assigned to, where it is ``name = DataLoader(..., batch_size=...,
+    shuffle=True)`` with no sampler of its own: the training loader that bucketing replaces."""
+    if s.qualname(call) != "torch.utils.data.DataLoader" or _has_star_kwargs(call):
+        return None
+    shuffle = keyword(call, "shuffle")
+    if (
+        shuffle is None
+        or not (isinstance(shuffle.value, ast.Constant) and shuffle.value.value is True)
+        or keyword(call, "batch_size") is None
+        or keyword(call, "sampler") is not None
+        or keyword(call, "batch_sampler") is not None
+        or len(call.args) > 1
+    ):
+        return None
+    stmt = s.statement_of(call)
+    if (
+        isinstance(stmt, ast.Assign)
+        and stmt.value is call
+        and len(stmt.targets) == 1
+        and isinstance(stmt.targets[0], ast.Name)
+    ):
+        return stmt.targets[0].id
+    return None
+
+
+def _bucketing(s: _Script, plan: Plan) -> tuple[list[Finding], list[Instruction]]:
+    """``name = bucket_by_length(name)`` after each shuffled training loader is built (its
+    import beside it, so the edit is one insertion wherever the loader is)."""
+    if plan.batching == "as-is":
+        return [], []
+    text = s.source.decode("utf-8", "replace")
+    if "bucket_by_length(" in text:
+        return [], []  # applied before
+    option = f", max_tokens={plan.max_tokens}" if plan.batching == "token-budget" else ""
+    out = []
+    for call in s.calls:
+        name = _shuffled_loader(s, call)
+        stmt = s.statement_of(call)
+        if name is None or stmt is None:
+            continue
+        lines = (
+            "from torchpace.speedups import bucket_by_length",
+            f"{name} = bucket_by_length({name}{option})  # batches of similar lengths",
+        )
+        first = _insert_after(s, stmt, lines[0])
+        edit = Edit(
+            first.start_line,
+            first.start_col,
+            first.end_line,
+            first.end_col,
+            first.text + s.indent_of(stmt.lineno) + lines[1] + s.newline,
+        )
+        out.append(_finding(s, "length-bucketing", call, f"{name}: batches by length", edit))
+    if out:
+        return out, []
+    return [], [
+        Instruction(
+            "length-bucketing",
+            0,
+            "after the training DataLoader is built: loader = torchpace.speedups."
+            "bucket_by_length(loader) (its dataset needs per-sample `lengths`)",
+        )
+    ]
 
 
 def plan_edits(
@@ -427,6 +492,7 @@ def plan_edits(
         _fast_math(s, device) if plan.fast_math else ([], []),
         _model_edits(s, plan),
         _autocast(s, plan, device),
+        _bucketing(s, plan),
     ):
         findings += part[0]
         notes += part[1]

@@ -9,14 +9,15 @@ does (``torchpace.speedups.batching``'s samplers in place of ``shuffle=True``)."
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import torch
-from torch.utils.data import DataLoader, IterableDataset, RandomSampler, Sampler
+from torch.utils.data import DataLoader, IterableDataset, RandomSampler
 
 from torchpace.doctor.patching import Patches
 from torchpace.speedups.applied import Applied, done, skipped
+from torchpace.speedups.bucketed_loader import bucket_sampler, dataset_lengths
 from torchpace.speedups.loading import loader_settings
 from torchpace.train.lr import scale_lr
 from torchpace.train.plan import Plan
@@ -153,22 +154,14 @@ class LoaderPatch:
             self.applied.append(skipped("length-bucketing", why, warn=False))
             return kw
         assert lengths is not None
-        from torchpace.speedups.batching import LengthBucketBatchSampler, TokenBudgetBatchSampler
-
-        seed = int(torch.empty((), dtype=torch.int64).random_().item()) % 2**31
-        sampler: Any
-        if plan.batching == "token-budget":
-            assert plan.max_tokens is not None  # Plan checks it
-            tokens = max(plan.max_tokens, max(lengths))
-            sampler = TokenBudgetBatchSampler(lengths, tokens, seed=seed)
-            what = f"batches of at most {tokens} padded tokens"
-        else:
-            sampler = LengthBucketBatchSampler(
-                lengths, kw["batch_size"], seed=seed, drop_last=bool(kw.get("drop_last"))
-            )
-            what = f"batches of {kw['batch_size']} samples of similar length"
+        sampler, what = bucket_sampler(
+            lengths,
+            kw["batch_size"],
+            max_tokens=plan.max_tokens if plan.batching == "token-budget" else None,
+            drop_last=bool(kw.get("drop_last")),
+        )
         kw.update(
-            batch_sampler=EpochAdvancing(sampler),
+            batch_sampler=sampler,
             batch_size=1,
             shuffle=False,
             sampler=None,
@@ -176,36 +169,3 @@ class LoaderPatch:
         )
         self.applied.append(done("length-bucketing", [f"DataLoader({name}): {what}"]))
         return kw
-
-
-def dataset_lengths(dataset: Any) -> list[int] | None:
-    """The dataset's per-sample ``lengths`` (a tensor, array or list, one per sample), as
-    integers, or None when it has none."""
-    lengths = getattr(dataset, "lengths", None)
-    if lengths is None or isinstance(lengths, (str, bytes)) or callable(lengths):
-        return None
-    try:
-        values = [int(x) for x in (lengths.tolist() if hasattr(lengths, "tolist") else lengths)]
-        n = len(dataset)
-    except (TypeError, ValueError):
-        return None
-    if len(values) != n or not values or min(values) < 1:
-        return None
-    return values
-
-
-class EpochAdvancing(Sampler[list[int]]):
-    """A batch sampler with ``set_epoch`` that moves to the next epoch each time it is iterated,
-    as a script that never calls ``set_epoch`` expects of ``shuffle=True``."""
-
-    def __init__(self, sampler: Any) -> None:
-        self.sampler = sampler
-        self.epoch = 0
-
-    def __len__(self) -> int:
-        return len(self.sampler)
-
-    def __iter__(self) -> Iterator[list[int]]:
-        self.sampler.set_epoch(self.epoch)
-        self.epoch += 1
-        return iter(self.sampler)

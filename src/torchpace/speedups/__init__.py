@@ -13,6 +13,7 @@ from torchpace.speedups.batching import (
     TokenBudgetBatchSampler,
     padding_stats,
 )
+from torchpace.speedups.bucketed_loader import bucket_by_length
 from torchpace.speedups.checkpointing import (
     checkpoint_activations,
     remove_activation_checkpointing,
@@ -44,6 +45,7 @@ __all__ = [
     "attention_backend",
     "autocast",
     "autocast_forward",
+    "bucket_by_length",
     "checkpoint_activations",
     "choose_precision",
     "compile_model",

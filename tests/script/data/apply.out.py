@@ -7,6 +7,8 @@ torch.set_float32_matmul_precision("medium")
 
 data = TensorDataset(torch.randn(64, 3, 8, 8), torch.randint(0, 2, (64,)))
 loader = DataLoader(data, batch_size=8, shuffle=True, num_workers=1, persistent_workers=True)
+from torchpace.speedups import bucket_by_length
+loader = bucket_by_length(loader)  # batches of similar lengths
 extra = {"batch_size": 8}
 other = DataLoader(data, **extra)  # **kwargs may hold the settings: left alone
 net = nn.Sequential(nn.Conv2d(3, 4, 3), nn.Flatten(), nn.LazyLinear(2))
