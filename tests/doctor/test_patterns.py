@@ -77,7 +77,10 @@ def test_input_bound_with_workers_points_at_the_input_format() -> None:
 def test_no_training_loader_skips_input_bound_with_the_reason() -> None:
     found, skipped = diagnose(_evidence({"data": 0.5}, loaders=[]))
     assert "input-bound" not in _patterns(found)
-    assert skipped["input-bound"] == "no DataLoader feeds the training steps"
+    assert skipped["input-bound"] == (
+        "no DataLoader feeds the training steps, and no input function of the script's own "
+        "holds 5% of the step"
+    )
 
 
 def test_amp_gain_is_the_flops_time_saved_capped_by_compute() -> None:

@@ -65,7 +65,9 @@ def test_cuda_values_and_instructions_for_what_has_no_static_edit():
     assert "torch.backends.cudnn.benchmark = True" in out
     assert 'torch.set_float32_matmul_precision("high")' in out
     assert "pin_memory=True" in out
-    assert {n.technique for n in notes} == {"amp-fp16", "max-batch-size", "conv-bias-before-bn"}
+    assert {n.technique for n in notes} == {"amp-fp16", "conv-bias-before-bn"}
+    assert "DataLoader(data, batch_size=64, shuffle=True" in out
+    assert "lr=0.1 * (64 / 8) ** 0.5" in out if plan.lr_scaling == "sqrt" else "(64 / 8)" in out
 
 
 def test_write_rewrites_in_place_keeping_permissions_and_diff_prints(tmp_path, capsys):
@@ -106,3 +108,33 @@ def test_apply_never_imports_torch(tmp_path):
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+def test_a_larger_batch_is_written_with_its_lr_scaled_by_the_rule():
+    source = (ROOT / "examples" / "naive_seqcls.py").read_bytes()
+    plan = Plan(batch_size=32, lr_scaling="sqrt", batching="length-bucket")
+    assert plan_edits(source, "naive_seqcls.py", plan)[1] == []
+    once = _applied(source, plan)
+    text = once.decode()
+    assert "batch_size=32," in text and "batch_size=args.batch_size" not in text
+    assert "lr=args.lr * (32 / args.batch_size) ** 0.5" in text
+    # bucketing reads the loader's new batch size: it comes after the loader is built
+    assert text.index("batch_size=32") < text.index("bucket_by_length(train_loader)")
+    ast.parse(once)
+    assert _applied(once, plan) == once
+    linear = _applied(source, Plan(batch_size=64, lr_scaling="linear")).decode()
+    assert "lr=args.lr * (64 / args.batch_size))" in linear
+
+
+def test_a_larger_batch_stays_an_instruction_where_the_lr_cannot_be_placed(tmp_path):
+    source = b"""import torch
+from torch.utils.data import DataLoader
+
+def make(ds):
+    return DataLoader(ds, batch_size=16, shuffle=True)
+
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+loader = make(ds)
+"""
+    findings, notes = plan_edits(source, "x.py", Plan(batch_size=32))
+    assert findings == [] and [n.technique for n in notes] == ["max-batch-size"]

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import re
+from typing import Any
+
 from torchpace.doctor.evidence import (
     FUSABLE,
     FUSED_OPTIMIZER_SPEEDUP,
@@ -13,15 +17,67 @@ from torchpace.doctor.evidence import (
     times,
 )
 
-
 # -- input ---------------------------------------------------------------------------------------
+# What a script's own batch-making function is called, in the public scripts that make their own
+# batches: nanoGPT's and pytorch/examples' word language model's get_batch, llm.c's
+# DataLoaderLite.next_batch, x-transformers' cycle over a loader, load_data/prepare_batch/
+# sample_batch/read_chunk elsewhere. Matched against the function's own name only.
+_INPUT_NAME = re.compile(
+    r"batch|data|load|sample|fetch|read|next|collate|prepare|input|augment", re.I
+)
+
+
+def _input_spots(ev: Evidence) -> list[dict[str, Any]]:
+    """The script's own input functions, run outside any DataLoader, holding 5% of the step."""
+    spots = (ev.summary.get("hot_spots") or {}).get("spots") or []
+    return [
+        s
+        for s in spots
+        if s["phase"] == "other"
+        and s["share"] >= MODERATE
+        and _INPUT_NAME.search(s["function"].rsplit(".", 1)[-1])
+    ]
+
+
 def input_skip(ev: Evidence) -> str | None:
-    if not any(ld["role"] == "train" for ld in ev.loaders):
-        return "no DataLoader feeds the training steps"
+    if not any(ld["role"] == "train" for ld in ev.loaders) and not _input_spots(ev):
+        return (
+            "no DataLoader feeds the training steps, and no input function of the script's own "
+            f"holds {MODERATE:.0%} of the step"
+        )
     return None
 
 
+def _custom_input(ev: Evidence) -> list[RuntimeFinding]:
+    out = []
+    for spot in _input_spots(ev):
+        share, name = spot["share"], spot["function"]
+        where = f"{os.path.basename(spot['path'])}:{spot['line']}"
+        out.append(
+            RuntimeFinding(
+                pattern="input-bound",
+                technique="loader-workers",
+                severity=severity(share),
+                message=(
+                    f"the step spends {share:.0%} of its time in {name} ({where}), the script's "
+                    "own input code, on the training thread and outside any DataLoader"
+                ),
+                fix=(
+                    f"make the next batch while the step runs: {name}'s work in a Dataset's "
+                    "__getitem__ under DataLoader(..., num_workers=N, persistent_workers=True), "
+                    "or in a background thread"
+                ),
+                site=(spot["path"], spot["line"]),
+                gain=share,
+                measured={"input_share": share, "function": name, "sampled": spot["samples"]},
+            )
+        )
+    return out
+
+
 def input_match(ev: Evidence) -> list[RuntimeFinding]:
+    if not any(ld["role"] == "train" for ld in ev.loaders):
+        return _custom_input(ev)
     share = ev.share("data")
     if share < MODERATE:
         return []

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from torchpace.doctor.children import Child
+from torchpace.doctor.sampler import Spot
 from torchpace.doctor.sites import Site
 
 
@@ -91,3 +93,5 @@ class Records:
     step_sites: set[Site] = field(default_factory=set)
     first_step_s: float | None = None  # from the start of the run to the first optimizer step
     children: list[Child] = field(default_factory=list)  # processes the script started
+    # stack samples of the measured steps: (step, phase, user spot or None) -> count
+    samples: Mapping[tuple[int, str, Spot | None], int] = field(default_factory=dict)

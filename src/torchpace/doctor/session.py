@@ -17,6 +17,7 @@ from torchpace.doctor import children, hooks, loaders, syncs
 from torchpace.doctor.patching import Patches
 from torchpace.doctor.probe import Probe
 from torchpace.doctor.recorder import DoctorStop, Recorder
+from torchpace.doctor.sampler import StackSampler
 from torchpace.doctor.settings import snapshot
 from torchpace.measure import memory
 
@@ -32,6 +33,7 @@ class Session:
         self._probing = False
         self._installed = False
         self.modules: hooks.ModuleHooks | None = None
+        self.sampler = StackSampler(self.rec)
 
     def start(self) -> None:
         rec, patches = self.rec, self.patches
@@ -77,9 +79,12 @@ class Session:
         records.flops_per_step = self.probe.flops
         records.flops_note = self.probe.note
         records.lines_run = self.probe.lines
+        self.sampler.start()  # the measured steps begin
 
     def finish(self) -> None:
         """Take every instrument out (idempotent)."""
+        self.sampler.stop()
+        self.rec.records.samples = self.sampler.counts
         if self._probing:
             self._probe_end()
         if self._installed:
@@ -91,6 +96,7 @@ class Session:
         self.rec.finished = True
         self.rec.stop = False
         self._probing = False
+        self.sampler = StackSampler(self.rec)  # the parent's thread is not in this process
         if self._installed:
             self._installed = False
             self.patches.undo()

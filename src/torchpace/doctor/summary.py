@@ -10,6 +10,7 @@ from typing import Any
 
 from torchpace.doctor.phases import PHASES, device_phases
 from torchpace.doctor.records import Records, Step
+from torchpace.doctor.sampler import hot_spots
 from torchpace.doctor.sites import Site
 from torchpace.measure.stats import summarize
 
@@ -152,6 +153,7 @@ def summarize_steps(records: Records, *, cuda: bool) -> dict[str, Any]:
     padding = padding_summary(kept, train)
     if padding is not None:
         out["padding"] = padding
+    out["hot_spots"] = hot_spots(records.samples, {s.index for s in kept})
     out["syncs"] = sync_table(kept, measured_time=cuda)
     out["syncs_all_steps"] = sync_table(
         [s for s in records.steps if s.kind == "measured"], measured_time=cuda

@@ -293,6 +293,38 @@ def _syncs_section(result: dict[str, Any]) -> Section | None:
     )
 
 
+def _spots_section(result: dict[str, Any]) -> Section | None:
+    hot = result.get("hot_spots") or {}
+    spots = hot.get("spots") or []
+    if not spots:
+        return None
+    cwd = result["target"].get("cwd")
+    body = [
+        [
+            s["function"],
+            fmt.where(s["path"], s["line"], cwd),
+            "data wait" if s["phase"] == "data" else "outside the model",
+            fmt.pct(s["share"]),
+        ]
+        for s in spots
+    ]
+    return Section(
+        "hot-spots",
+        "Where the rest of the step goes",
+        (
+            table(
+                ["function", "line most often caught", "while", "share of the step"],
+                body,
+                right=(3,),
+                caption=f"Stack samples of the main thread every {hot['interval_s'] * 1e3:g} ms "
+                f"({hot['samples']} in the kept steps), each charged to the innermost line of "
+                "this script's own code while the step was outside the model, optimizer and "
+                "loader calls, or waiting for the loader.",
+            ),
+        ),
+    )
+
+
 def _memory_section(result: dict[str, Any]) -> Section:
     mem = result["memory"]
     items: list[tuple[str, Cell]] = [
@@ -333,6 +365,7 @@ def build(result: dict[str, Any], *, top: int | None = None) -> Document:
         _throughput_section(result),
         _findings_section(result, top),
         _syncs_section(result),
+        _spots_section(result),
         _memory_section(result),
     ]
     findings = result["findings"][:top]

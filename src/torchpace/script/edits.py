@@ -19,8 +19,12 @@ Edits, each only where the script's own syntax makes it certain:
 - ``length-bucketing``: ``loader = bucket_by_length(loader)`` (and its import) after each
   ``loader = DataLoader(..., batch_size=..., shuffle=True)`` with no sampler of its own.
 
-A larger batch, fp16 (it needs a GradScaler in the loop), conv-bias folding and the attention
-backend are instructions: their edit depends on values only the running script knows.
+- ``max-batch-size``: ``batch_size=B`` on that loader, and ``lr=X * (B / OLD) ** 0.5`` (or the
+  linear rule) on the optimizer built over the model's parameters after it in the same function,
+  where ``OLD`` is the loader's former batch size expression (a name, ``args.x`` or a number).
+
+fp16 (it needs a GradScaler in the loop), conv-bias folding and the attention backend are
+instructions: their edit depends on values only the running script knows.
 """
 
 from __future__ import annotations
@@ -372,15 +376,6 @@ def _under_autocast(s: _Script, stmt: ast.stmt) -> bool:
 
 def _instructions(s: _Script, plan: Plan) -> list[Instruction]:
     out = []
-    if plan.batch_size is not None:
-        out.append(
-            Instruction(
-                "max-batch-size",
-                0,
-                f"train with batch size {plan.batch_size}, the LR scaled by the {plan.lr_scaling} "
-                "rule (the tune judged convergence at that LR)",
-            )
-        )
     if plan.fold_conv_bias:
         out.append(
             Instruction(
@@ -406,6 +401,76 @@ def _instructions(s: _Script, plan: Plan) -> list[Instruction]:
             )
         )
     return out
+
+
+def _function_of(s: _Script, node: ast.AST) -> ast.AST | None:
+    """The function (or None: the module) whose body holds ``node``."""
+    parent = s.parents.get(id(node))
+    while parent is not None and not isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        parent = s.parents.get(id(parent))
+    return parent
+
+
+def _simple(node: ast.expr) -> bool:
+    """A name, ``a.b.c`` or a number: the same value wherever it is read in one function."""
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return isinstance(node, ast.Name) or (
+        isinstance(node, ast.Constant) and isinstance(node.value, int)
+    )
+
+
+def _batch_size(s: _Script, plan: Plan) -> tuple[list[Finding], list[Instruction]]:
+    """``batch_size=B`` on the shuffled training loader and its LR scaled by the plan's rule
+    relative to the size it replaces, on the optimizer built over the model's parameters after
+    it in the same function: ``lr=args.lr * (B / args.batch_size) ** 0.5``."""
+    if plan.batch_size is None:
+        return [], []
+    new = str(plan.batch_size)
+    by_hand = [
+        Instruction(
+            "max-batch-size",
+            0,
+            f"train with batch size {plan.batch_size}, the LR scaled by the {plan.lr_scaling} "
+            "rule (the tune judged convergence at that LR)",
+        )
+    ]
+    loaders = [c for c in s.calls if _shuffled_loader(s, c) is not None]
+    found = _trained_model(s)
+    if len(loaders) != 1 or found is None:
+        return [], by_hand
+    loader = loaders[0]
+    size = keyword(loader, "batch_size")
+    assert size is not None  # _shuffled_loader checked it
+    text = s.source.decode("utf-8", "replace")
+    old = ast.get_source_segment(text, size.value) or ""
+    if old == new:
+        return [], []  # applied before
+    opt_stmt = found[1]
+    opt = next(
+        (c for c in s.calls if _OPTIMIZERS.match(s.qualname(c)) and s.statement_of(c) is opt_stmt),
+        None,
+    )
+    lr = None if opt is None else keyword(opt, "lr")
+    if (
+        opt is None
+        or lr is None
+        or not _simple(size.value)
+        or _function_of(s, loader) is not _function_of(s, opt)
+        or opt.lineno < loader.lineno
+    ):
+        return [], by_hand
+    edits = [Edit(size.value.lineno, size.value.col_offset, *end_of(size.value), new)]
+    factor = {"linear": f"({new} / {old})", "sqrt": f"({new} / {old}) ** 0.5"}.get(plan.lr_scaling)
+    if factor is not None:
+        value = ast.get_source_segment(text, lr.value) or ""
+        if not _simple(lr.value) and not isinstance(lr.value, ast.Constant):
+            value = f"({value})"
+        edits.append(
+            Edit(lr.value.lineno, lr.value.col_offset, *end_of(lr.value), f"{value} * {factor}")
+        )
+    title = f"batch size {new}, LR scaled by the {plan.lr_scaling} rule"
+    return [_finding(s, "max-batch-size", loader, title, *edits)], []
 
 
 def _shuffled_loader(s: _Script, call: ast.Call) -> str | None:
@@ -493,6 +558,7 @@ def plan_edits(
         _model_edits(s, plan),
         _autocast(s, plan, device),
         _bucketing(s, plan),
+        _batch_size(s, plan),
     ):
         findings += part[0]
         notes += part[1]
