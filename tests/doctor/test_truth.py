@@ -197,6 +197,22 @@ def test_a_dataloader_wait_is_charged_to_the_datasets_own_line() -> None:
     assert top["share"] == pytest.approx(result["breakdown"]["data"]["share"], abs=0.05)
 
 
+def test_module_transforms_in_a_dataset_are_data_not_models_and_their_reads_not_syncs() -> None:
+    # Issue 20: torchvision transforms are nn.Modules; 43-44% of an image pipeline's data wait
+    # was timed as forward, Normalize was listed as a model, and a dataset's int(tensor) on CPU
+    # tensors was ranked first as a GPU sync.
+    planted = _planted("module_transforms")
+    result = _run("module_transforms", steps=8, warmup=2)
+    wait = planted["SLEEP_S"] * planted["BATCH"]
+    data = result["breakdown"]["data"]["seconds"]["median"]
+    assert data >= 0.95 * wait
+    assert result["breakdown"]["forward"]["seconds"]["median"] < 0.05 * wait
+    assert result["settings"]["models"] == ["Linear"]
+    host_read = _line("module_transforms", "host read")
+    assert [r for r in result["syncs"] if r["line"] == host_read] == []
+    assert [f for f in result["findings"] if f["pattern"] == "sync-every-step"] == []
+
+
 def test_watch_ends_an_endless_loop_quietly_after_the_steps() -> None:
     torch.manual_seed(0)
     model = nn.Linear(4, 1)
@@ -253,3 +269,37 @@ def test_unpadded_token_ids_are_not_taken_for_padding() -> None:
     # Random ids end in varied values: a stray run of the commonest last id is a row or two.
     assert result["padding"]["share"] < 0.01
     assert "padding-waste" not in {f["pattern"] for f in result["findings"]}
+
+
+def test_a_training_finding_points_at_the_training_forward_not_an_earlier_evaluation() -> None:
+    # Issue 20: the bf16 finding pointed at nanoGPT's estimate_loss() (it evaluates before it
+    # trains) and at a Lightning validation_step, instead of the training forward.
+    import inspect
+
+    from torchpace.doctor.recorder import DoctorStop
+    from torchpace.doctor.result import _forward_site
+    from torchpace.doctor.session import Session
+
+    torch.manual_seed(0)
+    model = nn.Linear(8, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    x = torch.randn(4, 8)
+    session = Session(steps=2, warmup=1, stop=True)
+    session.start()
+    try:
+        with torch.no_grad():
+            model(x)  # evaluation first, on an earlier line
+        while True:
+            loss = model(x).sum()  # MARK-TRAIN
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    except DoctorStop:
+        pass
+    finally:
+        session.finish()
+    lines, start = inspect.getsourcelines(
+        test_a_training_finding_points_at_the_training_forward_not_an_earlier_evaluation
+    )
+    train_line = start + next(i for i, t in enumerate(lines) if t.rstrip().endswith("MARK-TRAIN"))
+    assert _forward_site(session, None) == (str(Path(__file__).resolve()), train_line)

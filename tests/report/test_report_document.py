@@ -196,7 +196,20 @@ def test_a_script_findings_fix_names_the_tune_command_for_that_script() -> None:
 
     doc = build(result(DOCTOR))
     text = json.dumps(doc, default=lambda o: getattr(o, "__dict__", str(o)))
-    assert (
-        "Verify with `torchpace tune /home/ada/project/examples/naive_cnn.py -- --steps 200`"
-        in (text)
-    )
+    # Once, below the table: repeated in every row, a long command line made each row a
+    # paragraph (issue 20: reports of 75-221 lines).
+    command = "`torchpace tune /home/ada/project/examples/naive_cnn.py -- --steps 200`"
+    assert text.count(command) == 1
+
+
+def test_lint_findings_not_seen_running_fold_into_one_line() -> None:
+    from torchpace.report.doctor_doc import build
+    from torchpace.report.terminal import to_text
+
+    res = result(DOCTOR)
+    unseen = [f for f in res["findings"] if f["status"] == "not seen running"]
+    assert len(unseen) >= 3
+    text = to_text(build(res))
+    flat = " ".join(text.split())
+    assert f"{len(unseen)} lint findings in code the measured steps did not run" in flat
+    assert "(not seen running)" not in flat

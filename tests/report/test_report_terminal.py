@@ -34,12 +34,12 @@ def test_the_doctor_view_reads_as_expected() -> None:
     assert "MFU         40.9% of 0.38 TFLOP/s (fp32 peak)" in lines
     assert lines[
         lines.index(
-            "┃  # ┃ gain ┃ where                    ┃ measured   ┃ what to change"
-            "            ┃ docs             ┃"
+            "┃ # ┃ gain ┃ where                    ┃ measured   ┃ what to change"
+            "             ┃ docs             ┃"
         )
         + 2
     ] == (
-        "│  1 │  35% │ examples/naive_cnn.py:55 │ compute    │ forward and backward run  │ TP302"
+        "│ 1 │  35% │ examples/naive_cnn.py:55 │ compute    │ forward and backward run   │ TP302"
         "            │"
     )
     assert (
@@ -105,5 +105,5 @@ def test_markup_in_user_strings_is_shown_as_written() -> None:
     res = result(DOCTOR)
     res["findings"][0]["message"] = "[bold red]not markup[/] and [link=x]"
     lines = to_text(document("doctor", res)).splitlines()
-    assert any("│ [bold red]not markup[/]   │" in line for line in lines)
-    assert any("│ and [link=x] → wrap       │" in line for line in lines)
+    assert any("│ [bold red]not markup[/]    │" in line for line in lines)
+    assert any("│ and [link=x] → wrap        │" in line for line in lines)

@@ -22,7 +22,7 @@ from torch.optim.optimizer import (
     register_optimizer_step_pre_hook,
 )
 
-from torchpace.doctor.loaders import batch_size
+from torchpace.doctor.loaders import batch_size, token_count
 from torchpace.doctor.patching import Patches
 from torchpace.doctor.recorder import Recorder
 from torchpace.doctor.records import OptimizerInfo
@@ -77,8 +77,10 @@ class ModuleHooks:
         self.rec = rec
         self.patches = patches
         self.depth = 0
+        self.data_depth = 0  # module calls open inside a DataLoader fetch
         self.roots: dict[int, weakref.ref[nn.Module]] = {}
         self.has_params: dict[int, bool] = {}
+        self._trained: set[int] = set()  # roots whose training call site is recorded
         self.autocast: set[str] = set()
         self.channels_last_input: bool | None = None
         self.discovering = True
@@ -99,6 +101,11 @@ class ModuleHooks:
     def _pre(self, module: nn.Module, args: tuple[Any, ...]) -> None:
         if self._is_compiling() or threading.get_ident() != self.rec.main_thread:
             return
+        if self.data_depth or (self.depth == 0 and self.rec.clock.current == "data"):
+            # Called while a DataLoader fetches (a dataset's or collate_fn's nn.Module
+            # transforms, torchvision's among them): loading, not a model. Its time stays data.
+            self.data_depth += 1
+            return
         if self.depth == 0:
             key = id(module)
             if self.discovering and key not in self.roots:
@@ -109,8 +116,15 @@ class ModuleHooks:
                     self.rec.records.forward_sites.add(site)
             training = torch.is_grad_enabled() and not torch.is_inference_mode_enabled()
             if training:
+                if self.discovering and self.has_params.get(key) and key not in self._trained:
+                    # The line a training finding points at: a model's first call with autograd
+                    # on, not its first call (nanoGPT evaluates before it trains).
+                    self._trained.add(key)
+                    site = user_site()
+                    if site is not None:
+                        self.rec.records.train_forward_sites.add(site)
                 if self.has_params.get(key, False) and args:
-                    self.rec.forward_batch(batch_size(args[0]))
+                    self.rec.forward_batch(batch_size(args[0]), token_count(args[0]))
                     if self.discovering:
                         self._observe(args[0])
                 self.rec.clock.enter("forward")
@@ -121,6 +135,9 @@ class ModuleHooks:
 
     def _post(self, module: nn.Module, args: tuple[Any, ...], output: Any) -> None:
         if self._is_compiling() or threading.get_ident() != self.rec.main_thread:
+            return
+        if self.data_depth:
+            self.data_depth -= 1
             return
         self.depth = max(0, self.depth - 1)
         if self.depth == 0:

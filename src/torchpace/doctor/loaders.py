@@ -54,6 +54,21 @@ def batch_size(batch: Any) -> int:
     return int(x.shape[0]) if x.dim() else 1
 
 
+def token_count(batch: Any) -> int:
+    """Elements of the batch's first tensor when it is a (batch, length) tensor of integer ids
+    (token ids), on any device (its shape only: no sync); 0 for any other batch."""
+    x = _first_tensor(batch)
+    if (
+        x is None
+        or x.dim() != 2
+        or x.is_floating_point()
+        or x.is_complex()
+        or x.dtype == torch.bool
+    ):
+        return 0
+    return int(x.numel())
+
+
 def padding_of(batch: Any) -> tuple[int, int]:
     """(tokens, padded) of a batch whose first tensor is a (batch, length) tensor of token ids
     on the CPU: padded counts each row's trailing run of the pad value, taken as the value most

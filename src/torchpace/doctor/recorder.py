@@ -75,6 +75,7 @@ class Recorder:
         self.fetches: list[Fetch] = []
         self.backward_calls = 0
         self.forward_samples = 0
+        self.forward_tokens = 0
         self._closure_counted = False  # an LBFGS closure's batch, counted once per step
         self.eval_calls = 0
         self.syncs: dict[tuple[Site, str], int] = defaultdict(int)
@@ -86,14 +87,16 @@ class Recorder:
         self.fetches.append(Fetch(loader, seconds, samples, tokens, padded))
         self._last_loader = loader
 
-    def forward_batch(self, samples: int) -> None:
-        """A training forward of a model took ``samples``. Inside an optimizer's step (an LBFGS
-        closure, evaluated up to max_iter times on the same batch) only the first counts."""
+    def forward_batch(self, samples: int, tokens: int = 0) -> None:
+        """A training forward of a model took ``samples`` (and ``tokens``, for token ids).
+        Inside an optimizer's step (an LBFGS closure, evaluated up to max_iter times on the same
+        batch) only the first counts."""
         if self.in_optimizer_step:
             if self._closure_counted:
                 return
             self._closure_counted = True
         self.forward_samples += samples
+        self.forward_tokens += tokens
 
     def synced(self, site: Site, kind: str, blocked: float | None) -> None:
         key = (site, kind)
@@ -149,6 +152,7 @@ class Recorder:
                 fetches=self.fetches,
                 backward_calls=self.backward_calls,
                 forward_samples=self.forward_samples,
+                forward_tokens=self.forward_tokens,
                 eval_calls=self.eval_calls,
                 syncs=dict(self.syncs),
                 sync_time=dict(self.sync_time),

@@ -35,6 +35,7 @@ class Step:
     compiled: bool
     kind: str  # "warmup", "probe" or "measured"
     device: dict[str, float] | None = None
+    forward_tokens: int = 0  # elements of a 2-D integer (token id) tensor given to that forward
 
 
 @dataclass
@@ -88,7 +89,8 @@ class Records:
     flops_note: str | None = None
     settings: dict[str, Any] = field(default_factory=dict)
     roots: list[str] = field(default_factory=list)  # class names of the models seen
-    forward_sites: set[Site] = field(default_factory=set)
+    forward_sites: set[Site] = field(default_factory=set)  # each root's first call
+    train_forward_sites: set[Site] = field(default_factory=set)  # a model's first training call
     backward_sites: set[Site] = field(default_factory=set)
     step_sites: set[Site] = field(default_factory=set)
     first_step_s: float | None = None  # from the start of the run to the first optimizer step

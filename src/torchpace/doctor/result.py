@@ -9,7 +9,8 @@ import sysconfig
 from typing import TYPE_CHECKING, Any
 
 from torchpace.doctor.merge import lint_files, merge
-from torchpace.doctor.patterns import Evidence, RuntimeFinding, diagnose
+from torchpace.doctor.noise import judge, withhold
+from torchpace.doctor.patterns import Evidence, RuntimeFinding, diagnose, rank
 from torchpace.doctor.sites import Site
 from torchpace.doctor.summary import summarize_steps, utilisation
 from torchpace.findings import Finding
@@ -57,7 +58,8 @@ def _user_file(path: str) -> bool:
 
 def _files_to_lint(session: Session, script: str | None) -> set[str]:
     r = session.rec.records
-    sites: set[Site] = set(r.forward_sites) | r.backward_sites | r.step_sites
+    sites: set[Site] = set(r.forward_sites) | r.train_forward_sites | r.backward_sites
+    sites |= r.step_sites
     sites |= {ld.site for ld in r.loaders.values() if ld.site is not None}
     sites |= {(p, ln) for s in r.steps for ((p, ln), _k) in s.syncs}
     files = {p for p, _ in sites if _user_file(p)}
@@ -67,7 +69,10 @@ def _files_to_lint(session: Session, script: str | None) -> set[str]:
 
 
 def _forward_site(session: Session, script: str | None) -> Site | None:
-    sites = sorted(session.rec.records.forward_sites)
+    """Where a training finding points: the model's call with autograd on (the first line of
+    the script among them), not an evaluation call of the same model."""
+    records = session.rec.records
+    sites = sorted(records.train_forward_sites or records.forward_sites)
     if not sites:
         return None
     main = os.path.abspath(script) if script else None
@@ -113,6 +118,7 @@ def build(
             "note": records.flops_note,
         },
         "memory": memory,
+        "noise": judge(summary, session.other_cores),
         "settings": settings,
         "loaders": loaders,
         "findings": [],
@@ -132,6 +138,7 @@ def build(
             memory=memory,
         )
         runtime, skipped = diagnose(evidence)
+        runtime = rank(withhold(runtime, result["noise"]))
         result["skipped_patterns"] = skipped
     lint_found: list[Finding] = []
     if lint:

@@ -20,6 +20,7 @@ from torchpace.doctor.recorder import DoctorStop, Recorder
 from torchpace.doctor.sampler import StackSampler
 from torchpace.doctor.settings import snapshot
 from torchpace.measure import memory
+from torchpace.measure.noise import LoadProbe
 
 
 class Session:
@@ -34,6 +35,8 @@ class Session:
         self._installed = False
         self.modules: hooks.ModuleHooks | None = None
         self.sampler = StackSampler(self.rec)
+        self.load: LoadProbe | None = None  # other processes' CPU time, over the measured steps
+        self.other_cores: float | None = None
 
     def start(self) -> None:
         rec, patches = self.rec, self.patches
@@ -80,11 +83,14 @@ class Session:
         records.flops_note = self.probe.note
         records.lines_run = self.probe.lines
         self.sampler.start()  # the measured steps begin
+        self.load = LoadProbe()
 
     def finish(self) -> None:
         """Take every instrument out (idempotent)."""
         self.sampler.stop()
         self.rec.records.samples = self.sampler.counts
+        if self.load is not None and self.other_cores is None:
+            self.other_cores = self.load.foreign_cores()
         if self._probing:
             self._probe_end()
         if self._installed:

@@ -67,6 +67,13 @@ def samples_of(step: Step, train: set[int]) -> int:
     return fetched or step.forward_samples
 
 
+def tokens_of(step: Step, train: set[int]) -> int:
+    """Real (unpadded) tokens of the step's training batches, or of its models' token-id
+    inputs where no DataLoader fed them; 0 for batches that are not token ids."""
+    fetched = sum(f.tokens - f.padded for f in step.fetches if f.loader in train)
+    return fetched or step.forward_tokens
+
+
 def breakdown(steps: list[Step], per_step: list[dict[str, float]]) -> dict[str, Any]:
     total = sum(s.seconds for s in steps) or 1.0
     phases: dict[str, Any] = {}
@@ -150,6 +157,12 @@ def summarize_steps(records: Records, *, cuda: bool) -> dict[str, Any]:
         if any(samples)
         else None
     )
+    tokens = [tokens_of(s, train) for s in kept]
+    if any(tokens):
+        out["tokens_per_step"] = statistics.median(tokens)
+        out["tokens_per_s"] = summarize(
+            [n / t for n, t in zip(tokens, seconds, strict=True)]
+        ).to_dict()
     padding = padding_summary(kept, train)
     if padding is not None:
         out["padding"] = padding

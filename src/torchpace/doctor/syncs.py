@@ -53,8 +53,9 @@ def _tensor_wrapper(rec: Recorder, original: Callable[..., Any], kind: str) -> C
             return original(self, *args, **kwargs)
         if not self.is_cuda:
             # On a CUDA run a CPU tensor's value is already on the host: no sync. On a CPU run
-            # it is the host read that would block on a GPU.
-            if not rec.clock.cuda:
+            # it is the host read that would block on a GPU, except in a dataset's or
+            # collate_fn's code while a DataLoader fetches: its tensors stay on the host there.
+            if not rec.clock.cuda and rec.clock.current != "data":
                 rec.synced(site, kind, None)
             return original(self, *args, **kwargs)
         # note: this is the host-device sync being measured

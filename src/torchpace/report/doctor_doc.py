@@ -119,6 +119,18 @@ def _ranks_table(dist: dict[str, Any]) -> Block:
 
 def _step_section(result: dict[str, Any]) -> Section:
     blocks: list[Block] = [Paragraph(_steps_line(result))]
+    noise = result.get("noise") or {}
+    if noise.get("noisy"):
+        spread = noise.get("step_rel_iqr")
+        blocks.append(
+            Paragraph(
+                f"{noise['reason']}. The step times spread "
+                + (f"{spread:.0%} (IQR/median)" if spread is not None else "unknown")
+                + "; estimated gains below that spread are withheld (not ranked). Measure "
+                "again on a quiet machine.",
+                tone="note",
+            )
+        )
     if result.get("note"):
         blocks.append(Paragraph(result["note"], tone="note"))
     if "breakdown" in result:
@@ -144,6 +156,8 @@ def _throughput_section(result: dict[str, Any]) -> Section | None:
     items: list[tuple[str, Cell]] = [("step time", _quartiles(result["step_seconds"], 1e3, "ms"))]
     if result.get("samples_per_s"):
         items.append(("throughput", _quartiles(result["samples_per_s"], 1, "samples/s")))
+    if result.get("tokens_per_s"):
+        items.append(("tokens", _quartiles(result["tokens_per_s"], 1, "tokens/s")))
     dist = result.get("distributed") or {}
     if dist.get("samples_per_s_total"):
         items.append(("all ranks", f"{dist['samples_per_s_total']:.1f} samples/s"))
@@ -203,7 +217,7 @@ def _tune_command(target: dict[str, Any]) -> str:
     )
 
 
-def _change(f: dict[str, Any], tune: str = "torchpace tune") -> str:
+def _change(f: dict[str, Any]) -> str:
     text = f"{f['message']} → {f['fix']}"
     if f["status"] != "measured":
         text += f" ({f['status']})"
@@ -213,12 +227,37 @@ def _change(f: dict[str, Any], tune: str = "torchpace tune") -> str:
         text += f"{end} Applied by {verb}."
         end = ""
     if f["applies"]["tune"]:
-        text += f"{end} Verify with `{tune}`."
+        text += f"{end} Tune verifies it."
+    if "withheld_because" in (f.get("measured") or {}):
+        text += f" Gain withheld: {f['measured']['withheld_because']}."
     return text
 
 
+UNSEEN = "not seen running"
+
+
+def _unseen_line(unseen: list[dict[str, Any]], cwd: str | None) -> Paragraph:
+    """The lint findings in code the measured steps never ran, in one line: in one trainer's
+    report they were eight of its top ten rows, all in its validation function."""
+    counts: dict[str, int] = {}
+    for f in unseen:
+        key = f.get("code") or f["technique"]
+        counts[key] = counts.get(key, 0) + 1
+    listed = ", ".join(f"{k} ×{n}" if n > 1 else k for k, n in counts.items())
+    files = sorted({fmt.where(f["path"], None, cwd) for f in unseen if f.get("path")})
+    return Paragraph(
+        f"{len(unseen)} lint finding{'s' if len(unseen) > 1 else ''} in code the measured "
+        f"steps did not run (evaluation, set-up, other branches): {listed}"
+        + (f" in {', '.join(files)}" if files else "")
+        + "; `torchpace lint` lists them, and the JSON result has each.",
+        tone="muted",
+    )
+
+
 def _findings_section(result: dict[str, Any], top: int | None) -> Section:
-    findings = result["findings"][:top]
+    every = result["findings"]
+    unseen = [f for f in every if f["status"] == UNSEEN]
+    findings = [f for f in every if f["status"] != UNSEEN][:top]
     cwd = result["target"].get("cwd")
     blocks: list[Block] = []
     if findings:
@@ -228,7 +267,7 @@ def _findings_section(result: dict[str, Any], top: int | None) -> Section:
                 fmt.DASH if f["gain"] is None else fmt.pct(f["gain"]),
                 fmt.where(f["path"], f["line"], cwd),
                 fmt.measured(f.get("measured") or {}),
-                _change(f, _tune_command(result["target"])),
+                _change(f),
                 _docs(f),
             ]
             for i, f in enumerate(findings, 1)
@@ -244,9 +283,18 @@ def _findings_section(result: dict[str, Any], top: int | None) -> Section:
                 "seen running) come last.",
             )
         )
-    else:
+        if any(f["applies"]["tune"] for f in findings):
+            blocks.append(
+                Paragraph(
+                    "Try the findings that tune verifies on this run, each measured and "
+                    f"checked for convergence: `{_tune_command(result['target'])}`.",
+                )
+            )
+    elif not unseen:
         blocks.append(Paragraph("No findings."))
-    rest = len(result["findings"]) - len(findings)
+    if unseen:
+        blocks.append(_unseen_line(unseen, cwd))
+    rest = len(every) - len(findings) - len(unseen)
     if rest > 0:
         blocks.append(
             Paragraph(f"{rest} more findings in the JSON result and the HTML report.", "muted")

@@ -1,0 +1,61 @@
+"""Was the machine quiet while the doctor measured? Other processes' CPU time over the measured
+steps (``torchpace.measure.noise.LoadProbe``: /proc/stat against this process tree, which holds
+the script's DataLoader workers) and the spread of the step times.
+
+On a busy machine the same script gave different top findings from run to run (none at all,
+then bf16 24% and input 10%) at step-time spreads of 1.0-1.8 (IQR/median). So a noisy run says
+so, and an estimated gain smaller than the run's own step-time spread is withheld: it is not
+ranked, and the finding says why.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from torchpace.doctor.evidence import RuntimeFinding
+from torchpace.measure.noise import MAX_FOREIGN_CORES
+
+
+def judge(summary: dict[str, Any], other_cores: float | None) -> dict[str, Any]:
+    """The run's noise: other processes' cores, the step-time spread, and whether it is noisy
+    (other processes used more than ``MAX_FOREIGN_CORES`` cores; unknown without /proc)."""
+    spread = (summary.get("step_seconds") or {}).get("rel_iqr")
+    noisy = other_cores is not None and other_cores > MAX_FOREIGN_CORES
+    reason = (
+        f"noisy: other processes used {other_cores:.2f} cores while the steps were measured "
+        f"(limit {MAX_FOREIGN_CORES:.2f})"
+        if noisy
+        else None
+    )
+    return {
+        "other_cores": other_cores,
+        "step_rel_iqr": spread,
+        "noisy": noisy,
+        "reason": reason,
+    }
+
+
+def withhold(findings: list[RuntimeFinding], noise: dict[str, Any]) -> list[RuntimeFinding]:
+    """On a noisy run, the findings whose estimated gain is below the step-time spread keep
+    no gain (not ranked by it), with the estimate and the reason in ``measured``."""
+    spread = noise.get("step_rel_iqr")
+    if not noise.get("noisy") or spread is None:
+        return findings
+    out = []
+    for f in findings:
+        if f.gain is not None and f.gain < spread:
+            f = dataclasses.replace(
+                f,
+                gain=None,
+                measured={
+                    **f.measured,
+                    "withheld_gain": f.gain,
+                    "withheld_because": (
+                        f"{noise['reason']}; the estimate ({f.gain:.0%}) is below the step "
+                        f"times' spread ({spread:.0%} IQR/median)"
+                    ),
+                },
+            )
+        out.append(f)
+    return out

@@ -1,0 +1,66 @@
+"""The doctor on a busy machine: it says noisy, and withholds the gains it cannot support."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from torchpace.doctor import script
+from torchpace.doctor.evidence import RuntimeFinding
+from torchpace.doctor.noise import judge, withhold
+from torchpace.doctor.terminal import render
+
+SCRIPTS = Path(__file__).resolve().parent / "scripts"
+
+
+def _finding(gain: float | None) -> RuntimeFinding:
+    return RuntimeFinding("float32-compute", "amp-bf16", "moderate", "m", "f", None, gain)
+
+
+def test_gains_below_the_spread_of_a_noisy_run_are_withheld() -> None:
+    noise = judge({"step_seconds": {"rel_iqr": 0.3}}, other_cores=1.2)
+    assert noise["noisy"] and "other processes used 1.20 cores" in noise["reason"]
+    small, large, none = withhold([_finding(0.1), _finding(0.5), _finding(None)], noise)
+    assert small.gain is None and small.measured["withheld_gain"] == 0.1
+    assert "below the step times' spread (30%" in small.measured["withheld_because"]
+    assert large.gain == 0.5 and none.gain is None
+    quiet = judge({"step_seconds": {"rel_iqr": 0.3}}, other_cores=0.1)
+    assert not quiet["noisy"] and withhold([_finding(0.1)], quiet)[0].gain == 0.1
+    assert judge({}, other_cores=None)["noisy"] is False  # no /proc: unknown, not noisy
+
+
+@pytest.mark.skipif(not Path("/proc/stat").exists(), reason="other processes' load needs /proc")
+def test_a_run_beside_a_cpu_hog_says_noisy() -> None:
+    # Issue 20: on a busy machine the same script gave different top findings with no warning.
+    # The hogs are not our children (the shell that starts them exits): the doctor counts its
+    # own process tree, DataLoader workers included, as its own work.
+    start = f"'{sys.executable}' -c 'while True: pass' >/dev/null 2>&1 & echo $!"
+    hogs = [
+        int(subprocess.run(["sh", "-c", start], capture_output=True, text=True).stdout)
+        for _ in range(2)
+    ]
+    try:
+        ran = script.run(str(SCRIPTS / "compute_only.py"), [], steps=30, warmup=2, lint=False)
+    finally:
+        for pid in hogs:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+    assert ran.result is not None
+    noise = ran.result["noise"]
+    assert noise["noisy"] and noise["other_cores"] > 0.5, noise
+    assert "noisy: other processes used" in " ".join(_text(ran.result).split())
+
+
+def _text(result: dict[str, Any]) -> str:
+    from rich.console import Console
+
+    console = Console(width=200, record=True)
+    console.print(render(result))
+    return console.export_text()
