@@ -26,7 +26,9 @@ class Probe:
         self.lines: set[Site] = set()
         self.flops: int | None = None
         self.note: str | None = None
+        self.uncounted: dict[str, int] = {}  # heavy ops with no FLOP formula: name -> calls
         self._counter: Any = None
+        self._seen: Any = None
         self._tracing = False
 
     def _local(self, frame: FrameType, event: str, arg: object) -> Any:
@@ -40,11 +42,15 @@ class Probe:
     def start(self) -> None:
         from torch.utils.flop_counter import FlopCounterMode
 
+        from torchpace.doctor.flops import CUSTOM, SeenOps
+
         try:
-            self._counter = FlopCounterMode(display=False)
+            self._counter = FlopCounterMode(display=False, custom_mapping=CUSTOM)
             self._counter.__enter__()
+            self._seen = SeenOps()
+            self._seen.__enter__()
         except Exception as exc:  # a model the counter cannot run is still timed
-            self._counter = None
+            self._counter = self._seen = None
             self.note = f"FLOPs not counted: {type(exc).__name__}: {exc}"
         if sys.gettrace() is not None:
             self.note = (self.note + "; " if self.note else "") + (
@@ -71,9 +77,22 @@ class Probe:
                 frame = frame.f_back
             self._tracing = False
         if self._counter is not None:
+            from torchpace.doctor.flops import uncounted
+
             counter, self._counter = self._counter, None
+            seen, self._seen = self._seen, None
             try:
+                if seen is not None:
+                    seen.__exit__(None, None, None)
                 counter.__exit__(None, None, None)
                 self.flops = int(counter.get_total_flops())
             except Exception as exc:
                 self.note = f"FLOPs not counted: {type(exc).__name__}: {exc}"
+                return
+            if seen is not None:
+                self.uncounted = uncounted(seen.ops, counter.flop_registry)
+            if self.uncounted:
+                listed = ", ".join(f"{k} ({n} calls)" for k, n in self.uncounted.items())
+                self.note = (self.note + "; " if self.note else "") + (
+                    f"no FLOP formula for {listed}: the count and MFU are low"
+                )

@@ -87,6 +87,7 @@ class Records:
     lines_run: set[Site] = field(default_factory=set)  # lines executed in the probe step
     flops_per_step: int | None = None
     flops_note: str | None = None
+    flops_uncounted: dict[str, int] = field(default_factory=dict)  # heavy ops, no formula
     settings: dict[str, Any] = field(default_factory=dict)
     roots: list[str] = field(default_factory=list)  # class names of the models seen
     forward_sites: set[Site] = field(default_factory=set)  # each root's first call

@@ -79,6 +79,21 @@ def _forward_site(session: Session, script: str | None) -> Site | None:
     return min(sites, key=lambda s: (s[0] != main, s[1]))
 
 
+def _checked(util: dict[str, Any]) -> dict[str, Any]:
+    """An MFU over 100% is a wrong FLOP count, never a result: it is flagged and said (a
+    MobileNetV3 run printed 113-134% without comment)."""
+    mfu = util.get("mfu")
+    util["mfu_impossible"] = bool(mfu is not None and mfu > 1.0)
+    if util["mfu_impossible"]:
+        said = (
+            f"MFU {mfu:.0%} is impossible: the FLOP count is wrong for this model (an op "
+            "counted more than it computes), so MFU and the gains estimated from FLOPs are not "
+            "to be trusted"
+        )
+        util["note"] = f"{util['note']}; {said}" if util.get("note") else said
+    return util
+
+
 def build(
     session: Session,
     *,
@@ -112,11 +127,14 @@ def build(
             "first_step_s": records.first_step_s,
         },
         **summary,
-        "utilisation": {
-            **utilisation(records.flops_per_step, step_s, peaks.get(mode)),
-            "math_mode": mode,
-            "note": records.flops_note,
-        },
+        "utilisation": _checked(
+            {
+                **utilisation(records.flops_per_step, step_s, peaks.get(mode)),
+                "math_mode": mode,
+                "note": records.flops_note,
+                "uncounted_ops": records.flops_uncounted,
+            }
+        ),
         "memory": memory,
         "noise": judge(summary, session.other_cores),
         "settings": settings,

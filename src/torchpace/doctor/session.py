@@ -81,6 +81,7 @@ class Session:
         records = self.rec.records
         records.flops_per_step = self.probe.flops
         records.flops_note = self.probe.note
+        records.flops_uncounted = self.probe.uncounted
         records.lines_run = self.probe.lines
         self.sampler.start()  # the measured steps begin
         self.load = LoadProbe()
