@@ -107,6 +107,36 @@ def test_a_larger_batch_changes_the_training_loader_only_and_scales_the_lr(tmp_p
     assert "max-batch-size" in r.applied
 
 
+def test_a_manual_lr_schedule_keeps_the_plans_lr_scaling(tmp_path):
+    # nanoGPT sets param_group["lr"] itself every step: the LR scaled once at the optimizer's
+    # construction was overwritten at the first step, and the larger batch trained at the
+    # smaller batch's LR.
+    lrs = tmp_path / "lrs.json"
+    plan = Plan(grad_set_to_none=False, batch_size=32, lr_scaling="linear").to_dict()
+    r = _run(tmp_path, "--manual-lr", "--lrs", str(lrs), plan=plan)
+    assert r.status == "ok", r.reason
+    seen = json.loads(lrs.read_text())
+    assert len(seen) >= 6
+    expected = [2 * 0.05 * (1 - k / 80) for k in range(len(seen))]  # x2: batch 16 -> 32
+    assert seen == pytest.approx(expected)
+
+
+def test_a_torch_schedulers_writes_are_not_scaled_twice() -> None:
+    import torch
+
+    from torchpace.script.interpose import ScaledGroup
+
+    opt = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1)
+    opt.param_groups[0]["lr"] = 0.2  # the factor 2, applied once at construction
+    opt.param_groups[0] = ScaledGroup(opt.param_groups[0], 2.0)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda e: 0.5**e)
+    opt.step()
+    sched.step()
+    assert opt.param_groups[0]["lr"] == pytest.approx(0.1)  # initial 0.2 x 0.5, not x2 again
+    opt.param_groups[0]["lr"] = 0.3  # the script's own write
+    assert opt.param_groups[0]["lr"] == pytest.approx(0.6)
+
+
 LENGTHS = str(Path(__file__).parent / "scripts" / "lengths.py")
 
 

@@ -22,9 +22,12 @@ every training batch.
 from __future__ import annotations
 
 import functools
+import os
+import sys
 import threading
 import weakref
 from collections.abc import Callable
+from types import FrameType
 from typing import Any
 
 import torch
@@ -392,16 +395,19 @@ class Interposer:
             self._scale_lr(opt)
 
     def _scale_lr(self, opt: torch.optim.Optimizer) -> None:
-        """The LR of ``opt`` times the batch size's factor, once. A script that sets its LR on
-        every step (a manual schedule) overrides it: the tune's guard then judges that LR."""
+        """The LR of ``opt`` times the batch size's factor, once; and every LR the script's own
+        code writes into a param group afterwards (a manual schedule, as nanoGPT's
+        ``param_group['lr'] = lr`` each step), which would otherwise undo it. torch's LR
+        schedulers start from the scaled ``initial_lr``: their writes are left as they are."""
         if self._lr_factor is None or opt in self._lr_done or self._lr_factor == 1.0:
             return
         self._lr_done.add(opt)
-        for group in opt.param_groups:
+        for i, group in enumerate(opt.param_groups):
             if isinstance(group.get("lr"), (int, float)):
                 group["lr"] = group["lr"] * self._lr_factor
                 if "initial_lr" in group:  # a scheduler made before: it restarts from this
                     group["initial_lr"] = group["initial_lr"] * self._lr_factor
+            opt.param_groups[i] = ScaledGroup(group, self._lr_factor)
 
     # -- what happened -------------------------------------------------------------------------
     def not_applied(self) -> dict[str, str]:
@@ -415,6 +421,27 @@ class Interposer:
             if tid not in changed and tid not in out and tid != "avoid-syncs":
                 out[tid] = "the script never reached the code this applies to"
         return out
+
+
+class ScaledGroup(dict):  # type: ignore[type-arg]
+    """An optimizer's param group whose ``lr``, when the user's code sets it, is multiplied by
+    the plan's batch-size factor (a write from torch itself, a scheduler's, is not)."""
+
+    def __init__(self, group: dict[str, Any], factor: float) -> None:
+        super().__init__(group)
+        self.factor = factor
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        if key == "lr" and isinstance(value, (int, float)) and not _from_torch(sys._getframe(1)):
+            value = value * self.factor
+        super().__setitem__(key, value)
+
+
+def _from_torch(frame: FrameType) -> bool:
+    return os.path.abspath(frame.f_code.co_filename).startswith(_TORCH_DIR)
+
+
+_TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
 
 
 def _channels_last(x: Any) -> Any:

@@ -30,6 +30,8 @@ p.add_argument("--seed", type=int)
 p.add_argument("--losses")
 p.add_argument("--no-train", action="store_true")
 p.add_argument("--eval-every", type=int, default=0, help="evaluate inside the training loop")
+p.add_argument("--manual-lr", action="store_true", help="set the LR by hand each step (nanoGPT)")
+p.add_argument("--lrs", help="write the LR the optimizer held at each step here")
 args = p.parse_args()
 if args.seed is not None:
     torch.manual_seed(args.seed)
@@ -64,6 +66,7 @@ elif args.lbfgs:
 else:
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
 truth = []
+lrs = []
 step = 0
 micro = []
 while step < args.steps:
@@ -96,6 +99,10 @@ while step < args.steps:
             else:
                 if opt.param_groups[0].get("fused"):
                     time.sleep(0.1)
+                if args.manual_lr:
+                    for group in opt.param_groups:
+                        group["lr"] = 0.05 * (1 - step / (2 * args.steps))
+                lrs.append(opt.param_groups[0]["lr"])
                 opt.step()
                 opt.zero_grad(set_to_none=False)
                 if model.conv.weight.grad is not None:
@@ -112,6 +119,9 @@ while step < args.steps:
         if args.losses:
             with open(args.losses, "w") as f:
                 json.dump(truth, f)
+        if args.lrs:
+            with open(args.lrs, "w") as f:
+                json.dump(lrs, f)
         if step == args.crash_at:
             raise RuntimeError(f"planted crash at step {step}")
         if step >= args.steps:
