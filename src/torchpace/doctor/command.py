@@ -64,6 +64,20 @@ def add_parser(sub: Any) -> None:
     p.add_argument(
         "--top", type=non_negative_int, default=10, help="findings shown in the terminal"
     )
+    p.add_argument(
+        "--verify",
+        action="store_true",
+        help="then measure the top findings' changes on the script itself, each alone against "
+        "the script as written in fresh processes (torchpace tune's trials and guard), and "
+        "demote the ones that are not faster",
+    )
+    p.add_argument(
+        "--verify-budget",
+        type=_duration,
+        default=300.0,
+        metavar="T",
+        help="time for --verify's trials, e.g. 90s, 5m (default 5m)",
+    )
     p.add_argument("script", help="the training script")
     p.add_argument("args", nargs=argparse.REMAINDER, help="the script's arguments, after --")
     p.set_defaults(func=run)
@@ -82,6 +96,7 @@ def run(args: argparse.Namespace) -> int:
     if args.html:
         args.html = str(output_file(args.html, "--html"))
     command = ["torchpace", *sys.argv[1:]]  # before the script's run replaces sys.argv
+    cwd = os.getcwd()  # the script may change directory; --verify runs it from here again
     script_args = list(args.args)
     if script_args[:1] == ["--"]:
         script_args = script_args[1:]
@@ -122,6 +137,8 @@ def run(args: argparse.Namespace) -> int:
     if result is None:  # not rank 0: rank 0 reports for every rank
         return ran.exit_code
     result["command"] = command
+    if args.verify:
+        result["verify"] = _verify(result, args, script_args, cwd)
     sys.stdout.flush()
     print_report(result, top=args.top)
     if args.json:
@@ -139,3 +156,35 @@ def run(args: argparse.Namespace) -> int:
         write_html(Path(args.html), [build(result)], [args.script])
         print(f"wrote {args.html}")
     return ran.exit_code
+
+
+def _duration(text: str) -> float:
+    from torchpace.tune.command import parse_duration
+
+    return parse_duration(text)
+
+
+def _verify(
+    result: dict[str, Any], args: argparse.Namespace, script_args: list[str], cwd: str
+) -> dict[str, Any]:
+    from torchpace.doctor.verify import candidates_to_verify, verify
+
+    if result.get("distributed"):
+        return {"tried": [], "note": "--verify runs one process; under torchrun it is skipped"}
+    tried = candidates_to_verify(result["findings"])
+    if tried:
+        print(
+            f"torchpace doctor --verify: {', '.join(tried)}, each against the script as "
+            f"written in fresh processes (budget {args.verify_budget:g} s)",
+            file=sys.stderr,
+            flush=True,
+        )
+    os.chdir(cwd)
+    return verify(
+        result,
+        args.script,
+        script_args,
+        budget_s=args.verify_budget,
+        steps=max(args.steps, 8) if args.steps else 20,
+        warmup=args.warmup,
+    )

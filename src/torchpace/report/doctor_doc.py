@@ -230,6 +230,15 @@ def _change(f: dict[str, Any]) -> str:
         text += f"{end} Tune verifies it."
     if "withheld_because" in (f.get("measured") or {}):
         text += f" Gain withheld: {f['measured']['withheld_because']}."
+    v = f.get("verified")
+    if v:
+        promised = v.get("estimated_speedup")
+        got = v.get("speedup")
+        text += (
+            f" Verified: {got:.2f}× alone" if got is not None else f" Verify: {v.get('verdict')}"
+        ) + (f" (estimated {promised:.2f}×)." if promised is not None else ".")
+    if f.get("demoted"):
+        text += " Demoted: not faster here."
     return text
 
 

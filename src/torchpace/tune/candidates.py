@@ -203,11 +203,15 @@ def for_script(
         amp = [c for c in cands if "amp" in c.changes]
         cands = [c for c in cands if "amp" not in c.changes]
         no += [NotApplicable(c.name, c.techniques, "the script runs its own autocast") for c in amp]
-    loaders = [x for x in facts.get("loaders", []) if x.get("shuffled")]
+    # The training loader is the shuffled one; a script whose loaders shuffle nothing (a
+    # sequential or pre-shuffled dataset, the doctor's planted sleeping dataset) may still train
+    # from one, and workers on an evaluation loader only cost a trial.
+    every = [x for x in facts.get("loaders", []) if x.get("batch_size")]
+    loaders = [x for x in every if x.get("shuffled")] or every
     workers = max(1, usable_cores() - 1)  # the main process keeps a core for the step
     name, techniques = "loader workers", ("loader-workers",)
     if not loaders:
-        no.append(NotApplicable(name, techniques, "no shuffled DataLoader feeds the training"))
+        no.append(NotApplicable(name, techniques, "no DataLoader with a batch size was built"))
     elif all(x.get("iterable") for x in loaders):
         no.append(NotApplicable(name, techniques, "the training loader is an IterableDataset"))
     elif any(x.get("num_workers") for x in loaders):

@@ -62,6 +62,9 @@ class Settings:
     script_args: tuple[str, ...] | None = None
     cwd: str | None = None
     retry_failed: bool = False  # run cached failures again, not only the transient ones
+    # Only the baseline and each candidate alone (``torchpace doctor --verify``): no greedy
+    # combination, batch-size search, loader stage or confirmation.
+    alone_only: bool = False
 
 
 # Failures that say nothing about the trial's plan: the machine ran out of time, disk or
@@ -299,6 +302,10 @@ def _search(
         )
     for n in not_here:
         rows.append(Row(n.name, n.techniques, verdict=not_applicable(n.reason)))
+    if s.alone_only:
+        out.elapsed_s = time.perf_counter() - runner.t0
+        out.cached_trials = runner.cached
+        return out
 
     # 3. Greedy: add the winners, best first, keeping each only if the whole still gains.
     best_plan, best = none, base
