@@ -68,3 +68,18 @@ def test_an_mfu_over_one_hundred_percent_is_flagged_as_a_wrong_count() -> None:
     util = _checked({"mfu": 1.2, "note": None})
     assert util["mfu_impossible"] and "MFU 120% is impossible" in util["note"]
     assert not _checked({"mfu": 0.4, "note": None})["mfu_impossible"]
+
+
+def test_an_evaluation_pass_inside_the_probe_step_is_not_counted() -> None:
+    # Lightning's transformer example validates 2,000 samples inside some steps: counted into
+    # the probe step, it gave an MFU of 932%.
+    from pathlib import Path
+
+    from torchpace.doctor import script
+
+    path = Path(__file__).resolve().parent / "scripts" / "eval_every_step.py"
+    ran = script.run(str(path), [], steps=2, warmup=1, lint=False)
+    assert ran.result is not None
+    batch, inputs, outputs = 8, 64, 32
+    train = 2 * (2 * batch * inputs * outputs)  # the forward and the weight gradient
+    assert ran.result["utilisation"]["flops_per_step"] == train

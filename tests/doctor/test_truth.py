@@ -39,6 +39,13 @@ def _line(name: str, marker: str) -> int:
     return line
 
 
+def _gain(finding: dict[str, Any]) -> float:
+    """The estimated gain, also when a run beside other load withheld it (doctor/noise.py):
+    these tests check the estimate, not the machine's quiet."""
+    gain = finding["gain"]
+    return finding["measured"]["withheld_gain"] if gain is None else gain
+
+
 def _run(name: str, *args: str, steps: int, warmup: int, lint: bool = False) -> dict[str, Any]:
     ran = script.run(str(SCRIPTS / f"{name}.py"), list(args), steps=steps, warmup=warmup, lint=lint)
     assert (ran.exit_code, ran.outcome) == (0, "stopped after the measured steps")
@@ -62,13 +69,30 @@ def test_a_sleeping_dataset_is_measured_as_data_wait_and_ranked_first() -> None:
     top = result["findings"][0]
     assert (top["pattern"], top["technique"]) == ("input-bound", "loader-workers")
     assert (top["source"], top["code"]) == ("lint+runtime", "TP101")  # one entry, both ways
-    assert top["gain"] == pytest.approx(data["share"])
+    # A sleeping loader is idle, not computing: workers can hide all of its wait.
+    assert result["data_cpu_fraction"] < 0.1
+    assert _gain(top) == pytest.approx(data["share"], rel=0.06)
     assert (top["path"], top["line"]) == (
         str(SCRIPTS / "slow_data.py"),
         _line("slow_data", "loader"),
     )
     (loader,) = result["loaders"]
     assert (loader["role"], loader["num_workers"], loader["dataset"]) == ("train", 0, "SlowDataset")
+
+
+def test_a_cpu_bound_loaders_gain_is_what_the_cores_can_take() -> None:
+    # Issue 18: a VAE's MNIST loading (CPU work in the training process) was estimated at
+    # 53-62% from the wait alone; one or two workers on 2 cores made its steps slower.
+    from torchpace.measure.cores import usable_cores
+
+    result = _run("slow_data", "--busy", steps=6, warmup=2)
+    cpu = result["data_cpu_fraction"]
+    assert cpu > 0.5  # the dataset spins: the wait is this process's CPU (less on a busy box)
+    share = result["breakdown"]["data"]["share"]
+    top = result["findings"][0]
+    assert top["pattern"] == "input-bound"
+    assert _gain(top) == pytest.approx(share * (1 - cpu / usable_cores()), rel=0.01)
+    assert top["measured"]["cores"] == usable_cores()
 
 
 def test_loader_workers_are_not_reported_as_processes_the_script_started() -> None:
@@ -164,7 +188,9 @@ def test_an_lbfgs_step_holds_its_closures() -> None:
     assert result["samples_per_step"] == planted["BATCH"]
     # The closures' forward passes are timed as forward, not as the optimizer's time.
     forward = result["breakdown"]["forward"]["seconds"]["median"]
-    assert forward == pytest.approx(planted["MAX_ITER"] * planted["FORWARD_S"], rel=0.2)
+    planted_forward = planted["MAX_ITER"] * planted["FORWARD_S"]  # sleeps: at least this
+    assert forward >= planted_forward
+    assert forward > 2 * result["breakdown"]["optimizer"]["seconds"]["median"]
 
 
 def test_time_in_the_scripts_own_input_function_is_named_at_its_line() -> None:
@@ -186,7 +212,7 @@ def test_time_in_the_scripts_own_input_function_is_named_at_its_line() -> None:
         str(SCRIPTS / "custom_input.py"),
         _line("custom_input", "get_batch"),
     )
-    assert finding["gain"] == pytest.approx(truth, abs=0.05)
+    assert _gain(finding) == pytest.approx(truth, abs=0.05)
     assert "get_batch" in finding["message"]
 
 
@@ -247,7 +273,7 @@ def test_planted_padding_is_measured_exactly_and_points_at_the_loader() -> None:
     assert finding["line"] == _line("padded_tokens", "loader")
     assert finding["measured"]["padding_share"] == pytest.approx(share)
     compute = result["breakdown"]["forward"]["share"] + result["breakdown"]["backward"]["share"]
-    assert finding["gain"] == pytest.approx(share * compute)
+    assert _gain(finding) == pytest.approx(share * compute)
     # The result's new `padding` figures are in the published schema.
     from jsonschema import Draft202012Validator
 

@@ -78,6 +78,10 @@ class ModuleHooks:
         self.patches = patches
         self.depth = 0
         self.data_depth = 0  # module calls open inside a DataLoader fetch
+        self._in_eval = False
+        # Told when a model call without autograd (evaluation) starts and ends: the probe step
+        # does not count its FLOPs.
+        self.on_eval: Callable[[bool], None] = lambda started: None
         self.roots: dict[int, weakref.ref[nn.Module]] = {}
         self.has_params: dict[int, bool] = {}
         self._trained: set[int] = set()  # roots whose training call site is recorded
@@ -131,6 +135,8 @@ class ModuleHooks:
             else:
                 self.rec.eval_calls += 1
                 self.rec.clock.enter("eval")
+                self._in_eval = True
+                self.on_eval(True)
         self.depth += 1
 
     def _post(self, module: nn.Module, args: tuple[Any, ...], output: Any) -> None:
@@ -142,6 +148,9 @@ class ModuleHooks:
         self.depth = max(0, self.depth - 1)
         if self.depth == 0:
             self.rec.clock.exit()
+            if self._in_eval:
+                self._in_eval = False
+                self.on_eval(False)
 
     def _observe(self, first: Any) -> None:
         for device in ("cpu", "cuda") if self._cuda else ("cpu",):

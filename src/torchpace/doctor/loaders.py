@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from itertools import count
-from time import perf_counter
+from time import perf_counter, thread_time
 from typing import Any
 
 import torch
@@ -131,15 +131,16 @@ def install(rec: Recorder, patches: Patches) -> None:
         if key is None or threading.get_ident() != main:
             return next_batch(self)
         rec.clock.enter("data")
-        t0 = perf_counter()
+        t0, c0 = perf_counter(), thread_time()
         try:
             batch = next_batch(self)
         except StopIteration:
-            rec.fetched(key, perf_counter() - t0, 0)
+            rec.fetched(key, perf_counter() - t0, 0, cpu=thread_time() - c0)
             raise
         finally:
             rec.clock.exit()
-        rec.fetched(key, perf_counter() - t0, batch_size(batch), *padding_of(batch))
+        seconds, cpu = perf_counter() - t0, thread_time() - c0
+        rec.fetched(key, seconds, batch_size(batch), *padding_of(batch), cpu=cpu)
         return batch
 
     patches.set(DataLoader, "__init__", __init__)

@@ -29,6 +29,8 @@ class Probe:
         self.uncounted: dict[str, int] = {}  # heavy ops with no FLOP formula: name -> calls
         self._counter: Any = None
         self._seen: Any = None
+        self._counted = 0  # FLOPs of the probe step's counted stretches so far
+        self._paused = False
         self._tracing = False
 
     def _local(self, frame: FrameType, event: str, arg: object) -> Any:
@@ -45,10 +47,12 @@ class Probe:
         from torchpace.doctor.flops import CUSTOM, SeenOps
 
         try:
-            self._counter = FlopCounterMode(display=False, custom_mapping=CUSTOM)
-            self._counter.__enter__()
             self._seen = SeenOps()
             self._seen.__enter__()
+            self._counter = FlopCounterMode(display=False, custom_mapping=CUSTOM)
+            self._counter.__enter__()
+            self._counted = 0
+            self._paused = False
         except Exception as exc:  # a model the counter cannot run is still timed
             self._counter = self._seen = None
             self.note = f"FLOPs not counted: {type(exc).__name__}: {exc}"
@@ -67,6 +71,25 @@ class Probe:
         sys.settrace(self._global)
         self._tracing = True
 
+    def pause(self, paused: bool) -> None:
+        """Stop counting while an evaluation pass runs inside the probe step (a Lightning
+        validation of 2,000 samples was counted into a training step: MFU 932%); count again
+        after it. The counter is on top of the mode stack, so it can step out and back in."""
+        counter = self._counter
+        if counter is None or paused == self._paused:
+            return
+        try:
+            if paused:
+                counter.__exit__(None, None, None)
+                self._counted += int(counter.get_total_flops())
+            else:
+                counter.__enter__()  # it starts again from zero
+        except Exception as exc:
+            self._counter = None
+            self.note = f"FLOPs not counted: {type(exc).__name__}: {exc}"
+            return
+        self._paused = paused
+
     def stop(self) -> None:
         if self._tracing:
             sys.settrace(None)
@@ -82,10 +105,12 @@ class Probe:
             counter, self._counter = self._counter, None
             seen, self._seen = self._seen, None
             try:
+                if not self._paused:
+                    counter.__exit__(None, None, None)
+                    self._counted += int(counter.get_total_flops())
                 if seen is not None:
                     seen.__exit__(None, None, None)
-                counter.__exit__(None, None, None)
-                self.flops = int(counter.get_total_flops())
+                self.flops = self._counted
             except Exception as exc:
                 self.note = f"FLOPs not counted: {type(exc).__name__}: {exc}"
                 return

@@ -82,9 +82,15 @@ class Recorder:
         self.sync_time: dict[tuple[Site, str], float] = defaultdict(float)
 
     def fetched(
-        self, loader: int, seconds: float, samples: int, tokens: int = 0, padded: int = 0
+        self,
+        loader: int,
+        seconds: float,
+        samples: int,
+        tokens: int = 0,
+        padded: int = 0,
+        cpu: float = 0.0,
     ) -> None:
-        self.fetches.append(Fetch(loader, seconds, samples, tokens, padded))
+        self.fetches.append(Fetch(loader, seconds, samples, tokens, padded, cpu))
         self._last_loader = loader
 
     def forward_batch(self, samples: int, tokens: int = 0) -> None:

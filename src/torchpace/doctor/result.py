@@ -86,9 +86,9 @@ def _checked(util: dict[str, Any]) -> dict[str, Any]:
     util["mfu_impossible"] = bool(mfu is not None and mfu > 1.0)
     if util["mfu_impossible"]:
         said = (
-            f"MFU {mfu:.0%} is impossible: the FLOP count is wrong for this model (an op "
-            "counted more than it computes), so MFU and the gains estimated from FLOPs are not "
-            "to be trusted"
+            f"MFU {mfu:.0%} is impossible: the FLOP count (an op counted more than it "
+            "computes) or the device's measured peak (taken on a busy machine) is wrong, so MFU "
+            "and the gains estimated from FLOPs are not to be trusted"
         )
         util["note"] = f"{util['note']}; {said}" if util.get("note") else said
     return util

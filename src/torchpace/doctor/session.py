@@ -72,10 +72,13 @@ class Session:
         memory.reset_peak(self.device)
         self.memory_reset = True
         self.probe.start()
+        self.modules.on_eval = self.probe.pause
         self._probing = True
 
     def _probe_end(self) -> None:
         if self._probing:
+            if self.modules is not None:
+                self.modules.on_eval = lambda started: None
             self.probe.stop()
             self._probing = False
         records = self.rec.records

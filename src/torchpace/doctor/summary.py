@@ -163,6 +163,12 @@ def summarize_steps(records: Records, *, cuda: bool) -> dict[str, Any]:
         out["tokens_per_s"] = summarize(
             [n / t for n, t in zip(tokens, seconds, strict=True)]
         ).to_dict()
+    waits = [f for s in kept for f in s.fetches if f.loader in train]
+    waited = sum(f.seconds for f in waits)
+    if waited > 0:
+        # How much of the data wait the main thread spent computing (loading in this process:
+        # the dataset and collate_fn without workers) rather than waiting on workers or I/O.
+        out["data_cpu_fraction"] = min(1.0, sum(f.cpu for f in waits) / waited)
     padding = padding_summary(kept, train)
     if padding is not None:
         out["padding"] = padding

@@ -11,6 +11,7 @@ from torch.utils.data import DataLoader, Dataset
 SLEEP_S = 0.008
 BATCH = 4
 X, Y = torch.ones(8), torch.tensor(1)
+busy = "--busy" in sys.argv
 
 
 class SlowDataset(Dataset):
@@ -18,7 +19,12 @@ class SlowDataset(Dataset):
         return 10_000
 
     def __getitem__(self, i):
-        time.sleep(SLEEP_S)  # the planted cost of loading one sample; the rest is negligible
+        if busy:  # the same time spent computing instead of waiting (--busy)
+            end = time.thread_time() + SLEEP_S
+            while time.thread_time() < end:
+                pass
+        else:
+            time.sleep(SLEEP_S)  # the planted cost of loading one sample; the rest is negligible
         return X, Y
 
 
