@@ -312,3 +312,13 @@ def test_training_in_child_processes_is_named_and_the_children_are_left_alone(st
     assert f"2 processes running train (started at hogwild.py:{line}, {start})" in proc.stderr
     assert "the doctor measures only the process it runs in" in proc.stderr
     assert proc.returncode == 1  # no step measured in this process
+
+
+def test_a_non_finite_figure_is_written_as_null_not_lost(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from torchpace.doctor.command import _strict_json
+
+    text = _strict_json({"a": {"b": [1.0, float("inf")]}, "c": float("nan"), "d": "x"})
+    assert json.loads(text) == {"a": {"b": [1.0, None]}, "c": None, "d": "x"}
+    assert "result.a.b[1], result.c" in capsys.readouterr().err

@@ -216,6 +216,22 @@ def test_time_in_the_scripts_own_input_function_is_named_at_its_line() -> None:
     assert "get_batch" in finding["message"]
 
 
+def test_too_few_samples_name_no_spot() -> None:
+    # pytorch/examples' regression script: 10 steps of 0.2 ms, one sample, in get_batch(), was
+    # "100% of the step", and --verify's promised speed-up for it was infinite (the JSON
+    # writer refused it).
+    from collections import Counter
+
+    from torchpace.doctor.sampler import MIN_SAMPLES, Spot, hot_spots
+    from torchpace.doctor.verify import _promised
+
+    one = Counter({(5, "other", Spot("a.py", "get_batch", 1, 2)): 1})
+    assert hot_spots(one, {5}) == {"interval_s": 0.005, "samples": 1, "spots": []}
+    enough = Counter({(5, "other", Spot("a.py", "get_batch", 1, 2)): MIN_SAMPLES})
+    assert hot_spots(enough, {5})["spots"][0]["share"] == 1.0
+    assert _promised(1.0) is None and _promised(0.5) == 2.0
+
+
 def test_a_dataloader_wait_is_charged_to_the_datasets_own_line() -> None:
     result = _run("slow_data", steps=6, warmup=1)
     top = result["hot_spots"]["spots"][0]

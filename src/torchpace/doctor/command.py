@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 from typing import Any
@@ -144,8 +145,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         from torchpace._files import atomic_write_text
 
-        # allow_nan=False: a stray infinity fails here instead of writing invalid JSON.
-        atomic_write_text(args.json, json.dumps(result, indent=2, allow_nan=False) + "\n")
+        atomic_write_text(args.json, _strict_json(result) + "\n")
         print(f"wrote {args.json}")
     if args.html:
         from pathlib import Path
@@ -188,3 +188,32 @@ def _verify(
         steps=max(args.steps, 8) if args.steps else 20,
         warmup=args.warmup,
     )
+
+
+def _finite(value: Any, path: str, bad: list[str]) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        bad.append(path)
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v, f"{path}.{k}", bad) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v, f"{path}[{i}]", bad) for i, v in enumerate(value)]
+    return value
+
+
+def _strict_json(result: dict[str, Any]) -> str:
+    """The result as strict JSON (no NaN or Infinity, which strict parsers reject). A
+    non-finite figure is a bug, but the run's result is the user's data: it is written with
+    null there, and the fields are named on stderr."""
+    try:
+        return json.dumps(result, indent=2, allow_nan=False)
+    except ValueError:
+        bad: list[str] = []
+        clean = _finite(result, "result", bad)
+        print(
+            f"torchpace doctor: non-finite values written as null at {', '.join(bad[:5])}"
+            + (f" and {len(bad) - 5} more" if len(bad) > 5 else "")
+            + "; please report it",
+            file=sys.stderr,
+        )
+        return json.dumps(clean, indent=2, allow_nan=False)

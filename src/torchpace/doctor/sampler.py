@@ -125,6 +125,10 @@ class StackSampler:
 # (2,000 samples at 5 ms over 10 s: one percent is 20 samples, a relative error near 22%).
 FLOOR = 0.01
 TOP = 10  # spots listed; the JSON and the report keep the largest
+# 20 samples (0.1 s of measured steps at 5 ms): below it a share is a sample or two, not a
+# measurement. pytorch/examples' regression script (10 steps of 0.2 ms) put its one sample in
+# get_batch() and reported it as 100% of the step.
+MIN_SAMPLES = 20
 
 
 def hot_spots(
@@ -146,6 +150,8 @@ def hot_spots(
         key = (spot.path, spot.function, spot.def_line, phase)
         by_function[key] += n
         lines.setdefault(key, Counter())[spot.line] += n
+    if total < MIN_SAMPLES:
+        return {"interval_s": interval_s, "samples": total, "spots": []}
     spots = [
         {
             "function": function,

@@ -28,8 +28,9 @@ TOP = 3
 _FAILED = ("rejected", "failed", "not applicable")  # table verdicts of a change that did not run
 
 
-def _promised(gain: float) -> float:
-    return 1.0 / (1.0 - gain) if gain < 1.0 else float("inf")
+def _promised(gain: float) -> float | None:
+    """The speed-up a gain promises; None for a whole step, which promises no finite one."""
+    return 1.0 / (1.0 - gain) if gain < 1.0 else None
 
 
 def candidates_to_verify(findings: list[dict[str, Any]], top: int = TOP) -> list[str]:
