@@ -255,6 +255,22 @@ def test_module_transforms_in_a_dataset_are_data_not_models_and_their_reads_not_
     assert [f for f in result["findings"] if f["pattern"] == "sync-every-step"] == []
 
 
+def test_a_float64_model_gets_its_finding_at_the_training_forward() -> None:
+    # Issue 20: a model running in float64 was reported as fp32 and got no finding (float32
+    # measured 1.77x faster there).
+    result = _run("float64_model", steps=4, warmup=1)
+    assert result["settings"]["param_dtypes"] == ["float64"]
+    (finding,) = [f for f in result["findings"] if f["pattern"] == "float64-compute"]
+    assert finding["technique"] == "float32-not-float64"
+    compute = result["breakdown"]["forward"]["share"] + result["breakdown"]["backward"]["share"]
+    assert _gain(finding) == pytest.approx(compute / 2)  # half the lanes of float32 SIMD
+    assert (finding["path"], finding["line"]) == (
+        str(SCRIPTS / "float64_model.py"),
+        _line("float64_model", "forward"),
+    )
+    assert "float64" in result["skipped_patterns"]["float32-compute"]
+
+
 def test_watch_ends_an_endless_loop_quietly_after_the_steps() -> None:
     torch.manual_seed(0)
     model = nn.Linear(4, 1)

@@ -103,6 +103,43 @@ ENTRIES: tuple[Technique, ...] = (
         ),
     ),
     Technique(
+        id="float32-not-float64",
+        title="Train in float32, not float64",
+        family="precision",
+        mechanism=(
+            "A float64 number is twice as wide as a float32 one, so a SIMD register or a memory "
+            "transfer carries half as many: a CPU's float64 matmul runs at half its float32 "
+            "rate at best, and most GPUs have a fraction of their float32 units for float64 "
+            "(1/2 on data-centre parts, 1/32 to 1/64 on consumer ones), with no Tensor Core "
+            "path for it in training. Parameters, activations and gradients also take twice "
+            "the memory and bandwidth."
+        ),
+        helps_when=(
+            "The model runs in float64 without needing it: a numpy float64 array turned into a "
+            "tensor (torch.from_numpy keeps the dtype), a .double() call copied from a "
+            "scientific example, or torch.set_default_dtype(torch.float64)."
+        ),
+        hurts_when=(
+            "The problem needs double precision: ill-conditioned linear algebra, long "
+            "recurrences whose error grows, some physics and finance models, gradient checks. "
+            "It changes numerics, so training is checked against the baseline's band."
+        ),
+        measured=(
+            "1024x1024 matmul on the 2-core AMD EPYC VM (AVX2, no AVX-512), torch 2.13.0+cpu, "
+            "2 threads: 14.1 ms in float32 (0.15 TFLOP/s), 30.7-31.8 ms in float64, 2.2x "
+            "(medians of 15, 4 repeats, quiet machine)."
+        ),
+        changes_numerics=True,
+        devices=BOTH,
+        guides=(),
+        how=code(
+            """
+            model = model.float()  # parameters and buffers to float32
+            x = torch.from_numpy(array).float()  # a float64 numpy array stays float64 otherwise
+            """
+        ),
+    ),
+    Technique(
         id="tf32",
         title="Reduced-precision float32 matmuls (TF32 on GPUs, bf16 inside oneDNN on CPUs)",
         family="precision",

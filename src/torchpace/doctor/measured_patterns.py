@@ -239,7 +239,52 @@ def copy_match(ev: Evidence) -> list[RuntimeFinding]:
 
 
 # -- precision -----------------------------------------------------------------------------------
+def float64_skip(ev: Evidence) -> str | None:
+    if "float64" not in ev.settings.get("param_dtypes", []):
+        return "no model computes in float64"
+    return None
+
+
+# 2x: a SIMD register holds half as many float64 lanes as float32 ones (AVX2: 4 against 8), so
+# a CPU's float64 matmul peak is half its float32 one at best (a 1024x1024 matmul: 2.2x on the
+# 2-core AMD EPYC, catalogue entry float32-not-float64); a float64 script of the issue-20 trial
+# measured 1.77x. GPUs differ too much (1/2 to 1/64) to estimate here.
+CPU_FLOAT64_SLOWDOWN = 2.0
+
+
+def float64_match(ev: Evidence) -> list[RuntimeFinding]:
+    compute = ev.share("forward") + ev.share("backward")
+    gain = compute * (1 - 1 / CPU_FLOAT64_SLOWDOWN) if ev.device == "cpu" else None
+    if gain is not None and gain < MODERATE:
+        return []
+    rate = (
+        f"float32 math runs at up to {CPU_FLOAT64_SLOWDOWN:g}x the float64 rate on a CPU"
+        if gain is not None
+        else "float32 math runs 2-64x the float64 rate on GPUs"
+    )
+    return [
+        RuntimeFinding(
+            pattern="float64-compute",
+            technique="float32-not-float64",
+            severity=severity(gain) if gain is not None else "high",
+            message=(
+                f"the model's parameters are float64, so forward and backward ({compute:.0%} of "
+                f"the step) compute in double precision; {rate}"
+            ),
+            fix=(
+                "train in float32: model.float() and float32 inputs (a numpy float64 array "
+                "stays float64 through torch.from_numpy: add .float())"
+            ),
+            site=ev.forward_site,
+            gain=gain,
+            measured={"compute_share": compute, "param_dtypes": ev.settings["param_dtypes"]},
+        )
+    ]
+
+
 def amp_skip(ev: Evidence) -> str | None:
+    if "float64" in ev.settings.get("param_dtypes", []):
+        return "the model computes in float64: float32 first (float64-compute)"
     if ev.settings.get("autocast"):
         return "autocast is already on"
     if not ev.flops_per_step:

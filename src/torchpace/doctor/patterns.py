@@ -52,6 +52,13 @@ PATTERNS: tuple[Pattern, ...] = (
         m.copy_skip,
         m.copy_match,
     ),
+    Pattern(
+        "float64-compute",
+        "float32-not-float64",
+        "Train in float32.",
+        m.float64_skip,
+        m.float64_match,
+    ),
     Pattern("float32-compute", "amp-bf16", "Use bf16 autocast.", m.amp_skip, m.amp_match),
     Pattern(
         "unfused-optimizer", "fused-optimizer", "Pass fused=True.", m.fused_skip, m.fused_match

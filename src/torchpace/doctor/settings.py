@@ -47,4 +47,8 @@ def snapshot(
         "ddp": "DistributedDataParallel" in names,
         "anomaly_detection": bool(torch.is_anomaly_enabled()),
         "models": sorted(names),
+        # the dtypes the trained models' parameters hold: "float64" means float64 compute
+        "param_dtypes": sorted(
+            {str(p.dtype).removeprefix("torch.") for m in modules for p in m.parameters()}
+        ),
     }
