@@ -40,13 +40,22 @@ def user_site(depth: int = 2) -> Site | None:
     return os.path.abspath(frame.f_code.co_filename), frame.f_lineno
 
 
+_paths: dict[CodeType, str] = {}  # code object -> its file's absolute path; cached
+
+
 def called_from_user(depth: int = 2) -> Site | None:
     """The caller's site if the *immediate* Python caller is user code, else None.
 
     torch calls ``.item()`` on its own CPU scalars (Adam's step count, for one); those are not the
-    user's syncs and must not be pinned on the user's ``optimizer.step()`` line.
+    user's syncs and must not be pinned on the user's ``optimizer.step()`` line. Called on every
+    tensor read, so the path is cached per code object (``os.path.abspath`` each time made an
+    ``int(tensor)`` cost 5.6 us under the doctor against 0.6 us plain).
     """
     frame = sys._getframe(depth)
-    if is_internal(frame.f_code):
+    code = frame.f_code
+    if is_internal(code):
         return None
-    return os.path.abspath(frame.f_code.co_filename), frame.f_lineno
+    path = _paths.get(code)
+    if path is None:
+        path = _paths[code] = os.path.abspath(code.co_filename)
+    return path, frame.f_lineno

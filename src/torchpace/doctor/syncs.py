@@ -46,17 +46,19 @@ def _tensor_wrapper(rec: Recorder, original: Callable[..., Any], kind: str) -> C
 
     @functools.wraps(original)
     def call(self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
-        if is_compiling() or get_ident() != main:
+        if get_ident() != main or is_compiling():
+            return original(self, *args, **kwargs)
+        clock = rec.clock
+        if not self.is_cuda and (clock.cuda or clock.current == "data"):
+            # On a CUDA run a CPU tensor's value is already on the host: no sync; nor in a
+            # dataset's or collate_fn's code while a DataLoader fetches, whose tensors stay on
+            # the host on any device. Decided before the site lookup: a dataset reads per sample.
             return original(self, *args, **kwargs)
         site = called_from_user()
         if site is None:
             return original(self, *args, **kwargs)
         if not self.is_cuda:
-            # On a CUDA run a CPU tensor's value is already on the host: no sync. On a CPU run
-            # it is the host read that would block on a GPU, except in a dataset's or
-            # collate_fn's code while a DataLoader fetches: its tensors stay on the host there.
-            if not rec.clock.cuda and rec.clock.current != "data":
-                rec.synced(site, kind, None)
+            rec.synced(site, kind, None)  # on a CPU run: the read that would block on a GPU
             return original(self, *args, **kwargs)
         # note: this is the host-device sync being measured
         rec.clock.enter("sync")
