@@ -11,6 +11,11 @@ steps) and its probe step (FLOPs and line tracing, never timed), ``--measured`` 
     make bench-doctor
     python benchmarks/doctor_overhead.py --json benchmarks/results/<date>-doctor-overhead.json
 
+``--corpus NAME`` adds a public script of ``benchmarks/script_corpus`` (materialised under
+``.corpus/scripts``), run with its own arguments, working directory and environment; its plain
+side is stopped once it has the steps the doctored side measures, and its loss lines are read
+with the entry's ``loss_pattern``.
+
 Per round: the ratio doctored / plain of the median step times (cnn, lm), or, for seqcls whose
 batch lengths vary from step to step, the median of the per-step ratios (same step index, same
 batch). Across rounds: the median ratio with its min–max; overhead = ratio - 1. ``--off`` turns
@@ -23,6 +28,7 @@ import argparse
 import itertools
 import json
 import os
+import re
 import runpy
 import statistics
 import subprocess
@@ -49,6 +55,38 @@ WARMUP = 3  # the doctor's default (`torchpace doctor --warmup`)
 # 3%: the issue's limit on the doctor's cost per step on the reference workloads.
 LIMIT = 0.03
 INSTRUMENTS = ("backward", "loaders", "syncs", "modules")
+
+
+CORPUS_ROOT = ROOT / ".corpus" / "scripts"
+
+
+def workload_spec(name: str) -> dict[str, Any]:
+    """How to run a workload: a naive example (``--steps`` appended) or a corpus entry."""
+    if name in WORKLOADS:
+        return {
+            "script": str(ROOT / WORKLOADS[name]),
+            "args": [],
+            "steps_arg": True,
+            "cwd": str(ROOT),
+            "env": dict(os.environ),
+            "loss_re": r"^step \d+ loss",
+        }
+    sys.path.insert(0, str(ROOT / "benchmarks" / "script_corpus"))
+    from run_corpus import entry_env, load_entries
+
+    (entry,) = load_entries([name])
+    return {
+        "script": str(CORPUS_ROOT / entry["script"]),
+        "args": list(entry["args"]),
+        "steps_arg": False,
+        "cwd": str(CORPUS_ROOT / entry["cwd"]),
+        "env": entry_env(entry, CORPUS_ROOT),
+        "loss_re": entry["loss_pattern"],
+    }
+
+
+class _Enough(BaseException):
+    """Ends a plain run once it has the steps the doctored side measures."""
 
 
 # -- the child: one run of one script, timed by a global optimizer step post hook -------------
@@ -93,6 +131,8 @@ def child(
             load["probe"] = LoadProbe()
         elif "probe" in load:
             load["foreign_cores"] = load["probe"].foreign_cores()
+        if mode == "plain" and len(stamps) >= WARMUP + 1 + measured + 2:
+            raise _Enough
 
     doctor_steps: list[tuple[str, float]] = []
     outcome = "the script finished"
@@ -101,7 +141,10 @@ def child(
     start = perf_counter()
     if mode == "plain":
         register_optimizer_step_post_hook(stamp)
-        runpy.run_path(script, run_name="__main__")
+        try:
+            runpy.run_path(script, run_name="__main__")
+        except _Enough:
+            outcome = "stopped after the measured steps"
     else:
         from torchpace.doctor import script as runner
         from torchpace.doctor.session import Session
@@ -140,19 +183,24 @@ def run_once(
 ) -> tuple[dict[str, Any], list[str], float]:
     """One fresh subprocess; its step times, the script's loss lines, and its wall time."""
     out = os.path.join(tmp, f"{workload}-{mode}.json")
+    spec = workload_spec(workload)
     steps = WARMUP + 1 + measured + 1
-    cmd = [sys.executable, __file__, "--child", mode, "--out", out, "--measured", str(measured)]
+    child_cmd = [sys.executable, os.path.abspath(__file__), "--child", mode, "--out", out]
+    cmd = [*child_cmd, "--measured", str(measured)]
     cmd += ["--off", ",".join(off)] if off else []
-    cmd += ["--", str(ROOT / WORKLOADS[workload]), "--steps", str(steps)]
+    cmd += ["--", spec["script"], *spec["args"]]
+    cmd += ["--steps", str(steps)] if spec["steps_arg"] else []
     t0 = time.perf_counter()
-    done = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+    done = subprocess.run(cmd, capture_output=True, text=True, cwd=spec["cwd"], env=spec["env"])
     wall = time.perf_counter() - t0
     if done.returncode != 0 or not os.path.exists(out):
         raise SystemExit(f"{workload} {mode} failed (exit {done.returncode}):\n{done.stderr}")
     data = json.loads(Path(out).read_text())
     os.remove(out)
-    # "step N loss X": the same losses in both runs show they trained on the same batches.
-    losses = [ln for ln in done.stdout.splitlines() if ln.startswith("step ") and "loss" in ln]
+    # The loss lines: the same losses in both runs show they trained on the same batches.
+    pattern = re.compile(spec["loss_re"])
+    found = (pattern.search(ln) for ln in done.stdout.splitlines())
+    losses = [m.group(0) for m in found if m]  # the loss text only, not a line's timings
     return data, losses, wall
 
 
@@ -314,6 +362,9 @@ def main() -> None:
     ap.add_argument("--workloads", default=",".join(WORKLOADS), help="comma-separated")
     ap.add_argument("--off", default="", help=f"doctored side without these: {INSTRUMENTS}")
     ap.add_argument("--control", action="store_true", help="both sides plain (an A/A test)")
+    ap.add_argument(
+        "--corpus", action="append", default=[], help="a script_corpus entry to add (repeatable)"
+    )
     ap.add_argument("--json", help="write the results here")
     ap.add_argument("--child", choices=("plain", "doctored"), help=argparse.SUPPRESS)
     ap.add_argument("--out", help=argparse.SUPPRESS)
@@ -329,7 +380,7 @@ def main() -> None:
 
     from torchpace.measure.env import fingerprint
 
-    workloads = [w for w in args.workloads.split(",") if w]
+    workloads = [w for w in args.workloads.split(",") if w] + args.corpus
     env = started(fingerprint(torch.device("cpu"), measure_peak=False).to_dict())
     fp = env["fingerprint"]
     print(
@@ -350,7 +401,7 @@ def main() -> None:
                 "warmup": WARMUP,
                 "doctored_off": off,
                 "control": args.control,
-                "workloads": {w: WORKLOADS[w] for w in workloads},
+                "workloads": {w: WORKLOADS.get(w, f"corpus: {w}") for w in workloads},
                 "limit": LIMIT,
             },
             "summary": summary,
