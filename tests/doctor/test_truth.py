@@ -271,6 +271,25 @@ def test_a_float64_model_gets_its_finding_at_the_training_forward() -> None:
     assert "float64" in result["skipped_patterns"]["float32-compute"]
 
 
+def test_a_compiled_model_is_never_traced_with_global_hooks_in_place() -> None:
+    # Issue 20: global module hooks under torch.compile cost time per step, and torch warns
+    # about them at every call of the compiled model.
+    import warnings
+
+    from torch.nn.modules import module as module_mod
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = _run("compiled_eager", steps=4, warmup=4)
+    global_hook_warnings = [w for w in caught if "global hooks on modules" in str(w.message)]
+    # The first call (before the doctor sees it is compiled) and the probe step, whose FLOP
+    # counter (torch's ModTracker) hooks every module; not every warm-up call (it was 5 here).
+    assert len(global_hook_warnings) <= 2
+    assert result["settings"]["compiled"] and result["settings"]["models"] == ["OptimizedModule"]
+    assert result["steps"]["excluded"] == {}  # no recompilation once the hooks went
+    assert not module_mod._global_forward_pre_hooks and not module_mod._global_forward_hooks
+
+
 def test_watch_ends_an_endless_loop_quietly_after_the_steps() -> None:
     torch.manual_seed(0)
     model = nn.Linear(4, 1)

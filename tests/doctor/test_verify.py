@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from torchpace.doctor.verify import annotate, candidates_to_verify
 from torchpace.tune.table import Row
 
@@ -92,11 +94,16 @@ def test_verify_demotes_loader_workers_that_cannot_hide_a_serial_input(tmp_path)
     result = json.loads(out.read_text())
     assert result["verify"]["tried"] == ["loader-workers"]
     (workers,) = [f for f in result["findings"] if f["technique"] == "loader-workers"]
-    assert workers["gain"] > 0.5  # the estimate: most of the step waits for data
     verified = workers["verified"]
-    assert verified["estimated_speedup"] > 2 and verified["speedup"] < 1.25, verified
-    assert "demoted" in workers, verified
-    assert workers["demoted"].startswith("--verify measured")
+    assert verified["estimated_gain"] > 0.5  # the estimate: most of the step waits for data
+    # One sample at a time, whatever the workers: far below the promise (about 1.15x measured
+    # against 8x and more promised on the 2-core EPYC).
+    assert verified["estimated_speedup"] > 4 and verified["speedup"] < 1.5, verified
+    if verified["speedup"] < 1.05:
+        assert workers["demoted"].startswith("--verify") and workers["gain"] is None
+    else:  # ranked by what was measured, not by the estimate
+        assert "demoted" not in workers
+        assert workers["gain"] == pytest.approx(1 - 1 / verified["speedup"])
     ranked = [f["technique"] for f in result["findings"]]
     assert all("demoted" not in f for f in result["findings"][: ranked.index("loader-workers")])
     from jsonschema import Draft202012Validator

@@ -118,9 +118,10 @@ class ModuleHooks:
                 site = user_site()
                 if site is not None:
                     self.rec.records.forward_sites.add(site)
+            compiled = self.discovering and _compiled(module)
             training = torch.is_grad_enabled() and not torch.is_inference_mode_enabled()
             if training:
-                if self.discovering and self.has_params.get(key) and key not in self._trained:
+                if self.has_params.get(key) and key not in self._trained:
                     # The line a training finding points at: a model's first call with autograd
                     # on, not its first call (nanoGPT evaluates before it trains).
                     self._trained.add(key)
@@ -137,6 +138,11 @@ class ModuleHooks:
                 self.rec.clock.enter("eval")
                 self._in_eval = True
                 self.on_eval(True)
+            self.depth += 1
+            if compiled:
+                # This call's own post hook, registered now, still runs: it closes the phase.
+                self.to_roots()
+            return
         self.depth += 1
 
     def _post(self, module: nn.Module, args: tuple[Any, ...], output: Any) -> None:
@@ -162,7 +168,12 @@ class ModuleHooks:
             )
 
     def to_roots(self) -> None:
-        """End of warm-up: hooks on the roots found, instead of on every module."""
+        """End of warm-up: hooks on the roots found, instead of on every module. Also called
+        on the first call of a compiled model, so that dynamo never traces it with global
+        hooks in place (torch warns at every call, and its guards may recompile once they
+        go); later roots, a loss module say, are then not discovered."""
+        if not self.discovering:
+            return
         self._remove_global()
         self.discovering = False
         for ref in self.roots.values():
@@ -177,6 +188,14 @@ class ModuleHooks:
 
     def modules(self) -> list[nn.Module]:
         return [m for m in (r() for r in self.roots.values()) if m is not None]
+
+
+def _compiled(module: nn.Module) -> bool:
+    """``torch.compile(model)`` (an OptimizedModule) or ``model.compile()`` (in place)."""
+    return (
+        type(module).__name__ == "OptimizedModule"
+        or getattr(module, "_compiled_call_impl", None) is not None
+    )
 
 
 def _timed_backward(

@@ -48,7 +48,9 @@ def candidates_to_verify(findings: list[dict[str, Any]], top: int = TOP) -> list
 
 def annotate(findings: list[dict[str, Any]], rows: list[Any], tried: list[str]) -> None:
     """Each verified finding gets ``verified``: the measured speed-up alone, its spread, the
-    promised one and the tune's verdict; one measured no faster, or rejected, is demoted."""
+    promised one, the estimated gain and the tune's verdict. Its ``gain`` becomes the measured
+    one (``1 - 1 / speed-up``), so the findings rank by what was measured; one measured no
+    faster, not worth it or rejected keeps no gain and is demoted below the rest."""
     for f in findings:
         t = f.get("technique")
         if t not in tried:
@@ -56,6 +58,7 @@ def annotate(findings: list[dict[str, Any]], rows: list[Any], tried: list[str]) 
         row = next((r for r in rows if t in r.techniques and r.cumulative is None), None)
         gain = f.get("gain")
         entry: dict[str, Any] = {
+            "estimated_gain": gain,
             "estimated_speedup": None if gain is None else _promised(float(gain)),
             "speedup": None,
             "speedup_lo": None,
@@ -78,9 +81,14 @@ def annotate(findings: list[dict[str, Any]], rows: list[Any], tried: list[str]) 
                 if measured is not None and not failed
                 else f"--verify: {row.verdict if row is not None else 'no trial'}"
             )
+            f["gain"] = None
+        elif measured is not None:
+            f["gain"] = 1.0 - 1.0 / measured
         f["verified"] = entry
-    # demoted findings after every finding that keeps an estimated gain, order kept otherwise
-    findings.sort(key=lambda f: bool(f.get("demoted")))
+    # by gain (measured where verified), then those without one, then the demoted; stable
+    findings.sort(
+        key=lambda f: (bool(f.get("demoted")), f.get("gain") is None, -(f.get("gain") or 0.0))
+    )
 
 
 def verify(
