@@ -71,7 +71,9 @@ def workload_spec(name: str) -> dict[str, Any]:
             "env": dict(os.environ),
             "loss_re": r"^step \d+ loss",
         }
-    sys.path.insert(0, str(ROOT / "benchmarks" / "script_corpus"))
+    corpus = str(ROOT / "benchmarks" / "script_corpus")
+    if corpus not in sys.path:  # once, though every run asks
+        sys.path.insert(0, corpus)
     from run_corpus import entry_env, load_entries
 
     (entry,) = load_entries([name])

@@ -10,6 +10,7 @@ import sys
 from typing import Any
 
 from torchpace._args import non_negative_int, positive_int
+from torchpace.tune.command import parse_duration
 
 EPILOG = """\
 The script runs in this process as `python SCRIPT ARGS` would. After --warmup steps, one probe
@@ -74,7 +75,7 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument(
         "--verify-budget",
-        type=_duration,
+        type=parse_duration,
         default=300.0,
         metavar="T",
         help="time for --verify's trials, e.g. 90s, 5m (default 5m)",
@@ -156,12 +157,6 @@ def run(args: argparse.Namespace) -> int:
         write_html(Path(args.html), [build(result)], [args.script])
         print(f"wrote {args.html}")
     return ran.exit_code
-
-
-def _duration(text: str) -> float:
-    from torchpace.tune.command import parse_duration
-
-    return parse_duration(text)
 
 
 def _verify(

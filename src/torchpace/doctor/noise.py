@@ -14,25 +14,20 @@ import dataclasses
 from typing import Any
 
 from torchpace.doctor.evidence import RuntimeFinding
-from torchpace.measure.noise import MAX_FOREIGN_CORES
+from torchpace.measure.noise import verdict
 
 
 def judge(summary: dict[str, Any], other_cores: float | None) -> dict[str, Any]:
     """The run's noise: other processes' cores, the step-time spread, and whether it is noisy
-    (other processes used more than ``MAX_FOREIGN_CORES`` cores; unknown without /proc)."""
+    (``measure.noise.verdict``'s load limit, the paired benchmarks' own; unknown without
+    /proc). The step spread is reported, not judged: a script's steps may vary by design."""
     spread = (summary.get("step_seconds") or {}).get("rel_iqr")
-    noisy = other_cores is not None and other_cores > MAX_FOREIGN_CORES
-    reason = (
-        f"noisy: other processes used {other_cores:.2f} cores while the steps were measured "
-        f"(limit {MAX_FOREIGN_CORES:.2f})"
-        if noisy
-        else None
-    )
+    reasons = verdict(0.0, other_cores)  # 0.0: no paired ratios to judge here
     return {
         "other_cores": other_cores,
         "step_rel_iqr": spread,
-        "noisy": noisy,
-        "reason": reason,
+        "noisy": bool(reasons),
+        "reason": f"noisy: {reasons[0]}" if reasons else None,
     }
 
 

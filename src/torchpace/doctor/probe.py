@@ -5,20 +5,14 @@ finding can be confirmed at runtime)."""
 from __future__ import annotations
 
 import sys
-import sysconfig
 from types import FrameType
 from typing import Any
 
-from torchpace.doctor.sites import Site, is_internal
-
-_LIBRARY_DIRS = tuple(
-    {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")}
-)
+from torchpace.doctor.sites import Site, is_user_code
 
 
 def _user_code(frame: FrameType) -> bool:
-    code = frame.f_code
-    return not (is_internal(code) or code.co_filename.startswith((*_LIBRARY_DIRS, "<")))
+    return is_user_code(frame.f_code)
 
 
 class Probe:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import os
 import random
 import sys
-import sysconfig
 import threading
 from collections import Counter
 from collections.abc import Mapping
@@ -24,7 +23,7 @@ from dataclasses import dataclass
 from types import FrameType
 from typing import TYPE_CHECKING
 
-from torchpace.doctor.sites import is_internal
+from torchpace.doctor.sites import is_user_code
 
 if TYPE_CHECKING:
     from torchpace.doctor.recorder import Recorder
@@ -34,28 +33,6 @@ if TYPE_CHECKING:
 INTERVAL_S = 0.005
 # The phases whose time the sampler names; the others have their call site already.
 SAMPLED = ("other", "data")
-
-_LIBRARY_DIRS = tuple(
-    {
-        os.path.abspath(p) + os.sep
-        for key in ("stdlib", "platstdlib", "purelib", "platlib")
-        if (p := sysconfig.get_paths().get(key))
-    }
-)
-_user: dict[object, bool] = {}
-
-
-def _is_user(code: object) -> bool:
-    known = _user.get(code)
-    if known is None:
-        name = code.co_filename  # type: ignore[attr-defined]
-        known = not (
-            is_internal(code)  # type: ignore[arg-type]
-            or name.startswith("<")
-            or os.path.abspath(name).startswith(_LIBRARY_DIRS)
-        )
-        _user[code] = known
-    return known
 
 
 @dataclass(frozen=True)
@@ -72,7 +49,7 @@ def user_spot(frame: FrameType | None) -> Spot | None:
     """The innermost frame of user code on this stack, or None."""
     while frame is not None:
         code = frame.f_code
-        if _is_user(code):
+        if is_user_code(code):
             name = getattr(code, "co_qualname", code.co_name)
             return Spot(
                 os.path.abspath(code.co_filename), name, code.co_firstlineno, frame.f_lineno

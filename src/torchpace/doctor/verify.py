@@ -15,7 +15,6 @@ of the same run reuses them.
 
 from __future__ import annotations
 
-import functools
 import os
 from pathlib import Path
 from typing import Any
@@ -131,7 +130,7 @@ def verify(
 
     def only_findings(base: Any) -> tuple[list[Any], list[Any]]:
         cands, no = for_script(base, torch.device(device), findings)
-        kept = [c for c in cands if any(t in tried for t in c.techniques) and len(c.techniques)]
+        kept = [c for c in cands if any(t in tried for t in c.techniques)]
         return kept, [n for n in no if any(t in tried for t in n.techniques)]
 
     outcome = tune(
@@ -141,7 +140,7 @@ def verify(
         results=ResultsFile(path),
         workdir=path.parent / "work",
         baseline=Plan(grad_set_to_none=False),
-        after_baseline=functools.partial(only_findings),
+        after_baseline=only_findings,
     )
     annotate(findings, outcome.rows, tried)
     return {

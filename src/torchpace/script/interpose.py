@@ -22,12 +22,10 @@ every training batch.
 from __future__ import annotations
 
 import functools
-import os
 import sys
 import threading
 import weakref
 from collections.abc import Callable
-from types import FrameType
 from typing import Any
 
 import torch
@@ -35,6 +33,7 @@ from torch import nn
 
 from torchpace.doctor.loaders import batch_size
 from torchpace.doctor.patching import Patches
+from torchpace.doctor.sites import is_internal
 from torchpace.script.loaders import LoaderPatch
 from torchpace.speedups.applied import Applied, done, skipped
 from torchpace.speedups.compile import compile_forward
@@ -425,23 +424,20 @@ class Interposer:
 
 class ScaledGroup(dict):  # type: ignore[type-arg]
     """An optimizer's param group whose ``lr``, when the user's code sets it, is multiplied by
-    the plan's batch-size factor (a write from torch itself, a scheduler's, is not)."""
+    the plan's batch-size factor (a write from torch or torchpace, a scheduler's, is not)."""
 
     def __init__(self, group: dict[str, Any], factor: float) -> None:
         super().__init__(group)
         self.factor = factor
 
     def __setitem__(self, key: str, value: Any) -> None:
-        if key == "lr" and isinstance(value, (int, float)) and not _from_torch(sys._getframe(1)):
+        if (
+            key == "lr"
+            and isinstance(value, (int, float))
+            and not is_internal(sys._getframe(1).f_code)
+        ):
             value = value * self.factor
         super().__setitem__(key, value)
-
-
-def _from_torch(frame: FrameType) -> bool:
-    return os.path.abspath(frame.f_code.co_filename).startswith(_TORCH_DIR)
-
-
-_TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
 
 
 def _channels_last(x: Any) -> Any:

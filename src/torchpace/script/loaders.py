@@ -17,7 +17,11 @@ from torch.utils.data import DataLoader, IterableDataset, RandomSampler
 
 from torchpace.doctor.patching import Patches
 from torchpace.speedups.applied import Applied, done, skipped
-from torchpace.speedups.bucketed_loader import bucket_sampler, dataset_lengths
+from torchpace.speedups.bucketed_loader import (
+    bucket_sampler,
+    dataset_lengths,
+    length_quantiles,
+)
 from torchpace.speedups.loading import loader_settings
 from torchpace.train.lr import scale_lr
 from torchpace.train.plan import Plan
@@ -72,10 +76,9 @@ class LoaderPatch:
             "num_workers": kw.get("num_workers", 0),
         }
         lengths = dataset_lengths(dataset) if shuffled and not iterable else None
-        if lengths is not None:
-            ordered = sorted(lengths)
-            info["length_p90"] = ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))]
-            info["length_max"] = ordered[-1]
+        quantiles = length_quantiles(lengths)
+        if quantiles is not None:
+            info["length_p90"], info["length_max"] = quantiles
         self.loaders.append(info)
         if plan.loader == "auto" or plan.loader_workers is not None:
             if iterable:

@@ -40,6 +40,17 @@ def dataset_lengths(dataset: Any) -> list[int] | None:
     return values
 
 
+def length_quantiles(lengths: Any) -> tuple[int, int] | None:
+    """The 90th-percentile and the longest of a dataset's sample ``lengths``, or None: what a
+    token budget is sized from."""
+    if lengths is None:
+        return None
+    ordered = sorted(int(x) for x in lengths)
+    if not ordered:
+        return None
+    return ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))], ordered[-1]
+
+
 class EpochAdvancing(Sampler[list[int]]):
     """A batch sampler with ``set_epoch`` that moves to the next epoch each time it is
     iterated, as a loop written for ``shuffle=True`` expects."""

@@ -17,6 +17,7 @@ import torch
 from torch import nn
 
 from torchpace.measure.env import bf16_supported
+from torchpace.speedups.bucketed_loader import length_quantiles
 from torchpace.tune.build import build
 
 
@@ -79,16 +80,6 @@ def candidates(recipe: Any, device: torch.device) -> tuple[list[Candidate], list
     return from_facts(
         facts, device, lengths=length_quantiles(lengths), batch_size=recipe.batch_size
     )
-
-
-def length_quantiles(lengths: Any) -> tuple[int, int] | None:
-    """The 90th-percentile and the longest of a dataset's sample ``lengths``, or None."""
-    if lengths is None:
-        return None
-    ordered = sorted(int(x) for x in lengths)
-    if not ordered:
-        return None
-    return ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))], ordered[-1]
 
 
 _FUSABLE = ("Adam", "AdamW", "SGD")  # torch.optim classes with a fused kernel on CPU and CUDA
