@@ -13,7 +13,9 @@ Layout of OUT: one folder per repository, named ``owner+name``; ``corpus.json`` 
 file) gives each script's path, working folder and ``pythonpath`` relative to OUT.
 
 Only the standard library, numpy and torch are used (torch only to run one upstream data
-preparation script, ``time_sequence_prediction/generate_sine_wave.py``).
+preparation script, ``time_sequence_prediction/generate_sine_wave.py``).  The two MNIST scripts
+import torchvision, which is stood in for by ``stand_ins/torchvision`` beside this file (see
+corpus.json's ``pythonpath``); their data is synthetic MNIST in the IDX format.
 """
 
 from __future__ import annotations
@@ -68,6 +70,14 @@ SOURCES: dict[str, dict] = {
             "gat/main.py",
             "gat/README.md",
             "gat/requirements.txt",
+            "mnist_hogwild/README.md",
+            "mnist_hogwild/main.py",
+            "mnist_hogwild/train.py",
+            "mnist_hogwild/requirements.txt",
+            "vae/README.md",
+            "vae/main.py",
+            "vae/requirements.txt",
+            "vae/results/.gitignore",
         ],
     },
     "karpathy/minGPT": {
@@ -373,9 +383,85 @@ def data_enwik8(root: Path) -> None:
         fh.write(data)
 
 
+# Seven-segment strokes, each two corners of a 1 x 2 box (x right, y down), and the segments
+# lit for each digit: a top, b top right, c bottom right, d bottom, e bottom left, f top left,
+# g middle.
+_SEGMENTS = {
+    "a": ((0, 0), (1, 0)),
+    "b": ((1, 0), (1, 1)),
+    "c": ((1, 1), (1, 2)),
+    "d": ((0, 2), (1, 2)),
+    "e": ((0, 1), (0, 2)),
+    "f": ((0, 0), (0, 1)),
+    "g": ((0, 1), (1, 1)),
+}
+_DIGITS = ["abcdef", "bc", "abged", "abgcd", "fgbc", "afgcd", "afgedc", "abc", "abcdefg", "abcdfg"]
+
+
+def mnist_images(labels: np.ndarray, rng: np.random.RandomState) -> np.ndarray:
+    """28 x 28 uint8 images of digit-like strokes, one per label.
+
+    Each digit is drawn as its seven-segment strokes, with per-image jitter: size, position,
+    slant, stroke width and brightness, and each stroke's ends moved a little, anti-aliased
+    over about a pixel; like MNIST, the background is 0 and about a fifth of the pixels are lit.
+    """
+    n = len(labels)
+    seg_names = list(_SEGMENTS)
+    ends = np.array([_SEGMENTS[s] for s in seg_names], dtype=np.float32)  # 7 x 2 x 2
+    lit = np.array([[s in _DIGITS[d] for s in seg_names] for d in range(10)])  # 10 x 7
+    yy, xx = np.mgrid[0:28, 0:28].astype(np.float32)
+    px = np.stack([xx.ravel(), yy.ravel()], axis=1)  # 784 x 2
+    out = np.empty((n, 28, 28), dtype=np.uint8)
+    for lo in range(0, n, 500):
+        k = min(500, n - lo)
+        half_h = rng.uniform(7.5, 9.0, k).astype(np.float32)[:, None, None]  # half the height
+        width = rng.uniform(6.5, 10.5, k).astype(np.float32)[:, None, None]
+        slant = rng.uniform(-0.25, 0.25, k).astype(np.float32)[:, None, None]
+        cx = 14 + rng.uniform(-1.5, 1.5, k).astype(np.float32)[:, None, None]
+        cy = 14 + rng.uniform(-1.0, 1.0, k).astype(np.float32)[:, None, None]
+        stroke = rng.uniform(0.9, 1.7, k).astype(np.float32)
+        bright = rng.uniform(0.8, 1.0, k).astype(np.float32)
+        pts = ends[None] + rng.normal(0, 0.07, (k, 7, 2, 2)).astype(np.float32)
+        ux, uy = pts[..., 0] - 0.5, pts[..., 1] - 1.0  # box centred on 0: x in +-0.5, y in +-1
+        sx = cx + ux * width - uy * half_h * slant
+        sy = cy + uy * half_h
+        a = np.stack([sx[..., 0], sy[..., 0]], -1)[:, :, None, :]  # k x 7 x 1 x 2
+        b = np.stack([sx[..., 1], sy[..., 1]], -1)[:, :, None, :]
+        ab = b - a
+        t = ((px[None, None] - a) * ab).sum(-1) / np.maximum((ab * ab).sum(-1), 1e-6)
+        near = a + np.clip(t, 0, 1)[..., None] * ab
+        dist = np.sqrt(((px[None, None] - near) ** 2).sum(-1))  # k x 7 x 784
+        dist = np.where(lit[labels[lo : lo + k]][..., None], dist, np.inf).min(axis=1)
+        ink = np.clip(stroke[:, None] + 0.5 - dist, 0, 1) * bright[:, None]
+        out[lo : lo + k] = np.round(ink * 255).astype(np.uint8).reshape(k, 28, 28)
+    return out
+
+
+def write_idx(path: Path, array: np.ndarray) -> None:
+    """ARRAY (uint8) as an uncompressed IDX file: magic 0x0000 08 NDIM, big-endian int32 sizes."""
+    header = bytes([0, 0, 0x08, array.ndim]) + np.array(array.shape, dtype=">i4").tobytes()
+    path.write_bytes(header + np.ascontiguousarray(array, dtype=np.uint8).tobytes())
+
+
+def data_mnist(root: Path, train: int = 6000, test: int = 1000) -> None:
+    """data/MNIST/raw/{train,t10k}-{images-idx3,labels-idx1}-ubyte: synthetic MNIST.
+
+    The hogwild and VAE scripts both read MNIST('../data') from their own folders, so one copy
+    serves both.  TRAIN and TEST images (MNIST has 60000 and 10000), labels uniform over 0-9,
+    seeded; uncompressed, as torchvision leaves them in raw/ after a download.
+    """
+    rng = np.random.RandomState(2718)
+    folder = root / "data" / "MNIST" / "raw"
+    folder.mkdir(parents=True, exist_ok=True)
+    for prefix, n in (("train", train), ("t10k", test)):
+        labels = rng.randint(0, 10, n).astype(np.uint8)
+        write_idx(folder / f"{prefix}-images-idx3-ubyte", mnist_images(labels, rng))
+        write_idx(folder / f"{prefix}-labels-idx1-ubyte", labels)
+
+
 DATA = {
     "karpathy/nanoGPT": [data_nanogpt],
-    "pytorch/examples": [data_word_lm, data_sine, data_cora],
+    "pytorch/examples": [data_word_lm, data_sine, data_cora, data_mnist],
     "karpathy/minGPT": [data_chargpt],
     "Lightning-AI/pytorch-lightning": [data_lightning],
     "lucidrains/x-transformers": [data_enwik8],

@@ -5,7 +5,8 @@
         [--python PATH] [--timeout 300] [--json results.json]
 
 Each entry of corpus.json is run as ``PYTHON SCRIPT ARGS`` in its cwd, with its ``pythonpath``
-entries (relative to ROOT) put in front of PYTHONPATH and its ``env`` added.  The full output of
+entries (relative to ROOT; ``{script_corpus}`` stands for this folder, for the stand-in packages
+under ``stand_ins/``) put in front of PYTHONPATH and its ``env`` added.  The full output of
 each run goes to ROOT/_logs/NAME.log.  Standard library only.
 """
 
@@ -36,10 +37,20 @@ def load_entries(names: list[str]) -> list[dict]:
     return entries
 
 
+def pythonpath_entry(path: str, root: Path) -> Path:
+    """A corpus.json ``pythonpath`` entry as a folder: relative to ROOT (the materialised corpus),
+    except that a leading ``{script_corpus}`` names this folder in the checkout (where the
+    stand-in packages live, e.g. ``{script_corpus}/stand_ins``)."""
+    mark = "{script_corpus}"
+    if path == mark or path.startswith(mark + "/"):
+        return HERE.joinpath(*path[len(mark) :].split("/")[1:])
+    return root / path
+
+
 def entry_env(entry: dict, root: Path) -> dict[str, str]:
     """This process's environment with the entry's ``pythonpath`` in front and its ``env``."""
     env = dict(os.environ)
-    extra = [str(root / p) for p in entry.get("pythonpath", [])]
+    extra = [str(pythonpath_entry(p, root)) for p in entry.get("pythonpath", [])]
     if extra:
         env["PYTHONPATH"] = os.pathsep.join([*extra, env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     env.update(entry.get("env", {}))
