@@ -142,3 +142,43 @@ def test_rank_puts_estimated_gains_first_largest_first() -> None:
 
     ranked = rank([f("a", None, "high"), f("b", 0.1), f("c", 0.4), f("d", None, "info")])
     assert [x.pattern for x in ranked] == ["c", "b", "a", "d"]
+
+
+def _timed(saved_s: float | None, **kw: Any) -> dict[str, Any]:
+    return {
+        "timed": 3,
+        "flops_share_timed": 0.97,
+        "float32_timed_s": 0.08,
+        "bf16_timed_s": 0.03,
+        "cast_timed_s": 0.01,
+        "speedup": 2.0,
+        "saved_s": saved_s,
+        **kw,
+    }
+
+
+def test_a_timed_saving_is_the_gain_and_states_its_basis() -> None:
+    # no FLOP count and no bf16 peak: the timed estimate needs neither
+    ev = _evidence({"forward": 0.3, "backward": 0.6, "other": 0.1}, peaks={"fp32": 0.3})
+    ev = type(ev)(**{**ev.__dict__, "precision": _timed(0.04)})
+    (hit,) = [f for f in diagnose(ev)[0] if f.pattern == "float32-compute"]
+    assert hit.gain == pytest.approx(0.04 / 0.1)
+    assert "this model's own matmul" in hit.message and "2.00x faster" in hit.message
+    assert hit.measured["basis"] == "timed on the model's calls"
+
+
+def test_a_timed_loss_skips_bf16_with_the_times() -> None:
+    ev = _evidence({"forward": 0.3, "backward": 0.6}, flops_per_step=int(6e10))
+    ev = type(ev)(**{**ev.__dict__, "precision": _timed(-0.5, bf16_timed_s=0.57)})
+    found, skipped = diagnose(ev)
+    assert "float32-compute" not in [f.pattern for f in found]
+    assert skipped["float32-compute"].startswith("bfloat16 would not pay on this model")
+    assert "80.0 ms a step in float32 and 580.0 ms in bfloat16" in skipped["float32-compute"]
+
+
+def test_without_a_timed_estimate_the_peaks_remain_the_basis() -> None:
+    ev = _evidence({"forward": 0.3, "backward": 0.6}, flops_per_step=int(3e9))
+    ev = type(ev)(**{**ev.__dict__, "precision": _timed(None, note="only 20% ...")})
+    (hit,) = [f for f in diagnose(ev)[0] if f.pattern == "float32-compute"]
+    assert hit.measured["basis"] == "device peaks"
+    assert "an upper bound" in hit.message

@@ -34,6 +34,7 @@ class Evidence:
     flops_per_step: int | None
     forward_site: Site | None
     memory: dict[str, Any]
+    precision: dict[str, Any] | None = None  # precision.estimate(): bf16 timed on this model
 
     def share(self, phase: str) -> float:
         breakdown = self.summary.get("device_breakdown") or self.summary.get("breakdown") or {}

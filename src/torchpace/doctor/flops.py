@@ -18,6 +18,8 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import conv_flop_count, sdpa_backward_flop_count, sdpa_flop_count
 
+from torchpace.doctor.precision import ComputeCalls
+
 aten = torch.ops.aten
 
 
@@ -87,12 +89,19 @@ class SeenOps(TorchDispatchMode):
     def __init__(self) -> None:
         super().__init__()
         self.ops: Counter[Any] = Counter()
+        self.calls: ComputeCalls | None = None  # set by the probe once the counter exists
 
     def __torch_dispatch__(
         self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None
     ) -> Any:
         self.ops[func._overloadpacket] += 1
-        return func(*args, **(kwargs or {}))
+        out = func(*args, **(kwargs or {}))
+        if self.calls is not None:
+            try:
+                self.calls.observe(func, args, kwargs or {}, out)
+            except Exception:  # the estimate is lost, never the user's step
+                self.calls.skipped = True
+        return out
 
 
 def uncounted(seen: Counter[Any], registry: dict[Any, Any]) -> dict[str, int]:

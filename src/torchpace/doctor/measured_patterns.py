@@ -282,11 +282,33 @@ def float64_match(ev: Evidence) -> list[RuntimeFinding]:
     ]
 
 
+def _timed(ev: Evidence) -> dict[str, Any] | None:
+    """The bf16 estimate timed on this model's own calls (doctor/precision.py), if there is one."""
+    p = ev.precision
+    return p if p is not None and p.get("saved_s") is not None else None
+
+
+def _shapes(timed: dict[str, Any]) -> str:
+    n = timed["timed"]
+    return f"{n} shape{'' if n == 1 else 's'}, {timed['flops_share_timed']:.0%} of their FLOPs"
+
+
 def amp_skip(ev: Evidence) -> str | None:
     if "float64" in ev.settings.get("param_dtypes", []):
         return "the model computes in float64: float32 first (float64-compute)"
     if ev.settings.get("autocast"):
         return "autocast is already on"
+    timed = _timed(ev)
+    if timed is not None:
+        if timed["saved_s"] <= 0:
+            return (
+                "bfloat16 would not pay on this model: its own matmul, convolution and attention "
+                f"calls ({_shapes(timed)}) take {timed['float32_timed_s'] * 1e3:.1f} ms a step "
+                "in float32 and "
+                f"{(timed['bf16_timed_s'] + timed['cast_timed_s']) * 1e3:.1f} ms in bfloat16 "
+                "with autocast's casts (timed on this device after the run)"
+            )
+        return None
     if not ev.flops_per_step:
         return "no FLOP count for the step"
     if "bf16" not in ev.peaks or "fp32" not in ev.peaks:
@@ -295,29 +317,41 @@ def amp_skip(ev: Evidence) -> str | None:
 
 
 def amp_match(ev: Evidence) -> list[RuntimeFinding]:
-    flops = float(ev.flops_per_step or 0)
-    # The matmul/conv FLOPs of one step at the measured peak rates: their time in float32 minus
-    # their time in bfloat16, capped by the forward and backward time actually measured.
-    saved = flops / 1e12 * (1 / ev.peaks["fp32"] - 1 / ev.peaks["bf16"])
     compute = ev.share("forward") + ev.share("backward")
+    timed = _timed(ev)
+    if timed is not None:
+        saved = float(timed["saved_s"])
+        basis = (
+            "this model's own matmul, convolution and attention calls "
+            f"({_shapes(timed)}), timed in both precisions, run {timed['speedup']:.2f}x faster "
+            "in bfloat16 with autocast's casts"
+        )
+        figures: dict[str, Any] = {"basis": "timed on the model's calls", **timed}
+    else:
+        # No timing: the step's matmul/conv FLOPs at the measured peak rates, their time in
+        # float32 minus their time in bfloat16.
+        flops = float(ev.flops_per_step or 0)
+        saved = flops / 1e12 * (1 / ev.peaks["fp32"] - 1 / ev.peaks["bf16"])
+        ratio = ev.peaks["bf16"] / ev.peaks["fp32"]
+        basis = (
+            f"{flops / 1e9:.1f} GFLOP per step at this device's peak rates, {ratio:.1f}x faster "
+            "in bfloat16 (an upper bound: small shapes do not reach the peak)"
+        )
+        figures = {"basis": "device peaks", "peak_ratio": ratio}
+    # capped by the forward and backward time actually measured
     gain = min(saved / ev.step_s, compute)
     if gain < MODERATE:
         return []
-    ratio = ev.peaks["bf16"] / ev.peaks["fp32"]
     return [
         RuntimeFinding(
             pattern="float32-compute",
             technique="amp-bf16",
             severity=severity(gain),
-            message=(
-                f"forward and backward run in float32 ({compute:.0%} of the step, "
-                f"{flops / 1e9:.1f} GFLOP per step); bfloat16 matmuls run {ratio:.1f}x faster "
-                "on this device"
-            ),
+            message=f"forward and backward run in float32 ({compute:.0%} of the step); {basis}",
             fix=(f"wrap forward and loss in torch.autocast('{ev.device}', dtype=torch.bfloat16)"),
             site=ev.forward_site,
             gain=gain,
-            measured={"compute_share": compute, "peak_ratio": ratio},
+            measured={"compute_share": compute, **figures},
         )
     ]
 

@@ -21,6 +21,7 @@ class Probe:
         self.flops: int | None = None
         self.note: str | None = None
         self.uncounted: dict[str, int] = {}  # heavy ops with no FLOP formula: name -> calls
+        self.compute_calls: Any = None  # precision.ComputeCalls: the step's matmul-like calls
         self._counter: Any = None
         self._seen: Any = None
         self._counted = 0  # FLOPs of the probe step's counted stretches so far
@@ -35,20 +36,23 @@ class Probe:
     def _global(self, frame: FrameType, event: str, arg: object) -> Any:
         return self._local if _user_code(frame) else None
 
-    def start(self) -> None:
+    def start(self, *, cuda: bool = False) -> None:
         from torch.utils.flop_counter import FlopCounterMode
 
         from torchpace.doctor.flops import CUSTOM, SeenOps
+        from torchpace.doctor.precision import ComputeCalls
 
         try:
             self._seen = SeenOps()
             self._seen.__enter__()
             self._counter = FlopCounterMode(display=False, custom_mapping=CUSTOM)
             self._counter.__enter__()
+            self.compute_calls = ComputeCalls(self._counter.flop_registry, cuda=cuda)
+            self._seen.calls = self.compute_calls
             self._counted = 0
             self._paused = False
         except Exception as exc:  # a model the counter cannot run is still timed
-            self._counter = self._seen = None
+            self._counter = self._seen = self.compute_calls = None
             self.note = f"FLOPs not counted: {type(exc).__name__}: {exc}"
         if sys.gettrace() is not None:
             self.note = (self.note + "; " if self.note else "") + (
@@ -72,6 +76,8 @@ class Probe:
         counter = self._counter
         if counter is None or paused == self._paused:
             return
+        if self._seen is not None:  # evaluation calls are not the training step's either
+            self._seen.calls = None if paused else self.compute_calls
         try:
             if paused:
                 counter.__exit__(None, None, None)

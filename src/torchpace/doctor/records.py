@@ -89,6 +89,7 @@ class Records:
     flops_per_step: int | None = None
     flops_note: str | None = None
     flops_uncounted: dict[str, int] = field(default_factory=dict)  # heavy ops, no formula
+    compute_calls: Any = None  # precision.ComputeCalls of the probe step, timed after the run
     settings: dict[str, Any] = field(default_factory=dict)
     roots: list[str] = field(default_factory=list)  # class names of the models seen
     forward_sites: set[Site] = field(default_factory=set)  # each root's first call

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from torchpace.doctor.merge import lint_files, merge
 from torchpace.doctor.noise import judge, withhold
 from torchpace.doctor.patterns import Evidence, RuntimeFinding, diagnose, rank
+from torchpace.doctor.precision import estimate
 from torchpace.doctor.sites import Site
 from torchpace.doctor.summary import summarize_steps, utilisation
 from torchpace.findings import Finding
@@ -112,6 +113,13 @@ def build(
     step_s = summary["step_seconds"]["median"] if "step_seconds" in summary else None
     memory = session.memory()
     loaders = [{**info.to_dict(), "key": key} for key, info in records.loaders.items()]
+    precision = None if step_s is None else estimate(records.compute_calls, session.device, step_s)
+    if precision is not None:  # the replay's float32 side against the step's own compute time
+        breakdown = summary.get("device_breakdown") or summary.get("breakdown") or {}
+        precision["compute_measured_s"] = sum(
+            breakdown.get(phase, {}).get("seconds", {}).get("median", 0.0)
+            for phase in ("forward", "backward")
+        )
     result: dict[str, Any] = {
         "schema": SCHEMA,
         "target": target,
@@ -136,6 +144,7 @@ def build(
             }
         ),
         "memory": memory,
+        "precision": precision,
         "noise": judge(summary, session.other_cores),
         "settings": settings,
         "loaders": loaders,
@@ -154,6 +163,7 @@ def build(
             flops_per_step=records.flops_per_step,
             forward_site=_forward_site(session, script),
             memory=memory,
+            precision=precision,
         )
         runtime, skipped = diagnose(evidence)
         runtime = rank(withhold(runtime, result["noise"]))

@@ -71,7 +71,7 @@ class Session:
             self.alloc_retries_start = memory.cuda_alloc_retries(self.device)
         memory.reset_peak(self.device)
         self.memory_reset = True
-        self.probe.start()
+        self.probe.start(cuda=self.device.type == "cuda")
         self.modules.on_eval = self.probe.pause
         self._probing = True
 
@@ -85,6 +85,7 @@ class Session:
         records.flops_per_step = self.probe.flops
         records.flops_note = self.probe.note
         records.flops_uncounted = self.probe.uncounted
+        records.compute_calls = self.probe.compute_calls
         records.lines_run = self.probe.lines
         self.sampler.start()  # the measured steps begin
         self.load = LoadProbe()

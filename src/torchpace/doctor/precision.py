@@ -1,0 +1,288 @@
+"""What bfloat16 autocast would save on *this* model: its own matmul, convolution, attention and
+RNN calls of one step, recorded during the probe step and timed in both precisions after the run.
+
+Why not the device's peak ratio: on real scripts (issue 18) the peak promised 1.95x where 1.7x
+was measured, 2.1x where 1.5x was, and 14-31% on a small GPT whose matmuls gained nothing; small
+shapes never reach the bf16 peak, the casts autocast adds cost time, and some kernels (the CPU
+flash-attention backward) run slower in bf16. Replaying the recorded calls on fresh tensors of the
+same shapes and strides measures all three on the machine at hand.
+
+Which inputs autocast would have to cast is simulated in the probe step: the outputs of the calls
+autocast lowers are bf16; an op whose floating inputs are all bf16 keeps bf16 (torch's type
+promotion); ops autocast keeps in float32 (losses; on CUDA also norms and softmax) give float32.
+Each cast in the forward has a cast of the gradient back in the backward, so a cast is timed twice.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+import torch
+from torch.utils.weak import WeakIdKeyDictionary
+
+aten = torch.ops.aten
+
+# The ops under `torch.autocast` lowers to bf16 (autocast_mode.cpp, "lower_precision_fp" on CPU
+# and CUDA), as they reach a dispatch mode: `linear` and `matmul` decompose to these.
+LOWERED = frozenset(
+    {
+        aten.mm,
+        aten.addmm,
+        aten.bmm,
+        aten.baddbmm,
+        aten.convolution,
+        aten.convolution_backward,
+        aten._scaled_dot_product_flash_attention_for_cpu,
+        aten._scaled_dot_product_flash_attention_for_cpu_backward,
+        aten._scaled_dot_product_flash_attention,
+        aten._scaled_dot_product_flash_attention_backward,
+        aten._scaled_dot_product_efficient_attention,
+        aten._scaled_dot_product_efficient_attention_backward,
+        aten._scaled_dot_product_cudnn_attention,
+        aten._scaled_dot_product_cudnn_attention_backward,
+        aten.mkldnn_rnn_layer,
+        aten.mkldnn_rnn_layer_backward,
+        aten._cudnn_rnn,
+    }
+)
+# Ops autocast runs in float32 whatever their inputs (autocast_mode.cpp "fp32" lists): the
+# losses on both devices, and on CUDA the norms, softmax and reductions that overflow in 16 bits.
+FLOAT32_ANY = ("loss", "nll_", "binary_cross_entropy", "kl_div", "cdist", "dist")
+FLOAT32_CUDA = ("layer_norm", "group_norm", "softmax", "logsumexp", "norm", "pow", "exp", "log")
+
+# Replay budget: the calls holding the most FLOPs are timed first, until 95% of the step's
+# lowered FLOPs are covered or 3 s have gone (the fingerprint's peak measurement beside it takes
+# about 1 s); an estimate needs half the FLOPs timed.
+BUDGET_S = 3.0
+COVER = 0.95
+MIN_COVERED = 0.5
+# Per call and precision: repeat until 20 ms or 20 calls, after one untimed warm-up call.
+REPEAT_S = 0.02
+REPEAT_MAX = 20
+SLOW_CALL_S = 0.1  # five times REPEAT_S
+LOW = torch.bfloat16
+
+
+@dataclass(frozen=True)
+class Spec:
+    """A tensor argument, rebuilt on replay with the same shape, strides and dtype."""
+
+    shape: tuple[int, ...]
+    stride: tuple[int, ...]
+    dtype: torch.dtype
+
+
+def _spec(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return Spec(tuple(value.shape), tuple(value.stride()), value.dtype)
+    if isinstance(value, (list, tuple)):
+        return tuple(_spec(v) for v in value)
+    return value
+
+
+def _float(t: Any) -> bool:
+    return isinstance(t, torch.Tensor) and t.is_floating_point()
+
+
+def _tensors(value: Any) -> list[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in _tensors(v)]
+    return []
+
+
+class ComputeCalls:
+    """The lowered calls of the probe step, by signature, with their FLOPs and the inputs
+    autocast would cast. Fed by the probe's dispatch mode (``flops.SeenOps``)."""
+
+    def __init__(self, registry: dict[Any, Callable[..., int]], cuda: bool) -> None:
+        self.registry = registry
+        self.calls: dict[tuple[Any, ...], list[int]] = {}  # key -> [count, FLOPs per call]
+        self.low: WeakIdKeyDictionary = WeakIdKeyDictionary()  # tensors bf16 under autocast
+        self.float32_ops = FLOAT32_ANY + (FLOAT32_CUDA if cuda else ())
+        self.skipped = False  # low precision already, or a call it could not read: no estimate
+
+    def _is_low(self, t: torch.Tensor) -> bool:
+        return t.dim() > 0 and t in self.low  # a 0-dim tensor does not set the result's dtype
+
+    def observe(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> None:
+        if self.skipped:
+            return
+        packet = func._overloadpacket
+        kw_values = [v for _, v in sorted(kwargs.items())]  # in the key's order
+        inputs = [t for t in _tensors(args) + _tensors(kw_values) if _float(t)]
+        if packet in LOWERED:
+            if any(t.dtype != torch.float32 for t in inputs):
+                self.skipped = True
+                return
+            backward = torch._C._current_autograd_node() is not None
+            # In the backward every operand is already bf16 (saved activations, gradients).
+            casts = tuple(False if backward else not self._is_low(t) for t in inputs)
+            key = (func, _spec(args), tuple(sorted(_spec(kwargs).items())), casts)
+            entry = self.calls.get(key)
+            if entry is None:
+                flops = self._flops(packet, args, kwargs, out)
+                self.calls[key] = [1, flops]
+            else:
+                entry[0] += 1
+            low = True
+        else:
+            name = str(packet.__name__)
+            sized = [t for t in inputs if t.dim() > 0]
+            low = (
+                bool(sized)
+                and all(self._is_low(t) for t in sized)
+                and not any(part in name for part in self.float32_ops)
+            )
+        if low:
+            for t in _tensors(out):
+                if _float(t):
+                    self.low[t] = True
+
+    def _flops(self, packet: Any, args: Any, kwargs: Any, out: Any) -> int:
+        formula = self.registry.get(packet)
+        if formula is None:
+            return 0
+        try:
+            return int(formula(*args, **kwargs, out_val=out))
+        except Exception:  # a formula that cannot read these arguments counts nothing
+            return 0
+
+
+@dataclass(frozen=True)
+class Timed:
+    """One signature's time per step in each precision."""
+
+    float32_s: float
+    bf16_s: float
+    cast_s: float  # the casts autocast adds in front of it, forward and backward
+
+
+def _build(value: Any, dtype: torch.dtype | None, device: torch.device) -> Any:
+    """A fresh tensor for a Spec, with its strides (an expanded gradient has stride 0: it is
+    built on a storage of the size the strides reach), floating ones in ``dtype`` if given."""
+    if isinstance(value, Spec):
+        size = 1 + sum((n - 1) * st for n, st in zip(value.shape, value.stride, strict=True))
+        size = size if all(value.shape) else 0
+        if value.dtype.is_floating_point:
+            storage = torch.randn(size, device=device).to(dtype or value.dtype)
+        else:
+            storage = torch.zeros(size, dtype=value.dtype, device=device)
+        return storage.as_strided(value.shape, value.stride)
+    if isinstance(value, tuple):
+        return [_build(v, dtype, device) for v in value]
+    return value
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _per_call(run: Callable[[], Any], device: torch.device) -> float:
+    """Seconds per call: one warm-up call, then calls until REPEAT_S or REPEAT_MAX. On CUDA the
+    device is synchronised around the repeats, so the time is the kernels', not the launches'.
+    A warm-up call of over SLOW_CALL_S is its own measure (set-up cannot dominate it): a CPU
+    without native bf16 runs a model's convolution in seconds, and one such call is enough."""
+    start = time.perf_counter()
+    run()
+    _sync(device)
+    first = time.perf_counter() - start
+    if first >= SLOW_CALL_S:
+        return first
+    n, start = 0, time.perf_counter()
+    while n < REPEAT_MAX and time.perf_counter() - start < REPEAT_S:
+        run()
+        n += 1
+    _sync(device)
+    return (time.perf_counter() - start) / n
+
+
+def _time_call(key: tuple[Any, ...], device: torch.device) -> Timed:
+    func, args, kwargs, casts = key
+    kw = dict(kwargs)
+
+    def call(dtype: torch.dtype | None) -> Callable[[], Any]:
+        built_args = _build(args, dtype, device)
+        built_kw = {k: _build(v, dtype, device) for k, v in kw.items()}
+        return lambda: func(*built_args, **built_kw)
+
+    with torch.no_grad():
+        float32_s = _per_call(call(None), device)
+        bf16_s = _per_call(call(LOW), device)
+        cast_s = 0.0
+        floats = [s for s in _specs(args) + _specs(tuple(kw.values())) if s.dtype.is_floating_point]
+        for spec, cast in zip(floats, casts, strict=False):
+            if cast:
+                cast_s += 2 * _per_call(partial(_build(spec, None, device).to, LOW), device)
+    return Timed(float32_s, bf16_s, cast_s)
+
+
+def _specs(value: Any) -> list[Spec]:
+    if isinstance(value, Spec):
+        return [value]
+    if isinstance(value, tuple):
+        return [s for v in value for s in _specs(v)]
+    return []
+
+
+def estimate(
+    calls: ComputeCalls | None, device: torch.device, step_s: float
+) -> dict[str, Any] | None:
+    """Time the step's lowered calls in float32 and in bf16 (with their casts), the heaviest
+    first, and scale the saving to the FLOPs not timed. None when nothing was recorded.
+
+    The timing stops early once bf16 has lost more than a whole step on the calls timed: the
+    calls left could not win that back (they take less than the step in float32)."""
+    if calls is None or calls.skipped or not calls.calls:
+        return None
+    ranked = sorted(calls.calls.items(), key=lambda kv: kv[1][0] * kv[1][1], reverse=True)
+    total_flops = sum(n * f for n, f in calls.calls.values())
+    covered = float32_s = bf16_s = cast_s = 0.0
+    timed = failed = 0
+    deadline = time.perf_counter() + BUDGET_S
+    for key, (count, flops) in ranked:
+        if time.perf_counter() > deadline or (total_flops and covered / total_flops >= COVER):
+            break
+        if float32_s - bf16_s - cast_s < -step_s:
+            break
+        try:
+            t = _time_call(key, device)
+        except Exception:  # a call that cannot be rebuilt (or has no bf16 kernel) is left out
+            failed += 1
+            continue
+        timed += 1
+        covered += count * flops
+        float32_s += count * t.float32_s
+        bf16_s += count * t.bf16_s
+        cast_s += count * t.cast_s
+    share = covered / total_flops if total_flops else (1.0 if timed == len(ranked) else 0.0)
+    out: dict[str, Any] = {
+        "basis": "this model's own calls, timed in both precisions",
+        "signatures": len(ranked),
+        "timed": timed,
+        "failed": failed,
+        "flops_share_timed": share,
+        # the calls timed, as they are: the float32 side can be set against the measured
+        # forward and backward time
+        "float32_timed_s": float32_s,
+        "bf16_timed_s": bf16_s,
+        "cast_timed_s": cast_s,
+        "saved_s": None,
+        "speedup": float32_s / (bf16_s + cast_s) if timed and bf16_s else None,
+    }
+    if not timed:
+        out["note"] = "no call could be timed"
+    elif float32_s - bf16_s - cast_s < -step_s:
+        out["saved_s"] = float32_s - bf16_s - cast_s  # a loss the rest cannot make up
+        out["note"] = "bfloat16 lost more than a whole step on the calls timed"
+    elif share < MIN_COVERED:
+        out["note"] = f"only {share:.0%} of the step's matmul FLOPs could be timed"
+    else:  # the calls not timed are taken to gain as the timed ones do, FLOP for FLOP
+        out["saved_s"] = (float32_s - bf16_s - cast_s) / share
+    return out
