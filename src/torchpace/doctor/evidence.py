@@ -35,6 +35,7 @@ class Evidence:
     forward_site: Site | None
     memory: dict[str, Any]
     precision: dict[str, Any] | None = None  # precision.estimate(): bf16 timed on this model
+    loader_rates: dict[str, Any] | None = None  # loader_rate.measure(): the training dataset
 
     def share(self, phase: str) -> float:
         breakdown = self.summary.get("device_breakdown") or self.summary.get("breakdown") or {}

@@ -18,6 +18,7 @@ import torch
 from torch.utils.data import DataLoader
 from torch.utils.data.dataloader import _BaseDataLoaderIter
 
+from torchpace.doctor.loader_rate import source_of
 from torchpace.doctor.patching import Patches
 from torchpace.doctor.recorder import Recorder
 from torchpace.doctor.records import LoaderInfo
@@ -108,6 +109,7 @@ def _info(rec: Recorder, loader: DataLoader[Any]) -> int:
             batch_size=loader.batch_size,
             dataset=type(loader.dataset).__name__,
         )
+        rec.records.loader_sources[key] = source_of(loader)
     return key
 
 

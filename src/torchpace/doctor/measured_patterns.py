@@ -16,6 +16,7 @@ from torchpace.doctor.evidence import (
     site_of,
     times,
 )
+from torchpace.doctor.loader_rate import step_with_workers
 from torchpace.measure.cores import usable_cores
 
 # -- input ---------------------------------------------------------------------------------------
@@ -86,6 +87,32 @@ def hidden_share(share: float, cpu_fraction: float, cores: int) -> float:
     return share * (1.0 - cpu_fraction / max(1, cores))
 
 
+def _workers_basis(
+    ev: Evidence, wait: float, cpu: float, cores: int
+) -> tuple[float, str, int | None] | None:
+    """The share workers recover by the training dataset's measured pace (doctor/loader_rate.py),
+    the words for it, and the best worker count; None without the measurement."""
+    rates = (ev.loader_rates or {}).get("seconds_per_batch") or {}
+    if "0" not in rates or len(rates) < 2:
+        return None
+    batches = float(ev.summary.get("data_batches_per_step") or 1.0)
+    steps = {
+        int(k): step_with_workers(ev.step_s, wait * ev.step_s, cpu, batches, s, cores)
+        for k, s in rates.items()
+        if k != "0"
+    }
+    best = min(steps, key=lambda k: steps[k])
+    share = max(0.0, 1.0 - steps[best] / ev.step_s)
+    paces = ", ".join(f"{float(s) * 1e3:.1f} ms with {k}" for k, s in rates.items() if k != "0")
+    words = (
+        f"the dataset alone makes a batch in {rates['0'] * 1e3:.1f} ms in this process, {paces} "
+        f"workers (measured after the run); with {best} the step would take "
+        f"{steps[best] * 1e3:.1f} ms: the rest of the step, slowed by the loading's CPU "
+        f"({cpu:.0%} of the wait) over {cores} cores, or the workers' pace if slower"
+    )
+    return share, words, best
+
+
 def input_match(ev: Evidence) -> list[RuntimeFinding]:
     if not any(ld["role"] == "train" for ld in ev.loaders):
         return _custom_input(ev)
@@ -95,16 +122,29 @@ def input_match(ev: Evidence) -> list[RuntimeFinding]:
     cpu = float(ev.summary.get("data_cpu_fraction") or 0.0)
     cores = usable_cores()
     share = hidden_share(wait, cpu, cores)
+    basis = (
+        f"{cpu:.0%} of the wait is this process's CPU, so the estimate is "
+        f"{wait:.0%} x (1 - {cpu:.2f} / {cores} cores)"
+    )
+    loader = next(ld for ld in ev.loaders if ld["role"] == "train")
+    paced = _workers_basis(ev, wait, cpu, cores) if loader["num_workers"] == 0 else None
+    best: int | None = None
+    if paced is not None:
+        share, basis, best = min(share, paced[0]), paced[1], paced[2]
     if share < MODERATE:
         return []
-    loader = next(ld for ld in ev.loaders if ld["role"] == "train")
     breakdown = ev.summary.get("device_breakdown") or ev.summary["breakdown"]
     wait_ms = breakdown["data"]["seconds"]["median"] * 1e3
     if loader["num_workers"] == 0:
         technique = "loader-workers"
         fix = (
             "load batches in worker processes: DataLoader(..., num_workers=N, "
-            "persistent_workers=True); measure N, starting from the free cores"
+            "persistent_workers=True); "
+            + (
+                f"N={best} was fastest here"
+                if best is not None
+                else "measure N, starting from the free cores"
+            )
         )
     else:
         technique = "fast-input-format"
@@ -119,9 +159,7 @@ def input_match(ev: Evidence) -> list[RuntimeFinding]:
             severity=severity(share),
             message=(
                 f"the step waits {wait:.0%} of its time for the next batch "
-                f"({wait_ms:.1f} ms per step, {loader['num_workers']} loader workers; "
-                f"{cpu:.0%} of the wait is this process's CPU, so the estimate is "
-                f"{wait:.0%} x (1 - {cpu:.2f} / {cores} cores))"
+                f"({wait_ms:.1f} ms per step, {loader['num_workers']} loader workers); {basis}"
             ),
             fix=fix,
             site=site_of(loader["site"]),
@@ -131,6 +169,7 @@ def input_match(ev: Evidence) -> list[RuntimeFinding]:
                 "data_ms_per_step": wait_ms,
                 "data_cpu_fraction": cpu,
                 "cores": cores,
+                "basis": "measured worker pace" if paced is not None else "wait and cores",
             },
         )
     ]

@@ -90,6 +90,7 @@ class Records:
     flops_note: str | None = None
     flops_uncounted: dict[str, int] = field(default_factory=dict)  # heavy ops, no formula
     compute_calls: Any = None  # precision.ComputeCalls of the probe step, timed after the run
+    loader_sources: dict[int, Any] = field(default_factory=dict)  # key -> loader_rate.Source
     settings: dict[str, Any] = field(default_factory=dict)
     roots: list[str] = field(default_factory=list)  # class names of the models seen
     forward_sites: set[Site] = field(default_factory=set)  # each root's first call

@@ -8,6 +8,8 @@ import os
 import sysconfig
 from typing import TYPE_CHECKING, Any
 
+from torchpace.doctor.evidence import MODERATE
+from torchpace.doctor.loader_rate import measure
 from torchpace.doctor.merge import lint_files, merge
 from torchpace.doctor.noise import judge, withhold
 from torchpace.doctor.patterns import Evidence, RuntimeFinding, diagnose, rank
@@ -95,6 +97,23 @@ def _checked(util: dict[str, Any]) -> dict[str, Any]:
     return util
 
 
+def _loader_rates(
+    session: Session, summary: dict[str, Any], loaders: list[dict[str, Any]]
+) -> dict[str, Any] | None:
+    """The training dataset's own pace by worker count (doctor/loader_rate.py), measured only
+    where the input estimate needs it: a training loader without workers that waited 5% of the
+    step. The global RNG is put back, so a ``watch()`` block's process goes on as it would."""
+    train = [ld for ld in loaders if ld["role"] == "train" and ld["num_workers"] == 0]
+    data = (summary.get("breakdown") or {}).get("data", {}).get("share", 0.0)
+    if not train or data < MODERATE:
+        return None
+    import torch
+
+    source = session.rec.records.loader_sources.get(train[0]["key"])
+    with torch.random.fork_rng(devices=[]):
+        return measure(source)
+
+
 def build(
     session: Session,
     *,
@@ -114,6 +133,7 @@ def build(
     memory = session.memory()
     loaders = [{**info.to_dict(), "key": key} for key, info in records.loaders.items()]
     precision = None if step_s is None else estimate(records.compute_calls, session.device, step_s)
+    loader_rates = _loader_rates(session, summary, loaders)
     if precision is not None:  # the replay's float32 side against the step's own compute time
         breakdown = summary.get("device_breakdown") or summary.get("breakdown") or {}
         precision["compute_measured_s"] = sum(
@@ -145,6 +165,7 @@ def build(
         ),
         "memory": memory,
         "precision": precision,
+        "loader_rates": loader_rates,
         "noise": judge(summary, session.other_cores),
         "settings": settings,
         "loaders": loaders,
@@ -164,6 +185,7 @@ def build(
             forward_site=_forward_site(session, script),
             memory=memory,
             precision=precision,
+            loader_rates=loader_rates,
         )
         runtime, skipped = diagnose(evidence)
         runtime = rank(withhold(runtime, result["noise"]))

@@ -169,6 +169,7 @@ def summarize_steps(records: Records, *, cuda: bool) -> dict[str, Any]:
         # How much of the data wait the main thread spent computing (loading in this process:
         # the dataset and collate_fn without workers) rather than waiting on workers or I/O.
         out["data_cpu_fraction"] = min(1.0, sum(f.cpu for f in waits) / waited)
+        out["data_batches_per_step"] = len(waits) / len(kept)
     padding = padding_summary(kept, train)
     if padding is not None:
         out["padding"] = padding

@@ -9,6 +9,14 @@ script as written, or below the tune's "worth it" line (``MIN_GAIN``), or failed
 demoted below every estimated one and says so: on a 2-core CPU the doctor's "loader workers,
 53-62%" for a VAE made its steps slower.
 
+A finding is judged only when its trials say the machine held still (``doctor.noise.
+trials_noise``): beside another heavy job a VAE's fused optimizer measured 0.34x against the
+first baseline and 1.14x against the second, whose median step was 3.4x the first's. Then the
+verdict is "noisy: not judged" with the reasons, and the finding keeps its estimate and its
+place. Like the tune, the speed-up is against the first baseline alone, not the two pooled: the
+change's trial runs from its seed (the same batches, in a script that does not seed itself),
+and once the two agree, within their spread, pooling would move the median by less than that.
+
 The trials share the tune's cache for this script and arguments, so a later ``torchpace tune``
 of the same run reuses them.
 """
@@ -16,8 +24,15 @@ of the same run reuses them.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from torchpace.doctor.noise import trials_noise
+
+if TYPE_CHECKING:
+    from torchpace.tune.table import Row
+    from torchpace.tune.trial import TrialResult
 
 # 3: the top findings a verification tries, the doctor's terminal shows ten. Each costs two
 # trials (each seed of the baseline is shared), a few minutes on a 2-core CPU.
@@ -45,11 +60,20 @@ def candidates_to_verify(findings: list[dict[str, Any]], top: int = TOP) -> list
     return out
 
 
-def annotate(findings: list[dict[str, Any]], rows: list[Any], tried: list[str]) -> None:
-    """Each verified finding gets ``verified``: the measured speed-up alone, its spread, the
-    promised one, the estimated gain and the tune's verdict. Its ``gain`` becomes the measured
-    one (``1 - 1 / speed-up``), so the findings rank by what was measured; one measured no
-    faster, not worth it or rejected keeps no gain and is demoted below the rest."""
+def annotate(
+    findings: list[dict[str, Any]],
+    rows: Sequence[Row],
+    tried: list[str],
+    *,
+    trials: Sequence[TrialResult],
+    baselines: Sequence[TrialResult],
+) -> None:
+    """Each verified finding gets ``verified``: the measured speed-up alone (against the first
+    of ``baselines``, and against the second), its spread, the promised one, the estimated
+    gain, the noise that kept it from being judged, and the verdict. Its ``gain`` becomes the
+    measured one (``1 - 1 / speed-up``), so the findings rank by what was measured; one measured
+    no faster, not worth it or rejected keeps no gain and is demoted below the rest; one whose
+    trials were noisy keeps its estimate and its place."""
     for f in findings:
         t = f.get("technique")
         if t not in tried:
@@ -62,6 +86,8 @@ def annotate(findings: list[dict[str, Any]], rows: list[Any], tried: list[str]) 
             "speedup": None,
             "speedup_lo": None,
             "speedup_hi": None,
+            "speedup_second_baseline": None,
+            "noise": [],
             "verdict": "not run: out of the verification's budget",
         }
         if row is not None:
@@ -73,8 +99,17 @@ def annotate(findings: list[dict[str, Any]], rows: list[Any], tried: list[str]) 
             )
         measured = entry["speedup"]
         failed = row is not None and row.verdict.startswith(_FAILED)
+        trial = None if row is None else next((r for r in trials if r.name == row.name), None)
+        if trial is not None and trial.median_step_s and len(baselines) == 2 and not failed:
+            # A guard's rejection or a crash is not a timing; only a timing can be noise.
+            base, other = baselines
+            if other.median_step_s:
+                entry["speedup_second_baseline"] = other.median_step_s / trial.median_step_s
+            entry["noise"] = trials_noise(base, other, trial)
         worthless = row is not None and row.verdict.startswith("not worth it")
-        if failed or worthless or (measured is not None and measured <= 1.0):
+        if entry["noise"]:
+            entry["verdict"] = f"noisy: not judged: {'; '.join(entry['noise'])}"
+        elif failed or worthless or (measured is not None and measured <= 1.0):
             f["demoted"] = (
                 f"--verify measured {measured:.2f}x with the change alone"
                 if measured is not None and not failed
@@ -142,7 +177,7 @@ def verify(
         baseline=Plan(grad_set_to_none=False),
         after_baseline=only_findings,
     )
-    annotate(findings, outcome.rows, tried)
+    annotate(findings, outcome.rows, tried, trials=outcome.trials, baselines=outcome.baselines)
     return {
         "tried": tried,
         "elapsed_s": outcome.elapsed_s,

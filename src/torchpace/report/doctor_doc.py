@@ -35,6 +35,12 @@ def _steps_line(result: dict[str, Any]) -> str:
         if children
         else ""
     )
+    ended = [str(c["pid"]) for c in children if c.get("stopped_by_doctor")]
+    if ended:
+        started += (
+            f" {len(ended)} of them still ran when the doctor stopped the script, and the doctor "
+            f"ended them (pid{'s' if len(ended) > 1 else ''} {', '.join(ended)})."
+        )
     return (
         f"{steps['kept']} of {steps['measured']} measured steps kept (excluded: {excluded}); "
         f"{steps['warmup']} warm-up steps and {steps['probe']} probe step were run first and not "
@@ -234,9 +240,19 @@ def _change(f: dict[str, Any]) -> str:
     if v:
         promised = v.get("estimated_speedup")
         got = v.get("speedup")
-        text += (
-            f" Verified: {got:.2f}× alone" if got is not None else f" Verify: {v.get('verdict')}"
-        ) + (f" (estimated {promised:.2f}×)." if promised is not None else ".")
+        estimated = f" (estimated {promised:.2f}×)" if promised is not None else ""
+        if v.get("noise"):  # figures shown, nothing judged: the machine's speed moved
+            second = v.get("speedup_second_baseline")
+            against = f", {second:.2f}× against the second baseline" if second else ""
+            text += (
+                f" Not judged: {got:.2f}× alone{against}{estimated}, but {'; '.join(v['noise'])}."
+            )
+        else:
+            text += (
+                f" Verified: {got:.2f}× alone"
+                if got is not None
+                else f" Verify: {v.get('verdict')}"
+            ) + f"{estimated}."
     if f.get("demoted"):
         text += " Demoted: not faster here."
     return text

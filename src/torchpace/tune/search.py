@@ -92,6 +92,9 @@ class Outcome:
     skipped_for_budget: list[str] = field(default_factory=list)
     elapsed_s: float = 0.0
     cached_trials: int = 0
+    # The two baseline trials (seeds 0 and 1): rows compare against the first, trials run from
+    # its seed; the second gives the loss band, and ``doctor --verify`` its check of the speed.
+    baselines: tuple[TrialResult, ...] = ()
 
 
 Progress = Callable[[str, float], None]  # (what runs now, share of the budget used)
@@ -264,7 +267,7 @@ def _search(
             "kept",
         )
     ]
-    out = Outcome(none, rows, band, runner.trials)
+    out = Outcome(none, rows, band, runner.trials, baselines=(base, other))
 
     # 2. Each technique alone.
     alone: dict[str, tuple[Candidate, TrialResult, float]] = {}  # converged, may join greedy

@@ -1,0 +1,108 @@
+"""How fast the training loader's own dataset makes batches with 0, 1, 2, ... worker processes,
+measured after the run, when the script's steps are over.
+
+Why: the input estimate alone (the wait's share, less the cores its CPU work would take) promised
+53-62% on a VAE whose steps got slower with 1 or 2 workers (issue 18), and 8x on a dataset that
+reads one sample at a time under a lock the workers share, where 1.15x was measured. The rate of
+the dataset itself, in workers, says what the workers can deliver.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+from torch.utils.data import DataLoader, IterableDataset
+
+# Worker counts tried: 0, 1, 2, 4, whatever the cores: a dataset that waits (I/O, a remote store,
+# sleeps) gains from workers past the cores, and one that computes shows there that it does not.
+COUNTS = (0, 1, 2, 4)
+# Per count: the first batches (one per worker, plus one) start the workers and are not timed;
+# then batches are timed until 8 or 2 s, and the count's time per batch is their mean. 2 s per
+# count keeps the whole probe near 10 s at worst (4 counts, worker start included).
+MIN_BATCHES = 3
+MAX_BATCHES = 8
+BUDGET_S = 2.0
+# A worker that gives nothing for a minute is stuck: the probe gives up on it (DataLoader timeout).
+WORKER_TIMEOUT_S = 60
+
+
+@dataclass
+class Source:
+    """What a training DataLoader loads from, kept from its construction until the result."""
+
+    dataset: Any
+    batch_sampler: Any
+    collate_fn: Any
+    worker_init_fn: Any
+    multiprocessing_context: Any
+
+
+def source_of(loader: DataLoader[Any]) -> Source | None:
+    if isinstance(loader.dataset, IterableDataset) or loader.batch_sampler is None:
+        return None  # workers would each replay the stream; no batches to draw per index
+    return Source(
+        loader.dataset,
+        loader.batch_sampler,
+        loader.collate_fn,
+        loader.worker_init_fn,
+        loader.multiprocessing_context,
+    )
+
+
+def _seconds_per_batch(source: Source, workers: int) -> float | None:
+    loader = DataLoader(
+        source.dataset,
+        batch_sampler=source.batch_sampler,
+        collate_fn=source.collate_fn,
+        num_workers=workers,
+        worker_init_fn=source.worker_init_fn,
+        multiprocessing_context=source.multiprocessing_context if workers else None,
+        timeout=WORKER_TIMEOUT_S if workers else 0,
+    )
+    with warnings.catch_warnings():  # torch warns of 4 workers on 2 cores: tried on purpose
+        warnings.simplefilter("ignore", UserWarning)
+        it = iter(loader)
+    try:
+        for _ in range(workers + 1):
+            next(it)
+        n, start = 0, time.perf_counter()
+        while n < MAX_BATCHES and (n < MIN_BATCHES or time.perf_counter() - start < BUDGET_S):
+            next(it)
+            n += 1
+        return (time.perf_counter() - start) / n
+    except StopIteration:  # an epoch too short to time
+        return None
+    finally:
+        del it  # shuts the workers down
+
+
+def measure(source: Source | None) -> dict[str, Any] | None:
+    """Seconds per batch by worker count, or None with nothing to measure. A count that fails
+    (a dataset that cannot be pickled for spawned workers, a worker error) is left out and named."""
+    if source is None:
+        return None
+    rates: dict[str, float] = {}
+    failed: dict[str, str] = {}
+    for workers in COUNTS:
+        try:
+            seconds = _seconds_per_batch(source, workers)
+        except Exception as exc:
+            failed[str(workers)] = f"{type(exc).__name__}: {exc}"[:200]
+            continue
+        if seconds is not None:
+            rates[str(workers)] = seconds
+    if "0" not in rates:
+        return None if not failed else {"seconds_per_batch": rates, "failed": failed}
+    return {"seconds_per_batch": rates, "failed": failed}
+
+
+def step_with_workers(
+    step_s: float, wait_s: float, cpu_fraction: float, batches: float, per_batch: float, cores: int
+) -> float:
+    """The step with the loading in workers: the rest of the step, slowed by the loading's CPU
+    work spread over the cores, or the workers' own pace, whichever is longer."""
+    rest = step_s - wait_s + wait_s * cpu_fraction / cores
+    return max(rest, batches * per_batch)
