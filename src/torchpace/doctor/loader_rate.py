@@ -53,17 +53,17 @@ def source_of(loader: DataLoader[Any]) -> Source | None:
 
 
 def _seconds_per_batch(source: Source, workers: int) -> float | None:
-    loader = DataLoader(
-        source.dataset,
-        batch_sampler=source.batch_sampler,
-        collate_fn=source.collate_fn,
-        num_workers=workers,
-        worker_init_fn=source.worker_init_fn,
-        multiprocessing_context=source.multiprocessing_context if workers else None,
-        timeout=WORKER_TIMEOUT_S if workers else 0,
-    )
     with warnings.catch_warnings():  # torch warns of 4 workers on 2 cores: tried on purpose
         warnings.simplefilter("ignore", UserWarning)
+        loader = DataLoader(
+            source.dataset,
+            batch_sampler=source.batch_sampler,
+            collate_fn=source.collate_fn,
+            num_workers=workers,
+            worker_init_fn=source.worker_init_fn,
+            multiprocessing_context=source.multiprocessing_context if workers else None,
+            timeout=WORKER_TIMEOUT_S if workers else 0,
+        )
         it = iter(loader)
     try:
         for _ in range(workers + 1):
