@@ -64,3 +64,18 @@ def test_different_technique_on_the_same_line_stays_separate() -> None:
     )
     assert sorted(e["source"] for e in entries) == ["lint", "runtime"]
     assert entries[0]["source"] == "runtime"  # the measured gain ranks first
+
+
+def test_a_lint_finding_carries_the_runs_own_check_and_ranks_after_when_it_would_not_pay() -> None:
+    # The VAE on a CPU: "CUDA loop without autocast" (seen running) ranked second, while the
+    # same run's timing of the model's calls said bf16 would not pay here.
+    why = "bfloat16 would not pay on this model: its own calls take 85 ms in float32 and 141 ms"
+    entries = merge(
+        [],
+        [_lint("TP302", "amp-bf16", 20), _lint("TP402", "grad-set-to-none", 25)],
+        lines_seen={(PATH, 20), (PATH, 25)},
+        syncs=[],
+        checked={"amp-bf16": why, "loader-workers": "no DataLoader"},
+    )
+    assert [e["code"] for e in entries] == ["TP402", "TP302"]
+    assert entries[1]["runtime_check"] == why and "runtime_check" not in entries[0]

@@ -10,6 +10,7 @@ from torchpace.doctor.evidence import (
     FUSABLE,
     FUSED_OPTIMIZER_SPEEDUP,
     MODERATE,
+    NOT_PAYING,
     Evidence,
     RuntimeFinding,
     severity,
@@ -341,7 +342,7 @@ def amp_skip(ev: Evidence) -> str | None:
     if timed is not None:
         if timed["saved_s"] <= 0:
             return (
-                "bfloat16 would not pay on this model: its own matmul, convolution and attention "
+                f"bfloat16 {NOT_PAYING} on this model: its own matmul, convolution and attention "
                 f"calls ({_shapes(timed)}) take {timed['float32_timed_s'] * 1e3:.1f} ms a step "
                 "in float32 and "
                 f"{(timed['bf16_timed_s'] + timed['cast_timed_s']) * 1e3:.1f} ms in bfloat16 "

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from torchpace.catalog import get as technique
-from torchpace.doctor.evidence import RuntimeFinding, estimated
+from torchpace.doctor.evidence import NOT_PAYING, RuntimeFinding, estimated
 from torchpace.doctor.sites import Site
 from torchpace.findings import Finding
 
@@ -122,7 +122,12 @@ def merge(
     *,
     lines_seen: set[Site],
     syncs: list[dict[str, Any]],
+    checked: dict[str, str] | None = None,
 ) -> list[dict[str, Any]]:
+    """``checked``: technique -> why its runtime pattern found nothing to report on this run; a
+    lint finding of that technique carries it (a VAE's "CUDA loop without autocast" ranked
+    second on a CPU run whose own bf16 timing said bf16 would not pay)."""
+    checked = checked or {}
     entries = [_from_runtime(f) for f in runtime]
     for finding in lint:
         loc = finding.location
@@ -171,12 +176,15 @@ def merge(
                 status="seen running" if (ran or at_line) else "not seen running",
             )
         )
+        if finding.technique in checked:
+            entries[-1]["runtime_check"] = checked[finding.technique]
     return rank(entries)
 
 
 def rank(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Measured gains first (largest first), then runtime findings, then lint findings seen
-    running, then those not seen."""
+    running, then those not seen; a lint finding the run measured as not paying here comes after
+    the others of its status."""
     severity = {"high": 0, "moderate": 1, "info": 2}
     status = {"measured": 0, "seen running": 1, "not seen running": 2}
     return sorted(
@@ -185,6 +193,7 @@ def rank(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
             not estimated(e["gain"]),
             -(e["gain"] or 0.0),
             status[e["status"]],
+            NOT_PAYING in e.get("runtime_check", ""),
             severity[e["severity"]],
             e["path"] or "",
             e["line"] or 0,

@@ -12,7 +12,7 @@ from torchpace.doctor.evidence import MODERATE
 from torchpace.doctor.loader_rate import measure
 from torchpace.doctor.merge import lint_files, merge
 from torchpace.doctor.noise import judge, withhold
-from torchpace.doctor.patterns import Evidence, RuntimeFinding, diagnose, rank
+from torchpace.doctor.patterns import PATTERNS, Evidence, RuntimeFinding, diagnose, rank
 from torchpace.doctor.precision import estimate
 from torchpace.doctor.sites import Site
 from torchpace.doctor.summary import summarize_steps, utilisation
@@ -197,7 +197,17 @@ def build(
     lines |= set(records.forward_sites) | records.backward_sites | records.step_sites
     lines |= {ld.site for ld in records.loaders.values() if ld.site is not None}
     lines |= {o.site for o in records.optimizers.values() if o.site is not None}
+    technique_of = {p.name: p.technique for p in PATTERNS}
+    checked = {
+        technique_of[name]: why
+        for name, why in result["skipped_patterns"].items()
+        if name in technique_of
+    }
     result["findings"] = merge(
-        runtime, lint_found, lines_seen=lines, syncs=summary.get("syncs_all_steps", [])
+        runtime,
+        lint_found,
+        lines_seen=lines,
+        syncs=summary.get("syncs_all_steps", []),
+        checked=checked,
     )
     return result

@@ -234,6 +234,8 @@ def _change(f: dict[str, Any]) -> str:
         end = ""
     if f["applies"]["tune"]:
         text += f"{end} Tune verifies it."
+    if f.get("runtime_check"):
+        text += f" Checked on this run: {f['runtime_check']}."
     if "withheld_because" in (f.get("measured") or {}):
         text += f" Gain withheld: {f['measured']['withheld_because']}."
     v = f.get("verified")
