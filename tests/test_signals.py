@@ -35,3 +35,40 @@ def test_a_swallowed_terminated_is_raised_again() -> None:
     out, _ = proc.communicate(timeout=30)
     assert proc.returncode == 143 and "raised again and handled" in out
     assert time.monotonic() - t0 < 15
+
+
+AGAIN = """
+import sys, time
+from torchpace import _signals
+from torchpace._signals import Terminated, catch_sigterm, handled
+_signals.REPEAT_S = 0.2
+catch_sigterm()
+try:
+    print("ready", flush=True)
+    time.sleep(60)
+except Terminated:
+    handled()
+time.sleep(1)  # five repeat periods: a handled SIGTERM is not raised again
+print("quiet", flush=True)
+try:
+    time.sleep(60)
+except BaseException:
+    pass  # the second one is swallowed, and raised again
+try:
+    time.sleep(60)
+except Terminated:
+    handled()
+    print("second raised again and handled", flush=True)
+"""
+
+
+def test_a_handled_terminated_stops_and_a_later_one_repeats_again() -> None:
+    # pytorch/examples' mnist_hogwild: the doctor caught its own watchdog's Terminated without
+    # saying so, and the SIGTERM raised again killed it at exit, leaving the children orphaned.
+    proc = subprocess.Popen([sys.executable, "-c", AGAIN], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    proc.send_signal(signal.SIGTERM)
+    assert proc.stdout.readline().strip() == "quiet"
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 0 and "second raised again and handled" in out

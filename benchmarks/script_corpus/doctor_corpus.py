@@ -107,6 +107,8 @@ def doctor_entry(entry: dict[str, Any], root: Path, out: Path, args: argparse.Na
         res["not_measured"] = _last_line(dest / "doctor.log")
         return res
     res |= _summary(json.loads(result_path.read_text()))
+    if not res["steps_seen"]:  # a run with no step writes its result too: outcome, no figures
+        res["not_measured"] = _last_line(dest / "doctor.log")
     return res
 
 

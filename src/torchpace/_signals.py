@@ -23,6 +23,7 @@ _handled = threading.Event()
 def raise_terminated(signum: int, frame: Any) -> None:
     if not _in_flight.is_set():
         _in_flight.set()
+        _handled.clear()  # a new Terminated: an earlier one's handling does not count for it
         threading.Thread(target=_repeat, name="torchpace-sigterm", daemon=True).start()
     raise Terminated()
 
@@ -39,8 +40,11 @@ def _repeat() -> None:
 
 
 def handled() -> None:
-    """The Terminated was caught where it was meant to be: stop raising it again."""
+    """The Terminated was caught where it was meant to be: stop raising it again. A later
+    SIGTERM raises again until it too is handled (the doctor catches its own watchdog's, then
+    goes on to report, and a user's SIGTERM may still come)."""
     _handled.set()
+    _in_flight.clear()
 
 
 def catch_sigterm() -> Any:

@@ -10,6 +10,11 @@ A child *forked* from this process inherits the instruments. They are taken out 
 optimizer steps would otherwise end it with ``DoctorStop`` at this process's step count, and
 every module call would pay for hooks whose records nobody reads); a *spawned* child starts a
 fresh interpreter and never had them.
+
+When the doctor stops the script (after the measured steps, at a timeout, on SIGTERM or Ctrl-C)
+while processes it started still run, nobody is left to join them: the doctor waited at exit for
+them to finish, or, killed, left them training as orphans (pytorch/examples' mnist_hogwild). It
+ends them (``stop_running``) and says so in the result.
 """
 
 from __future__ import annotations
@@ -19,12 +24,15 @@ import contextlib
 import multiprocessing
 import multiprocessing.process
 import os
+import signal
 import sys
+import time
 import weakref
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from torchpace._signals import raise_terminated
 from torchpace.doctor.patching import Patches
 from torchpace.doctor.sites import Site, is_internal
 
@@ -35,11 +43,16 @@ _STDLIB_STARTERS = tuple(
 )
 
 
-@dataclass(frozen=True)
+@dataclass
 class Child:
     target: str  # the function the process runs ("train"), or what it is ("Pool worker")
     site: Site | None  # the user's line that started it
     method: str  # "fork", "spawn", "forkserver"
+    pid: int | None = None  # None until it has started
+    stopped_by: str | None = None  # the signal the doctor ended it with: "SIGTERM", "SIGKILL"
+    # Weak: multiprocessing holds a running child until it is joined, so a dead reference is a
+    # process that ended and was reaped.
+    process: weakref.ref[Any] | None = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -47,6 +60,8 @@ class Child:
             "path": None if self.site is None else self.site[0],
             "line": None if self.site is None else self.site[1],
             "start_method": self.method,
+            "pid": self.pid,
+            "stopped_by_doctor": self.stopped_by,
         }
 
 
@@ -61,6 +76,19 @@ def describe(children: list[Child]) -> str:
         where = f"started at {os.path.basename(site[0])}:{site[1]}, " if site else ""
         parts.append(f"{n} process{'es' if n > 1 else ''} running {target} ({where}{method})")
     return "; ".join(parts)
+
+
+def describe_stopped(children: list[Child]) -> str:
+    """``2 running train (pids 3002, 3003) with SIGTERM``, for the children the doctor ended."""
+    groups: dict[tuple[str, str | None], list[str]] = {}
+    for c in children:
+        if c.stopped_by is not None:
+            groups.setdefault((c.target, c.stopped_by), []).append(str(c.pid))
+    return "; ".join(
+        f"{len(pids)} running {target} (pid{'s' if len(pids) > 1 else ''} {', '.join(pids)}) "
+        f"with {how}"
+        for (target, how), pids in groups.items()
+    )
 
 
 def _target_name(process: Any) -> str | None:
@@ -113,6 +141,10 @@ def _disarm_in_child() -> None:
         return
     with contextlib.suppress(Exception):  # never fail the user's child over the instruments
         session.disarm()
+        # SIGTERM does in the child what it would under `python script.py`: end it, not raise
+        # the doctor's Terminated (which printed a traceback when stop_running ended the child).
+        if signal.getsignal(signal.SIGTERM) is raise_terminated:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def install(children: list[Child], session: Any, patches: Patches) -> None:
@@ -122,9 +154,13 @@ def install(children: list[Child], session: Any, patches: Patches) -> None:
 
     def recorded_start(process: Any) -> None:
         target = _target_name(process)
-        if target is not None:
-            children.append(Child(target, _starter(), _start_method(process)))
+        if target is None:
+            start(process)
+            return
+        child = Child(target, _starter(), _start_method(process), process=weakref.ref(process))
+        children.append(child)
         start(process)
+        child.pid = process.pid
 
     patches.set(multiprocessing.process.BaseProcess, "start", recorded_start)
     _active = weakref.ref(session)
@@ -137,3 +173,40 @@ def install(children: list[Child], session: Any, patches: Patches) -> None:
 def _clear() -> None:
     global _active
     _active = None
+
+
+# How long the children have to exit after SIGTERM before SIGKILL (seconds): 5 s is the wait
+# torch's DataLoader gives a worker to exit before it terminates it
+# (torch.utils.data._utils.MP_STATUS_CHECK_INTERVAL); torch.multiprocessing.spawn's 30 s is long
+# for a diagnosis that has already ended.
+STOP_GRACE_S = 5.0
+
+
+def stop_running(children: list[Child], grace_s: float = STOP_GRACE_S) -> list[Child]:
+    """End the recorded children that still run, as torch.multiprocessing.spawn ends its
+    processes when one fails: SIGTERM, ``grace_s`` seconds to exit, then SIGKILL. Return them,
+    each with the signal that ended it in ``stopped_by``.
+
+    Daemonic children (a Pool's workers) are left to multiprocessing, which terminates them at
+    the interpreter's exit as under ``python script.py`` (a Pool would start new workers in
+    place of ended ones). DataLoader workers are not recorded: their loader ends them, as torch
+    does, and a worker of a child that ends sees its parent gone and exits.
+    """
+    alive = multiprocessing.active_children()  # this process's children; reaps the ended ones
+    running: list[tuple[Child, Any]] = []
+    for child in children:
+        process = child.process() if child.process is not None else None
+        if process is not None and not process.daemon and any(process is p for p in alive):
+            running.append((child, process))
+    for child, process in running:
+        process.terminate()
+        child.stopped_by = "SIGTERM"
+    deadline = time.monotonic() + grace_s
+    for _, process in running:
+        process.join(max(0.0, deadline - time.monotonic()))
+    for child, process in running:
+        if process.is_alive():
+            process.kill()
+            process.join(grace_s)  # bounded: a process stuck in the kernel cannot hang the doctor
+            child.stopped_by = "SIGKILL"
+    return [child for child, _ in running]

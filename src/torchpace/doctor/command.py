@@ -7,10 +7,13 @@ import json
 import math
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from torchpace._args import non_negative_int, positive_int
 from torchpace.tune.command import parse_duration
+
+if TYPE_CHECKING:
+    from torchpace.doctor.children import Child
 
 EPILOG = """\
 The script runs in this process as `python SCRIPT ARGS` would. After --warmup steps, one probe
@@ -21,6 +24,9 @@ report printed. Put the script's own arguments after `--`:
 
 exit status: the script's own (1 if it raised, 130 if interrupted); 1 if no optimizer step was
 seen; 2 for a usage error or a script that cannot be read or parsed.
+
+Processes the script started that still run when the doctor stops it are ended (SIGTERM, then
+SIGKILL after 5 s); the report and --json name them.
 
 Under torchrun (`torchrun --nproc-per-node N -m torchpace doctor train.py`) every rank measures
 and rank 0 reports for all, with stragglers and data-wait imbalance.
@@ -104,6 +110,7 @@ def run(args: argparse.Namespace) -> int:
         script_args = script_args[1:]
 
     from torchpace.doctor import distributed, script
+    from torchpace.doctor.children import describe, describe_stopped
     from torchpace.doctor.terminal import print_report
 
     ran = script.run(
@@ -116,17 +123,16 @@ def run(args: argparse.Namespace) -> int:
         # Only rank 0 reports, so only rank 0 lints.
         lint=not args.no_lint and os.environ.get("RANK", "0") == "0",
     )
-    if ran.result is None:
+    stopped = (
+        "torchpace doctor: ended the processes the script started that were still running "
+        f"when the doctor stopped it: {describe_stopped(ran.stopped)}"
+    )
+    if not ran.stepped:
         print(f"torchpace doctor: {ran.outcome}; {ran.saw}", file=sys.stderr)
-        distributed.publish_missing(f"{ran.outcome}; {ran.saw}")  # rank 0 need not wait
+        if ran.stopped:
+            print(stopped, file=sys.stderr)
         if ran.children:
-            print(
-                "torchpace doctor: training may run in the processes the script started; the "
-                "doctor measures only the process it runs in. Where the script can train in "
-                "one process (an option for the number of processes or workers), run the "
-                "doctor that way",
-                file=sys.stderr,
-            )
+            print(f"torchpace doctor: {_in_children(ran.children)}", file=sys.stderr)
         elif ran.exit_code == 0:
             print(
                 "torchpace doctor: no training step observed, so there are no steps to "
@@ -134,7 +140,13 @@ def run(args: argparse.Namespace) -> int:
                 "backward() in a script that builds no optimizer",
                 file=sys.stderr,
             )
+        started = f"; the script started {describe(ran.children)}" if ran.children else ""
+        distributed.publish_missing(f"{ran.outcome}; {ran.saw}{started}")  # rank 0 need not wait
+        if args.json and os.environ.get("RANK", "0") == "0":  # only rank 0 reports
+            _write_json(args.json, {**ran.result, "command": command})
         return ran.exit_code or 1
+    if ran.stopped:
+        print(stopped, file=sys.stderr)
     result = distributed.gather(ran.result)
     if result is None:  # not rank 0: rank 0 reports for every rank
         return ran.exit_code
@@ -144,10 +156,7 @@ def run(args: argparse.Namespace) -> int:
     sys.stdout.flush()
     print_report(result, top=args.top)
     if args.json:
-        from torchpace._files import atomic_write_text
-
-        atomic_write_text(args.json, _strict_json(result) + "\n")
-        print(f"wrote {args.json}")
+        _write_json(args.json, result)
     if args.html:
         from pathlib import Path
 
@@ -157,6 +166,31 @@ def run(args: argparse.Namespace) -> int:
         write_html(Path(args.html), [build(result)], [args.script])
         print(f"wrote {args.html}")
     return ran.exit_code
+
+
+def _in_children(children: list[Child]) -> str:
+    """Why a script that trains in the processes it starts has no step to measure, and what to
+    do about it."""
+    from torchpace.doctor.children import describe
+
+    functions = sorted({c.target for c in children if c.target != "Pool worker"})
+    how = (
+        f"call {', '.join(functions)} in the main process instead of in new processes,"
+        if functions
+        else "run it in the main process"
+    )
+    return (
+        f"the script took no training step in its own process; it started {describe(children)}. "
+        "The doctor measures only the process it runs in, so it measured no step. To diagnose "
+        f"the training, {how} and run the doctor on that"
+    )
+
+
+def _write_json(path: str, result: dict[str, Any]) -> None:
+    from torchpace._files import atomic_write_text
+
+    atomic_write_text(path, _strict_json(result) + "\n")
+    print(f"wrote {path}")
 
 
 def _verify(

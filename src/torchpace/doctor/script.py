@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from torchpace.doctor.children import describe
+from torchpace.doctor.children import Child, stop_running
 from torchpace.doctor.session import Session
 from torchpace.script.main import load, print_script_error, run_as_main
 
@@ -20,20 +20,29 @@ __all__ = ["ScriptRun", "load", "print_script_error", "run"]
 class ScriptRun:
     exit_code: int
     outcome: str
-    result: dict[str, Any] | None  # None when no optimizer step was seen
+    # The result, also of a run with no optimizer step (``stepped`` False): its outcome and the
+    # processes the script started, with no steps and no figures.
+    result: dict[str, Any]
     saw: str  # what the doctor saw, for the "no optimizer step" message
-    children: int = 0  # processes the script started (not DataLoader workers)
+    children: list[Child]  # processes the script started (not DataLoader workers)
+
+    @property
+    def stepped(self) -> bool:
+        return bool(self.result["run"]["optimizer_steps_seen"])
+
+    @property
+    def stopped(self) -> list[Child]:
+        """The children still running when the script was stopped, which the doctor ended."""
+        return [c for c in self.children if c.stopped_by is not None]
 
 
 def _saw(session: Session) -> str:
     rec = session.rec
     batches = len(rec.fetches)
     models = len(session.modules.roots) if session.modules is not None else 0
-    started = rec.records.children
     return (
         f"saw {batches} DataLoader batches, {models} models or loss modules called and "
         f"{rec.backward_calls} backward() calls"
-        + (f"; the script started {describe(started)}" if started else "")
     )
 
 
@@ -96,17 +105,16 @@ def run(
         )
     finally:
         session.finish()
-    exit_code, outcome = ended.exit_code, ended.outcome
-    saw = _saw(session)
-    if session.rec.boundaries == 0:
-        return ScriptRun(exit_code, outcome, None, saw, len(session.rec.records.children))
+    children = session.rec.records.children
+    if ended.interrupted:  # the script never joins what it started: end it, or exit waits on it
+        stop_running(children)
     from torchpace.doctor.result import build
 
     result = build(
         session,
         target={"kind": "script", "script": script, "args": list(args), "cwd": os.getcwd()},
-        outcome=outcome,
+        outcome=ended.outcome,
         lint=lint,
         script=path,
     )
-    return ScriptRun(exit_code, outcome, result, saw)
+    return ScriptRun(ended.exit_code, ended.outcome, result, _saw(session), children)

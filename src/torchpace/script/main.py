@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from torchpace._signals import Terminated, catch_sigterm
+from torchpace._signals import Terminated, catch_sigterm, handled
 from torchpace.doctor.recorder import DoctorStop
 
 # Frames of torchpace itself (the runner above the script, the instruments' wrappers) are left
@@ -36,6 +36,9 @@ class Ended:
     outcome: str
     watchdog: bool = False
     error: BaseException | None = None  # what the script raised, if it raised
+    # Cut short from outside the script's own code: a DoctorStop, the watchdog, SIGTERM or
+    # Ctrl-C. Processes it started may still run, with nobody left to join them.
+    interrupted: bool = False
 
 
 def load(path: str) -> types.CodeType:
@@ -169,18 +172,26 @@ def run_as_main(
         exec(code, module.__dict__)
         ended = Ended(0, "the script finished")
     except DoctorStop:
-        ended = Ended(0, stopped)
+        ended = Ended(0, stopped, interrupted=True)
     except SystemExit as exc:
         code_ = _exit_code(exc)
         ended = Ended(code_, f"the script exited with status {code_}")
     except Terminated:
-        ended = Ended(1, fired[0], watchdog=True) if fired else Ended(143, "terminated (SIGTERM)")
+        # Caught where it was meant to be: torchpace._signals stops raising it again. Left
+        # raising, it killed the doctor at exit, while multiprocessing joined the script's
+        # children (pytorch/examples' mnist_hogwild).
+        handled()
+        ended = (
+            Ended(1, fired[0], watchdog=True, interrupted=True)
+            if fired
+            else Ended(143, "terminated (SIGTERM)", interrupted=True)
+        )
     except KeyboardInterrupt as exc:
         if fired:
-            ended = Ended(1, fired[0], watchdog=True)
+            ended = Ended(1, fired[0], watchdog=True, interrupted=True)
         else:
             print_script_error(exc, path)
-            ended = Ended(130, "interrupted")
+            ended = Ended(130, "interrupted", interrupted=True)
     except BaseException as exc:  # the script's own error, shown as Python would
         print_script_error(exc, path)
         ended = Ended(1, f"the script raised {type(exc).__name__}", error=exc)
