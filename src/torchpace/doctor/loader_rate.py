@@ -9,6 +9,7 @@ the dataset itself, in workers, says what the workers can deliver.
 
 from __future__ import annotations
 
+import gc
 import time
 import warnings
 from dataclasses import dataclass
@@ -53,19 +54,20 @@ def source_of(loader: DataLoader[Any]) -> Source | None:
 
 
 def _seconds_per_batch(source: Source, workers: int) -> float | None:
-    with warnings.catch_warnings():  # torch warns of 4 workers on 2 cores: tried on purpose
-        warnings.simplefilter("ignore", UserWarning)
-        loader = DataLoader(
-            source.dataset,
-            batch_sampler=source.batch_sampler,
-            collate_fn=source.collate_fn,
-            num_workers=workers,
-            worker_init_fn=source.worker_init_fn,
-            multiprocessing_context=source.multiprocessing_context if workers else None,
-            timeout=WORKER_TIMEOUT_S if workers else 0,
-        )
-        it = iter(loader)
+    it: Any = None
     try:
+        with warnings.catch_warnings():  # torch warns of 4 workers on 2 cores: tried on purpose
+            warnings.simplefilter("ignore", UserWarning)
+            loader = DataLoader(
+                source.dataset,
+                batch_sampler=source.batch_sampler,
+                collate_fn=source.collate_fn,
+                num_workers=workers,
+                worker_init_fn=source.worker_init_fn,
+                multiprocessing_context=source.multiprocessing_context if workers else None,
+                timeout=WORKER_TIMEOUT_S if workers else 0,
+            )
+            it = iter(loader)
         for _ in range(workers + 1):
             next(it)
         n, start = 0, time.perf_counter()
@@ -76,7 +78,9 @@ def _seconds_per_batch(source: Source, workers: int) -> float | None:
     except StopIteration:  # an epoch too short to time
         return None
     finally:
-        del it  # shuts the workers down
+        shutdown = getattr(it, "_shutdown_workers", None)
+        if shutdown is not None:  # now, not when a later count's forked worker collects it
+            shutdown()
 
 
 def measure(source: Source | None) -> dict[str, Any] | None:
@@ -91,6 +95,10 @@ def measure(source: Source | None) -> dict[str, Any] | None:
             seconds = _seconds_per_batch(source, workers)
         except Exception as exc:
             failed[str(workers)] = f"{type(exc).__name__}: {exc}"[:200]
+            # An iterator that failed half-built is only in the traceback: collected here, not
+            # in the next count's forked worker ("can only test a child process").
+            del exc
+            gc.collect()
             continue
         if seconds is not None:
             rates[str(workers)] = seconds
