@@ -23,6 +23,7 @@ from torchpace.doctor.patching import Patches
 from torchpace.doctor.recorder import Recorder
 from torchpace.doctor.records import LoaderInfo
 from torchpace.doctor.sites import user_site
+from torchpace.doctor.syncs import SWAP_READS
 
 _KEY = "_torchpace_doctor_key"
 _SITE = "_torchpace_doctor_site"
@@ -132,6 +133,10 @@ def install(rec: Recorder, patches: Patches) -> None:
         key = self.__dict__.get(_KEY)
         if key is None or threading.get_ident() != main:
             return next_batch(self)
+        reads = rec.tensor_reads if key in rec.quiet_loaders else None
+        if reads is not None:
+            reads.off()
+        rec.fetch_reads = 0
         rec.clock.enter("data")
         t0, c0 = perf_counter(), thread_time()
         try:
@@ -141,6 +146,10 @@ def install(rec: Recorder, patches: Patches) -> None:
             raise
         finally:
             rec.clock.exit()
+            if reads is not None:
+                reads.on()
+            elif rec.fetch_reads > SWAP_READS:
+                rec.quiet_loaders.add(key)
         seconds, cpu = perf_counter() - t0, thread_time() - c0
         rec.fetched(key, seconds, batch_size(batch), *padding_of(batch), cpu=cpu)
         return batch

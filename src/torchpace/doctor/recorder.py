@@ -20,6 +20,7 @@ import threading
 from collections import defaultdict
 from collections.abc import Callable
 from time import perf_counter
+from typing import Any
 
 from torchpace.doctor.phases import PhaseClock
 from torchpace.doctor.records import Fetch, Records, Step
@@ -58,6 +59,11 @@ class Recorder:
         # end (or the first optimizer step, if one comes before any backward()).
         self.marker: str | None = None
         self.finished = False
+        # Host reads in the DataLoader fetch in progress, and the loaders whose fetches run with
+        # the read instruments out (doctor/syncs.py, SWAP_READS).
+        self.fetch_reads = 0
+        self.quiet_loaders: set[int] = set()
+        self.tensor_reads: Any = None  # syncs.TensorReads, once installed
         self._primary: int | None = None
         self._started = perf_counter()
         self._step_start = self._started
