@@ -54,7 +54,7 @@ PAIR_BY_STEP = {"seqcls"}
 WARMUP = 3  # the doctor's default (`torchpace doctor --warmup`)
 # 3%: the limit on the doctor's cost per step on the reference workloads.
 LIMIT = 0.03
-INSTRUMENTS = ("backward", "loaders", "syncs", "modules")
+INSTRUMENTS = ("backward", "loaders", "syncs", "modules", "sampler")
 
 
 CORPUS_ROOT = ROOT / ".corpus" / "scripts"
@@ -102,6 +102,10 @@ def turn_off(names: list[str]) -> None:
     for name in names:
         if name == "backward":
             hooks.install_backward = nothing
+        elif name == "sampler":
+            from torchpace.doctor.sampler import StackSampler
+
+            StackSampler.start = nothing  # type: ignore[method-assign]
         elif name == "loaders":
             loaders.install = nothing
         elif name == "syncs":

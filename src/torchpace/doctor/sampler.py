@@ -7,8 +7,8 @@ step is in one of those phases, charges the sample to the innermost frame of the
 (not torch's, torchpace's, the standard library's or an installed package's): a custom
 ``get_batch()`` at its line, a dataset's ``__getitem__`` when the loader has no workers. Samples
 are uniform in time, so a function's share of the samples taken in the kept steps is its share
-of their time. Reading another thread's frame costs a few microseconds; at 200 samples a second
-that is well under the doctor's 3% budget.
+of their time. Reading another thread's frame costs a few microseconds; waking the thread costs
+more on a machine whose cores torch's threads fill (INTERVAL_S).
 """
 
 from __future__ import annotations
@@ -28,9 +28,10 @@ from torchpace.doctor.sites import is_user_code
 if TYPE_CHECKING:
     from torchpace.doctor.recorder import Recorder
 
-# 5 ms: the interpreter's default GIL switch interval (sys.getswitchinterval()), so a sample
-# never waits longer than one switch for the main thread to let go; a 100 ms step gets 20.
-INTERVAL_S = 0.005
+# 10 ms: each wake costs the step about 85 us on the 2-core EPYC (the woken thread takes a core
+# from torch's intra-op threads mid-op): at 5 ms, the interpreter's GIL switch interval, a VAE's
+# 11 ms steps lost 1.7% to the sampler alone. A 100 ms step gets 10 samples.
+INTERVAL_S = 0.01
 # The phases whose time the sampler names; the others have their call site already.
 SAMPLED = ("other", "data")
 
@@ -99,10 +100,10 @@ class StackSampler:
 
 
 # 1%: below it a function holds fewer samples than a 100-step run's sampling error resolves
-# (2,000 samples at 5 ms over 10 s: one percent is 20 samples, a relative error near 22%).
+# (1,000 samples at 10 ms over 10 s: one percent is 10 samples, a relative error near 32%).
 FLOOR = 0.01
 TOP = 10  # spots listed; the JSON and the report keep the largest
-# 20 samples (0.1 s of measured steps at 5 ms): below it a share is a sample or two, not a
+# 20 samples (0.2 s of measured steps at 10 ms): below it a share is a sample or two, not a
 # measurement. pytorch/examples' regression script (10 steps of 0.2 ms) put its one sample in
 # get_batch() and reported it as 100% of the step.
 MIN_SAMPLES = 20
