@@ -93,7 +93,9 @@ def test_a_sleeping_dataset_is_measured_as_data_wait_and_ranked_first() -> None:
 
 def test_a_cpu_bound_loaders_gain_is_what_the_cores_can_take() -> None:
     # Issue 18: a VAE's MNIST loading (CPU work in the training process) was estimated at
-    # 53-62% from the wait alone; one or two workers on 2 cores made its steps slower.
+    # 53-62% from the wait alone; one or two workers on 2 cores made its steps slower. Here the
+    # model is tiny: the loading's CPU runs on the cores while the step waits, so workers hide
+    # the wait as far as the cores go: about half of it on 2 cores.
     from torchpace.measure.cores import usable_cores
 
     result = _run("slow_data", "--busy", steps=6, warmup=2)
@@ -102,8 +104,21 @@ def test_a_cpu_bound_loaders_gain_is_what_the_cores_can_take() -> None:
     share = result["breakdown"]["data"]["share"]
     top = result["findings"][0]
     assert top["pattern"] == "input-bound"
-    assert _gain(top) == pytest.approx(share * (1 - cpu / usable_cores()), rel=0.01)
+    assert _gain(top) == pytest.approx(share * (1 - cpu / usable_cores()), abs=0.08)
     assert top["measured"]["cores"] == usable_cores()
+
+
+def test_a_loader_beside_a_step_that_fills_the_cores_promises_no_gain() -> None:
+    # The VAE itself: torch's threads fill both cores while the step computes, and a worker's
+    # loading takes a core from them mid-op (11 ms steps became 13 ms with one worker). The
+    # wait is named, with no gain, and why.
+    result = _run("slow_data", "--busy", "--compute", steps=6, warmup=2)
+    if result["env"]["torch_threads"] < result["env"]["cores"]:
+        pytest.skip("torch's threads leave cores free here: workers may help")
+    assert result["breakdown"]["data"]["share"] > 0.2
+    (wait,) = [f for f in result["findings"] if f["pattern"] == "input-bound"]
+    assert wait["gain"] is None and wait["severity"] == "info"
+    assert "loader workers would not shorten it" in wait["message"]
 
 
 def test_loader_workers_are_not_reported_as_processes_the_script_started() -> None:

@@ -38,6 +38,7 @@ class Evidence:
     memory: dict[str, Any]
     precision: dict[str, Any] | None = None  # precision.estimate(): bf16 timed on this model
     loader_rates: dict[str, Any] | None = None  # loader_rate.measure(): the training dataset
+    threads: int | None = None  # torch's intra-op threads (env "torch_threads")
 
     def share(self, phase: str) -> float:
         breakdown = self.summary.get("device_breakdown") or self.summary.get("breakdown") or {}

@@ -78,40 +78,45 @@ def _custom_input(ev: Evidence) -> list[RuntimeFinding]:
     return out
 
 
-def hidden_share(share: float, cpu_fraction: float, cores: int) -> float:
-    """The share of the step that loading in workers can recover. The wait's idle part (I/O,
-    sleeps, workers already loading) overlaps the step entirely; its CPU part only spreads over
-    the machine's cores, which the step's own threads use too: at best the step becomes
-    (compute x cores + loading CPU) / cores. So ``share x (1 - cpu_fraction / cores)``: on a
-    2-core CPU, half of a CPU-bound wait (a VAE's MNIST collate estimated at 53-62% from the
-    wait alone measured slower with workers)."""
-    return share * (1.0 - cpu_fraction / max(1, cores))
-
-
-def _workers_basis(
-    ev: Evidence, wait: float, cpu: float, cores: int
-) -> tuple[float, str, int | None] | None:
-    """The share workers recover by the training dataset's measured pace (doctor/loader_rate.py),
-    the words for it, and the best worker count; None without the measurement."""
+def _with_workers(ev: Evidence, wait: float, cpu: float, cores: int) -> tuple[float, str, int]:
+    """The share loader workers recover, the words for its basis, and the worker count: from
+    the training dataset's measured pace by worker count (doctor/loader_rate.py) where there is
+    one, else with one worker a core and no limit from the dataset's pace."""
+    rest = ev.step_s * (1 - wait)
+    wait_s = ev.step_s * wait
+    free = max(0.0, cores - (ev.threads or cores))  # the cores torch's threads leave
     rates = (ev.loader_rates or {}).get("seconds_per_batch") or {}
-    if "0" not in rates or len(rates) < 2:
-        return None
     batches = float(ev.summary.get("data_batches_per_step") or 1.0)
-    steps = {
-        int(k): step_with_workers(ev.step_s, wait * ev.step_s, cpu, batches, s, cores)
-        for k, s in rates.items()
-        if k != "0"
-    }
-    best = min(steps, key=lambda k: steps[k])
-    share = max(0.0, 1.0 - steps[best] / ev.step_s)
-    paces = ", ".join(f"{float(s) * 1e3:.1f} ms with {k}" for k, s in rates.items() if k != "0")
+    # A worker's time for a batch is its CPU time when the dataset computes; it carries the
+    # transfer to this process that loading in-process does not.
+    per_batch = float(rates.get("1", wait_s / batches))
+    load_cpu = max(wait_s, batches * per_batch) * cpu
+    if "0" in rates and len(rates) > 1:
+        steps = {
+            int(k): max(
+                step_with_workers(rest, load_cpu, cores, free, int(k)), batches * float(pace)
+            )
+            for k, pace in rates.items()
+            if k != "0"
+        }
+        best = min(steps, key=lambda k: steps[k])  # the fewest workers for the best step
+        paces = ", ".join(f"{float(v) * 1e3:.1f} ms with {k}" for k, v in rates.items() if k != "0")
+        basis = (
+            f"the dataset alone makes a batch in {rates['0'] * 1e3:.1f} ms in this process, "
+            f"{paces} workers (measured after the run)"
+        )
+    else:
+        best = cores
+        steps = {best: step_with_workers(rest, load_cpu, cores, free, best)}
+        basis = f"{cpu:.0%} of the wait is this process's CPU"
     words = (
-        f"the dataset alone makes a batch in {rates['0'] * 1e3:.1f} ms in this process, {paces} "
-        f"workers (measured after the run); with {best} the step would take "
-        f"{steps[best] * 1e3:.1f} ms: the rest of the step, slowed by the loading's CPU "
-        f"({cpu:.0%} of the wait) over {cores} cores, or the workers' pace if slower"
+        f"{basis}; with {best} the step would take {steps[best] * 1e3:.1f} ms: "
+        f"{load_cpu * 1e3:.1f} ms of loading CPU a step beside {rest * 1e3:.1f} ms of the rest of "
+        f"the step, whose {ev.threads or cores} torch threads leave {free:g} of {cores} cores "
+        "free"
     )
-    return share, words, best
+    # the wait less what the workers add back (exact where they add nothing)
+    return max(0.0, wait - (steps[best] - rest) / ev.step_s), words, best
 
 
 def input_match(ev: Evidence) -> list[RuntimeFinding]:
@@ -122,30 +127,42 @@ def input_match(ev: Evidence) -> list[RuntimeFinding]:
         return []
     cpu = float(ev.summary.get("data_cpu_fraction") or 0.0)
     cores = usable_cores()
-    share = hidden_share(wait, cpu, cores)
-    basis = (
-        f"{cpu:.0%} of the wait is this process's CPU, so the estimate is "
-        f"{wait:.0%} x (1 - {cpu:.2f} / {cores} cores)"
-    )
     loader = next(ld for ld in ev.loaders if ld["role"] == "train")
-    paced = _workers_basis(ev, wait, cpu, cores) if loader["num_workers"] == 0 else None
-    best: int | None = None
-    if paced is not None:
-        share, basis, best = min(share, paced[0]), paced[1], paced[2]
-    if share < MODERATE:
-        return []
+    share, basis, best = _with_workers(ev, wait, cpu, cores)
+    paced = bool((ev.loader_rates or {}).get("seconds_per_batch"))
     breakdown = ev.summary.get("device_breakdown") or ev.summary["breakdown"]
     wait_ms = breakdown["data"]["seconds"]["median"] * 1e3
+    measured = {
+        "data_share": wait,
+        "data_ms_per_step": wait_ms,
+        "data_cpu_fraction": cpu,
+        "cores": cores,
+        "basis": "measured worker pace" if paced else "wait and cores",
+    }
+    if share < MODERATE:  # a wait worth naming, that workers would not shorten: said, no gain
+        return [
+            RuntimeFinding(
+                pattern="input-bound",
+                technique="fast-input-format",
+                severity="info",
+                message=(
+                    f"the step waits {wait:.0%} of its time for the next batch "
+                    f"({wait_ms:.1f} ms per step), but loader workers would not shorten it "
+                    f"here: {basis}"
+                ),
+                fix="make each sample cheaper to load (decode once, store preprocessed "
+                "tensors, a faster format); workers help once the step leaves cores free",
+                site=site_of(loader["site"]),
+                gain=None,
+                measured=measured,
+            )
+        ]
     if loader["num_workers"] == 0:
         technique = "loader-workers"
         fix = (
             "load batches in worker processes: DataLoader(..., num_workers=N, "
             "persistent_workers=True); "
-            + (
-                f"N={best} was fastest here"
-                if best is not None
-                else "measure N, starting from the free cores"
-            )
+            + (f"N={best} was fastest here" if paced else "measure N, starting from the cores")
         )
     else:
         technique = "fast-input-format"
@@ -165,13 +182,7 @@ def input_match(ev: Evidence) -> list[RuntimeFinding]:
             fix=fix,
             site=site_of(loader["site"]),
             gain=share,
-            measured={
-                "data_share": wait,
-                "data_ms_per_step": wait_ms,
-                "data_cpu_fraction": cpu,
-                "cores": cores,
-                "basis": "measured worker pace" if paced is not None else "wait and cores",
-            },
+            measured=measured,
         )
     ]
 

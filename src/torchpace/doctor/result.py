@@ -186,6 +186,7 @@ def build(
             memory=memory,
             precision=precision,
             loader_rates=loader_rates,
+            threads=env.get("torch_threads"),
         )
         runtime, skipped = diagnose(evidence)
         runtime = rank(withhold(runtime, result["noise"]))

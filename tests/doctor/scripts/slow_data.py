@@ -35,8 +35,15 @@ def main():
         loader = DataLoader(SlowDataset(), batch_size=BATCH, num_workers=workers)
     model = nn.Linear(8, 2)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    # --compute: a model that keeps torch's threads (every core) busy for about as long as the
+    # batch takes to load, as a VAE's did beside its in-process MNIST loading
+    heavy = (
+        nn.Sequential(*[nn.Linear(512, 512) for _ in range(6)]) if "--compute" in sys.argv else None
+    )
     for x, y in loader:
         loss = nn.functional.cross_entropy(model(x), y)
+        if heavy is not None:
+            loss = loss + heavy(torch.ones(256, 512)).mean()
         opt.zero_grad()
         loss.backward()
         opt.step()
