@@ -391,8 +391,34 @@ def gat(args: list[str]) -> Estimate:
     )
 
 
+def vae(args: list[str]) -> Estimate:
+    """vae/main.py: an MLP VAE on MNIST, batches of 128 (its default --batch-size): fc1 784->400,
+    fc21 and fc22 400->20 (mean and log-variance), fc3 20->400, fc4 400->784. fc1's input is
+    the data, so it gets its weight gradient only; the reparameterisation and the loss are
+    elementwise (no FLOPs in the counter's convention)."""
+    b = int(settings({"batch_size": 128}, parse_cli(args)[0])["batch_size"])
+    terms = {
+        "fc1": linear(b, 784, 400, input_grad=False),
+        "fc21": linear(b, 400, 20),
+        "fc22": linear(b, 400, 20),
+        "fc3": linear(b, 20, 400),
+        "fc4": linear(b, 400, 784),
+    }
+    return Estimate(
+        "VAE (MLP)",
+        "2*B*(784*400*2 + 3*(2*400*20 + 20*400 + 400*784))  (fc1: weight gradient only)",
+        sum(terms.values()),
+        1,
+        terms,
+        {},
+        f"B={b}; 784-400-(20,20)-400-784",
+    )
+
+
 FORMULAS = {
     "nanogpt-shakespeare-char": nanogpt,
+    "nanogpt-shakespeare-char-compile": nanogpt,
+    "vae-mnist": vae,
     "word-language-model": word_lm,
     "time-sequence-prediction": time_sequence,
     "regression": regression,
