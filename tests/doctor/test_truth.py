@@ -104,7 +104,11 @@ def test_a_cpu_bound_loaders_gain_is_what_the_cores_can_take() -> None:
     share = result["breakdown"]["data"]["share"]
     top = result["findings"][0]
     assert top["pattern"] == "input-bound"
-    assert _gain(top) == pytest.approx(share * (1 - cpu / usable_cores()), abs=0.08)
+    # No more than spreading the loading over the cores allows; clearly more than nothing (the
+    # workers' pace is measured, so other load on the machine lowers it: a wider floor then).
+    ceiling = share * (1 - cpu / usable_cores())
+    assert _gain(top) <= ceiling + 0.05
+    assert _gain(top) >= (0.1 if result["noise"]["noisy"] else ceiling - 0.15)
     assert top["measured"]["cores"] == usable_cores()
 
 
