@@ -61,13 +61,17 @@ VOCAB = {
 class Estimate:
     family: str
     formula: str  # the formula, in one line
-    flops: float  # formula FLOPs per optimizer step
     micro_batches: int | None  # forward+backward passes per optimizer step
-    terms: dict[str, float] = field(default_factory=dict)  # the formula's parts, per step
+    terms: dict[str, float]  # the formula's parts, per step
     # FLOPs the counter is known to include that are not model FLOPs of the formula
     # (named, per step): they explain a ratio above 1, they are not added to the formula.
     counter_extra: dict[str, float] = field(default_factory=dict)
     note: str = ""
+
+    @property
+    def flops(self) -> float:
+        """Formula FLOPs per optimizer step: the sum of its parts."""
+        return sum(self.terms.values())
 
 
 # --------------------------------------------------------------------------- building blocks
@@ -151,7 +155,7 @@ def gpt_decoder(
     micro: int,
     ff_mult: int = 4,
     qk_mult: int = 1,
-) -> tuple[dict[str, float], float]:
+) -> dict[str, float]:
     """Decoder-only transformer, per optimizer step: ``6*N*tokens`` for the matmul weights N
     (per layer QKV + out 4d^2, MLP 2*ff_mult*d^2; the output head d*V) plus attention
     ``(8*qk_mult + 4)*T^2*d`` per layer and sequence (12*T^2*d when d_qk = d)."""
@@ -163,7 +167,7 @@ def gpt_decoder(
         "lm_head": linear(tokens, d, vocab),
         "attention": layers * attention(seqs, t, t, qk_mult * d, d),
     }
-    return terms, sum(terms.values())
+    return terms
 
 
 def nanogpt(args: list[str]) -> Estimate:
@@ -179,7 +183,7 @@ def nanogpt(args: list[str]) -> Estimate:
     s = settings(defaults | (config if positional else {}), opts)
     b, t, n, d = s["batch_size"], s["block_size"], s["n_layer"], s["n_embd"]
     micro = s["gradient_accumulation_steps"]  # not divided: one process, no DDP
-    terms, total = gpt_decoder(batch=b, t=t, layers=n, d=d, vocab=VOCAB["nanogpt"], micro=micro)
+    terms = gpt_decoder(batch=b, t=t, layers=n, d=d, vocab=VOCAB["nanogpt"], micro=micro)
     # On the CPU, SDPA without dropout runs the flash kernel (counted with its recompute); with
     # dropout it falls back to the math path (plain bmm, 2x forward backward, no recompute).
     flash = s["dropout"] == 0
@@ -187,7 +191,6 @@ def nanogpt(args: list[str]) -> Estimate:
     return Estimate(
         "GPT (nanoGPT, tied head, SDPA)",
         "6*(12*L*d^2 + d*V)*B*T*micro + 12*L*T^2*d*B*micro",
-        total,
         micro,
         terms,
         extra,
@@ -215,11 +218,10 @@ def mingpt(args: list[str], project: str) -> Estimate:
         t, vocab = 3 * s["data.ndigit"], 10
     n, _heads, d = types[s["model.model_type"]]
     b = s["trainer.batch_size"]
-    terms, total = gpt_decoder(batch=b, t=t, layers=n, d=d, vocab=vocab, micro=1)
+    terms = gpt_decoder(batch=b, t=t, layers=n, d=d, vocab=vocab, micro=1)
     return Estimate(
         "GPT (minGPT, untied head, matmul attention)",
         "6*(12*L*d^2 + d*V)*B*T + 12*L*T^2*d*B",
-        total,
         1,
         terms,
         {},
@@ -237,13 +239,10 @@ def x_transformers(args: list[str]) -> Estimate:
     s = settings(defaults, parse_cli(args)[0])
     b, micro, t = s["batch_size"], s["gradient_accumulate_every"], s["seq_len"] + 1
     layers, d, vocab = 6, 512, 256
-    terms, total = gpt_decoder(
-        batch=b, t=t, layers=layers, d=d, vocab=vocab, micro=micro, qk_mult=2
-    )
+    terms = gpt_decoder(batch=b, t=t, layers=layers, d=d, vocab=vocab, micro=micro, qk_mult=2)
     return Estimate(
         "GPT (x-transformers, PoPE)",
         "6*(12*L*d^2 + d*V)*B*T*micro + 18*L*T^2*d*B*micro, T = seq_len+1",
-        total,
         micro,
         terms,
         {},
@@ -270,7 +269,6 @@ def lightning_transformer(args: list[str]) -> Estimate:
     return Estimate(
         "Transformer enc-dec (nn.Transformer)",
         "6*(Le*(4d^2+2*d*ff) + Ld*(8d^2+2*d*ff) + d*V)*B*T + 12*(Le+2*Ld)*T^2*d*B",
-        sum(terms.values()),
         1,
         terms,
         {},
@@ -299,7 +297,6 @@ def word_lm(args: list[str]) -> Estimate:
     return Estimate(
         "LSTM LM (nn.LSTM)",
         "3*sum_l 2*4H*(I_l+H)*T*B + 6*H*V*T*B",
-        sum(terms.values()),
         1,
         terms,
         {},
@@ -321,11 +318,9 @@ def time_sequence(args: list[str]) -> Estimate:
         "lstm2": lstm_layer(rows, h, h),
         "linear": linear(rows, h, 1),
     }
-    closure = sum(terms.values())
     return Estimate(
         "LSTMCell regression (LBFGS)",
         "20 closures x (72*H^2 + 22*H)*T*N  (lstm1's 1-wide input is data: no input grad)",
-        evals * closure,
         evals,
         {k: evals * v for k, v in terms.items()},
         {},
@@ -345,7 +340,6 @@ def regression(args: list[str]) -> Estimate:
     return Estimate(
         "Linear regression",
         "2*B*in*out (forward) + 2*B*in*out (weight gradient)",
-        terms["fc"],
         1,
         terms,
         extra,
@@ -383,7 +377,6 @@ def gat(args: list[str]) -> Estimate:
     return Estimate(
         "GAT (dense attention)",
         "4*N*F*H*h + 12*H*N*h + 6*H*N^2*h + 6*N*h2*C + 12*N*C + 6*N^2*C  (h2 = h averaged)",
-        sum(terms.values()),
         1,
         terms,
         {},
@@ -407,7 +400,6 @@ def vae(args: list[str]) -> Estimate:
     return Estimate(
         "VAE (MLP)",
         "2*B*(784*400*2 + 3*(2*400*20 + 20*400 + 400*784))  (fc1: weight gradient only)",
-        sum(terms.values()),
         1,
         terms,
         {},
@@ -486,7 +478,8 @@ def compare(corpus: list[dict[str, Any]], results: dict[str, Any]) -> list[dict[
         doc = counted.get(name, {})
         got = doc.get("flops_per_step")
         extra = sum(est.counter_extra.values())
-        row = {"name": name, **asdict(est), "counted": got, "doctor_micro": doc.get("micro_steps")}
+        row = {"name": name, **asdict(est), "flops": est.flops, "counted": got}
+        row["doctor_micro"] = doc.get("micro_steps")
         row["ratio"] = got / est.flops if got else None
         row["ratio_with_extra"] = got / (est.flops + extra) if got and extra else None
         if got is None:
