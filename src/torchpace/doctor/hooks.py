@@ -110,6 +110,7 @@ class ModuleHooks:
             # transforms, torchvision's among them): loading, not a model. Its time stays data.
             self.data_depth += 1
             return
+        compiled = False
         if self.depth == 0:
             key = id(module)
             if self.discovering and key not in self.roots:
@@ -138,12 +139,10 @@ class ModuleHooks:
                 self.rec.clock.enter("eval")
                 self._in_eval = True
                 self.on_eval(True)
-            self.depth += 1
-            if compiled:
-                # This call's own post hook, registered now, still runs: it closes the phase.
-                self.to_roots()
-            return
         self.depth += 1
+        if compiled:
+            # This call's own post hook, registered now, still runs: it closes the phase.
+            self.to_roots()
 
     def _post(self, module: nn.Module, args: tuple[Any, ...], output: Any) -> None:
         if self._is_compiling() or threading.get_ident() != self.rec.main_thread:

@@ -102,8 +102,8 @@ def measure(source: Source | None) -> dict[str, Any] | None:
             continue
         if seconds is not None:
             rates[str(workers)] = seconds
-    if "0" not in rates:
-        return None if not failed else {"seconds_per_batch": rates, "failed": failed}
+    if "0" not in rates and not failed:
+        return None
     return {"seconds_per_batch": rates, "failed": failed}
 
 

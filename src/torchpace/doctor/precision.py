@@ -88,11 +88,12 @@ def _float(t: Any) -> bool:
     return isinstance(t, torch.Tensor) and t.is_floating_point()
 
 
-def _tensors(value: Any) -> list[torch.Tensor]:
-    if isinstance(value, torch.Tensor):
+def _leaves(value: Any, kind: type) -> list[Any]:
+    """The ``kind`` objects in an op's arguments (nested lists and tuples), in order."""
+    if isinstance(value, kind):
         return [value]
     if isinstance(value, (list, tuple)):
-        return [t for v in value for t in _tensors(v)]
+        return [leaf for v in value for leaf in _leaves(v, kind)]
     return []
 
 
@@ -115,7 +116,9 @@ class ComputeCalls:
             return
         packet = func._overloadpacket
         kw_values = [v for _, v in sorted(kwargs.items())]  # in the key's order
-        inputs = [t for t in _tensors(args) + _tensors(kw_values) if _float(t)]
+        inputs = [
+            t for t in _leaves(args, torch.Tensor) + _leaves(kw_values, torch.Tensor) if _float(t)
+        ]
         if packet in LOWERED:
             if any(t.dtype != torch.float32 for t in inputs):
                 self.skipped = True
@@ -140,7 +143,7 @@ class ComputeCalls:
                 and not any(part in name for part in self.float32_ops)
             )
         if low:
-            for t in _tensors(out):
+            for t in _leaves(out, torch.Tensor):
                 if _float(t):
                     self.low[t] = True
 
@@ -216,19 +219,15 @@ def _time_call(key: tuple[Any, ...], device: torch.device) -> Timed:
         float32_s = _per_call(call(None), device)
         bf16_s = _per_call(call(LOW), device)
         cast_s = 0.0
-        floats = [s for s in _specs(args) + _specs(tuple(kw.values())) if s.dtype.is_floating_point]
+        floats = [
+            s
+            for s in _leaves(args, Spec) + _leaves(tuple(kw.values()), Spec)
+            if s.dtype.is_floating_point
+        ]
         for spec, cast in zip(floats, casts, strict=False):
             if cast:
                 cast_s += 2 * _per_call(partial(_build(spec, None, device).to, LOW), device)
     return Timed(float32_s, bf16_s, cast_s)
-
-
-def _specs(value: Any) -> list[Spec]:
-    if isinstance(value, Spec):
-        return [value]
-    if isinstance(value, tuple):
-        return [s for v in value for s in _specs(v)]
-    return []
 
 
 def estimate(
