@@ -74,7 +74,7 @@ def make_variant(spec: dict[str, Any], entry: dict[str, Any]) -> Path:
     """The entry's script with the substitutions made, written beside it."""
     original = CORPUS / entry["script"]
     if original.name != spec["file"]:
-        raise SystemExit(f"{a_variant(spec)}: changes {spec['file']}, not the script {original}")
+        raise SystemExit(f"{spec['entry']}: changes {spec['file']}, not the script {original}")
     text = original.read_text()
     for old, new, count in spec["subs"]:
         found = text.count(old)
@@ -84,10 +84,6 @@ def make_variant(spec: dict[str, Any], entry: dict[str, Any]) -> Path:
     copy = original.with_name(original.stem + "_ab.py")
     copy.write_text(text)
     return copy
-
-
-def a_variant(spec: dict[str, Any]) -> str:
-    return next(name for name, v in VARIANTS.items() if v is spec)
 
 
 def doctor_step(script: Path, args: list[str], doctor: list[str], entry: dict[str, Any]) -> float:
