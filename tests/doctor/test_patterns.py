@@ -148,8 +148,10 @@ def _timed(saved_s: float | None, **kw: Any) -> dict[str, Any]:
     return {
         "timed": 3,
         "flops_share_timed": 0.97,
-        "float32_timed_s": 0.08,
-        "bf16_timed_s": 0.03,
+        "from": "float32",
+        "to": "bfloat16",
+        "from_timed_s": 0.08,
+        "to_timed_s": 0.03,
         "cast_timed_s": 0.01,
         "speedup": 2.0,
         "saved_s": saved_s,
@@ -169,7 +171,7 @@ def test_a_timed_saving_is_the_gain_and_states_its_basis() -> None:
 
 def test_a_timed_loss_skips_bf16_with_the_times() -> None:
     ev = _evidence({"forward": 0.3, "backward": 0.6}, flops_per_step=int(6e10))
-    ev = type(ev)(**{**ev.__dict__, "precision": _timed(-0.5, bf16_timed_s=0.57)})
+    ev = type(ev)(**{**ev.__dict__, "precision": _timed(-0.5, to_timed_s=0.57)})
     found, skipped = diagnose(ev)
     assert "float32-compute" not in [f.pattern for f in found]
     assert skipped["float32-compute"].startswith("bfloat16 would not pay on this model")

@@ -3,6 +3,7 @@ autocast would cast, how the replay's timings become a gain, and the finding or 
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 import pytest
@@ -55,6 +56,51 @@ def test_a_two_layer_mlp_records_its_matmuls_with_flops_and_the_casts_autocast_a
     assert all(not any(k[3]) for k in by_op[aten.mm])  # backward operands are bf16 already
 
 
+def test_a_float64_model_is_timed_against_float32_without_casts() -> None:
+    model = nn.Sequential(nn.Linear(32, 32), nn.ReLU(), nn.Linear(32, 8)).double()
+    calls = _record(model, torch.randn(16, 32, dtype=torch.float64))
+    assert calls.source == torch.float64 and not calls.skipped
+    assert all(not any(key[3]) for key in calls.calls)  # converted, not autocast: no casts
+    out = estimate(calls, torch.device("cpu"), step_s=10.0)
+    assert out is not None and (out["from"], out["to"]) == ("float64", "float32")
+    assert out["cast_timed_s"] == 0 and out["to_timed_s"] > 0
+
+
+def test_a_long_float64_loop_is_sampled_and_its_counts_stay_right() -> None:
+    """An LSTMCell run over many time steps, as the corpus's time-sequence script does: past
+    RECORDED calls the recording is sampled, and each kept call stands for the calls left out,
+    so the counts per op stay those of the step (a probe step keeping all 2.6M of that script's
+    ops outlasted the doctor's step timeout)."""
+    torch.manual_seed(0)
+    cell = nn.LSTMCell(4, 8).double()
+    x = torch.randn(3, 500, 4, dtype=torch.float64)
+    python_state, torch_state = random.getstate(), torch.get_rng_state()
+
+    def steps() -> torch.Tensor:
+        h = c = torch.zeros(3, 8, dtype=torch.float64)
+        outs = []
+        for t in range(x.shape[1]):
+            h, c = cell(x[:, t], (h, c))
+            outs.append(h)
+        return torch.stack(outs)
+
+    seen = SeenOps()
+    with seen:
+        counter = FlopCounterMode(display=False, custom_mapping=CUSTOM)
+        with counter:
+            seen.calls = calls = ComputeCalls(counter.flop_registry, cuda=False)
+            steps().sum().backward()
+    assert calls.source == torch.float64 and not calls.skipped
+    assert calls.chance < 1.0  # sampled
+    total = sum(seen.ops.values())
+    assert calls.kept < total / 2
+    for op in (aten.addmm, aten.sigmoid_, aten.mul, aten.tanh_backward):
+        estimated = sum(calls.calls[k][0] for k in _by_op(calls)[op])
+        assert estimated == pytest.approx(seen.ops[op], rel=0.1), op
+    # the sample draws from its own generator: the script's random streams are untouched
+    assert random.getstate() == python_state and torch.equal(torch.get_rng_state(), torch_state)
+
+
 def test_a_model_already_in_low_precision_has_nothing_to_estimate() -> None:
     model = nn.Linear(8, 8).to(torch.bfloat16)
     calls = _record(model, torch.randn(4, 8, dtype=torch.bfloat16))
@@ -68,17 +114,17 @@ def test_the_replay_times_real_calls_in_both_precisions() -> None:
     out = estimate(calls, torch.device("cpu"), step_s=10.0)
     assert out is not None
     assert out["timed"] >= 1 and out["failed"] == 0
-    assert out["float32_timed_s"] > 0 and out["bf16_timed_s"] > 0 and out["cast_timed_s"] > 0
+    assert out["from_timed_s"] > 0 and out["to_timed_s"] > 0 and out["cast_timed_s"] > 0
     assert out["speedup"] == pytest.approx(
-        out["float32_timed_s"] / (out["bf16_timed_s"] + out["cast_timed_s"])
+        out["from_timed_s"] / (out["to_timed_s"] + out["cast_timed_s"])
     )
 
 
 def _planted(calls: dict[tuple[Any, ...], list[int]], times: dict[str, Timed]) -> Any:
     """A ComputeCalls with these calls, and a replay that returns these timings by key name."""
     log = ComputeCalls({}, cuda=False)
-    log.calls = calls
-    return log, lambda key, device: times[key[0]]
+    log.calls, log.source = calls, torch.float32
+    return log, lambda key, device, low: times[key[0]]
 
 
 def test_the_saving_is_scaled_to_the_flops_not_timed(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -117,10 +163,10 @@ def test_too_little_timed_gives_no_estimate(monkeypatch: pytest.MonkeyPatch) -> 
         {"a": Timed(0.05, 0.01, 0.0)},
     )
 
-    def failing(key: Any, device: Any) -> Timed:
+    def failing(key: Any, device: Any, low: Any) -> Timed:
         if key[0] == "b":
             raise RuntimeError("no bf16 kernel")
-        return replay(key, device)
+        return replay(key, device, low)
 
     monkeypatch.setattr(precision, "_time_call", failing)
     out = estimate(log, torch.device("cpu"), step_s=1.0)

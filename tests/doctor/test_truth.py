@@ -296,7 +296,11 @@ def test_a_float64_model_gets_its_finding_at_the_training_forward() -> None:
     (finding,) = [f for f in result["findings"] if f["pattern"] == "float64-compute"]
     assert finding["technique"] == "float32-not-float64"
     compute = result["breakdown"]["forward"]["share"] + result["breakdown"]["backward"]["share"]
-    assert _gain(finding) == pytest.approx(compute / 2)  # half the lanes of float32 SIMD
+    # timed on the model's own calls in float64 and float32: a 64x256x1024 matmul and its tanh
+    # run about twice as fast in float32 (half the SIMD lanes), so a large part of the compute
+    assert finding["measured"]["basis"] == "timed on the model's calls"
+    assert result["precision"]["from"] == "float64" and result["precision"]["to"] == "float32"
+    assert 0.15 <= _gain(finding) <= compute
     assert (finding["path"], finding["line"]) == (
         str(SCRIPTS / "float64_model.py"),
         _line("float64_model", "forward"),

@@ -305,14 +305,22 @@ CPU_FLOAT64_SLOWDOWN = 2.0
 
 def float64_match(ev: Evidence) -> list[RuntimeFinding]:
     compute = ev.share("forward") + ev.share("backward")
-    gain = compute * (1 - 1 / CPU_FLOAT64_SLOWDOWN) if ev.device == "cpu" else None
+    timed = _timed(ev, to="float32")
+    if timed is not None:  # the model's own calls, timed in float64 and float32
+        gain: float | None = min(float(timed["saved_s"]) / ev.step_s, compute)
+    else:
+        gain = compute * (1 - 1 / CPU_FLOAT64_SLOWDOWN) if ev.device == "cpu" else None
     if gain is not None and gain < MODERATE:
         return []
-    rate = (
-        f"float32 math runs at up to {CPU_FLOAT64_SLOWDOWN:g}x the float64 rate on a CPU"
-        if gain is not None
-        else "float32 math runs 2-64x the float64 rate on GPUs"
-    )
+    if timed is not None:
+        rate = (
+            f"its own calls ({_shapes(timed)}), timed in both precisions after the run, take "
+            f"{timed['speedup']:.2f}x less time in float32"
+        )
+    elif gain is not None:
+        rate = f"float32 math runs at up to {CPU_FLOAT64_SLOWDOWN:g}x the float64 rate on a CPU"
+    else:
+        rate = "float32 math runs 2-64x the float64 rate on GPUs"
     return [
         RuntimeFinding(
             pattern="float64-compute",
@@ -328,20 +336,26 @@ def float64_match(ev: Evidence) -> list[RuntimeFinding]:
             ),
             site=ev.forward_site,
             gain=gain,
-            measured={"compute_share": compute, "param_dtypes": ev.settings["param_dtypes"]},
+            measured={
+                "compute_share": compute,
+                "param_dtypes": ev.settings["param_dtypes"],
+                "basis": "timed on the model's calls" if timed else "float64 SIMD width",
+            },
         )
     ]
 
 
-def _timed(ev: Evidence) -> dict[str, Any] | None:
-    """The bf16 estimate timed on this model's own calls (doctor/precision.py), if there is one."""
+def _timed(ev: Evidence, to: str = "bfloat16") -> dict[str, Any] | None:
+    """The estimate timed on this model's own calls (doctor/precision.py) in precision ``to``,
+    if there is one."""
     p = ev.precision
-    return p if p is not None and p.get("saved_s") is not None else None
+    return p if p is not None and p.get("saved_s") is not None and p.get("to") == to else None
 
 
 def _shapes(timed: dict[str, Any]) -> str:
     n = timed["timed"]
-    return f"{n} shape{'' if n == 1 else 's'}, {timed['flops_share_timed']:.0%} of their FLOPs"
+    share, of = timed["flops_share_timed"], timed.get("share_of", "FLOPs")
+    return f"{n} shape{'' if n == 1 else 's'}, {share:.0%} of their {of}"
 
 
 def amp_skip(ev: Evidence) -> str | None:
@@ -354,9 +368,9 @@ def amp_skip(ev: Evidence) -> str | None:
         if timed["saved_s"] <= 0:
             return (
                 f"bfloat16 {NOT_PAYING} on this model: its own matmul, convolution and attention "
-                f"calls ({_shapes(timed)}) take {timed['float32_timed_s'] * 1e3:.1f} ms a step "
+                f"calls ({_shapes(timed)}) take {timed['from_timed_s'] * 1e3:.1f} ms a step "
                 "in float32 and "
-                f"{(timed['bf16_timed_s'] + timed['cast_timed_s']) * 1e3:.1f} ms in bfloat16 "
+                f"{(timed['to_timed_s'] + timed['cast_timed_s']) * 1e3:.1f} ms in bfloat16 "
                 "with autocast's casts (timed on this device after the run)"
             )
         return None

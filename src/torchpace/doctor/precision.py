@@ -1,5 +1,6 @@
-"""What bfloat16 autocast would save on *this* model: its own matmul, convolution, attention and
-RNN calls of one step, recorded during the probe step and timed in both precisions after the run.
+"""What a lower precision would save on *this* model: its own matmul, convolution, attention and
+RNN calls of one step, recorded during the probe step and timed in both precisions after the run:
+float32 against bfloat16 under autocast, or a float64 model against float32.
 
 Why not the device's peak ratio: on real scripts (issue 18) the peak promised 1.95x where 1.7x
 was measured, 2.1x where 1.5x was, and 14-31% on a small GPT whose matmuls gained nothing; small
@@ -15,6 +16,7 @@ Each cast in the forward has a cast of the gradient back in the backward, so a c
 
 from __future__ import annotations
 
+import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -60,11 +62,20 @@ FLOAT32_CUDA = ("layer_norm", "group_norm", "softmax", "logsumexp", "norm", "pow
 BUDGET_S = 3.0
 COVER = 0.95
 MIN_COVERED = 0.5
+# Recording is sampled once it is large: after each RECORDED calls kept, the chance of keeping
+# the next call halves, and a kept call counts for 1 / that chance (an unbiased count). A float64
+# LSTMCell loop of the corpus (time-sequence-prediction: 20 LBFGS closures over 999 steps) runs
+# about 2.6M ops in its probe step; keeping every one cost 22 us an op, a minute on a probe step
+# already ten times a plain one, and pushed it past the doctor's step timeout. Sampled, about
+# 40k are kept. RECORDED is many times the signatures a step has (251 on that model).
+RECORDED = 4096
 # Per call and precision: repeat until 20 ms or 20 calls, after one untimed warm-up call.
 REPEAT_S = 0.02
 REPEAT_MAX = 20
 SLOW_CALL_S = 0.1  # five times REPEAT_S
-LOW = torch.bfloat16
+# The precision each model precision would be timed against: autocast's bf16 for float32, plain
+# float32 for float64 (the model and its inputs converted: no casts in the step).
+TARGET = {torch.float32: torch.bfloat16, torch.float64: torch.float32}
 
 
 @dataclass(frozen=True)
@@ -103,36 +114,45 @@ class ComputeCalls:
 
     def __init__(self, registry: dict[Any, Callable[..., int]], cuda: bool) -> None:
         self.registry = registry
-        self.calls: dict[tuple[Any, ...], list[int]] = {}  # key -> [count, FLOPs per call]
+        # key -> [calls (estimated from the sample), FLOPs per call]
+        self.calls: dict[tuple[Any, ...], list[float]] = {}
         self.low: WeakIdKeyDictionary = WeakIdKeyDictionary()  # tensors bf16 under autocast
         self.float32_ops = FLOAT32_ANY + (FLOAT32_CUDA if cuda else ())
         self.skipped = False  # low precision already, or a call it could not read: no estimate
+        self.source: torch.dtype | None = None  # the precision the lowered calls run in
+        self.chance = 1.0  # of keeping the next call (RECORDED)
+        self.kept = 0
+        self._draw = random.Random(0).random  # its own generator: the script's is untouched
 
     def _is_low(self, t: torch.Tensor) -> bool:
         return t.dim() > 0 and t in self.low  # a 0-dim tensor does not set the result's dtype
 
+    def _inputs(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[torch.Tensor]:
+        kw_values = [v for _, v in sorted(kwargs.items())]  # in the key's order
+        return [
+            t for t in _leaves(args, torch.Tensor) + _leaves(kw_values, torch.Tensor) if _float(t)
+        ]
+
     def observe(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> None:
         if self.skipped:
             return
+        if self.source == torch.float64:
+            self._float64(func, args, kwargs, out)
+            return
         packet = func._overloadpacket
-        kw_values = [v for _, v in sorted(kwargs.items())]  # in the key's order
-        inputs = [
-            t for t in _leaves(args, torch.Tensor) + _leaves(kw_values, torch.Tensor) if _float(t)
-        ]
+        inputs = self._inputs(args, kwargs)
         if packet in LOWERED:
-            if any(t.dtype != torch.float32 for t in inputs):
-                self.skipped = True
+            self.source = self.source or (inputs[0].dtype if inputs else None)
+            if self.source == torch.float64:
+                self._float64(func, args, kwargs, out)
+                return
+            if self.source != torch.float32 or any(t.dtype != self.source for t in inputs):
+                self.skipped = True  # already in low precision, or mixed: nothing to time
                 return
             backward = torch._C._current_autograd_node() is not None
             # In the backward every operand is already bf16 (saved activations, gradients).
-            casts = tuple(False if backward else not self._is_low(t) for t in inputs)
-            key = (func, _spec(args), tuple(sorted(_spec(kwargs).items())), casts)
-            entry = self.calls.get(key)
-            if entry is None:
-                flops = self._flops(packet, args, kwargs, out)
-                self.calls[key] = [1, flops]
-            else:
-                entry[0] += 1
+            casts = tuple(not backward and not self._is_low(t) for t in inputs)
+            self._count(func, args, kwargs, casts, out)
             low = True
         else:
             name = str(packet.__name__)
@@ -146,6 +166,52 @@ class ComputeCalls:
             for t in _leaves(out, torch.Tensor):
                 if _float(t):
                     self.low[t] = True
+
+    def _float64(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> None:
+        """A float64 model converted to float32 runs every op in float32, not only the matmuls
+        (an LSTMCell's gates are elementwise work on small tensors), and casts nothing. No
+        state is kept between calls, so a call the sample leaves out is not even read."""
+        weight = self._weight()
+        if weight is None:
+            return
+        inputs = self._inputs(args, kwargs)
+        if not inputs or any(t.dtype != torch.float64 for t in inputs):
+            if func._overloadpacket in LOWERED:
+                self.skipped = True  # a matmul in another precision: mixed, nothing to time
+            return
+        self._count(func, args, kwargs, (), out, weight)
+
+    def _weight(self) -> float | None:
+        """How many calls this one stands for if the sample keeps it (RECORDED), else None."""
+        if self.chance < 1.0 and self._draw() >= self.chance:
+            return None
+        weight = 1.0 / self.chance
+        self.kept += 1
+        if self.kept % RECORDED == 0:
+            self.chance /= 2
+        return weight
+
+    def _count(
+        self,
+        func: Any,
+        args: Any,
+        kwargs: dict[str, Any],
+        casts: tuple[bool, ...],
+        out: Any,
+        weight: float | None = None,
+    ) -> None:
+        weight = self._weight() if weight is None else weight
+        if weight is None:
+            return
+        key = (func, _spec(args), tuple(sorted(_spec(kwargs).items())), casts)
+        try:
+            entry = self.calls.get(key)
+        except TypeError:  # an argument that cannot be a key: the call is not timed
+            return
+        if entry is None:
+            self.calls[key] = [weight, self._flops(func._overloadpacket, args, kwargs, out)]
+        else:
+            entry[0] += weight
 
     def _flops(self, packet: Any, args: Any, kwargs: Any, out: Any) -> int:
         formula = self.registry.get(packet)
@@ -161,8 +227,8 @@ class ComputeCalls:
 class Timed:
     """One signature's time per step in each precision."""
 
-    float32_s: float
-    bf16_s: float
+    high_s: float  # in the model's precision
+    low_s: float  # in the lower one
     cast_s: float  # the casts autocast adds in front of it, forward and backward
 
 
@@ -206,7 +272,7 @@ def _per_call(run: Callable[[], Any], device: torch.device) -> float:
     return (time.perf_counter() - start) / n
 
 
-def _time_call(key: tuple[Any, ...], device: torch.device) -> Timed:
+def _time_call(key: tuple[Any, ...], device: torch.device, low: torch.dtype) -> Timed:
     func, args, kwargs, casts = key
     kw = dict(kwargs)
 
@@ -216,8 +282,8 @@ def _time_call(key: tuple[Any, ...], device: torch.device) -> Timed:
         return lambda: func(*built_args, **built_kw)
 
     with torch.no_grad():
-        float32_s = _per_call(call(None), device)
-        bf16_s = _per_call(call(LOW), device)
+        high_s = _per_call(call(None), device)
+        low_s = _per_call(call(low), device)
         cast_s = 0.0
         floats = [
             s
@@ -226,8 +292,8 @@ def _time_call(key: tuple[Any, ...], device: torch.device) -> Timed:
         ]
         for spec, cast in zip(floats, casts, strict=False):
             if cast:
-                cast_s += 2 * _per_call(partial(_build(spec, None, device).to, LOW), device)
-    return Timed(float32_s, bf16_s, cast_s)
+                cast_s += 2 * _per_call(partial(_build(spec, None, device).to, low), device)
+    return Timed(high_s, low_s, cast_s)
 
 
 def estimate(
@@ -238,50 +304,64 @@ def estimate(
 
     The timing stops early once bf16 has lost more than a whole step on the calls timed: the
     calls left could not win that back (they take less than the step in float32)."""
-    if calls is None or calls.skipped or not calls.calls:
+    if calls is None or calls.skipped or not calls.calls or calls.source not in TARGET:
         return None
-    ranked = sorted(calls.calls.items(), key=lambda kv: kv[1][0] * kv[1][1], reverse=True)
-    total_flops = sum(n * f for n, f in calls.calls.values())
-    covered = float32_s = bf16_s = cast_s = 0.0
+    low = TARGET[calls.source]
+    # A float32 model's saving is in its matmuls: the heaviest by FLOPs first, and the share
+    # timed is of FLOPs. A float64 model's is in every op: the most frequent first, by calls, and
+    # all of them within the budget (a rare heavy op among frequent small ones would be left out
+    # of the COVER share, and the calls left are taken to save as the timed ones do).
+    by_calls = calls.source == torch.float64
+    cover = 1.0 if by_calls else COVER
+
+    def weight(count: float, flops: float) -> float:
+        return float(count if by_calls else count * flops)
+
+    ranked = sorted(calls.calls.items(), key=lambda kv: weight(*kv[1]), reverse=True)
+    total_flops = sum(weight(n, f) for n, f in calls.calls.values())
+    covered = high_s = low_s = cast_s = 0.0
     timed = failed = 0
     deadline = time.perf_counter() + BUDGET_S
     for key, (count, flops) in ranked:
-        if time.perf_counter() > deadline or (total_flops and covered / total_flops >= COVER):
+        if time.perf_counter() > deadline or (total_flops and covered / total_flops >= cover):
             break
-        if float32_s - bf16_s - cast_s < -step_s:
+        if high_s - low_s - cast_s < -step_s:
             break
         try:
-            t = _time_call(key, device)
+            t = _time_call(key, device, low)
         except Exception:  # a call that cannot be rebuilt (or has no bf16 kernel) is left out
             failed += 1
             continue
         timed += 1
-        covered += count * flops
-        float32_s += count * t.float32_s
-        bf16_s += count * t.bf16_s
+        covered += weight(count, flops)
+        high_s += count * t.high_s
+        low_s += count * t.low_s
         cast_s += count * t.cast_s
     share = covered / total_flops if total_flops else (1.0 if timed == len(ranked) else 0.0)
     out: dict[str, Any] = {
         "basis": "this model's own calls, timed in both precisions",
+        "from": str(calls.source).removeprefix("torch."),
+        "to": str(low).removeprefix("torch."),
         "signatures": len(ranked),
         "timed": timed,
         "failed": failed,
         "flops_share_timed": share,
+        "share_of": "calls" if by_calls else "FLOPs",
         # the calls timed, as they are: the float32 side can be set against the measured
         # forward and backward time
-        "float32_timed_s": float32_s,
-        "bf16_timed_s": bf16_s,
+        "from_timed_s": high_s,
+        "to_timed_s": low_s,
         "cast_timed_s": cast_s,
         "saved_s": None,
-        "speedup": float32_s / (bf16_s + cast_s) if timed and bf16_s else None,
+        "speedup": high_s / (low_s + cast_s) if timed and low_s else None,
     }
     if not timed:
         out["note"] = "no call could be timed"
-    elif float32_s - bf16_s - cast_s < -step_s:
-        out["saved_s"] = float32_s - bf16_s - cast_s  # a loss the rest cannot make up
-        out["note"] = "bfloat16 lost more than a whole step on the calls timed"
+    elif high_s - low_s - cast_s < -step_s:
+        out["saved_s"] = high_s - low_s - cast_s  # a loss the rest cannot make up
+        out["note"] = f"{out['to']} lost more than a whole step on the calls timed"
     elif share < MIN_COVERED:
-        out["note"] = f"only {share:.0%} of the step's matmul FLOPs could be timed"
+        out["note"] = f"only {share:.0%} of the step's {out['share_of']} could be timed"
     else:  # the calls not timed are taken to gain as the timed ones do, FLOP for FLOP
-        out["saved_s"] = (float32_s - bf16_s - cast_s) / share
+        out["saved_s"] = (high_s - low_s - cast_s) / share
     return out
