@@ -62,12 +62,13 @@ FLOAT32_CUDA = ("layer_norm", "group_norm", "softmax", "logsumexp", "norm", "pow
 BUDGET_S = 3.0
 COVER = 0.95
 MIN_COVERED = 0.5
-# Recording is sampled once it is large: after each RECORDED calls kept, the chance of keeping
-# the next call halves, and a kept call counts for 1 / that chance (an unbiased count). A float64
-# LSTMCell loop of the corpus (time-sequence-prediction: 20 LBFGS closures over 999 steps) runs
-# about 2.6M ops in its probe step; keeping every one cost 22 us an op, a minute on a probe step
-# already ten times a plain one, and pushed it past the doctor's step timeout. Sampled, about
-# 40k are kept. RECORDED is many times the signatures a step has (251 on that model).
+# A float64 model's recording is sampled once it is large: after each RECORDED calls kept, the
+# chance of keeping the next of its elementwise and other small calls halves, and a kept call
+# counts for 1 / that chance (an unbiased count). The matmul-like calls are all kept. The corpus's
+# float64 LSTMCell loop (time-sequence-prediction: 20 LBFGS closures over 999 steps) runs about
+# 2.6M ops in its probe step, already about ten times a plain step; keeping every one cost 15-22
+# us an op and made that probe step outlast the doctor's 600 s step timeout. Sampled, about 40k
+# are kept. RECORDED is many times the signatures a step has (148-251 on that model).
 RECORDED = 4096
 # Per call and precision: repeat until 20 ms or 20 calls, after one untimed warm-up call.
 REPEAT_S = 0.02
@@ -152,7 +153,7 @@ class ComputeCalls:
             backward = torch._C._current_autograd_node() is not None
             # In the backward every operand is already bf16 (saved activations, gradients).
             casts = tuple(not backward and not self._is_low(t) for t in inputs)
-            self._count(func, args, kwargs, casts, out)
+            self._count(func, args, kwargs, casts, out, 1.0)
             low = True
         else:
             name = str(packet.__name__)
@@ -169,9 +170,11 @@ class ComputeCalls:
 
     def _float64(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> None:
         """A float64 model converted to float32 runs every op in float32, not only the matmuls
-        (an LSTMCell's gates are elementwise work on small tensors), and casts nothing. No
-        state is kept between calls, so a call the sample leaves out is not even read."""
-        weight = self._weight()
+        (an LSTMCell's gates are elementwise work on small tensors), and casts nothing. The
+        matmul-like calls are all kept (a heavy one that runs once a step must not be missed;
+        they are a tenth of an LSTMCell step's ops), the rest sampled (RECORDED). No state is
+        kept between calls, so a call the sample leaves out is not even read."""
+        weight = 1.0 if func._overloadpacket in LOWERED else self._weight()
         if weight is None:
             return
         inputs = self._inputs(args, kwargs)
@@ -198,11 +201,8 @@ class ComputeCalls:
         kwargs: dict[str, Any],
         casts: tuple[bool, ...],
         out: Any,
-        weight: float | None = None,
+        weight: float,
     ) -> None:
-        weight = self._weight() if weight is None else weight
-        if weight is None:
-            return
         key = (func, _spec(args), tuple(sorted(_spec(kwargs).items())), casts)
         try:
             entry = self.calls.get(key)
