@@ -72,6 +72,9 @@ def test_input_bound_with_workers_points_at_the_input_format() -> None:
     found, _ = diagnose(_evidence({"data": 0.3, "forward": 0.7}, loaders=loaders))
     (hit,) = [f for f in found if f.pattern == "input-bound"]
     assert hit.technique == "fast-input-format"
+    # samples made once take the wait to about nothing: the estimate is the wait
+    assert hit.gain == pytest.approx(0.3) and hit.severity == "high"
+    assert "4 loader workers): they cannot keep up" in hit.message
 
 
 def test_no_training_loader_skips_input_bound_with_the_reason() -> None:
