@@ -141,6 +141,18 @@ def test_baselines_apart_beyond_their_spread_are_noise_even_when_each_is_steady(
     assert trials_noise(base, _trial("b1", _steady(102)), _trial("x", _steady(120))) == []
 
 
+def test_baselines_apart_that_give_the_same_verdict_still_judge() -> None:
+    # The corpus's VAE on a quiet machine: baselines 12 and 11.6 ms (3.4% apart, each steady
+    # to 1-2%) and fused Adam at 10.3 ms, 1.17x or 1.13x: kept whichever is taken.
+    base, other = _trial("baseline", _steady(120)), _trial("baseline, seed 1", _steady(116))
+    assert trials_noise(base, other, _trial("fused", _steady(103))) == []
+    # The same baselines and a trial between them: 1.02x against one, 0.98x against the other.
+    (reason,) = trials_noise(base, other, _trial("x", _steady(118)))
+    assert reason.startswith("the two baselines' median steps differ 1.03x (120 ms and 116 ms)")
+    # Both slower: demoted either way.
+    assert trials_noise(base, other, _trial("y", _steady(130))) == []
+
+
 def test_a_trial_whose_steps_spread_wider_than_the_scripts_own_is_noise() -> None:
     base, other = _trial("baseline", _steady(100)), _trial("baseline, seed 1", _steady(101))
     loaded = _trial("x", [100, 240, 110, 300, 105, 260, 98, 280, 102, 250])

@@ -9,13 +9,14 @@ script as written, or below the tune's "worth it" line (``MIN_GAIN``), or failed
 demoted below every estimated one and says so: on a 2-core CPU the doctor's "loader workers,
 53-62%" for a VAE made its steps slower.
 
-A finding is judged only when its trials say the machine held still (``doctor.noise.
-trials_noise``): beside another heavy job a VAE's fused optimizer measured 0.34x against the
-first baseline and 1.14x against the second, whose median step was 3.4x the first's. Then the
-verdict is "noisy: not judged" with the reasons, and the finding keeps its estimate and its
-place. Like the tune, the speed-up is against the first baseline alone, not the two pooled: the
-change's trial runs from its seed (the same batches, in a script that does not seed itself),
-and once the two agree, within their spread, pooling would move the median by less than that.
+A finding is judged only when its trials say the machine held still, or that its moving could
+not change the verdict (``doctor.noise.trials_noise``): beside another heavy job a VAE's fused
+optimizer measured 0.34x against the first baseline and 1.14x against the second, whose median
+step was 3.4x the first's. Then the verdict is "noisy: not judged" with the reasons, and the
+finding keeps its estimate and its place. Like the tune, the speed-up is against the first
+baseline alone, not the two pooled: the change's trial runs from its seed (the same batches, in a
+script that does not seed itself), and once the two agree, within their spread, pooling would
+move the median by less than that.
 
 The trials share the tune's cache for this script and arguments, so a later ``torchpace tune``
 of the same run reuses them.
