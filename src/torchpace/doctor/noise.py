@@ -63,13 +63,6 @@ def withhold(findings: list[RuntimeFinding], noise: dict[str, Any]) -> list[Runt
     return out
 
 
-def _rel_iqr(r: TrialResult) -> float | None:
-    """A trial's step-time spread, IQR/median (``measure.stats.Summary.rel_iqr``)."""
-    if not r.median_step_s or r.q1_step_s is None or r.q3_step_s is None:
-        return None
-    return (r.q3_step_s - r.q1_step_s) / r.median_step_s
-
-
 def _verdict_class(speedup: float, min_gain: float) -> int:
     """Which verdict a speed-up gives: slower (0), not worth it (1), kept (2)."""
     return 0 if speedup <= 1.0 else (1 if speedup < min_gain else 2)
@@ -85,8 +78,8 @@ def trials_noise(base: TrialResult, other: TrialResult, trial: TrialResult) -> l
     28%, median 81 ms as the first's.)"""
     from torchpace.tune.search import MIN_GAIN  # imported here: the doctor's run needs no tune
 
-    spreads = {"first baseline": _rel_iqr(base), "change's trial": _rel_iqr(trial)}
-    own = [s for s in (spreads["first baseline"], _rel_iqr(other)) if s is not None]
+    spreads = {"first baseline": base.rel_iqr, "change's trial": trial.rel_iqr}
+    own = [s for s in (spreads["first baseline"], other.rel_iqr) if s is not None]
     reasons = []
     m0, m1 = base.median_step_s, other.median_step_s
     # The baselines run the same script: medians further apart than the wider of their spreads

@@ -102,6 +102,13 @@ class TrialResult:
     wall_seconds: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)
 
+    @property
+    def rel_iqr(self) -> float | None:
+        """The step times' spread, IQR/median (``measure.stats.Summary.rel_iqr``)."""
+        if not self.median_step_s or self.q1_step_s is None or self.q3_step_s is None:
+            return None
+        return (self.q3_step_s - self.q1_step_s) / self.median_step_s
+
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         for k in ("step_seconds", "losses", "applied"):
