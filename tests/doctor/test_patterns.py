@@ -172,6 +172,24 @@ def test_a_timed_saving_is_the_gain_and_states_its_basis() -> None:
     assert hit.measured["basis"] == "timed on the model's calls"
 
 
+def test_a_float64_model_gains_its_timed_ratio_on_forward_backward_and_optimizer() -> None:
+    # The replayed ops run in half the time in float32; forward, backward and the optimizer
+    # (95% of the step) convert with the parameters, the data wait does not.
+    shares = {"forward": 0.3, "backward": 0.6, "optimizer": 0.05, "data": 0.05}
+    timed = _timed(0.03, **{"from": "float64", "to": "float32", "cast_timed_s": 0.0})
+    timed.update(from_timed_s=0.08, to_timed_s=0.04, speedup=2.0)
+    ev = _evidence(shares, settings={"autocast": [], "optimizers": [], "param_dtypes": ["float64"]})
+    ev = type(ev)(**{**ev.__dict__, "precision": timed})
+    (hit,) = [f for f in diagnose(ev)[0] if f.pattern == "float64-compute"]
+    assert hit.gain == pytest.approx(0.95 * 0.5)
+    assert hit.measured["basis"] == "timed on the model's calls"
+    assert "2.00x less time in float32" in hit.message
+    # float32 no faster on these calls: nothing to promise
+    timed.update(to_timed_s=0.09)
+    ev = type(ev)(**{**ev.__dict__, "precision": timed})
+    assert "float64-compute" not in _patterns(diagnose(ev)[0])
+
+
 def test_a_timed_loss_skips_bf16_with_the_times() -> None:
     ev = _evidence({"forward": 0.3, "backward": 0.6}, flops_per_step=int(6e10))
     ev = type(ev)(**{**ev.__dict__, "precision": _timed(-0.5, to_timed_s=0.57)})
