@@ -26,10 +26,10 @@ import torch
 from _provenance import finished, started
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
-from torchpace.measure.fingerprint import fingerprint
 
 from torchpace.doctor.flops import CUSTOM, SeenOps
 from torchpace.doctor.precision import ComputeCalls, estimate
+from torchpace.measure.env import fingerprint
 
 
 def _tanh_mlp() -> nn.Module:  # a physics-informed network's shape: 2 inputs, tanh, 4 x 128
