@@ -2,12 +2,11 @@
 
 Each model trains in float64 and, as a twin with the same layers, in float32: steps alternate
 (float64, float32, ...) and the speed-up is the ratio of their median step times (forward,
-backward and an SGD step). One float64 step then runs under the probe's dispatch modes
-(``doctor.flops.SeenOps`` feeding ``doctor.precision.ComputeCalls``), and
-``doctor.precision.estimate`` replays its calls in both precisions, as the doctor does after a
-run. Two estimates are printed: from the seconds the replay saves, and from the replay's
-float32/float64 time ratio applied to the whole step (the doctor's finding, since forward,
-backward and the optimizer make up these steps).
+backward and an SGD step). One float64 step then runs as the doctor's probe step
+(``doctor.probe.Probe``), and ``doctor.precision.estimate`` replays its calls in both
+precisions, as the doctor does after a run. Two estimates are printed: from the seconds the
+replay saves, and from the replay's float32/float64 time ratio applied to the whole step (the
+doctor's finding, since forward, backward and the optimizer make up these steps).
 
     python benchmarks/float64_estimate.py --json benchmarks/results/<date>-float64-estimate.json
 """
@@ -25,10 +24,9 @@ from typing import Any
 import torch
 from _provenance import finished, started
 from torch import nn
-from torch.utils.flop_counter import FlopCounterMode
 
-from torchpace.doctor.flops import CUSTOM, SeenOps
-from torchpace.doctor.precision import ComputeCalls, estimate
+from torchpace.doctor.precision import estimate
+from torchpace.doctor.probe import Probe
 from torchpace.measure.env import fingerprint
 
 
@@ -96,13 +94,11 @@ def measure(make: Callable[[], nn.Module], shape: tuple[int, ...], steps: int) -
             step(dt)
             times[dt].append(time.perf_counter() - start)
     f64, f32 = (statistics.median(times[dt]) for dt in dtypes)
-    seen = SeenOps()
-    with seen:
-        counter = FlopCounterMode(display=False, custom_mapping=CUSTOM)
-        with counter:
-            seen.calls = calls = ComputeCalls(counter.flop_registry, cuda=False)
-            step(torch.float64)
-    replay = estimate(calls, torch.device("cpu"), step_s=f64)
+    probe = Probe()  # the doctor's probe step: its dispatch modes and module hook
+    probe.start()
+    step(torch.float64)
+    probe.stop()
+    replay = estimate(probe.compute_calls, torch.device("cpu"), step_s=f64)
     if replay is None or replay["saved_s"] is None:
         raise SystemExit(f"no float64 estimate: {replay}")
     by_seconds = f64 / max(f64 - replay["saved_s"], 1e-9)

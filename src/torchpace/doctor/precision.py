@@ -26,6 +26,8 @@ from typing import Any
 import torch
 from torch.utils.weak import WeakIdKeyDictionary
 
+from torchpace.doctor.rnn_twin import RecurrentModules, time_twins
+
 aten = torch.ops.aten
 
 # The ops under `torch.autocast` lowers to bf16 (autocast_mode.cpp, "lower_precision_fp" on CPU
@@ -124,6 +126,7 @@ class ComputeCalls:
         self.chance = 1.0  # of keeping the next call (RECORDED)
         self.kept = 0
         self._draw = random.Random(0).random  # its own generator: the script's is untouched
+        self.recurrent = RecurrentModules()  # fed by the probe's module hook (rnn_twin.py)
 
     def _is_low(self, t: torch.Tensor) -> bool:
         return t.dim() > 0 and t in self.low  # a 0-dim tensor does not set the result's dtype
@@ -338,6 +341,17 @@ def estimate(
         low_s += count * t.low_s
         cast_s += count * t.cast_s
     share = covered / total_flops if total_flops else (1.0 if timed == len(ranked) else 0.0)
+    twins: list[dict[str, Any]] = []
+    if by_calls and timed and high_s > 0 and calls.recurrent.seen:
+        # A recurrent module's float32 twin runs another kernel (rnn_twin.py): its replayed ops
+        # come out of the float32 side, at the replay's own ratio, and the twin's time goes in.
+        try:
+            twins = time_twins(calls.recurrent, device)
+        except Exception:  # a module that cannot be copied or run alone: the replay stands
+            twins = []
+        ratio = low_s / high_s
+        replayed = sum(t["calls"] * t["float64_s"] for t in twins) * ratio
+        low_s = max(0.0, low_s - replayed) + sum(t["calls"] * t["float32_s"] for t in twins)
     out: dict[str, Any] = {
         "basis": "this model's own calls, timed in both precisions",
         "from": str(calls.source).removeprefix("torch."),
@@ -354,6 +368,7 @@ def estimate(
         "cast_timed_s": cast_s,
         "saved_s": None,
         "speedup": high_s / (low_s + cast_s) if timed and low_s else None,
+        "recurrent_twins": twins,
     }
     if not timed:
         out["note"] = "no call could be timed"

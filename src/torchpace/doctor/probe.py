@@ -4,6 +4,7 @@ finding can be confirmed at runtime)."""
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from types import FrameType
 from typing import Any
@@ -27,6 +28,14 @@ class Probe:
         self._counted = 0  # FLOPs of the probe step's counted stretches so far
         self._paused = False
         self._tracing = False
+        self._module_hook: Any = None  # the float64 recurrent modules' hook (rnn_twin.py)
+
+    def _module_pre(self, module: Any, args: Any) -> None:
+        seen = self._seen
+        calls = None if seen is None else seen.calls  # None while an evaluation is paused
+        if calls is not None:
+            with contextlib.suppress(Exception):  # the estimate loses a module, not the step
+                calls.recurrent.observe(module, args)
 
     def _local(self, frame: FrameType, event: str, arg: object) -> Any:
         if event == "line":
@@ -37,6 +46,7 @@ class Probe:
         return self._local if _user_code(frame) else None
 
     def start(self, *, cuda: bool = False) -> None:
+        from torch.nn.modules.module import register_module_forward_pre_hook
         from torch.utils.flop_counter import FlopCounterMode
 
         from torchpace.doctor.flops import CUSTOM, SeenOps
@@ -49,6 +59,7 @@ class Probe:
             self._counter.__enter__()
             self.compute_calls = ComputeCalls(self._counter.flop_registry, cuda=cuda)
             self._seen.calls = self.compute_calls
+            self._module_hook = register_module_forward_pre_hook(self._module_pre)
             self._counted = 0
             self._paused = False
         except Exception as exc:  # a model the counter cannot run is still timed
@@ -91,6 +102,9 @@ class Probe:
         self._paused = paused
 
     def stop(self) -> None:
+        if self._module_hook is not None:
+            self._module_hook.remove()
+            self._module_hook = None
         if self._tracing:
             sys.settrace(None)
             frame: FrameType | None = sys._getframe(1)
