@@ -312,11 +312,11 @@ def float64_match(ev: Evidence) -> list[RuntimeFinding]:
         # The model's own calls, timed in float64 and float32: their ratio applies to all of
         # forward, backward and the optimizer, which convert with the parameters. Their seconds
         # saved alone fall short: the replay leaves out what goes around the ops (allocating
-        # outputs, autograd), which shrinks with the precision too. On the 2-core EPYC, a tanh
-        # MLP, a small CNN and a wide MLP measured 2.10x, 2.32x and 1.80x in float32, and the
-        # corpus's LSTMCell loop 1.41x; the seconds saved promised 1.70x, 2.17x, 1.85x and 1.29x,
-        # the ratio 2.06x, 2.43x, 1.87x and 1.36x. An nn.LSTM (3.8-4.5x measured) is timed whole
-        # in both precisions (rnn_twin.py): replaying its ops alone gave 1.4x.
+        # outputs, autograd), which shrinks with the precision too. benchmarks/float64_estimate.py
+        # on the 2-core EPYC: a tanh MLP, a CNN, a wide MLP and an LSTM measured 1.96x, 2.38x,
+        # 1.79x and 4.49x in float32; the ratio estimated 2.08x, 2.34x, 1.78x and 4.32x, the
+        # seconds saved 1.89x, 2.13x, 1.71x and 5.11x. The corpus's LSTMCell loop measured
+        # 1.41x; the ratio gave 1.35x, the seconds saved 1.29x.
         converted = compute + ev.share("optimizer")
         ratio = float(timed["to_timed_s"]) / float(timed["from_timed_s"])
         gain: float | None = converted * (1.0 - ratio)
