@@ -26,6 +26,7 @@ from typing import Any
 import torch
 from torch.utils.weak import WeakIdKeyDictionary
 
+from torchpace.doctor.replay import Spec, build, leaves, per_call, spec_of
 from torchpace.doctor.rnn_twin import RecurrentModules, time_twins
 
 aten = torch.ops.aten
@@ -72,43 +73,13 @@ MIN_COVERED = 0.5
 # us an op and made that probe step outlast the doctor's 600 s step timeout. Sampled, about 40k
 # are kept. RECORDED is many times the signatures a step has (148-251 on that model).
 RECORDED = 4096
-# Per call and precision: repeat until 20 ms or 20 calls, after one untimed warm-up call.
-REPEAT_S = 0.02
-REPEAT_MAX = 20
-SLOW_CALL_S = 0.1  # five times REPEAT_S
 # The precision each model precision would be timed against: autocast's bf16 for float32, plain
 # float32 for float64 (the model and its inputs converted: no casts in the step).
 TARGET = {torch.float32: torch.bfloat16, torch.float64: torch.float32}
 
 
-@dataclass(frozen=True)
-class Spec:
-    """A tensor argument, rebuilt on replay with the same shape, strides and dtype."""
-
-    shape: tuple[int, ...]
-    stride: tuple[int, ...]
-    dtype: torch.dtype
-
-
-def _spec(value: Any) -> Any:
-    if isinstance(value, torch.Tensor):
-        return Spec(tuple(value.shape), tuple(value.stride()), value.dtype)
-    if isinstance(value, (list, tuple)):
-        return tuple(_spec(v) for v in value)
-    return value
-
-
 def _float(t: Any) -> bool:
     return isinstance(t, torch.Tensor) and t.is_floating_point()
-
-
-def _leaves(value: Any, kind: type) -> list[Any]:
-    """The ``kind`` objects in an op's arguments (nested lists and tuples), in order."""
-    if isinstance(value, kind):
-        return [value]
-    if isinstance(value, (list, tuple)):
-        return [leaf for v in value for leaf in _leaves(v, kind)]
-    return []
 
 
 class ComputeCalls:
@@ -134,7 +105,7 @@ class ComputeCalls:
     def _inputs(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[torch.Tensor]:
         kw_values = [v for _, v in sorted(kwargs.items())]  # in the key's order
         return [
-            t for t in _leaves(args, torch.Tensor) + _leaves(kw_values, torch.Tensor) if _float(t)
+            t for t in leaves(args, torch.Tensor) + leaves(kw_values, torch.Tensor) if _float(t)
         ]
 
     def observe(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> None:
@@ -167,7 +138,7 @@ class ComputeCalls:
                 and not any(part in name for part in self.float32_ops)
             )
         if low:
-            for t in _leaves(out, torch.Tensor):
+            for t in leaves(out, torch.Tensor):
                 if _float(t):
                     self.low[t] = True
 
@@ -206,7 +177,7 @@ class ComputeCalls:
         out: Any,
         weight: float,
     ) -> None:
-        key = (func, _spec(args), tuple(sorted(_spec(kwargs).items())), casts)
+        key = (func, spec_of(args), tuple(sorted(spec_of(kwargs).items())), casts)
         try:
             entry = self.calls.get(key)
         except TypeError:  # an argument that cannot be a key: the call is not timed
@@ -235,67 +206,27 @@ class Timed:
     cast_s: float  # the casts autocast adds in front of it, forward and backward
 
 
-def _build(value: Any, dtype: torch.dtype | None, device: torch.device) -> Any:
-    """A fresh tensor for a Spec, with its strides (an expanded gradient has stride 0: it is
-    built on a storage of the size the strides reach), floating ones in ``dtype`` if given."""
-    if isinstance(value, Spec):
-        size = 1 + sum((n - 1) * st for n, st in zip(value.shape, value.stride, strict=True))
-        size = size if all(value.shape) else 0
-        if value.dtype.is_floating_point:
-            storage = torch.randn(size, device=device).to(dtype or value.dtype)
-        else:
-            storage = torch.zeros(size, dtype=value.dtype, device=device)
-        return storage.as_strided(value.shape, value.stride)
-    if isinstance(value, tuple):
-        return [_build(v, dtype, device) for v in value]
-    return value
-
-
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-def _per_call(run: Callable[[], Any], device: torch.device) -> float:
-    """Seconds per call: one warm-up call, then calls until REPEAT_S or REPEAT_MAX. On CUDA the
-    device is synchronised around the repeats, so the time is the kernels', not the launches'.
-    A warm-up call of over SLOW_CALL_S is its own measure (set-up cannot dominate it): a CPU
-    without native bf16 runs a model's convolution in seconds, and one such call is enough."""
-    start = time.perf_counter()
-    run()
-    _sync(device)
-    first = time.perf_counter() - start
-    if first >= SLOW_CALL_S:
-        return first
-    n, start = 0, time.perf_counter()
-    while n < REPEAT_MAX and time.perf_counter() - start < REPEAT_S:
-        run()
-        n += 1
-    _sync(device)
-    return (time.perf_counter() - start) / n
-
-
 def _time_call(key: tuple[Any, ...], device: torch.device, low: torch.dtype) -> Timed:
     func, args, kwargs, casts = key
     kw = dict(kwargs)
 
     def call(dtype: torch.dtype | None) -> Callable[[], Any]:
-        built_args = _build(args, dtype, device)
-        built_kw = {k: _build(v, dtype, device) for k, v in kw.items()}
+        built_args = build(args, dtype, device)
+        built_kw = {k: build(v, dtype, device) for k, v in kw.items()}
         return lambda: func(*built_args, **built_kw)
 
     with torch.no_grad():
-        high_s = _per_call(call(None), device)
-        low_s = _per_call(call(low), device)
+        high_s = per_call(call(None), device)
+        low_s = per_call(call(low), device)
         cast_s = 0.0
         floats = [
             s
-            for s in _leaves(args, Spec) + _leaves(tuple(kw.values()), Spec)
+            for s in leaves(args, Spec) + leaves(tuple(kw.values()), Spec)
             if s.dtype.is_floating_point
         ]
         for spec, cast in zip(floats, casts, strict=False):
             if cast:
-                cast_s += 2 * _per_call(partial(_build(spec, None, device).to, low), device)
+                cast_s += 2 * per_call(partial(build(spec, None, device).to, low), device)
     return Timed(high_s, low_s, cast_s)
 
 

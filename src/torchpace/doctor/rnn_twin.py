@@ -19,6 +19,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from torchpace.doctor.replay import build, per_call, spec_of
+
 
 @dataclass
 class Seen:
@@ -41,11 +43,9 @@ class RecurrentModules:
             return
         if not isinstance(args[0], torch.Tensor) or args[0].dtype != torch.float64:
             return  # a PackedSequence, or not float64: nothing to time here
-        from torchpace.doctor.precision import _spec  # precision imports this module
-
         entry = self.seen.get(id(module))
         if entry is None:
-            entry = self.seen[id(module)] = Seen(module, _spec(args), args[0].requires_grad)
+            entry = self.seen[id(module)] = Seen(module, spec_of(args), args[0].requires_grad)
         entry.calls += 1
 
 
@@ -57,18 +57,16 @@ def _forward_backward(module: nn.Module, args: list[Any]) -> None:
 
 def time_twins(modules: RecurrentModules, device: torch.device) -> list[dict[str, Any]]:
     """Each module's forward and backward, per call, as it is and as its float32 copy."""
-    from torchpace.doctor.precision import _build, _per_call
-
     out = []
     for entry in modules.seen.values():
         times = {}
         for name, dtype in (("float64_s", torch.float64), ("float32_s", torch.float32)):
             twin = copy.deepcopy(entry.module).to(dtype)
-            # hx comes back a list from _build; the module takes it as a tuple
-            built = _build(entry.args, dtype, device)
+            # hx comes back a list from build(); the module takes it as a tuple
+            built = build(entry.args, dtype, device)
             args: list[Any] = [tuple(a) if isinstance(a, list) else a for a in built]
             if entry.input_grad:
                 args[0].requires_grad_(True)
-            times[name] = _per_call(partial(_forward_backward, twin, args), device)
+            times[name] = per_call(partial(_forward_backward, twin, args), device)
         out.append({"module": type(entry.module).__name__, "calls": entry.calls, **times})
     return out
