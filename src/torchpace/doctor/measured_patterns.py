@@ -138,52 +138,48 @@ def input_match(ev: Evidence) -> list[RuntimeFinding]:
     }
     workers = loader["num_workers"]
     waits = f"the step waits {wait:.0%} of its time for the next batch ({wait_ms:.1f} ms per step"
+    share = 0.0  # what more workers recover: only asked of a loader that has none
     if workers == 0:
         share, basis, best = _with_workers(ev, wait, cpu, cores)
         paced = bool((ev.loader_rates or {}).get("seconds_per_batch"))
         measured["basis"] = "measured worker pace" if paced else "wait and cores"
-        if share >= MODERATE:
-            return [
-                RuntimeFinding(
-                    pattern="input-bound",
-                    technique="loader-workers",
-                    severity=severity(share),
-                    message=f"{waits}, 0 loader workers); {basis}",
-                    fix=(
-                        "load batches in worker processes: DataLoader(..., num_workers=N, "
-                        "persistent_workers=True); "
-                        + (
-                            f"N={best} was fastest here"
-                            if paced
-                            else "measure N, starting from the cores"
-                        )
-                    ),
-                    site=site_of(loader["site"]),
-                    gain=share,
-                    measured=measured,
-                )
-            ]
-        why = f"), and loader workers would not shorten it here: {basis}"
     else:
         measured["basis"] = "the wait"
-        why = f", {workers} loader workers): they cannot keep up"
-    # Workers that cannot help (or cannot keep up): what is left is the cost of each sample. A
-    # sample made once, ahead of the loop (decoded, transformed, stored as tensors), takes the
-    # wait to about nothing, so the estimate is the whole wait. Checked by hand A/B on the
-    # corpus (estimate_ab.py, cached-samples variants of minGPT's adder and the MNIST VAE).
+    if share >= MODERATE:
+        technique, gain = "loader-workers", share
+        message = f"{waits}, 0 loader workers); {basis}"
+        fix = (
+            "load batches in worker processes: DataLoader(..., num_workers=N, "
+            "persistent_workers=True); "
+            + (f"N={best} was fastest here" if paced else "measure N, starting from the cores")
+        )
+    else:
+        # Workers that cannot help (or cannot keep up): what is left is the cost of each
+        # sample. A sample made once, ahead of the loop (decoded, transformed, stored as
+        # tensors), takes the wait to about nothing, so the estimate is the whole wait. Checked
+        # by hand A/B on the corpus (estimate_ab.py, cached-samples variants of minGPT's adder
+        # and the MNIST VAE).
+        technique, gain = "fast-input-format", wait
+        why = (
+            f"), and loader workers would not shorten it here: {basis}"
+            if workers == 0
+            else f", {workers} loader workers): they cannot keep up"
+        )
+        message = f"{waits}{why}; samples made once, ahead of the loop, remove up to the wait"
+        fix = (
+            "make each sample cheaper to load: decode and transform once and keep the "
+            "results as tensors (a TensorDataset, or a preprocessed file read by index)"
+            + ("" if workers == 0 else ", or add workers if cores are free")
+        )
     return [
         RuntimeFinding(
             pattern="input-bound",
-            technique="fast-input-format",
-            severity=severity(wait),
-            message=f"{waits}{why}; samples made once, ahead of the loop, remove up to the wait",
-            fix=(
-                "make each sample cheaper to load: decode and transform once and keep the "
-                "results as tensors (a TensorDataset, or a preprocessed file read by index)"
-                + ("" if workers == 0 else ", or add workers if cores are free")
-            ),
+            technique=technique,
+            severity=severity(gain),
+            message=message,
+            fix=fix,
             site=site_of(loader["site"]),
-            gain=wait,
+            gain=gain,
             measured=measured,
         )
     ]
