@@ -114,6 +114,36 @@ def test_fusing_moves_existing_step_counters_and_is_idempotent() -> None:
     assert not fuse_optimizer(opt).changed
 
 
+@pytest.mark.parametrize("cls", [torch.optim.Adam, torch.optim.AdamW, torch.optim.SGD])
+def test_a_fused_optimizer_takes_the_grad_scaler_in_its_kernel_as_if_built_fused(
+    cls: type[torch.optim.Optimizer],
+) -> None:
+    built = cls(nn.Linear(2, 2).parameters(), lr=1e-2, fused=True)
+    opt = cls(nn.Linear(2, 2).parameters(), lr=1e-2)
+    fuse_optimizer(opt)
+    # Without the flag GradScaler.step unscales on its own and reads the inf check on the
+    # host: a sync every step, the one a fused kernel exists to avoid.
+    assert getattr(opt, "_step_supports_amp_scaling", False) is True
+    assert built._step_supports_amp_scaling is True
+
+    def run(fused_after: bool) -> list[torch.Tensor]:
+        torch.manual_seed(0)
+        model = nn.Linear(16, 4)
+        o = cls(model.parameters(), lr=1e-2, fused=not fused_after)
+        if fused_after:
+            fuse_optimizer(o)
+        scaler = torch.amp.GradScaler("cpu", init_scale=1024.0)
+        for _ in range(4):
+            scaler.scale(model(torch.randn(8, 16)).square().mean()).backward()
+            scaler.step(o)
+            scaler.update()
+            o.zero_grad()
+        return [p.detach().clone() for p in model.parameters()]
+
+    for a, b in zip(run(True), run(False), strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-6)
+
+
 def test_an_optimizer_without_a_fused_kernel_is_left_alone() -> None:
     opt = torch.optim.RMSprop(nn.Linear(2, 2).parameters())
     with pytest.warns(SpeedupWarning, match="RMSprop has no fused kernel"):

@@ -65,6 +65,22 @@ def test_checkpoint_content_and_safe_loading(uninterrupted: tuple[list[float], P
     assert ckpt.latest(folder) == folder / "step-20.pt"
 
 
+def test_a_checkpoint_read_for_another_device_keeps_its_rng_states_on_the_host(
+    uninterrupted: tuple[list[float], Path],
+) -> None:
+    # A GPU run's map_location: "meta" stands in for "cuda" on a machine without one. The RNG
+    # setters take CPU ByteTensors only (torch.set_rng_state raised on a CUDA-loaded state).
+    _, folder = uninterrupted
+    state = ckpt.load(folder / "step-12.pt", map_location="meta")
+    assert next(iter(state["model"].values())).device.type == "meta"
+    before = torch.get_rng_state()
+    gens = [torch.Generator() for _ in state["rng"]["generators"]]
+    ckpt.set_rng_state(state["epoch_rng"], gens)
+    ckpt.set_rng_state(state["rng"], gens)
+    assert torch.equal(torch.get_rng_state(), state["rng"]["torch"])
+    torch.set_rng_state(before)
+
+
 def test_a_missing_or_foreign_checkpoint_is_refused(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match="no checkpoint at"):
         ckpt.load(tmp_path / "nope.pt")

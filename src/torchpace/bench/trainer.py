@@ -58,9 +58,9 @@ def build_step(recipe: Recipe, cfg: TrainConfig, device: torch.device, *, seed: 
 
     def attention_backend() -> contextlib.AbstractContextManager[object]:
         if cfg.sdpa_backend == "math":
-            from torch.nn.attention import SDPBackend, sdpa_kernel
+            from torchpace.measure.compat import sdpa_kernel
 
-            return sdpa_kernel(SDPBackend.MATH)
+            return sdpa_kernel("math")  # type: ignore[no-any-return]
         return contextlib.nullcontext()
 
     def step() -> Work:

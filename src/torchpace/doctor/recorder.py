@@ -124,6 +124,17 @@ class Recorder:
             return "warmup"
         return "probe" if upcoming == self.warmup + 1 else "measured"
 
+    def guarded(self, what: str, instrument: Callable[[], None]) -> None:
+        """Run one of the doctor's own instruments inside the user's call (an optimizer step):
+        its error must never reach the script, so it becomes a note in the result."""
+        try:
+            instrument()
+        except Exception as exc:  # any failure of ours: the script goes on
+            first = str(exc).splitlines()[0] if str(exc) else ""
+            self.records.instrument_errors.append(
+                f"at {what}: {type(exc).__name__}: {first[:300]}".rstrip(": ")
+            )
+
     # -- boundaries -------------------------------------------------------------------------------
     def is_boundary(self, optimizer: object) -> bool:
         if self.marker is None:
@@ -175,9 +186,9 @@ class Recorder:
         self._compiled_at = signature
         self._new_step()
         if self.boundaries == self.warmup:
-            self.on_warmup_end()
+            self.guarded("the end of warm-up", self.on_warmup_end)
         elif self.boundaries == self.warmup + 1:
-            self.on_probe_end()
+            self.guarded("the end of the probe step", self.on_probe_end)
         if self.boundaries == 1 and self.cuda_in_use():
             # The script has initialised CUDA by its first step: from here each phase change
             # also records a CUDA event.

@@ -92,6 +92,8 @@ class Records:
     compute_calls: Any = None  # precision.ComputeCalls of the probe step, timed after the run
     loader_sources: dict[int, Any] = field(default_factory=dict)  # key -> loader_rate.Source
     settings: dict[str, Any] = field(default_factory=dict)
+    # the doctor's own instruments that failed inside the script's calls, caught and noted
+    instrument_errors: list[str] = field(default_factory=list)
     roots: list[str] = field(default_factory=list)  # class names of the models seen
     forward_sites: set[Site] = field(default_factory=set)  # each root's first call
     train_forward_sites: set[Site] = field(default_factory=set)  # a model's first training call

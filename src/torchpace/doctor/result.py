@@ -125,12 +125,13 @@ def build(
     records = session.rec.records
     cuda = session.device.type == "cuda"
     summary = summarize_steps(records, cuda=cuda)
+    # The script's peak first: measuring the peak FLOP/s (a cold cache) runs large matmuls here.
+    memory = session.memory()
     env = fingerprint(session.device, measure_peak=records.flops_per_step is not None).to_dict()
     peaks = _peaks(env)
     settings = dict(records.settings)
     mode = _math_mode(settings, cuda)
     step_s = summary["step_seconds"]["median"] if "step_seconds" in summary else None
-    memory = session.memory()
     loaders = [{**info.to_dict(), "key": key} for key, info in records.loaders.items()]
     precision = None if step_s is None else estimate(records.compute_calls, session.device, step_s)
     loader_rates = _loader_rates(session, summary, loaders)
@@ -172,6 +173,7 @@ def build(
         "findings": [],
         "skipped_patterns": {},
         "lint_errors": [],
+        "instrument_errors": list(records.instrument_errors),
     }
     runtime: list[RuntimeFinding] = []
     if step_s is not None:

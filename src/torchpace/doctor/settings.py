@@ -9,6 +9,7 @@ import torch
 from torch import nn
 
 from torchpace.doctor.records import Records
+from torchpace.measure import compat
 
 
 def _conv_weights_channels_last(modules: list[nn.Module]) -> bool | None:
@@ -35,9 +36,10 @@ def snapshot(
     return {
         "autocast": sorted(autocast),  # e.g. ["cpu:bfloat16"]; empty: float32 forward
         "cudnn_benchmark": bool(torch.backends.cudnn.benchmark),
-        "tf32_matmul": bool(torch.backends.cuda.matmul.allow_tf32),
-        "tf32_cudnn": bool(torch.backends.cudnn.allow_tf32),
-        "float32_matmul_precision": torch.get_float32_matmul_precision(),
+        # read through compat: the legacy getters raise once a script used the fp32_precision API
+        "tf32_matmul": compat.tf32_matmul(),
+        "tf32_cudnn": compat.tf32_cudnn(),
+        "float32_matmul_precision": compat.float32_matmul_precision(),
         "conv_model": _has_conv(modules),
         "channels_last_input": channels_last_input,
         "channels_last_weights": _conv_weights_channels_last(modules),

@@ -59,7 +59,9 @@ def cpu_supports_bf16() -> bool:
 
 def bf16_supported(device: torch.device) -> bool:
     if device.type == "cuda":
-        return bool(torch.cuda.is_bf16_supported())
+        from torchpace.measure.compat import bf16_native_cuda
+
+        return bf16_native_cuda(device)
     return cpu_supports_bf16()
 
 

@@ -332,6 +332,10 @@ def _findings_section(result: dict[str, Any], top: int | None) -> Section:
         blocks.append(Paragraph(f"Not checked on this run: {listed}.", tone="muted"))
     for err in result.get("lint_errors") or []:
         blocks.append(Paragraph(f"lint could not read a file: {err}", tone="note"))
+    for err in result.get("instrument_errors") or []:
+        blocks.append(
+            Paragraph(f"a doctor instrument failed (the script went on): {err}", tone="note")
+        )
     return Section("findings", "Findings, ranked by estimated gain", tuple(blocks))
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 import functools
 import sys
 import threading
+import types
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -100,6 +101,8 @@ class Interposer:
         self._fast: FastMath | None = None
         self._in_step = False
         self._backward_state = {"inside": False}
+        self._scaled_grads = False  # fp16: a backward since the last update ran scaled
+        self._unscaled: weakref.WeakSet[torch.optim.Optimizer] = weakref.WeakSet()
 
     # -- install / uninstall -------------------------------------------------------------------
     def install(self) -> None:
@@ -263,7 +266,7 @@ class Interposer:
 
         self.patches.set(torch.amp.GradScaler, "scale", scale_and_remember)
 
-        def wrap(original: Callable[..., Any]) -> Callable[..., Any]:
+        def wrap(original: Callable[..., Any], method: bool) -> Callable[..., Any]:
             @functools.wraps(original)
             def backward(*args: Any, **kwargs: Any) -> Any:
                 if state["inside"] or threading.get_ident() != self._main:
@@ -277,8 +280,9 @@ class Interposer:
                         s = self._scaled.pop(id(loss), None)
                         value = loss.detach().float().reshape(())
                         self.on_backward(value / s.float().reshape(()) if s is not None else value)
-                        if self._scaler is not None and not self.script_scales and args:
-                            args = (self._scaler.scale(loss), *args[1:])
+                    if self._scaler is not None and not self.script_scales:
+                        args, kwargs = _scaled_backward(self._scaler, method, args, kwargs)
+                        self._scaled_grads = True
                     out = original(*args, **kwargs)
                 finally:
                     state["inside"] = False
@@ -289,8 +293,48 @@ class Interposer:
 
             return backward
 
-        self.patches.set(torch.Tensor, "backward", wrap(torch.Tensor.backward))
-        self.patches.set(torch.autograd, "backward", wrap(torch.autograd.backward))
+        self.patches.set(torch.Tensor, "backward", wrap(torch.Tensor.backward, True))
+        self.patches.set(torch.autograd, "backward", wrap(torch.autograd.backward, False))
+        if self._scaler is not None:
+            self._patch_gradient_reads()
+
+    def _patch_gradient_reads(self) -> None:
+        """fp16: the functions that read gradient values (clipping, the total norm) see them
+        unscaled, as torch's AMP recipe has it (``scaler.unscale_(opt)`` before clipping): the
+        optimizers owning the tensors are unscaled first, once per step; ``scaler.step`` then
+        knows not to unscale them again."""
+        import torch.nn.utils.clip_grad as clip_module
+
+        for name in _GRADIENT_READERS:
+            original = getattr(clip_module, name, None)
+            if original is None:  # not in this torch version
+                continue
+            wrapped = self._unscaling(original)
+            for module in (clip_module, torch.nn.utils):
+                if getattr(module, name, None) is original:
+                    self.patches.set(module, name, wrapped)
+
+    def _unscaling(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(original)
+        def read(tensors: Any, *args: Any, **kwargs: Any) -> Any:
+            listed = [tensors] if isinstance(tensors, torch.Tensor) else list(tensors)
+            self._unscale_owners(listed)
+            return original(listed, *args, **kwargs)
+
+        return read
+
+    def _unscale_owners(self, tensors: list[Any]) -> None:
+        scaler = self._scaler
+        if scaler is None or self.script_scales or not self._scaled_grads:
+            return
+        ids = {id(t) for t in tensors if isinstance(t, torch.Tensor)}
+        for opt in list(self.optimizers):
+            if opt in self._unscaled:
+                continue
+            params = [p for g in opt.param_groups for p in g["params"]]
+            if any(id(p) in ids or (p.grad is not None and id(p.grad) in ids) for p in params):
+                scaler.unscale_(opt)
+                self._unscaled.add(opt)
 
     # -- optimizers ----------------------------------------------------------------------------
     def _patch_optimizer(self) -> None:
@@ -368,23 +412,29 @@ class Interposer:
 
     def _step_through_scaler(self, opt: torch.optim.Optimizer) -> None:
         """fp16: ``opt.step()`` goes through our GradScaler (unscale, skip on inf/NaN, update),
-        unless the script scales its losses itself."""
+        unless the script scales its losses itself.
+
+        The replacement is a bound method, as ``opt.step`` was: an LR scheduler built on the
+        optimizer wraps ``opt.step.__func__``, which a plain function lacks."""
         bound = opt.step
         inside = [False]  # GradScaler.step calls opt.step: that inner call is the real one
+        interposer = self
 
-        def step(*args: Any, **kwargs: Any) -> Any:
-            scaler = self._scaler
-            if inside[0] or scaler is None or self.script_scales:
+        def step(optimizer: torch.optim.Optimizer, *args: Any, **kwargs: Any) -> Any:
+            scaler = interposer._scaler
+            if inside[0] or scaler is None or interposer.script_scales:
                 return bound(*args, **kwargs)
             inside[0] = True
             try:
-                out = scaler.step(opt, *args, **kwargs)
+                out = scaler.step(optimizer, *args, **kwargs)
                 scaler.update()
                 return out
             finally:
                 inside[0] = False
+                interposer._unscaled = weakref.WeakSet()  # update() reset every optimizer
+                interposer._scaled_grads = False
 
-        opt.step = step  # type: ignore[method-assign]
+        opt.step = types.MethodType(step, opt)  # type: ignore[method-assign]
 
     def _batch_scaled(self, factor: float) -> None:
         """The training loader's batch size changed: the LR of every optimizer, now and later,
@@ -438,6 +488,56 @@ class ScaledGroup(dict):  # type: ignore[type-arg]
         ):
             value = value * self.factor
         super().__setitem__(key, value)
+
+
+# torch.nn.utils functions that read gradient values (get_total_norm and clip_grads_with_norm_
+# exist from torch 2.6).
+_GRADIENT_READERS = (
+    "clip_grad_norm_",
+    "clip_grad_norm",
+    "clip_grad_value_",
+    "get_total_norm",
+    "clip_grads_with_norm_",
+)
+
+
+def _scaled_backward(
+    scaler: Any, method: bool, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """The same backward call with its root gradients multiplied by the scaler's scale, in any
+    form it was called: ``loss.backward()``, ``loss.backward(gradient)`` for a non-scalar root,
+    ``torch.autograd.backward(tensors=..., grad_tensors=...)``, positional or by keyword."""
+    names = ("self", "gradient") if method else ("tensors", "grad_tensors")
+    positional, kwargs = list(args), dict(kwargs)
+
+    def get(i: int) -> Any:
+        return positional[i] if len(positional) > i else kwargs.get(names[i])
+
+    def put(i: int, value: Any) -> None:
+        if len(positional) > i:
+            positional[i] = value
+        else:
+            kwargs[names[i]] = value
+
+    roots, grads = get(0), get(1)
+    if grads is None and not method and kwargs.get("grad_variables") is not None:
+        grads = kwargs.pop("grad_variables")  # the deprecated name of grad_tensors
+        put(1, grads)
+    if roots is None:
+        return args, kwargs
+    if grads is None:  # scalar roots: scale them (autograd's implicit gradient is 1)
+        if isinstance(roots, torch.Tensor):
+            put(0, scaler.scale(roots))
+        else:
+            put(0, [scaler.scale(t) for t in roots])
+    elif isinstance(grads, torch.Tensor):
+        put(1, scaler.scale(grads))
+    else:  # one gradient per root; a None gradient means the root is a scalar
+        roots_list = [roots] if isinstance(roots, torch.Tensor) else list(roots)
+        pairs = list(zip(roots_list, list(grads), strict=True))
+        put(0, [scaler.scale(t) if g is None else t for t, g in pairs])
+        put(1, [None if g is None else scaler.scale(g) for _t, g in pairs])
+    return tuple(positional), kwargs
 
 
 def _channels_last(x: Any) -> Any:

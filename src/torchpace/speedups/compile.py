@@ -52,9 +52,9 @@ def compile_forward(model: nn.Module, *, mode: str = "default") -> Applied:
 
 def _why_not(model: nn.Module) -> str:
     """Why torch.compile cannot run here, or ""."""
-    from torch._dynamo.eval_frame import is_dynamo_supported
+    from torchpace.measure.compat import dynamo_supported
 
-    if not is_dynamo_supported():
+    if not dynamo_supported():
         return f"torch.compile does not support Python {sys.version.split()[0]}"
     on_cpu = all(p.device.type == "cpu" for p in model.parameters())
     if on_cpu and shutil.which("g++") is None and shutil.which("c++") is None:

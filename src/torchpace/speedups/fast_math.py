@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import torch
 
+from torchpace.measure import compat
 from torchpace.measure.env import bf16_supported
 from torchpace.speedups.applied import Applied, done
 
@@ -22,7 +23,7 @@ class FastMath:
     cudnn_benchmark: bool
 
     def restore(self) -> None:
-        torch.set_float32_matmul_precision(self.matmul_precision)
+        compat.set_float32_matmul_precision(self.matmul_precision)
         torch.backends.cudnn.benchmark = self.cudnn_benchmark
 
 
@@ -36,7 +37,7 @@ def set_fast_math(device: torch.device | str, *, matmul_precision: str | None = 
     Both change float32 results at rounding level; autocast runs make them moot for matmuls.
     """
     device = torch.device(device)
-    before = FastMath((), torch.get_float32_matmul_precision(), torch.backends.cudnn.benchmark)
+    before = FastMath((), compat.float32_matmul_precision(), torch.backends.cudnn.benchmark)
     applied: list[Applied] = []
     if device.type == "cuda":
         torch.backends.cudnn.benchmark = True
@@ -46,9 +47,7 @@ def set_fast_math(device: torch.device | str, *, matmul_precision: str | None = 
         precision = matmul_precision or "medium"
     else:
         precision = matmul_precision or before.matmul_precision
-    if precision not in ("highest", "high", "medium"):
-        raise ValueError(f"matmul_precision must be highest, high or medium; got {precision!r}")
-    torch.set_float32_matmul_precision(precision)
+    compat.set_float32_matmul_precision(precision)
     changed = precision != before.matmul_precision
     applied.append(
         done(

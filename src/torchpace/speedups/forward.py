@@ -74,14 +74,9 @@ def attention_backend(name: str) -> contextlib.AbstractContextManager[object]:
         raise ValueError(f"attention backend must be one of {', '.join(BACKENDS)}; got {name!r}")
     if name == "default":
         return contextlib.nullcontext()
-    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torchpace.measure.compat import sdpa_kernel
 
-    backend = {
-        "math": SDPBackend.MATH,
-        "flash": SDPBackend.FLASH_ATTENTION,
-        "efficient": SDPBackend.EFFICIENT_ATTENTION,
-    }[name]
-    return sdpa_kernel(backend)
+    return sdpa_kernel(name)  # type: ignore[no-any-return]
 
 
 def use_attention_backend(model: nn.Module, *, backend: str) -> Applied:

@@ -67,6 +67,9 @@ def fuse_optimizer(optimizer: torch.optim.Optimizer) -> Applied:
             if state and torch.is_tensor(state.get("step")):
                 state["step"] = state["step"].to(device=p.device, dtype=torch.float32)
     optimizer.defaults.update(fused=True, foreach=False)
+    # What the constructor sets for fused=True: GradScaler then hands the fused kernel its scale
+    # and inf flag instead of unscaling and reading the inf check on the host (a sync a step).
+    optimizer._step_supports_amp_scaling = True  # type: ignore[attr-defined]
     n = sum(len(g["params"]) for g in optimizer.param_groups)
     return done(TECHNIQUE, [f"{type(optimizer).__name__} fused over {n} parameter tensors"])
 

@@ -50,6 +50,9 @@ def rng_state(generators: Sequence[torch.Generator] = ()) -> dict[str, Any]:
 
 
 def set_rng_state(state: dict[str, Any], generators: Sequence[torch.Generator] = ()) -> None:
+    """Put back every RNG of ``rng_state``; its tensors may come from any device (a checkpoint
+    read with a GPU ``map_location``): the setters take CPU ByteTensors."""
+    state = _to(state, torch.device("cpu"))
     torch.set_rng_state(state["torch"])
     version, values, gauss = state["python"]
     random.setstate((version, tuple(values), gauss))
@@ -86,12 +89,31 @@ def save(path: str | Path, state: dict[str, Any]) -> Path:
     return path
 
 
+# Entries holding RNG states: torch.set_rng_state and Generator.set_state take CPU ByteTensors
+# only, whatever device the run trains on.
+_HOST_ONLY = ("epoch_rng", "rng", "per_rank")
+
+
+def _to(value: Any, device: torch.device) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value.to(device)
+    if isinstance(value, dict):
+        return {k: _to(v, device) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_to(v, device) for v in value)
+    return value
+
+
 def load(path: str | Path, *, map_location: torch.device | str = "cpu") -> dict[str, Any]:
+    """The checkpoint at ``path``, its tensors on ``map_location`` except the RNG states, which
+    stay on the CPU. ``fit()`` reads onto the CPU: ``load_state_dict`` puts weights and optimizer
+    state on their parameters' devices (and keeps a non-fused optimizer's step count on the host,
+    where a step count moved to the GPU would cost a sync each step)."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no checkpoint at {path}; pass the path fit() printed or wrote")
     try:
-        state = torch.load(path, map_location=map_location, weights_only=True)
+        state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # a damaged pickle fails in many ways (EOF, IndexError, ...)
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise ValueError(
@@ -100,6 +122,9 @@ def load(path: str | Path, *, map_location: torch.device | str = "cpu") -> dict[
     if not isinstance(state, dict) or state.get("format") != FORMAT:
         found = state.get("format") if isinstance(state, dict) else type(state).__name__
         raise ValueError(f"{path}: checkpoint format {found!r}, this torchpace reads {FORMAT}")
+    device = torch.device(map_location)
+    if device.type != "cpu":
+        state = {k: v if k in _HOST_ONLY else _to(v, device) for k, v in state.items()}
     return state
 
 

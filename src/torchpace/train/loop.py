@@ -102,7 +102,7 @@ def fit(
 
     start, epoch, next_batch, epoch_rng, rng_now = 0, 0, 0, None, None
     if resume is not None:  # load every state, then continue at the step after the checkpoint
-        state = checkpoint.load(resume, map_location=dev)
+        state = checkpoint.load(resume)  # onto the CPU: load_state_dict places each tensor
         unwrap(model).load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
         if scaler is not None and state.get("scaler"):
