@@ -271,3 +271,41 @@ def test_load_probe_subprocess_smoke() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() in ("ok", "none")
+
+
+def test_the_fp32_peak_is_measured_at_full_float32_precision(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # A script (or fast math) left TF32 on: the fp32 peak must not be a TF32 rate.
+    monkeypatch.setenv("TORCHPACE_CACHE_DIR", str(tmp_path))
+    in_force: list[tuple[torch.dtype, str]] = []
+
+    def fake(device: torch.device, dtype: torch.dtype, n: int, reps: int = 5) -> float:
+        in_force.append((dtype, torch.get_float32_matmul_precision()))
+        return 1.0
+
+    monkeypatch.setattr(env, "_matmul_tflops", fake)
+    torch.set_float32_matmul_precision("high")
+    try:
+        env.peak_tflops(CPU, use_cache=False)
+        assert torch.get_float32_matmul_precision() == "high"  # put back
+    finally:
+        torch.set_float32_matmul_precision("highest")
+    assert in_force[0] == (torch.float32, "highest")
+
+
+@pytest.mark.parametrize(
+    ("name", "bf16"),
+    [
+        ("NVIDIA H100 80GB HBM3", 989.4),
+        ("NVIDIA H100 PCIe", 756.0),
+        ("NVIDIA H100 NVL", 835.5),
+        ("NVIDIA H200", 989.4),
+        ("NVIDIA H200 NVL", 835.5),
+        ("NVIDIA A100-SXM4-80GB", 312.0),
+    ],
+)
+def test_vendor_peaks_tell_the_pcie_and_nvl_parts_from_the_sxm_ones(name: str, bf16: float) -> None:
+    from torchpace.measure.peaks import known_gpu_peak
+
+    assert known_gpu_peak(name, "bf16") == bf16

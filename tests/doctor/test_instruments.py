@@ -122,3 +122,30 @@ def test_peak_memory_leaves_out_the_peak_flops_measurement_of_a_cold_cache(tmp_p
     assert out["calls"], "the peak FLOP/s were not measured: the plant never ran"
     # The process holds torch and a tiny model (a few hundred MiB); the plant alone is 1 GiB.
     assert out["memory"]["peak_bytes"] < out["plant"], out["memory"]
+
+
+def test_a_run_is_a_cuda_run_by_the_trained_models_device(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A script that initialised CUDA (a GPU check, a library) but trains on the CPU.
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    s = doctor_session.Session(steps=0, warmup=1, stop=False)
+    assert s.trained_device() == torch.device("cuda", 0)  # no model seen yet: CUDA's word
+    s.start()
+    try:
+        model = nn.Linear(2, 2)
+        model(torch.randn(3, 2)).sum().backward()  # the first step ends the warm-up
+        assert s.trained_device() == torch.device("cpu")
+        assert s.device == torch.device("cpu")  # CUDA initialised, yet a CPU run
+    finally:
+        s.finish()
+
+
+def test_a_conv_net_on_cuda_is_judged_against_the_tf32_peak() -> None:
+    from torchpace.doctor.result import _math_mode
+
+    conv = {"autocast": [], "conv_model": True, "tf32_cudnn": True}
+    assert _math_mode({**conv, "float32_matmul_precision": "highest"}, cuda=True) == "tf32"
+    assert _math_mode({**conv, "tf32_cudnn": False}, cuda=True) == "fp32"
+    assert _math_mode({**conv, "float32_matmul_precision": "highest"}, cuda=False) == "fp32"

@@ -138,3 +138,21 @@ loader = make(ds)
 """
     findings, notes = plan_edits(source, "x.py", Plan(batch_size=32))
     assert findings == [] and [n.technique for n in notes] == ["max-batch-size"]
+
+
+def test_apply_defaults_to_the_device_the_script_trains_on(tmp_path: Path, capsys) -> None:
+    from torchpace.script.edits import script_device
+
+    assert script_device(b"import torch\nm = torch.nn.Linear(2, 2).cuda()\n", "a.py") == "cuda"
+    assert script_device(b"import torch\nm = torch.nn.Linear(2, 2)\n", "b.py") == "cpu"
+    assert script_device(b"def broken(:\n", "c.py") == "cpu"
+    # A CUDA script, no --device: autocast's device_type is the script's, not "cpu".
+    source = (DATA / "apply.in.py").read_text()
+    script = tmp_path / "train.py"
+    cuda = source.replace("nn.LazyLinear(2))", "nn.LazyLinear(2)).cuda()")
+    assert cuda != source
+    script.write_text(cuda)
+    plan = tmp_path / "plan.json"
+    Plan(amp="bf16").save(plan)
+    assert main(["apply", str(plan), str(script)]) == 0
+    assert 'autocast(device_type="cuda"' in capsys.readouterr().out

@@ -34,15 +34,21 @@ class PhaseClock:
         self._acc = dict.fromkeys(PHASES, 0.0)
         self._last = perf_counter()
         self._events: list[tuple[str, Any]] = []
+        self._stream: Any = None
         if cuda:
+            import torch
+
+            # The stream the steps run on, fixed now: a phase change inside the script's
+            # ``with torch.cuda.stream(side):`` (a prefetch) must not put the event trail on the
+            # side stream, where its intervals measure other work or come out negative.
+            self._stream = torch.cuda.current_stream()
             self._events.append(("", self._record()))
 
-    @staticmethod
-    def _record() -> Any:
+    def _record(self) -> Any:
         import torch
 
         event = torch.cuda.Event(enable_timing=True)
-        event.record()
+        event.record(self._stream)
         return event
 
     @property

@@ -52,6 +52,8 @@ def _math_mode(settings: dict[str, Any], cuda: bool) -> str:
         return "fp16"
     if cuda and settings.get("float32_matmul_precision") in ("high", "medium"):
         return "tf32"
+    if cuda and settings.get("conv_model") and settings.get("tf32_cudnn"):
+        return "tf32"  # cuDNN runs float32 convolutions in TF32 by default (allow_tf32=True)
     return "fp32"
 
 

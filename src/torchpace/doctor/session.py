@@ -52,7 +52,7 @@ class Session:
             patches.undo()
             raise
         rec.compile_signature = hooks.compile_signature
-        rec.cuda_in_use = torch.cuda.is_initialized
+        rec.cuda_in_use = lambda: self.trained_device().type == "cuda"
         rec.on_warmup_end = self._warmup_end
         rec.on_probe_end = self._probe_end
         self._installed = True
@@ -66,14 +66,31 @@ class Session:
             channels_last_input=self.modules.channels_last_input,
         )
         self.modules.to_roots()
-        if torch.cuda.is_initialized():
-            self.device = torch.device("cuda", torch.cuda.current_device())
+        device = self.trained_device()
+        if device.type == "cuda":
+            self.device = device
             self.alloc_retries_start = memory.cuda_alloc_retries(self.device)
         memory.reset_peak(self.device)
         self.memory_reset = True
         self.probe.start(cuda=self.device.type == "cuda")
         self.modules.on_eval = self.probe.pause
         self._probing = True
+
+    def trained_device(self) -> torch.device:
+        """The device the trained models' parameters are on: a script that initialises CUDA
+        (to check for a GPU, or a library that does) but trains on the CPU is a CPU run. With no
+        model found yet, a CUDA run is one that initialised CUDA."""
+        if not torch.cuda.is_initialized():
+            return torch.device("cpu")
+        modules = self.modules.modules() if self.modules is not None else []
+        params = [p for m in modules for p in m.parameters()]
+        for p in params:
+            if p.device.type == "cuda":
+                index = p.device.index if p.device.index is not None else 0
+                return torch.device("cuda", index)
+        if params:
+            return torch.device("cpu")
+        return torch.device("cuda", torch.cuda.current_device())
 
     def _probe_end(self) -> None:
         if self._probing:

@@ -122,7 +122,17 @@ def peak_tflops(device: torch.device, *, use_cache: bool = True) -> dict[str, fl
     # Sizes large enough to reach the steady rate: 2048 on CPU (~50 ms in fp32 on 2 cores),
     # 8192 on GPU.
     n = 8192 if device.type == "cuda" else 2048
-    result = {"fp32": _matmul_tflops(device, torch.float32, n)}
+    # fp32's peak at full float32 precision, whatever the script set: in TF32 ("high") the same
+    # matmul runs several times faster and every fp32 MFU after it would read too low.
+    from torchpace.measure import compat
+
+    precision = compat.float32_matmul_precision()
+    compat.set_float32_matmul_precision("highest")
+    try:
+        fp32 = _matmul_tflops(device, torch.float32, n)
+    finally:
+        compat.set_float32_matmul_precision(precision)
+    result = {"fp32": fp32}
     if bf16_supported(device):
         result["bf16"] = _matmul_tflops(device, torch.bfloat16, n)
     cache[key] = result

@@ -29,17 +29,18 @@ def add_parser(sub: Any) -> None:
     how.add_argument("--write", action="store_true", help="rewrite the script in place")
     p.add_argument(
         "--device",
-        choices=("cpu", "cuda"),
-        default="cpu",
+        choices=("auto", "cpu", "cuda"),
+        default="auto",
         help="the device the script trains on (device-dependent values: workers, pinning, "
-        "matmul precision, autocast's device_type); default cpu",
+        "matmul precision, autocast's device_type); default auto: cuda where the script "
+        "moves tensors or modules to a CUDA device, else cpu",
     )
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from torchpace.lint.fixes import apply_fixes, unified_diff, write_fixed
-    from torchpace.script.edits import plan_edits
+    from torchpace.script.edits import plan_edits, script_device
     from torchpace.train.plan import Plan
 
     plan = Plan.load(args.plan)
@@ -49,7 +50,8 @@ def run(args: argparse.Namespace) -> int:
     except OSError as e:
         raise ValueError(f"cannot read {path}: {e.strerror or e}") from None
     try:
-        findings, notes = plan_edits(data, path, plan, device=args.device)
+        device = args.device if args.device != "auto" else script_device(data, path)
+        findings, notes = plan_edits(data, path, plan, device=device)
     except SyntaxError as e:
         raise ValueError(f"{path}:{e.lineno}: the script does not parse: {e.msg}") from None
     fixed = apply_fixes(data, findings)

@@ -36,6 +36,7 @@ from itertools import pairwise
 
 from torchpace.findings import Edit, Finding, Fix, Location
 from torchpace.lint.imports import Resolver
+from torchpace.lint.results import LintError
 from torchpace.lint.rule import end_of, keyword
 from torchpace.measure.cores import usable_cores
 from torchpace.train.plan import Plan
@@ -537,6 +538,16 @@ def _bucketing(s: _Script, plan: Plan) -> tuple[list[Finding], list[Instruction]
             "bucket_by_length(loader) (its dataset needs per-sample `lengths`)",
         )
     ]
+
+
+def script_device(source: bytes, path: str) -> str:
+    """ "cuda" where the script moves or creates tensors or modules on a CUDA device (lint's
+    reading, statically), else "cpu": the default for device-dependent edits."""
+    from torchpace.lint.device import uses_cuda
+    from torchpace.lint.engine import parse
+
+    ctx = parse(path, source)
+    return "cuda" if not isinstance(ctx, LintError) and uses_cuda(ctx) else "cpu"
 
 
 def plan_edits(
