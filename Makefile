@@ -102,3 +102,22 @@ bench-scripts: $(STAMP)
 	$(PY) -m pip install --quiet -c $(VENV)/torch-constraint.txt -e ".[bench,corpus]"
 	$(PY) benchmarks/script_corpus/make_corpus.py --out .corpus/scripts
 	$(PY) benchmarks/script_corpus/tune_corpus.py --json $(SCRIPTS_JSON) $(SCRIPTS_ARGS)
+
+# gpu-check: the GPU kit (docs/gpu.md). Runs on a lent GPU machine as it is: its own python3 and
+# torch, PYTHONPATH=src, no pip, no network, no .venv; pure-Python packages it lacks come from
+# .gpu-wheels/ (`make gpu-wheels`, here, where the registry is reachable). Without CUDA it is a
+# dry run: `make gpu-check GPU_PYTHON=.venv/bin/python` skips what needs CUDA and runs the rest.
+GPU_PYTHON ?= python3
+STAGE ?= all
+GPU_JSON ?= gpu-check.json
+GPU_WHEEL_PYTHON ?= 3.12  # the lent machine's Python (docs/gpu.md)
+GPU_WHEELS := jsonschema>=4.18
+.PHONY: gpu-check gpu-wheels
+gpu-check:
+	$(GPU_PYTHON) benchmarks/gpu/kit.py --stage $(STAGE) --python $(GPU_PYTHON) --json $(GPU_JSON)
+
+gpu-wheels:
+	$(PYTHON) -m pip download --quiet --only-binary=:all: --implementation cp \
+	  --python-version $(strip $(GPU_WHEEL_PYTHON)) --platform manylinux_2_28_x86_64 \
+	  --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+	  -d .gpu-wheels "$(GPU_WHEELS)"

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import itertools
 import json
 import random
 import subprocess
@@ -309,3 +310,37 @@ def test_vendor_peaks_tell_the_pcie_and_nvl_parts_from_the_sxm_ones(name: str, b
     from torchpace.measure.peaks import known_gpu_peak
 
     assert known_gpu_peak(name, "bf16") == bf16
+
+
+def test_trial_step_clock_syncs_once_and_reads_queued_work_from_events(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # On CUDA a trial's steps are read from events, not from a synchronize at every step (which
+    # serialised loading with compute and inflated the gain of workers, compile, fused kernels).
+    from torchpace.measure.steps import StepClock
+
+    device_ms = iter([0.0, 0.0, 50.0, 100.0, 150.0])  # the GPU finishes a step every 50 ms
+    syncs: list[object] = []
+
+    class FakeEvent:
+        def __init__(self, enable_timing: bool = False) -> None:
+            self.at = 0.0
+
+        def record(self, stream: object = None) -> None:
+            self.at = next(device_ms)
+
+        def synchronize(self) -> None:
+            syncs.append("event")
+
+        def elapsed_time(self, other: FakeEvent) -> float:
+            return other.at - self.at
+
+    monkeypatch.setattr(torch.cuda, "Event", FakeEvent)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: syncs.append("device"))
+    clock = StepClock(torch.device("cuda", 0))
+    for _ in range(4):
+        clock.stamp()  # the host runs ahead: stamps microseconds apart
+    assert syncs == ["device"] and clock.count == 4  # one sync, at the first step's end
+    times = clock.times
+    steps = [b - a for a, b in itertools.pairwise(times)]
+    assert steps == pytest.approx([0.05, 0.05, 0.05], abs=2e-3)

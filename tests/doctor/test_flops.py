@@ -83,3 +83,22 @@ def test_an_evaluation_pass_inside_the_probe_step_is_not_counted() -> None:
     batch, inputs, outputs = 8, 64, 32
     train = 2 * (2 * batch * inputs * outputs)  # the forward and the weight gradient
     assert ran.result["utilisation"]["flops_per_step"] == train
+
+
+def test_a_cuda_lstm_counts_as_the_cpu_one_does() -> None:
+    # cuDNN runs the whole nn.LSTM as one _cudnn_rnn call, which had no formula: its FLOPs (and
+    # the MFU) were missing on CUDA. Its count must equal the CPU's per-layer count.
+    steps, batch, inputs, hidden = 12, 4, 32, 64
+    lstm = nn.LSTM(inputs, hidden, num_layers=2)
+    x = torch.randn(steps, batch, inputs)
+    with FlopCounterMode(display=False, custom_mapping=CUSTOM) as counter:
+        lstm(x)
+    cpu_forward = int(counter.get_total_flops())
+    shapes = [w.shape for w in lstm._flat_weights]
+    cuda_forward = CUSTOM[aten._cudnn_rnn](x.shape, shapes)
+    assert cuda_forward == cpu_forward
+    packed = CUSTOM[aten._cudnn_rnn](torch.Size([steps * batch, inputs]), shapes)
+    assert packed == cpu_forward  # a packed sequence: (tokens, features)
+    both = CUSTOM[aten._cudnn_rnn_backward](x.shape, shapes, [True, True, True, True])
+    data_only = CUSTOM[aten._cudnn_rnn_backward](x.shape, shapes, [True, True, True, False])
+    assert (both, data_only) == (2 * cpu_forward, cpu_forward)

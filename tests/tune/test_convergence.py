@@ -151,6 +151,29 @@ def test_other_random_streams_that_match_stay_preserving() -> None:
     assert v.ok and v.kind == "preserving"
 
 
+# On an H100 two same-seed runs of the cnn baseline differed by up to 4.1e-3 over 60 steps
+# (benchmarks/results/2026-11-25-gpu-check.json): step by step at 2e-3, the guard would reject
+# a preserving technique for the device's own non-determinism.
+def test_a_device_without_reproducible_runs_judges_past_the_tolerance_by_the_band() -> None:
+    drifted = [s * (1 + 4e-3) for s in SEED0]
+    strict = check(drifted, baseline_losses=SEED0, band=band(), changes_numerics=False)
+    assert not strict.ok
+    v = check(
+        drifted, baseline_losses=SEED0, band=band(), changes_numerics=False, reproducible=False
+    )
+    assert v.ok and v.kind == "changing"
+    off = check(
+        [4.0, 3.0, 3.25, 3.25],
+        baseline_losses=SEED0,
+        band=band(),
+        changes_numerics=False,
+        reproducible=False,
+    )
+    assert not off.ok and "not bitwise reproducible" in off.reason
+    assert check(SEED0, baseline_losses=SEED0, band=band(), changes_numerics=False,
+                 reproducible=False).kind == "preserving"  # fmt: skip
+
+
 def test_catalogue_tells_which_techniques_draw_other_random_numbers() -> None:
     assert changes_random_stream(["loader-workers"]) is True
     assert changes_random_stream(["persistent-workers", "fused-optimizer"]) is True

@@ -71,7 +71,27 @@ def _rnn_layer_backward(
     return 2 * _rnn_layer(x, w_ih, w_hh)
 
 
+def _cudnn_rnn(x: Any, weights: Any, *args: Any, out_shape: Any = None, **kw: Any) -> int:
+    """A whole nn.LSTM/GRU/RNN on CUDA (cuDNN's ``_cudnn_rnn``: every layer and direction at
+    once). At each time step of each sequence every weight matrix (input, hidden and projection
+    ones, 2-D in ``weights``; biases are 1-D) is one matrix-vector product. The input is
+    (steps, batch, features) or (batch, steps, features); a packed sequence is (tokens,
+    features)."""
+    tokens = x[0] if len(x) == 2 else x[0] * x[1]
+    return int(2 * tokens * sum(prod(w) for w in weights if len(w) == 2))
+
+
+def _cudnn_rnn_backward(x: Any, weights: Any, *args: Any, out_shape: Any = None, **kw: Any) -> int:
+    """The data gradients (input and states) take one forward's products, the weight gradients
+    another; ``output_mask`` (the last argument) says which were asked for."""
+    mask = args[-1] if args else kw.get("output_mask", (True, True, True, True))
+    forward = _cudnn_rnn(x, weights)
+    return forward * (int(any(mask[:3])) + int(bool(mask[3])))
+
+
 CUSTOM: dict[Any, Any] = {
+    aten._cudnn_rnn: _cudnn_rnn,
+    aten._cudnn_rnn_backward: _cudnn_rnn_backward,
     aten._scaled_dot_product_flash_attention_for_cpu: _sdpa_cpu,
     aten._scaled_dot_product_flash_attention_for_cpu_backward: _sdpa_cpu_backward,
     aten.convolution_backward: _conv_backward,

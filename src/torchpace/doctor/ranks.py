@@ -37,7 +37,10 @@ def _training_loader(result: dict[str, Any]) -> dict[str, Any] | None:
 
 def summarize_rank(result: dict[str, Any], rank_: int) -> dict[str, Any]:
     """One rank's figures in brief: what rank 0 needs from every rank to compare them."""
-    breakdown = result.get("breakdown") or {}
+    # On CUDA the device's phases: NCCL's all-reduce does not block the host, so a fast rank's
+    # wait for a slow one shows on its GPU's backward (the all-reduce kernel spins), not on the
+    # host clock's.
+    breakdown = result.get("device_breakdown") or result.get("breakdown") or {}
     throughput = result.get("samples_per_s") or {}
     loader = _training_loader(result)
     return {

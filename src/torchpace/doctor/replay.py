@@ -67,13 +67,15 @@ def _sync(device: torch.device) -> None:
 def per_call(run: Callable[[], Any], device: torch.device) -> float:
     """Seconds per call: one warm-up call, then calls until REPEAT_S or REPEAT_MAX. On CUDA the
     device is synchronised around the repeats, so the time is the kernels', not the launches'.
-    A warm-up call of over SLOW_CALL_S is its own measure (set-up cannot dominate it): a CPU
-    without native bf16 runs a model's convolution in seconds, and one such call is enough."""
+    A warm-up call of over SLOW_CALL_S is its own measure on a CPU (set-up cannot dominate it):
+    a CPU without native bf16 runs a model's convolution in seconds, and one such call is
+    enough. Never on CUDA, where a first call can be cuDNN's autotuning (cudnn.benchmark tries
+    every algorithm for a new shape) or a kernel's lazy load, not the call."""
     start = time.perf_counter()
     run()
     _sync(device)
     first = time.perf_counter() - start
-    if first >= SLOW_CALL_S:
+    if first >= SLOW_CALL_S and device.type != "cuda":
         return first
     n, start = 0, time.perf_counter()
     while n < REPEAT_MAX and time.perf_counter() - start < REPEAT_S:

@@ -105,7 +105,7 @@ class ScriptSteps:
         self.samples.append(self._samples)
         self._micro, self._samples = [], 0
         self._recorded_in_step = self._counted_in_step = False
-        if len(self.clock.times) >= self.total:
+        if self.clock.count >= self.total:
             raise DoctorStop
 
     def read_losses(self) -> tuple[float, ...]:
@@ -152,12 +152,11 @@ def run(spec: TrialSpec) -> TrialResult:
     finally:
         ip.uninstall()
     peak = memory.peak(dev)
-    n = len(steps.clock.times)
+    n = steps.clock.count
     if n < total:
         return _incomplete(spec, ended, steps, n, total, ip)
-    durations = [
-        b - a for a, b in zip([started[0], *steps.clock.times], steps.clock.times, strict=False)
-    ]
+    times = steps.clock.times
+    durations = [b - a for a, b in zip([started[0], *times], times, strict=False)]
     return _result(spec, plan, durations, steps, peak, ip, dev)
 
 

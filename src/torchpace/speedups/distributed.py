@@ -51,7 +51,12 @@ def init_from_env(device: torch.device | str | None = None) -> World:
     cuda = torch.device(device).type == "cuda" if device is not None else torch.cuda.is_available()
     if cuda:
         torch.cuda.set_device(w.local_rank)
-    dist.init_process_group(backend="nccl" if cuda else "gloo")
+        # device_id binds the process group to this GPU: NCCL connects at once instead of
+        # guessing the device at the first collective (torch warns without it, and a barrier()
+        # before any collective may pick the wrong GPU).
+        dist.init_process_group(backend="nccl", device_id=torch.device("cuda", w.local_rank))
+    else:
+        dist.init_process_group(backend="gloo")
     return world()
 
 

@@ -107,12 +107,13 @@ def run(spec: TrialSpec) -> TrialResult:
     else:
         t0, losses = _time_fit(model, optimizer, loader, recipe, plan, dev, total, count, clock)
     peak = memory.peak(dev)
-    if len(clock.times) != total:
+    if clock.count != total:
         raise RuntimeError(
-            f"{len(clock.times)} optimizer steps were timed for {total} steps: the recipe's "
+            f"{clock.count} optimizer steps were timed for {total} steps: the recipe's "
             "optimizer must call torch.optim.Optimizer.step once per step"
         )
-    durations = [b - a for a, b in zip([t0, *clock.times], clock.times, strict=False)]
+    times = clock.times
+    durations = [b - a for a, b in zip([t0, *times], times, strict=False)]
     return _result(spec, plan, recipe, durations, counts, losses, peak, applied, clock, dev)
 
 
