@@ -9,6 +9,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
+# Every doctor result the suite builds or writes, in this process or in the ones it starts, is
+# checked against docs/doctor-result.schema.json (doctor/result.py, validate_if_asked).
+os.environ["TORCHPACE_VALIDATE_RESULTS"] = "1"
+
 
 @pytest.fixture(autouse=True)
 def _isolated_cache(

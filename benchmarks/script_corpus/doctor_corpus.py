@@ -79,7 +79,10 @@ def doctor_entry(entry: dict[str, Any], root: Path, out: Path, args: argparse.Na
     dest = out / name
     dest.mkdir(parents=True, exist_ok=True)
     cwd = root / entry["cwd"]
-    env = entry_env(entry, root) | {"TORCHPACE_CACHE_DIR": str(out / "cache")}
+    env = entry_env(entry, root) | {
+        "TORCHPACE_CACHE_DIR": str(out / "cache"),
+        "TORCHPACE_VALIDATE_RESULTS": "1",  # each result checked against the published schema
+    }
     result_path = dest / "doctor.json"
     result_path.unlink(missing_ok=True)
     cmd = [

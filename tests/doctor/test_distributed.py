@@ -179,9 +179,10 @@ def test_a_rank_without_a_result_says_so_and_rank_0_does_not_wait(
     _torchrun_env(monkeypatch, agent.port, rank=1)
     distributed.publish_missing("the script raised KeyError")
     _torchrun_env(monkeypatch, agent.port, rank=0)
+    monkeypatch.setenv("TORCHPACE_DOCTOR_GATHER_TIMEOUT", "120")
     start = time.monotonic()
     out = distributed.gather(RANK0)
-    assert time.monotonic() - start < 2
+    assert time.monotonic() - start < 60  # read the missing note, not waited out the 120 s
     assert out is not None
     assert out["distributed"]["missing"] == [{"rank": 1, "reason": "the script raised KeyError"}]
 

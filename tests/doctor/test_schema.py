@@ -212,3 +212,108 @@ def test_the_doc_names_every_field_pattern_and_phase(schema: dict[str, Any]) -> 
     }
     assert {kind: sorted(m) for kind, m in missing.items() if m} == {}
     assert "doctor-result.schema.json" in doc
+
+
+# -- every pattern's finding, from planted evidence ----------------------------------------------
+def _phases(shares: dict[str, float], step_s: float) -> dict[str, Any]:
+    return {
+        p: {"share": shares.get(p, 0.0), "seconds": {"median": shares.get(p, 0.0) * step_s}}
+        for p in PHASES
+    }
+
+
+def _precision(source: str, to: str) -> dict[str, Any]:
+    """A timed precision estimate as doctor/precision.py writes it, list of recurrent layers
+    included (the list that, spread into a finding's measured, broke the schema)."""
+    return {
+        "basis": "this model's own calls, timed in both precisions",
+        "from": source,
+        "to": to,
+        "signatures": 4,
+        "timed": 4,
+        "failed": 0,
+        "flops_share_timed": 1.0,
+        "share_of": "FLOPs" if source == "float32" else "calls",
+        "from_timed_s": 0.06,
+        "to_timed_s": 0.02,
+        "cast_timed_s": 0.001,
+        "saved_s": 0.039,
+        "speedup": 0.06 / 0.021,
+        "recurrent_twins": [
+            {"module": "LSTM", "calls": 1, "float64_s": 0.01, "float32_s": 0.002},
+        ],
+        "compute_measured_s": 0.045,
+    }
+
+
+def _planted(device: str, dtype: str) -> Any:
+    """Evidence on which every pattern of that device and dtype finds something."""
+    from torchpace.doctor.evidence import Evidence
+
+    step_s = 0.1
+    shares = {"data": 0.25, "copy": 0.1, "forward": 0.2, "backward": 0.25, "optimizer": 0.15}
+    site = {"path": "/x/train.py", "line": 7}
+    summary = {
+        "steps": {"measured": 12, "kept": 10, "excluded": {"compiled": 2}},
+        "step_seconds": {"median": step_s},
+        "breakdown": _phases(shares, step_s),
+        "device_breakdown": _phases(shares, step_s) if device == "cuda" else None,
+        "syncs": [
+            {"path": "/x/train.py", "line": 30, "call": ".item()", "per_step": 1.0,
+             "every_step": True, "blocked_s_per_step": 0.004 if device == "cuda" else None}
+        ],
+        "padding": {"share": 0.5, "tokens_per_step": 4096.0, "padded_per_step": 2048.0},
+        "data_cpu_fraction": 0.9,
+    }  # fmt: skip
+    settings = {
+        "autocast": [],
+        "optimizers": [{"class": "Adam", "fused": False, "foreach": None, "site": site}],
+        "conv_model": True,
+        "channels_last_input": False,
+        "cudnn_benchmark": False,
+        "anomaly_detection": True,
+        "data_parallel": True,
+        "param_dtypes": [dtype],
+    }
+    loader = {"role": "train", "num_workers": 0, "pin_memory": False, "site": site, "key": 1}
+    return Evidence(
+        summary=summary,
+        settings=settings,
+        loaders=[loader],
+        device=device,
+        peaks={"fp32": 50.0, "bf16": 800.0},
+        flops_per_step=int(1e12),
+        forward_site=("/x/train.py", 20),
+        memory={"alloc_retries": 3},
+        precision=_precision(dtype, "bfloat16" if dtype == "float32" else "float32"),
+        threads=2,
+    )
+
+
+def test_every_patterns_finding_from_planted_evidence_validates(
+    result: Result, validator: Draft202012Validator
+) -> None:
+    from torchpace.doctor.merge import merge
+    from torchpace.doctor.patterns import diagnose
+
+    found = []
+    for device in ("cpu", "cuda"):
+        for dtype in ("float32", "float64"):
+            found += diagnose(_planted(device, dtype))[0]
+    assert {f.pattern for f in found} == {p.name for p in PATTERNS}
+    for finding in found:
+        doc = copy.deepcopy(result)
+        doc["findings"] = merge([finding], [], lines_seen=set(), syncs=[])
+        assert _errors(validator, json.loads(json.dumps(doc))) == [], finding.pattern
+
+
+def test_a_finding_with_a_list_in_measured_is_refused_when_built() -> None:
+    from torchpace.doctor.evidence import RuntimeFinding
+
+    with pytest.raises(TypeError, match=r"measured\['param_dtypes'\] is a list"):
+        RuntimeFinding(
+            "float64-compute", "float32-not-float64", "high", "m", "f", None, 0.5,
+            measured={"param_dtypes": ["float64"]},
+        )  # fmt: skip
+    with pytest.raises(TypeError, match="is a bool"):
+        RuntimeFinding("x", "avoid-syncs", "info", "m", "f", None, None, measured={"ok": True})

@@ -99,7 +99,7 @@ def test_a_trial_past_its_time_is_killed_with_its_children(tmp_path: Path) -> No
     r = _trial(tmp_path, _recipe(tmp_path, body=body), timeout_s=3)
     assert r.status == "timeout"
     assert "3 s" in r.reason
-    assert time.perf_counter() - t0 < 30  # killed, not waited for
+    assert time.perf_counter() - t0 < 150  # killed, not waited for: the trial sleeps 300 s
     assert _gone(int(pid_file.read_text()))  # the whole process group went
 
 

@@ -188,7 +188,9 @@ def _in_children(children: list[Child]) -> str:
 
 def _write_json(path: str, result: dict[str, Any]) -> None:
     from torchpace._files import atomic_write_text
+    from torchpace.doctor.result import validate_if_asked
 
+    validate_if_asked(result)
     atomic_write_text(path, _strict_json(result) + "\n")
     print(f"wrote {path}")
 

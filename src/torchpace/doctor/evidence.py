@@ -63,6 +63,20 @@ class RuntimeFinding:
     gain: float | None  # estimated share of step time recovered
     measured: dict[str, Any] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        """``measured`` holds numbers, strings and None only (the published schema's
+        ``finding.measured``): a list or a dict is refused here, where the finding is built,
+        not found later in a result that breaks the schema. Lists have result fields of their
+        own (``settings.param_dtypes``, ``precision.recurrent_twins``)."""
+        for key, value in self.measured.items():
+            scalar = isinstance(value, (int, float, str)) and not isinstance(value, bool)
+            if value is not None and not scalar:
+                raise TypeError(
+                    f"the {self.pattern} finding's measured[{key!r}] is a "
+                    f"{type(value).__name__}: measured holds numbers, strings and None only "
+                    "(docs/doctor-result.schema.json); put lists in a result field of their own"
+                )
+
 
 @dataclass(frozen=True)
 class Pattern:

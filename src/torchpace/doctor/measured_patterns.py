@@ -346,7 +346,8 @@ def float64_match(ev: Evidence) -> list[RuntimeFinding]:
             gain=gain,
             measured={
                 "compute_share": compute,
-                "param_dtypes": ev.settings["param_dtypes"],
+                # the list itself is the result's settings.param_dtypes
+                "param_dtypes": ", ".join(ev.settings["param_dtypes"]),
                 "basis": "timed on the model's calls" if timed else "float64 SIMD width",
             },
         )
@@ -399,7 +400,13 @@ def amp_match(ev: Evidence) -> list[RuntimeFinding]:
             f"({_shapes(timed)}), timed in both precisions, run {timed['speedup']:.2f}x faster "
             "in bfloat16 with autocast's casts"
         )
-        figures: dict[str, Any] = {"basis": "timed on the model's calls", **timed}
+        # the estimate's figures; its list of recurrent layers timed is the result's
+        # precision.recurrent_twins, counted here
+        figures: dict[str, Any] = {
+            "basis": "timed on the model's calls",
+            **{k: v for k, v in timed.items() if k not in ("basis", "recurrent_twins")},
+            "recurrent_twins": len(timed.get("recurrent_twins") or []),
+        }
     else:
         # No timing: the step's matmul/conv FLOPs at the measured peak rates, their time in
         # float32 minus their time in bfloat16.

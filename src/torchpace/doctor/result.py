@@ -24,6 +24,32 @@ if TYPE_CHECKING:
     from torchpace.doctor.session import Session
 
 SCHEMA = "torchpace.doctor/1"
+# Set by the test suite and the corpus runs: every result built or written is checked against the
+# published schema (needs jsonschema, a development dependency, and the source tree's docs/).
+VALIDATE_ENV = "TORCHPACE_VALIDATE_RESULTS"
+
+
+def validate_if_asked(result: dict[str, Any]) -> None:
+    """Raise when ``$TORCHPACE_VALIDATE_RESULTS`` is 1 and ``result`` breaks
+    docs/doctor-result.schema.json; nothing otherwise."""
+    if os.environ.get(VALIDATE_ENV) != "1":
+        return
+    import json
+    from pathlib import Path
+
+    from jsonschema import Draft202012Validator
+
+    schema_file = Path(__file__).resolve().parents[3] / "docs" / "doctor-result.schema.json"
+    schema = json.loads(schema_file.read_text())
+    validator = Draft202012Validator(schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
+    errors = [
+        f"{'/'.join(map(str, e.absolute_path)) or '<top>'}: {e.message}"
+        for e in validator.iter_errors(json.loads(json.dumps(result, default=str)))
+    ]
+    if errors:
+        raise ValueError(f"the doctor's result breaks {schema_file.name}: " + "; ".join(errors))
+
+
 _LIBRARY_DIRS = tuple(
     {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")}
 )
@@ -215,4 +241,5 @@ def build(
         syncs=summary.get("syncs_all_steps", []),
         checked=checked,
     )
+    validate_if_asked(result)
     return result
