@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 BATCH = 8
-UPDATE_S = 0.02
+UPDATE_S = 0.1  # long enough that a loaded machine's slower compute cannot pass for a second update
 LR = 0.1
 
 torch.manual_seed(0)
