@@ -19,7 +19,13 @@ KIT = ROOT / "benchmarks" / "gpu"
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA machine runs the kit for real")
 def test_the_dry_run_skips_what_needs_cuda_and_passes(tmp_path: Path) -> None:
     out = tmp_path / "gpu-check.json"
-    env = {**os.environ, "PIP_NO_INDEX": "1", "PIP_INDEX_URL": "http://127.0.0.1:9/"}
+    env = {
+        **os.environ,
+        "PIP_NO_INDEX": "1",
+        "PIP_INDEX_URL": "http://127.0.0.1:9/",
+        # one CPU twin: the suite runs all of them already (tests/test_compat.py and others)
+        "TORCHPACE_KIT_CPU_TWINS": "tests/test_compat.py::test_compile_checks_and_the_scaler",
+    }
     proc = subprocess.run(
         ["make", "-s", "gpu-check", f"GPU_PYTHON={sys.executable}", f"GPU_JSON={out}"],
         cwd=ROOT, capture_output=True, text=True, timeout=600, env=env,

@@ -149,3 +149,22 @@ def test_a_conv_net_on_cuda_is_judged_against_the_tf32_peak() -> None:
     assert _math_mode({**conv, "float32_matmul_precision": "highest"}, cuda=True) == "tf32"
     assert _math_mode({**conv, "tf32_cudnn": False}, cuda=True) == "fp32"
     assert _math_mode({**conv, "float32_matmul_precision": "highest"}, cuda=False) == "fp32"
+
+
+def test_a_failing_forward_or_optimizer_hook_is_noted_once_and_training_goes_on(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from torchpace.doctor import hooks
+
+    def broken(opt: object) -> object:
+        raise RuntimeError("planted failure reading the optimizer")
+
+    monkeypatch.setattr(hooks, "_optimizer_info", broken)
+    monkeypatch.setattr(
+        hooks.ModuleHooks, "_observe", lambda self, first: (_ for _ in ()).throw(KeyError("x"))
+    )
+    with watch(steps=0, warmup=2, lint=False) as w:
+        _train(8)
+    notes = w.result["instrument_errors"]
+    assert any("optimizer step's start" in n and "planted failure" in n for n in notes)
+    assert len(notes) == len(set(notes)) <= 3  # each failing place once, not once per call

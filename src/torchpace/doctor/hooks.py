@@ -51,6 +51,13 @@ def install_optimizer(rec: Recorder, patches: Patches) -> None:
         rec.optimizers_built += 1
 
     def pre(opt: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+        rec.guarded("an optimizer step's start", lambda: _pre(opt))
+
+    def post(opt: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+        # DoctorStop (a BaseException: the measured steps are done) passes the guard
+        rec.guarded("an optimizer step's end", lambda: _post(opt))
+
+    def _pre(opt: torch.optim.Optimizer) -> None:
         if id(opt) not in rec.records.optimizers:
             rec.records.optimizers[id(opt)] = _optimizer_info(opt)
             site = user_site()
@@ -59,7 +66,7 @@ def install_optimizer(rec: Recorder, patches: Patches) -> None:
         rec.clock.enter("optimizer")
         rec.in_optimizer_step = True
 
-    def post(opt: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+    def _post(opt: torch.optim.Optimizer) -> None:
         rec.in_optimizer_step = False
         rec.clock.exit()
         if rec.is_boundary(opt):
@@ -105,6 +112,9 @@ class ModuleHooks:
     def _pre(self, module: nn.Module, args: tuple[Any, ...]) -> None:
         if self._is_compiling() or threading.get_ident() != self.rec.main_thread:
             return
+        self.rec.guarded("a model's forward start", lambda: self._pre_body(module, args))
+
+    def _pre_body(self, module: nn.Module, args: tuple[Any, ...]) -> None:
         if self.data_depth or (self.depth == 0 and self.rec.clock.current == "data"):
             # Called while a DataLoader fetches (a dataset's or collate_fn's nn.Module
             # transforms, torchvision's among them): loading, not a model. Its time stays data.
@@ -147,6 +157,9 @@ class ModuleHooks:
     def _post(self, module: nn.Module, args: tuple[Any, ...], output: Any) -> None:
         if self._is_compiling() or threading.get_ident() != self.rec.main_thread:
             return
+        self.rec.guarded("a model's forward end", lambda: self._post_body(module, output))
+
+    def _post_body(self, module: nn.Module, output: Any) -> None:
         if self.data_depth:
             self.data_depth -= 1
             return

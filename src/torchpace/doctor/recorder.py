@@ -131,9 +131,9 @@ class Recorder:
             instrument()
         except Exception as exc:  # any failure of ours: the script goes on
             first = str(exc).splitlines()[0] if str(exc) else ""
-            self.records.instrument_errors.append(
-                f"at {what}: {type(exc).__name__}: {first[:300]}".rstrip(": ")
-            )
+            note = f"at {what}: {type(exc).__name__}: {first[:300]}".rstrip(": ")
+            if note not in self.records.instrument_errors:  # a hook that fails every call: once
+                self.records.instrument_errors.append(note)
 
     # -- boundaries -------------------------------------------------------------------------------
     def is_boundary(self, optimizer: object) -> bool:
