@@ -76,3 +76,17 @@ def test_loading_past_the_compute_runs_while_the_step_waits_on_as_many_cores() -
     assert step_with_workers(0.001, 0.029, 2, 0.0, 2) == pytest.approx(0.001 + 0.002 + 0.0135)
     # a waiting dataset (no CPU): the rest of the step alone
     assert step_with_workers(0.001, 0.0, 2, 0.0, 2) == pytest.approx(0.001)
+
+
+def test_the_pace_leaves_out_batches_made_before_the_timing_and_whole_bursts_count() -> None:
+    from torchpace.doctor.loader_rate import _pace
+
+    # 4 workers sharing one lock hand out 4 batches every 320 ms: the true pace is 80 ms. A
+    # window of waited and ready batches, cut inside a burst, must still read 80 ms.
+    bursts = [(t, i == 0) for t in (1.0, 1.32, 1.64) for i in range(4)]
+    assert _pace(0.9, bursts) == pytest.approx(0.08)
+    assert _pace(0.9, bursts[:-2]) == pytest.approx(0.08)  # cut inside the last burst
+    # no worker: every batch is made when asked for
+    assert _pace(0.0, [(0.05, True), (0.10, True), (0.15, True)]) == pytest.approx(0.05)
+    # fewer than two waits: the mean from the start
+    assert _pace(0.0, [(0.2, True)]) == pytest.approx(0.2)

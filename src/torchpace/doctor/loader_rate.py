@@ -21,11 +21,17 @@ from torch.utils.data import DataLoader, IterableDataset
 # sleeps) gains from workers past the cores, and one that computes shows there that it does not.
 COUNTS = (0, 1, 2, 4)
 # Per count: the first batches (one per worker, plus one) start the workers and are not timed;
-# then batches are timed until 8 or 2 s, and the count's time per batch is their mean. 2 s per
-# count keeps the whole probe near 10 s at worst (4 counts, worker start included).
+# then batches are timed until 16 or 2 s. Batches the workers had finished before the timing
+# began come back at once and are not counted: with 4 workers sharing one lock, 3 such batches
+# made 8 batches look like 5 and the pace 1.6x too fast (a 1.64x estimate measured 1.10x). The
+# pace is the time from the first batch waited for to the last, over the batches after it. 2 s
+# per count keeps the whole probe near 10 s at worst (4 counts, worker start included).
 MIN_BATCHES = 3
-MAX_BATCHES = 8
+MAX_BATCHES = 16
 BUDGET_S = 2.0
+# A batch that comes back within this was ready before it was asked for (no dataset makes one
+# in 0.2 ms; a ready one costs the queue read alone).
+READY_S = 2e-4
 # A worker that gives nothing for a minute is stuck: the probe gives up on it (DataLoader timeout).
 WORKER_TIMEOUT_S = 60
 
@@ -70,17 +76,40 @@ def _seconds_per_batch(source: Source, workers: int) -> float | None:
             it = iter(loader)
         for _ in range(workers + 1):
             next(it)
-        n, start = 0, time.perf_counter()
-        while n < MAX_BATCHES and (n < MIN_BATCHES or time.perf_counter() - start < BUDGET_S):
+        start = time.perf_counter()
+        ends: list[tuple[float, bool]] = []  # (when it came, whether it had to be waited for)
+        skipped = 0
+        while len(ends) < MAX_BATCHES and (
+            len(ends) < MIN_BATCHES or time.perf_counter() - start < BUDGET_S
+        ):
+            asked = time.perf_counter()
             next(it)
-            n += 1
-        return (time.perf_counter() - start) / n
+            now = time.perf_counter()
+            waited = not workers or now - asked > READY_S
+            if not waited and not ends and skipped < 2 * workers:
+                skipped += 1  # finished before the timing began (at most 2 per worker queued)
+                continue
+            ends.append((now, waited))
+        return _pace(start, ends)
     except StopIteration:  # an epoch too short to time
         return None
     finally:
         shutdown = getattr(it, "_shutdown_workers", None)
         if shutdown is not None:  # now, not when a later count's forked worker collects it
             shutdown()
+
+
+def _pace(start: float, ends: list[tuple[float, bool]]) -> float | None:
+    """Seconds per batch, from the first batch waited for to the last one waited for, over the
+    batches that came after the first up to the last: workers that finish batches together
+    (a lock they share) hand them out in bursts, and a window cut inside a burst would count
+    its ready batches without the wait that made them. Over everything from ``start`` when
+    fewer than two batches were waited for."""
+    waited = [i for i, (_t, w) in enumerate(ends) if w]
+    if len(waited) >= 2:
+        first, last = waited[0], waited[-1]
+        return (ends[last][0] - ends[first][0]) / (last - first)
+    return (ends[-1][0] - start) / len(ends) if ends else None
 
 
 def measure(source: Source | None) -> dict[str, Any] | None:
