@@ -168,3 +168,24 @@ def test_a_failing_forward_or_optimizer_hook_is_noted_once_and_training_goes_on(
     notes = w.result["instrument_errors"]
     assert any("optimizer step's start" in n and "planted failure" in n for n in notes)
     assert len(notes) == len(set(notes)) <= 3  # each failing place once, not once per call
+
+
+def test_the_phases_of_a_step_never_add_up_to_more_than_the_step(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The bookkeeping at each step's end (here planted: 20 ms, as a loaded machine can stretch
+    # it) was in the phase clock's time but not in the step's: "other" came to 1.34 of the step.
+    import time
+
+    from torchpace.doctor import hooks
+
+    def slow_signature() -> object:
+        time.sleep(0.02)
+        return None
+
+    monkeypatch.setattr(hooks, "compile_signature", slow_signature)
+    with watch(steps=6, warmup=2, lint=False) as w:
+        _train(20)
+    shares = {p: b["share"] for p, b in w.result["breakdown"].items()}
+    assert sum(shares.values()) == pytest.approx(1.0, abs=0.02), shares
+    assert all(0 <= v <= 1 for v in shares.values()), shares
