@@ -24,7 +24,9 @@ def test_the_dry_run_skips_what_needs_cuda_and_passes(tmp_path: Path) -> None:
         "PIP_NO_INDEX": "1",
         "PIP_INDEX_URL": "http://127.0.0.1:9/",
         # one CPU twin: the suite runs all of them already (tests/test_compat.py and others)
-        "TORCHPACE_KIT_CPU_TWINS": "tests/test_compat.py::test_compile_checks_and_the_scaler",
+        "TORCHPACE_KIT_CPU_TWINS": (
+            "tests/test_compat.py::test_dynamo_support_is_read_where_torch_keeps_it"
+        ),
     }
     proc = subprocess.run(
         ["make", "-s", "gpu-check", f"GPU_PYTHON={sys.executable}", f"GPU_JSON={out}"],

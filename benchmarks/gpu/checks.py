@@ -148,18 +148,26 @@ def check_cuda_tests(work: Path) -> dict[str, Any]:
 
 
 def _sched_clip(work: Path, plan: str | None) -> dict[str, Any]:
-    out = work / f"sched-clip-{plan or 'as-written'}.json"
+    """One run of sched_clip.py, as written or under an fp16 plan. fp16-scheduler and
+    fp16-clipping read the same two runs: the first check to need one runs it, in a folder
+    beside both checks' own, and the other reads its result (a failed run writes none)."""
+    shared = work.parent / "sched-clip"
+    shared.mkdir(parents=True, exist_ok=True)
+    out = shared / f"{plan or 'as-written'}.json"
+    if out.exists():
+        result: dict[str, Any] = json.loads(out.read_text())
+        return result
     script = [str(SCRIPTS / "sched_clip.py"), "--steps", "60", "--json", str(out)]
     if plan is None:
         proc = run(*script, timeout=120)
     else:
-        path = work / f"{plan}-plan.json"
+        path = shared / f"{plan}-plan.json"
         path.write_text(json.dumps({"version": 1, "amp": plan}))
         proc = run("-m", "torchpace", "run", "--plan", str(path), *script[:1], "--",
                    *script[1:], timeout=180)  # fmt: skip
     if proc.returncode != 0 or not out.exists():
         raise Fail(f"{plan or 'as written'}: rc {proc.returncode}: {tail(proc)}")
-    result: dict[str, Any] = json.loads(out.read_text())
+    result = json.loads(out.read_text())
     return result
 
 

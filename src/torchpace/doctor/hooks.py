@@ -51,11 +51,11 @@ def install_optimizer(rec: Recorder, patches: Patches) -> None:
         rec.optimizers_built += 1
 
     def pre(opt: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
-        rec.guarded("an optimizer step's start", lambda: _pre(opt))
+        rec.guarded("an optimizer step's start", _pre, opt)
 
     def post(opt: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
         # DoctorStop (a BaseException: the measured steps are done) passes the guard
-        rec.guarded("an optimizer step's end", lambda: _post(opt))
+        rec.guarded("an optimizer step's end", _post, opt)
 
     def _pre(opt: torch.optim.Optimizer) -> None:
         if id(opt) not in rec.records.optimizers:
@@ -112,7 +112,7 @@ class ModuleHooks:
     def _pre(self, module: nn.Module, args: tuple[Any, ...]) -> None:
         if self._is_compiling() or threading.get_ident() != self.rec.main_thread:
             return
-        self.rec.guarded("a model's forward start", lambda: self._pre_body(module, args))
+        self.rec.guarded("a model's forward start", self._pre_body, module, args)
 
     def _pre_body(self, module: nn.Module, args: tuple[Any, ...]) -> None:
         if self.data_depth or (self.depth == 0 and self.rec.clock.current == "data"):
@@ -157,7 +157,7 @@ class ModuleHooks:
     def _post(self, module: nn.Module, args: tuple[Any, ...], output: Any) -> None:
         if self._is_compiling() or threading.get_ident() != self.rec.main_thread:
             return
-        self.rec.guarded("a model's forward end", lambda: self._post_body(module, output))
+        self.rec.guarded("a model's forward end", self._post_body, module, output)
 
     def _post_body(self, module: nn.Module, output: Any) -> None:
         if self.data_depth:

@@ -124,11 +124,12 @@ class Recorder:
             return "warmup"
         return "probe" if upcoming == self.warmup + 1 else "measured"
 
-    def guarded(self, what: str, instrument: Callable[[], None]) -> None:
-        """Run one of the doctor's own instruments inside the user's call (an optimizer step):
-        its error must never reach the script, so it becomes a note in the result."""
+    def guarded(self, what: str, instrument: Callable[..., None], *args: Any) -> None:
+        """Run ``instrument(*args)``, one of the doctor's own, inside the user's call (a forward,
+        an optimizer step): its error must never reach the script, so it becomes a note in the
+        result."""
         try:
-            instrument()
+            instrument(*args)
         except Exception as exc:  # any failure of ours: the script goes on
             first = str(exc).splitlines()[0] if str(exc) else ""
             note = f"at {what}: {type(exc).__name__}: {first[:300]}".rstrip(": ")

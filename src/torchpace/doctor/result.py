@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import os
 import sysconfig
 from typing import TYPE_CHECKING, Any
@@ -29,25 +30,34 @@ SCHEMA = "torchpace.doctor/1"
 VALIDATE_ENV = "TORCHPACE_VALIDATE_RESULTS"
 
 
+_SCHEMA_FILE = "doctor-result.schema.json"
+
+
+@functools.lru_cache(maxsize=1)
+def _validator() -> Any:
+    """The published schema's validator, read and compiled once per process."""
+    import json
+    from pathlib import Path
+
+    from jsonschema import Draft202012Validator
+
+    schema = json.loads((Path(__file__).resolve().parents[3] / "docs" / _SCHEMA_FILE).read_text())
+    return Draft202012Validator(schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
+
+
 def validate_if_asked(result: dict[str, Any]) -> None:
     """Raise when ``$TORCHPACE_VALIDATE_RESULTS`` is 1 and ``result`` breaks
     docs/doctor-result.schema.json; nothing otherwise."""
     if os.environ.get(VALIDATE_ENV) != "1":
         return
     import json
-    from pathlib import Path
 
-    from jsonschema import Draft202012Validator
-
-    schema_file = Path(__file__).resolve().parents[3] / "docs" / "doctor-result.schema.json"
-    schema = json.loads(schema_file.read_text())
-    validator = Draft202012Validator(schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
     errors = [
         f"{'/'.join(map(str, e.absolute_path)) or '<top>'}: {e.message}"
-        for e in validator.iter_errors(json.loads(json.dumps(result, default=str)))
+        for e in _validator().iter_errors(json.loads(json.dumps(result, default=str)))
     ]
     if errors:
-        raise ValueError(f"the doctor's result breaks {schema_file.name}: " + "; ".join(errors))
+        raise ValueError(f"the doctor's result breaks {_SCHEMA_FILE}: " + "; ".join(errors))
 
 
 _LIBRARY_DIRS = tuple(

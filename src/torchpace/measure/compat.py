@@ -7,11 +7,11 @@
   read here tries the legacy getter and falls back to the new settings. The legacy setter
   ``set_float32_matmul_precision`` keeps working in both and sets the new values too.
 - **Mixed precision.** ``torch.amp.GradScaler(device)`` and ``torch.amp.autocast`` are the only
-  forms used (both exist from 2.4); ``torch.cuda.amp`` is deprecated.
+  forms used, called directly (both exist from 2.4); ``torch.cuda.amp`` is deprecated.
 - **Attention backends.** ``torch.nn.attention.sdpa_kernel`` (2.3+), not the removed
   ``torch.backends.cuda.sdp_kernel``.
-- **Compilation.** ``torch.compiler.is_compiling`` (2.3+); ``is_dynamo_supported`` moved between
-  versions and is read defensively.
+- **Compilation.** ``torch.compiler.is_compiling`` (2.3+) is called directly;
+  ``is_dynamo_supported`` moved between versions and is read defensively here.
 """
 
 from __future__ import annotations
@@ -20,9 +20,6 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-
-# The new API's values and the legacy precision names they correspond to.
-_PRECISION_OF = {"ieee": "highest", "tf32": "high", "bf16": "medium"}
 
 
 def has_fp32_precision_api() -> bool:
@@ -135,11 +132,6 @@ def sdpa_kernel(backend_name: str) -> Any:
     return _sdpa_kernel(member)
 
 
-def is_compiling() -> bool:
-    """Inside a torch.compile trace (instruments must stay out of it)."""
-    return bool(torch.compiler.is_compiling())
-
-
 def dynamo_supported() -> bool:
     """Whether torch.compile's frontend runs on this Python and platform."""
     try:
@@ -147,11 +139,6 @@ def dynamo_supported() -> bool:
     except ImportError:  # moved or gone in this version: let compile itself say why
         return True
     return bool(is_dynamo_supported())
-
-
-def grad_scaler(device_type: str) -> torch.amp.GradScaler:
-    """fp16's loss scaler for ``device_type`` (torch.amp's form; torch.cuda.amp's is deprecated)."""
-    return torch.amp.GradScaler(device_type)
 
 
 def bf16_native_cuda(device: torch.device) -> bool:

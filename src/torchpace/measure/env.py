@@ -19,6 +19,7 @@ from typing import Any
 import torch
 
 from torchpace._files import atomic_write_text
+from torchpace.measure import compat
 from torchpace.measure.clock import synchronize
 from torchpace.measure.cores import usable_cores
 
@@ -59,9 +60,7 @@ def cpu_supports_bf16() -> bool:
 
 def bf16_supported(device: torch.device) -> bool:
     if device.type == "cuda":
-        from torchpace.measure.compat import bf16_native_cuda
-
-        return bf16_native_cuda(device)
+        return compat.bf16_native_cuda(device)
     return cpu_supports_bf16()
 
 
@@ -124,8 +123,6 @@ def peak_tflops(device: torch.device, *, use_cache: bool = True) -> dict[str, fl
     n = 8192 if device.type == "cuda" else 2048
     # fp32's peak at full float32 precision, whatever the script set: in TF32 ("high") the same
     # matmul runs several times faster and every fp32 MFU after it would read too low.
-    from torchpace.measure import compat
-
     precision = compat.float32_matmul_precision()
     compat.set_float32_matmul_precision("highest")
     try:
