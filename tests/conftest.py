@@ -1,8 +1,10 @@
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -12,6 +14,29 @@ ROOT = Path(__file__).resolve().parents[1]
 # Every doctor result the suite builds or writes, in this process or in the ones it starts, is
 # checked against docs/doctor-result.schema.json (doctor/result.py, validate_if_asked).
 os.environ["TORCHPACE_VALIDATE_RESULTS"] = "1"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _every_written_result_validates(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[None]:
+    """After the last test, every doctor result file the suite wrote (``--json`` into a test's
+    folder, by this process or a child) is read back and checked against the schema: a result
+    broken where no test looked at it still fails the run, at this fixture's teardown."""
+    yield
+    from torchpace.doctor.result import SCHEMA, schema_errors
+
+    broken = {}
+    for path in tmp_path_factory.getbasetemp().rglob("*.json"):
+        try:
+            result = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue  # not a whole JSON file: not a result
+        if isinstance(result, dict) and result.get("schema") == SCHEMA:
+            errors = schema_errors(result)
+            if errors:
+                broken[str(path)] = errors[:5]
+    assert not broken, f"doctor results that break the schema: {json.dumps(broken, indent=1)}"
 
 
 @pytest.fixture(autouse=True)

@@ -9,6 +9,10 @@ the entry's cwd, with its PYTHONPATH and environment. From the result it keeps w
 found (how steps were marked, how many, child processes), the top findings with their estimated
 gain and the speed-up ``--verify`` measured for them, the FLOP count, MFU and the ops it could
 not count, and the run's noise; or, when no step was measured, the doctor's own words why.
+
+``--results DIR`` keeps each script's whole doctor result as ``DIR/NAME.json`` (the repository
+keeps the newest run's in ``benchmarks/results/corpus-doctor/``): tests/doctor/test_schema.py
+checks every one of them against the published schema.
 """
 
 from __future__ import annotations
@@ -109,7 +113,11 @@ def doctor_entry(entry: dict[str, Any], root: Path, out: Path, args: argparse.Na
     if not result_path.exists():
         res["not_measured"] = _last_line(dest / "doctor.log")
         return res
-    res |= _summary(json.loads(result_path.read_text()))
+    result = json.loads(result_path.read_text())
+    if args.results:
+        args.results.mkdir(parents=True, exist_ok=True)
+        (args.results / f"{name}.json").write_text(json.dumps(result, indent=1) + "\n")
+    res |= _summary(result)
     if not res["steps_seen"]:  # a run with no step writes its result too: outcome, no figures
         res["not_measured"] = _last_line(dest / "doctor.log")
     return res
@@ -127,6 +135,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=1200)
     ap.add_argument("--out", type=Path, default=REPO_ROOT / ".corpus" / "doctored")
     ap.add_argument("--json", type=Path)
+    ap.add_argument(
+        "--results", type=Path, help="a folder for each script's whole doctor result (NAME.json)"
+    )
     args = ap.parse_args(argv)
     root = args.root.resolve()
     import torch

@@ -103,6 +103,26 @@ def test_real_results_validate(
     assert _errors(validator, json.loads(json.dumps(runs[name]))) == []
 
 
+# Whole results kept in the repository: the report's fixtures and the newest corpus run's
+# (benchmarks/script_corpus/doctor_corpus.py --results). The dated single results beside them in
+# benchmarks/results/ are records of what an older doctor wrote and are not walked.
+STORED = ROOT / "benchmarks" / "results" / "corpus-doctor"
+
+
+def _stored_results() -> list[Path]:
+    files = [*sorted((ROOT / "tests").rglob("*.json")), *sorted(STORED.glob("*.json"))]
+    return [p for p in files if json.loads(p.read_text()).get("schema") == SCHEMA]
+
+
+def test_every_stored_result_validates(validator: Draft202012Validator) -> None:
+    stored = _stored_results()
+    corpus = [p for p in stored if p.parent == STORED]
+    # The corpus run keeps one result per script that wrote one: the walk is not vacuous.
+    assert len(corpus) >= 10 and len(stored) > len(corpus), stored
+    broken = {p.name: _errors(validator, json.loads(p.read_text())) for p in stored}
+    assert {name: e for name, e in broken.items() if e} == {}
+
+
 def test_a_run_that_ended_in_warm_up_has_no_figures(runs: dict[str, Result]) -> None:
     short = runs["ended in warm-up"]
     assert "step_seconds" not in short and "breakdown" not in short

@@ -45,17 +45,23 @@ def _validator() -> Any:
     return Draft202012Validator(schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
 
 
+def schema_errors(result: dict[str, Any]) -> list[str]:
+    """Where ``result``, as its JSON file would hold it, breaks docs/doctor-result.schema.json:
+    one line per error, naming the path; empty when it validates."""
+    import json
+
+    return [
+        f"{'/'.join(map(str, e.absolute_path)) or '<top>'}: {e.message}"
+        for e in _validator().iter_errors(json.loads(json.dumps(result, default=str)))
+    ]
+
+
 def validate_if_asked(result: dict[str, Any]) -> None:
     """Raise when ``$TORCHPACE_VALIDATE_RESULTS`` is 1 and ``result`` breaks
     docs/doctor-result.schema.json; nothing otherwise."""
     if os.environ.get(VALIDATE_ENV) != "1":
         return
-    import json
-
-    errors = [
-        f"{'/'.join(map(str, e.absolute_path)) or '<top>'}: {e.message}"
-        for e in _validator().iter_errors(json.loads(json.dumps(result, default=str)))
-    ]
+    errors = schema_errors(result)
     if errors:
         raise ValueError(f"the doctor's result breaks {_SCHEMA_FILE}: " + "; ".join(errors))
 
