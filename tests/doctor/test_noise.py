@@ -47,7 +47,7 @@ def test_a_run_beside_a_cpu_hog_says_noisy() -> None:
         for _ in range(2)
     ]
     try:
-        ran = script.run(str(SCRIPTS / "compute_only.py"), [], steps=30, warmup=2, lint=False)
+        ran = script.run(str(SCRIPTS / "compute_only.py"), [], steps=12, warmup=2, lint=False)
     finally:
         for pid in hogs:
             with contextlib.suppress(ProcessLookupError):

@@ -266,7 +266,7 @@ def test_verify_measures_loader_workers_on_a_serial_input_as_estimated(tmp_path)
             "torchpace",
             "doctor",
             "--steps",
-            "20",
+            "10",
             "--warmup",
             "3",
             "--verify",

@@ -202,7 +202,8 @@ def test_apply_writes_the_same_bucketing_that_run_interposes(tmp_path):
     out = tmp_path / "patched-seen.json"
     seed = (
         "import runpy, sys, torch, random; torch.manual_seed(0); random.seed(0); "
-        f"sys.argv = ['patched.py', '--out', {str(out)!r}]; "
+        # Three epochs of 12 batches: more than the 22 the trial saw, without the other 97.
+        f"sys.argv = ['patched.py', '--out', {str(out)!r}, '--epochs', '3']; "
         f"runpy.run_path({str(patched)!r}, run_name='__main__')"
     )
     import subprocess

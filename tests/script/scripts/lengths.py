@@ -1,6 +1,6 @@
 """Variable-length sequences padded to each batch's longest, from a dataset that states its
-samples' ``lengths``; a shuffled DataLoader, several epochs. ``--out PATH`` writes each step's
-batch (dataset indices) and padded fraction, as the script saw them."""
+samples' ``lengths``; a shuffled DataLoader, ``--epochs`` epochs (100). ``--out PATH`` writes
+each step's batch (dataset indices) and padded fraction, as the script saw them."""
 
 import argparse
 import json
@@ -36,12 +36,13 @@ def pad(items):
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--out")
+ap.add_argument("--epochs", type=int, default=100)
 args = ap.parse_args()
 loader = DataLoader(Sequences(), batch_size=BATCH, shuffle=True, collate_fn=pad)
 model = nn.Linear(1, 2)
 opt = torch.optim.SGD(model.parameters(), lr=0.1)
 seen = []
-for epoch in range(100):
+for epoch in range(args.epochs):
     for idx, x, y in loader:
         padded = float((x == 0).float().mean())
         seen.append({"epoch": epoch, "batch": idx, "padded": padded})
