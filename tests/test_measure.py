@@ -200,8 +200,23 @@ def test_peak_memory_resets_per_phase() -> None:
     assert memory.peak(CPU).bytes < high - 200 * 2**20
 
 
+class _PlantedLoad:
+    """A LoadProbe that reports ``cores`` of other processes' work, whatever the machine does."""
+
+    cores: float | None = 0.0
+
+    def foreign_cores(self) -> float | None:
+        return self.cores
+
+
+def _plant_load(monkeypatch: pytest.MonkeyPatch, cores: float | None) -> None:
+    monkeypatch.setattr(_PlantedLoad, "cores", cores)
+    monkeypatch.setattr(env, "LoadProbe", _PlantedLoad)
+
+
 def test_fingerprint_and_peak_cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("TORCHPACE_CACHE_DIR", str(tmp_path))
+    _plant_load(monkeypatch, 0.0)
     calls: list[torch.dtype] = []
 
     def fake(device: torch.device, dtype: torch.dtype, n: int, reps: int = 5) -> float:
@@ -219,9 +234,62 @@ def test_fingerprint_and_peak_cache(monkeypatch: pytest.MonkeyPatch, tmp_path: P
     assert any(k.startswith("cpu|") for k in cached)
 
 
+def test_a_peak_measured_under_load_is_not_cached(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # Issue 29: a peak measured beside another job was cached for ever, and every MFU after it
+    # read 2.2x too high. Beside 1.5 cores of other work it serves its own run only.
+    monkeypatch.setenv("TORCHPACE_CACHE_DIR", str(tmp_path))
+    rate = {"now": 0.08}  # what the matmul achieves, set per phase (fp32 and bf16 alike)
+    monkeypatch.setattr(env, "_matmul_tflops", lambda *a, **k: rate["now"])
+    _plant_load(monkeypatch, 1.5)
+    busy = env.fingerprint(CPU)
+    assert busy.peak_tflops_fp32 == 0.08 and busy.peak_load == 1.5
+    assert not (tmp_path / "peak_flops.json").exists()
+    from torchpace.measure.noise import peak_loaded
+    from torchpace.report.fmt import environment
+
+    assert peak_loaded(busy.to_dict())
+    assert "reads low, not cached" in environment(busy.to_dict())
+    # Quiet: measured again, cached with its load, and read back without measuring.
+    _plant_load(monkeypatch, 0.05)
+    rate["now"] = 0.18
+    quiet = env.fingerprint(CPU)
+    assert quiet.peak_tflops_fp32 == 0.18 and quiet.peak_load == 0.05
+    assert not peak_loaded(quiet.to_dict()) and "not cached" not in environment(quiet.to_dict())
+    rate["now"] = 0.19
+    assert env.fingerprint(CPU).peak_tflops_fp32 == 0.18  # read from the cache
+    # --remeasure measures even with a cached figure, and caches the new quiet one.
+    assert env.fingerprint(CPU, remeasure=True).peak_tflops_fp32 == 0.19
+    (entry,) = json.loads((tmp_path / "peak_flops.json").read_text()).values()
+    assert entry["fp32"] == 0.19 and entry["load"] == 0.05
+
+
+def test_a_cached_peak_without_its_load_is_measured_again(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # Entries cached before loads were kept may have been measured under load: not trusted.
+    monkeypatch.setenv("TORCHPACE_CACHE_DIR", str(tmp_path))
+    _plant_load(monkeypatch, None)  # no /proc: the load is unknown, the figure is cached
+    monkeypatch.setattr(env, "_matmul_tflops", lambda *a, **k: 0.2)
+    env.peak_tflops(CPU)
+    path = tmp_path / "peak_flops.json"
+    cache = json.loads(path.read_text())
+    path.write_text(json.dumps({k: {"fp32": 0.05} for k in cache}))
+    assert env.peak_tflops(CPU) == {"fp32": 0.2, "load": None}  # measured again, not 0.05
+
+
+def test_env_remeasure_and_no_peak_together_are_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    from torchpace.cli import main
+
+    with pytest.raises(SystemExit, match="drop --no-peak"):
+        main(["env", "--no-peak", "--remeasure"])
+
+
 def test_damaged_peak_cache_is_remeasured(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("TORCHPACE_CACHE_DIR", str(tmp_path))
     (tmp_path / "peak_flops.json").write_text("{not json")
+    _plant_load(monkeypatch, 0.0)
     monkeypatch.setattr(env, "_matmul_tflops", lambda *a, **k: 2.0)
     assert env.peak_tflops(CPU)["fp32"] == 2.0
 

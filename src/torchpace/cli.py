@@ -46,8 +46,13 @@ def _cmd_techniques(args: argparse.Namespace) -> int:
 def _cmd_env(args: argparse.Namespace) -> int:
     from torchpace.measure.clock import resolve_device
     from torchpace.measure.env import fingerprint
+    from torchpace.measure.noise import peak_loaded
 
-    fp = fingerprint(resolve_device(args.device), measure_peak=not args.no_peak).to_dict()
+    if args.remeasure and args.no_peak:
+        raise SystemExit("torchpace env: --remeasure measures the peak; drop --no-peak")
+    fp = fingerprint(
+        resolve_device(args.device), measure_peak=not args.no_peak, remeasure=args.remeasure
+    ).to_dict()
     if args.json:
         print(json.dumps(fp, indent=2))
         return 0
@@ -59,6 +64,13 @@ def _cmd_env(args: argparse.Namespace) -> int:
     for k, v in fp.items():
         table.add_row(k, "—" if v is None else (f"{v:.3f}" if isinstance(v, float) else str(v)))
     _console().print(table)
+    if peak_loaded(fp):
+        print(
+            f"torchpace env: other processes used {fp['peak_load']:.2f} cores while the peak was "
+            "measured: it reads low and was not cached; run `torchpace env --remeasure` on a "
+            "quiet machine",
+            file=sys.stderr,
+        )
     return 0
 
 
@@ -232,6 +244,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.add_argument("--device", default="auto")
     p.add_argument("--no-peak", action="store_true", help="skip measuring peak matmul FLOP/s")
+    p.add_argument(
+        "--remeasure",
+        action="store_true",
+        help="measure the peak FLOP/s again instead of reading the cache (cached when quiet)",
+    )
     p.set_defaults(func=_cmd_env)
 
     p = sub.add_parser(

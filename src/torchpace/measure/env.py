@@ -1,7 +1,10 @@
 """Environment fingerprint: what every saved figure carries, so it names its hardware and versions.
 
 Peak matmul FLOP/s are measured once per (device, torch version, thread count) and cached in
-``$TORCHPACE_CACHE_DIR`` (default ``~/.cache/torchpace``).
+``$TORCHPACE_CACHE_DIR`` (default ``~/.cache/torchpace``), with the load beside the measurement:
+a peak measured while other processes used the cores is used for that run only and never cached
+(issue 29: 0.084 TFLOP/s cached beside another job against 0.18 quiet made every later MFU 2.2x
+too high). ``torchpace env --remeasure`` measures again.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from torchpace._files import atomic_write_text
 from torchpace.measure import compat
 from torchpace.measure.clock import synchronize
 from torchpace.measure.cores import usable_cores
+from torchpace.measure.noise import MAX_FOREIGN_CORES, LoadProbe
 
 _CPUINFO = Path("/proc/cpuinfo")
 
@@ -82,6 +86,8 @@ class Fingerprint:
     tensor_cores: bool
     peak_tflops_fp32: float | None
     peak_tflops_bf16: float | None
+    # Other processes' cores while the peaks were measured (None: not measured, or unknown).
+    peak_load: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -104,23 +110,33 @@ def _matmul_tflops(device: torch.device, dtype: torch.dtype, n: int, reps: int =
     return 2 * n**3 / statistics.median(times) / 1e12
 
 
-def peak_tflops(device: torch.device, *, use_cache: bool = True) -> dict[str, float]:
-    """Measured peak matmul TFLOP/s for fp32 and bf16 on ``device``, cached on disk."""
+def peak_tflops(
+    device: torch.device, *, use_cache: bool = True, remeasure: bool = False
+) -> dict[str, float | None]:
+    """Measured peak matmul TFLOP/s for fp32 (and bf16 where the device runs it natively) on
+    ``device``, with ``load``: other processes' cores during the measurement (None where /proc
+    cannot tell). Read from the on-disk cache unless ``remeasure``; written to it only when the
+    measurement was quiet (load at most the noise limit, or unknown). A cache entry without a
+    recorded load (written before loads were kept) is measured again."""
     _, cpu_model = _cpu_flags_and_model()
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_model
     key = f"{device.type}|{name}|torch {torch.__version__}|threads {torch.get_num_threads()}"
     path = cache_dir() / "peak_flops.json"
-    cache: dict[str, dict[str, float]] = {}
+    cache: dict[str, dict[str, float | None]] = {}
     if use_cache and path.exists():
         try:
             cache = json.loads(path.read_text())
         except (OSError, json.JSONDecodeError):
             cache = {}  # a damaged cache is re-measured, never trusted
-        if key in cache:
-            return cache[key]
+        if not isinstance(cache, dict):
+            cache = {}
+        entry = cache.get(key)
+        if not remeasure and isinstance(entry, dict) and "load" in entry:
+            return entry
     # Sizes large enough to reach the steady rate: 2048 on CPU (~50 ms in fp32 on 2 cores),
     # 8192 on GPU.
     n = 8192 if device.type == "cuda" else 2048
+    probe = LoadProbe()
     # fp32's peak at full float32 precision, whatever the script set: in TF32 ("high") the same
     # matmul runs several times faster and every fp32 MFU after it would read too low.
     precision = compat.float32_matmul_precision()
@@ -129,20 +145,24 @@ def peak_tflops(device: torch.device, *, use_cache: bool = True) -> dict[str, fl
         fp32 = _matmul_tflops(device, torch.float32, n)
     finally:
         compat.set_float32_matmul_precision(precision)
-    result = {"fp32": fp32}
+    result: dict[str, float | None] = {"fp32": fp32}
     if bf16_supported(device):
         result["bf16"] = _matmul_tflops(device, torch.bfloat16, n)
-    cache[key] = result
-    if use_cache:
+    load = probe.foreign_cores()
+    result["load"] = None if load is None else round(load, 2)
+    if use_cache and (load is None or load <= MAX_FOREIGN_CORES):
+        cache[key] = result
         atomic_write_text(path, json.dumps(cache, indent=2, sort_keys=True))
     return result
 
 
-def fingerprint(device: torch.device, *, measure_peak: bool = True) -> Fingerprint:
+def fingerprint(
+    device: torch.device, *, measure_peak: bool = True, remeasure: bool = False
+) -> Fingerprint:
     flags, cpu_model = _cpu_flags_and_model()
     cuda = device.type == "cuda"
     cap = torch.cuda.get_device_capability(device) if cuda else None
-    peaks = peak_tflops(device) if measure_peak else {}
+    peaks = peak_tflops(device, remeasure=remeasure) if measure_peak else {}
     cudnn = torch.backends.cudnn.version() if cuda else None
     return Fingerprint(
         torch_version=torch.__version__,
@@ -162,4 +182,5 @@ def fingerprint(device: torch.device, *, measure_peak: bool = True) -> Fingerpri
         tensor_cores=bool(cap and cap[0] >= 7),
         peak_tflops_fp32=peaks.get("fp32"),
         peak_tflops_bf16=peaks.get("bf16"),
+        peak_load=peaks.get("load"),
     )

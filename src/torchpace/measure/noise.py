@@ -11,6 +11,7 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 # 25% of one core busy with other work on average: enough to steal whole steps from a 2-core
 # run. Chosen on the 2-core development VM, where an idle machine reads 0-5%.
@@ -85,6 +86,13 @@ class LoadProbe:
         busy = machine1[0] - self._machine0[0]
         steal = machine1[1] - self._machine0[1]
         return max(0.0, (busy - own + steal) / wall)
+
+
+def peak_loaded(env: dict[str, Any]) -> bool:
+    """Whether an environment fingerprint's peak FLOP/s were measured beside other processes'
+    work (``peak_load`` over the limit): they read low, and were not cached."""
+    load = env.get("peak_load")
+    return load is not None and load > MAX_FOREIGN_CORES
 
 
 def verdict(rel_iqr: float, foreign_cores: float | None) -> list[str]:

@@ -8,6 +8,8 @@ import shlex
 from collections.abc import Sequence
 from typing import Any
 
+from torchpace.measure.noise import peak_loaded
+
 DASH = "—"
 
 
@@ -93,7 +95,14 @@ def environment(env: dict[str, Any]) -> str:
         for mode, key in (("fp32", "peak_tflops_fp32"), ("bf16", "peak_tflops_bf16"))
         if env.get(key)
     ]
+    loaded = (
+        f" (beside {env['peak_load']:.2f} cores of other processes' work: reads low, not cached)"
+        if peaks and peak_loaded(env)
+        else ""
+    )
     parts.append(
-        f"measured peak TFLOP/s: {', '.join(peaks)}" if peaks else "peak FLOP/s not measured"
+        f"measured peak TFLOP/s: {', '.join(peaks)}{loaded}"
+        if peaks
+        else "peak FLOP/s not measured"
     )
     return "; ".join(parts)
