@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import functools
 import os
 import re
@@ -35,6 +36,10 @@ RESULT_VERSION = 1
 
 _UNITS = {"s": 1, "m": 60, "h": 3600}
 _BYTES = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
+
+
+# The doctor's survey of a script before its tune: at least this long unless --trial-timeout.
+SURVEY_TIMEOUT_S = 600.0
 
 
 def parse_duration(text: str) -> float:
@@ -85,6 +90,17 @@ def add_parser(sub: Any) -> None:
         action="store_true",
         help="run the cached failed trials again (timeouts, a full disk and kills from outside "
         "are always run again); the good ones stay cached",
+    )
+    p.add_argument(
+        "--keep-batch-size",
+        action="store_true",
+        help="the batch size is part of the experiment: do not search it",
+    )
+    p.add_argument(
+        "--trial-timeout",
+        type=parse_duration,
+        help="the most a trial may take before it is killed (default: for a script, three "
+        "times what the doctor's survey says a trial takes, at least 3m; else 3m)",
     )
     p.add_argument("--html", type=Path, help="also write the HTML report here (torchpace report)")
     p.set_defaults(func=run, script_args=None)
@@ -143,7 +159,13 @@ def run(args: argparse.Namespace) -> int:
     from torchpace.tune.convergence import DEFAULT_TAIL
     from torchpace.tune.progress import TuneProgress
     from torchpace.tune.results import ResultsFile, cache_path, tune_fingerprint
-    from torchpace.tune.search import AfterBaseline, Settings, tune
+    from torchpace.tune.search import (
+        DEFAULT_TRIAL_TIMEOUT_S,
+        AfterBaseline,
+        Settings,
+        trial_timeout,
+        tune,
+    )
     from torchpace.tune.table import render, to_text
 
     args.out = output_dir(args.out, "--out")  # before the search, not after it (issue 17)
@@ -186,6 +208,9 @@ def run(args: argparse.Namespace) -> int:
         script_args=tuple(script_args or ()) if is_script else None,
         cwd=cwd if is_script else None,
         retry_failed=args.retry_failed,
+        trial_timeout_s=args.trial_timeout or DEFAULT_TRIAL_TIMEOUT_S,
+        keep_batch_size=args.keep_batch_size,
+        timeout_option="--trial-timeout",
     )
     survey_note = ""
     baseline: Plan | None = None
@@ -199,16 +224,32 @@ def run(args: argparse.Namespace) -> int:
         # A script's baseline is the script as written: nothing applied, its own zero_grad too.
         baseline = Plan(grad_set_to_none=False)
         print(f"torchpace tune: {args.recipe} is a training script; the doctor measures it first")
-        findings, survey_note = survey(
+        surveyed = survey(
             target,
             list(script_args or ()),
             out=path.parent / "doctor.json",
             steps=max(args.steps, 10),
             warmup=args.warmup,
-            timeout_s=settings.trial_timeout_s,
+            # The survey runs more steps than a trial, and nothing is known of the script yet:
+            # what was asked, else the whole budget, and never under SURVEY_TIMEOUT_S.
+            timeout_s=args.trial_timeout or max(args.budget, SURVEY_TIMEOUT_S),
             cwd=cwd,
         )
+        findings, survey_note = surveyed.findings, surveyed.note
         print(f"torchpace tune: {survey_note}")
+        if surveyed.first_step_s is not None and surveyed.step_s is not None:
+            expected = surveyed.first_step_s + (args.warmup + args.steps) * surveyed.step_s
+            if args.trial_timeout is None:
+                limit = trial_timeout(
+                    surveyed.first_step_s, surveyed.step_s, warmup=args.warmup, steps=args.steps
+                )
+                settings = dataclasses.replace(settings, trial_timeout_s=limit)
+            print(
+                f"torchpace tune: a trial should take about {expected:.0f} s (first step at "
+                f"{surveyed.first_step_s:.1f} s, then {args.warmup + args.steps} steps of "
+                f"{surveyed.step_s * 1e3:.0f} ms); each may take {settings.trial_timeout_s:.0f} "
+                "s before it is killed (--trial-timeout)"
+            )
         cands, not_here = [], []  # decided from the baseline trial: after_baseline
         after_baseline = functools.partial(for_script, device=device, findings=findings)
     else:

@@ -43,7 +43,26 @@ MIN_GAIN = 1.03
 # (compile fuses more of a bf16, channels_last step than of a float32 one).
 GREEDY_FLOOR = 0.97
 TECHNIQUE_BATCH = ("max-batch-size",)
+KEPT_AS_WRITTEN = "not searched: the batch size is kept as written (--keep-batch-size)"
 CONFIRM_PAIRS = 2  # baseline/best pairs, interleaved (A B, B A)
+
+
+# A trial's time limit where nothing is known of the script; from a survey, trial_timeout().
+DEFAULT_TRIAL_TIMEOUT_S = 180.0
+
+
+def trial_timeout(
+    first_step_s: float | None, step_s: float | None, *, warmup: int, steps: int
+) -> float:
+    """A trial's time limit from the doctor's survey: three times what the trial should take
+    (its set-up to the first step, then warm-up and measured steps at the surveyed pace), and
+    never below DEFAULT_TRIAL_TIMEOUT_S (a compile trial pays its compile on top). Issue 29: on
+    nanoGPT's shakespeare config (5.5 s a step, minutes of evaluation before the first) a fixed
+    180 s ended the tune at its baseline."""
+    if first_step_s is None or step_s is None:
+        return DEFAULT_TRIAL_TIMEOUT_S
+    expected = first_step_s + (warmup + steps) * step_s
+    return max(DEFAULT_TRIAL_TIMEOUT_S, 3 * expected)
 
 
 @dataclass(frozen=True)
@@ -57,7 +76,9 @@ class Settings:
     device: str = "auto"
     memory_budget_bytes: int | None = None
     lr_scaling: str = "sqrt"
-    trial_timeout_s: float = 180.0
+    trial_timeout_s: float = DEFAULT_TRIAL_TIMEOUT_S
+    # The option that changes ``trial_timeout_s``, named in a timeout's reason (None: no option).
+    timeout_option: str | None = None
     # A script tune: ``recipe`` is the script, run with these arguments in ``cwd`` (TrialSpec).
     script_args: tuple[str, ...] | None = None
     cwd: str | None = None
@@ -65,6 +86,8 @@ class Settings:
     # Only the baseline and each candidate alone (``torchpace doctor --verify``): no greedy
     # combination, batch-size search, loader stage or confirmation.
     alone_only: bool = False
+    # The batch size is the experiment's (``--keep-batch-size``): no batch-size search.
+    keep_batch_size: bool = False
 
 
 # Failures that say nothing about the trial's plan: the machine ran out of time, disk or
@@ -162,6 +185,9 @@ class _Runner:
         else:
             t = time.perf_counter()
             result = run_trial(spec, timeout_s=self.s.trial_timeout_s, workdir=self.workdir)
+            if result.status == "timeout" and self.s.timeout_option:
+                more = f"; give trials more time with {self.s.timeout_option} SECONDS"
+                result = dataclasses.replace(result, reason=(result.reason or "") + more)
             if not result.wall_seconds:
                 result = dataclasses.replace(result, wall_seconds=time.perf_counter() - t)
             self.results.append(result)
@@ -356,22 +382,26 @@ def _search(
         if keep:
             best_plan, best = trial_plan, r
 
-    # 4. The batch size: doubling while it pays and converges, bisecting after an OOM.
-    found = search_batch(
-        lambda name, plan, steps: runner.run(name, plan, TECHNIQUE_BATCH, steps=steps),
-        runner.affordable,
-        plan=best_plan,
-        best=best,
-        base=base,
-        band=band,
-        # As many samples as the baseline saw at twice its batch: half the steps (and the tail).
-        steps=max(s.steps // 2, band.tail),
-        lr_scaling=s.lr_scaling,
-        memory_budget=s.memory_budget_bytes,
-    )
-    best_plan, best = found.plan, found.best
-    rows.extend(found.rows)
-    out.batch_search = found.tried
+    # 4. The batch size: doubling while it pays and converges, bisecting after an OOM; unless
+    # the batch size is part of the experiment (--keep-batch-size).
+    if s.keep_batch_size:
+        rows.append(Row("batch size", TECHNIQUE_BATCH, verdict=KEPT_AS_WRITTEN))
+    else:
+        found = search_batch(
+            lambda name, plan, steps: runner.run(name, plan, TECHNIQUE_BATCH, steps=steps),
+            runner.affordable,
+            plan=best_plan,
+            best=best,
+            base=base,
+            band=band,
+            # As many samples as the baseline saw at twice its batch: half the steps (and tail).
+            steps=max(s.steps // 2, band.tail),
+            lr_scaling=s.lr_scaling,
+            memory_budget=s.memory_budget_bytes,
+        )
+        best_plan, best = found.plan, found.best
+        rows.extend(found.rows)
+        out.batch_search = found.tried
 
     # 5. The loader: can the input pipeline alone outrun the step? If not, more workers. (A
     # script's loader cannot run alone: its loader settings are a candidate of step 2 instead.)

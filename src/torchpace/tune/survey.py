@@ -9,7 +9,14 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
+
+
+class Survey(NamedTuple):
+    findings: list[dict[str, Any]]
+    note: str
+    first_step_s: float | None = None  # the run's start to its first step's end (set-up)
+    step_s: float | None = None  # the median measured step
 
 
 def survey(
@@ -21,10 +28,11 @@ def survey(
     warmup: int,
     timeout_s: float,
     cwd: str | None = None,
-) -> tuple[list[dict[str, Any]], str]:
-    """(findings, note): the doctor's findings for ``script``, read from ``out`` when an earlier
-    tune wrote it (the cache), else measured now. A doctor that fails gives no findings and a
-    note saying why; the tune then orders its trials by PRIORITY alone."""
+) -> Survey:
+    """The doctor's findings for ``script``, and its pace (time to the first step, median step
+    time), read from ``out`` when an earlier tune wrote it (the cache), else measured now. A
+    doctor that fails gives no findings and a note saying why; the tune then orders its trials
+    by PRIORITY alone, with the default trial time limit."""
     if not out.exists():
         cmd = [
             sys.executable,
@@ -46,18 +54,34 @@ def survey(
                 cmd, cwd=cwd, stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout_s
             )
         except subprocess.TimeoutExpired:
-            return [], f"the doctor took over {timeout_s:g} s; trials in the default order"
+            return Survey(
+                [],
+                f"the doctor took over {timeout_s:g} s; trials in the default order (a longer "
+                "--trial-timeout gives the survey longer too)",
+            )
         if not out.exists():
             tail = done.stderr.decode(errors="replace").strip().splitlines()[-1:] or [""]
-            return [], f"the doctor measured nothing ({tail[0][:200]}); trials in default order"
+            why = f"the doctor measured nothing ({tail[0][:200]}); trials in default order"
+            return Survey([], why)
     try:
         result = json.loads(out.read_text(encoding="utf-8"))
         findings = [f for f in result.get("findings", []) if isinstance(f, dict)]
+        first = (result.get("run") or {}).get("first_step_s")
+        step = (result.get("step_seconds") or {}).get("median")
     except (OSError, ValueError, AttributeError) as e:
-        return [], f"the doctor's result {out} is unreadable ({e}); trials in the default order"
+        return Survey(
+            [], f"the doctor's result {out} is unreadable ({e}); trials in the default order"
+        )
     ranked = ", ".join(
         f"{f['technique']} {f['gain']:.0%}"
         for f in findings
         if isinstance(f.get("gain"), (int, float)) and f.get("technique")
     )
-    return findings, f"doctor: {ranked}" if ranked else "doctor: no measured gain"
+    note = f"doctor: {ranked}" if ranked else "doctor: no measured gain"
+    number = (int, float)
+    return Survey(
+        findings,
+        note,
+        float(first) if isinstance(first, number) else None,
+        float(step) if isinstance(step, number) else None,
+    )
