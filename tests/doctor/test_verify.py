@@ -10,14 +10,18 @@ from pathlib import Path
 
 import pytest
 
-from torchpace.doctor.noise import trials_noise
 from torchpace.doctor.verify import annotate, candidates_to_verify
 from torchpace.measure.stats import summarize
-from torchpace.tune.search import _speedup
+from torchpace.tune.noise import trials_noise
+from torchpace.tune.search import MIN_GAIN, _speedup
 from torchpace.tune.table import Row, not_worth_it
 from torchpace.tune.trial import TrialResult
 
 SCRIPTS = Path(__file__).resolve().parent / "scripts"
+
+
+def _noise(base: TrialResult, other: TrialResult, trial: TrialResult) -> list[str]:
+    return trials_noise(base, other, trial, min_gain=MIN_GAIN)
 
 
 def _finding(technique: str, gain: float | None, tune: bool = True) -> dict:  # type: ignore[type-arg]
@@ -134,29 +138,29 @@ def test_baselines_apart_beyond_their_spread_are_noise_even_when_each_is_steady(
     # 100 ms then 130 ms, each steady: the machine slowed between them, so a 120 ms trial is
     # neither 0.83x nor 1.08x.
     base, other = _trial("baseline", _steady(100)), _trial("baseline, seed 1", _steady(130))
-    assert trials_noise(base, other, _trial("x", _steady(120))) == [
+    assert _noise(base, other, _trial("x", _steady(120))) == [
         "the two baselines' median steps differ 1.30x (100 ms and 130 ms), beyond their spread (3%)"
     ]
     # 2% apart, inside the tune's 3% noise floor: the same machine.
-    assert trials_noise(base, _trial("b1", _steady(102)), _trial("x", _steady(120))) == []
+    assert _noise(base, _trial("b1", _steady(102)), _trial("x", _steady(120))) == []
 
 
 def test_baselines_apart_that_give_the_same_verdict_still_judge() -> None:
     # The corpus's VAE on a quiet machine: baselines 12 and 11.6 ms (3.4% apart, each steady
     # to 1-2%) and fused Adam at 10.3 ms, 1.17x or 1.13x: kept whichever is taken.
     base, other = _trial("baseline", _steady(120)), _trial("baseline, seed 1", _steady(116))
-    assert trials_noise(base, other, _trial("fused", _steady(103))) == []
+    assert _noise(base, other, _trial("fused", _steady(103))) == []
     # The same baselines and a trial between them: 1.02x against one, 0.98x against the other.
-    (reason,) = trials_noise(base, other, _trial("x", _steady(118)))
+    (reason,) = _noise(base, other, _trial("x", _steady(118)))
     assert reason.startswith("the two baselines' median steps differ 1.03x (120 ms and 116 ms)")
     # Both slower: demoted either way.
-    assert trials_noise(base, other, _trial("y", _steady(130))) == []
+    assert _noise(base, other, _trial("y", _steady(130))) == []
 
 
 def test_a_trial_whose_steps_spread_wider_than_the_scripts_own_is_noise() -> None:
     base, other = _trial("baseline", _steady(100)), _trial("baseline, seed 1", _steady(101))
     loaded = _trial("x", [100, 240, 110, 300, 105, 260, 98, 280, 102, 250])
-    (reason,) = trials_noise(base, other, loaded)
+    (reason,) = _noise(base, other, loaded)
     assert reason.startswith("the change's trial's steps spread ")
     assert reason.endswith("(IQR/median), over the 15% limit")
 
@@ -195,7 +199,7 @@ def test_a_second_baseline_loaded_in_a_few_steps_still_vouches_by_its_median() -
     base, other = _trial("baseline", SERIAL_BASELINE), _trial("baseline, seed 1", SERIAL_SEED_1)
     assert other.median_step_s == base.median_step_s == 0.081
     assert (other.q3_step_s - other.q1_step_s) / 0.081 > 0.28  # type: ignore[operator]
-    assert trials_noise(base, other, _trial("loader workers", SERIAL_WORKERS)) == []
+    assert _noise(base, other, _trial("loader workers", SERIAL_WORKERS)) == []
 
 
 def test_steps_that_vary_by_design_in_both_baselines_are_judged() -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 from torchpace.train.plan import Plan
 from torchpace.tune import search
 from torchpace.tune.candidates import Candidate
+from torchpace.tune.noise import NOISY
 from torchpace.tune.results import ResultsFile
 from torchpace.tune.search import Settings, tune
 
@@ -48,17 +49,22 @@ def test_planted_outcomes_on_a_script(tmp_path, monkeypatch):
         after_baseline=after_baseline,
     )
     verdicts = {r.name: r.verdict for r in out.rows}
-    assert verdicts["channels-last"].startswith("rejected"), verdicts
-    assert verdicts["fused optimizer"].startswith("not worth it"), verdicts
-    assert verdicts["set_to_none"] == "kept alone", verdicts
+    assert verdicts["channels-last"].startswith("rejected"), verdicts  # the guard: not timing
+    # The timed verdicts are drawn on a quiet machine; beside other work they are "noisy: not
+    # judged" (tune.noise), never the wrong verdict.
+    timed = {"fused optimizer": "not worth it", "set_to_none": "kept alone"}
+    for name, verdict in timed.items():
+        expected = f"{NOISY}: " if name in out.noisy else verdict
+        assert verdicts[name].startswith(expected), verdicts
     # Its forward branches on the input, so torch.fx cannot trace it: the trial was the baseline
     # again, and its "speed-up" would have been noise.
     assert verdicts["fold conv bias"].startswith("not applicable"), verdicts
     assert verdicts["batch size"] == search.KEPT_AS_WRITTEN and out.batch_search == []
     assert "torch.fx could not trace" in verdicts["fold conv bias"]
-    assert out.plan.grad_set_to_none and not out.plan.channels_last
-    assert not out.plan.fused_optimizer
+    assert out.plan.grad_set_to_none == ("set_to_none" not in out.noisy)
+    assert not out.plan.channels_last and not out.plan.fused_optimizer
     assert seen[0]["optimizers"] == ["SGD"] and seen[0]["has_conv"]
     assert all(t.extra.get("entry") == "script" for t in out.trials if t.status == "ok")
-    # 100 ms of ~150 ms planted: sleeps, which a busy CPU does not stretch
-    assert len(out.confirm["ratios"]) == 1 and out.confirm["median"] > 1.5
+    if out.plan.grad_set_to_none and "confirmation" not in out.noisy:
+        # 100 ms of ~150 ms planted: sleeps, which a busy CPU does not stretch
+        assert len(out.confirm["ratios"]) == 1 and out.confirm["median"] > 1.5

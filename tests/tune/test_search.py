@@ -24,6 +24,7 @@ from torchpace.tune import candidates as candidates_module
 from torchpace.tune import search
 from torchpace.tune.candidates import Candidate, NotApplicable, candidates
 from torchpace.tune.convergence import PRESERVING_RTOL, changes_numerics
+from torchpace.tune.noise import NOISY
 from torchpace.tune.results import ResultsFile, cache_path, tune_fingerprint
 from torchpace.tune.search import Outcome, Settings, tune
 from torchpace.tune.trial import TrialResult, TrialSpec
@@ -182,8 +183,11 @@ def test_a_numerics_preserving_technique_passes_by_trajectory(tuned: Tuned) -> N
     for b, f in zip(base.losses, fused.losses, strict=True):
         assert abs(f - b) <= PRESERVING_RTOL * abs(b)
     row = _row(out, "fused optimizer")
-    # Kept or not worth it is a matter of speed on this machine; either way it converged.
-    assert row.verdict == "kept alone" or row.verdict.startswith("not worth it ("), row.verdict
+    # Kept or not worth it is a matter of speed on this machine (not judged while it is busy);
+    # either way it converged.
+    assert row.verdict == "kept alone" or row.verdict.startswith(
+        ("not worth it (", f"{NOISY}: ")
+    ), row.verdict
     assert row.loss_delta == _row(out, "baseline").loss_delta
 
 

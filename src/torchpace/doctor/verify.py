@@ -10,7 +10,7 @@ demoted below every estimated one and says so: on a 2-core CPU the doctor's "loa
 53-62%" for a VAE made its steps slower.
 
 A finding is judged only when its trials say the machine held still, or that its moving could
-not change the verdict (``doctor.noise.trials_noise``): beside another heavy job a VAE's fused
+not change the verdict (``tune.noise.trials_noise``): beside another heavy job a VAE's fused
 optimizer measured 0.34x against the first baseline and 1.14x against the second, whose median
 step was 3.4x the first's. Then the verdict is "noisy: not judged" with the reasons, and the
 finding keeps its estimate and its place. Like the tune, the speed-up is against the first
@@ -29,7 +29,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from torchpace.doctor.noise import trials_noise
+from torchpace.tune.noise import not_judged, trials_noise
+from torchpace.tune.search import MIN_GAIN
 
 if TYPE_CHECKING:
     from torchpace.tune.table import Row
@@ -100,16 +101,19 @@ def annotate(
             )
         measured = entry["speedup"]
         failed = row is not None and row.verdict.startswith(_FAILED)
-        trial = None if row is None else next((r for r in trials if r.name == row.name), None)
+        # the trial the row was judged on: the last of its name (a second attempt after noise)
+        trial = (
+            None if row is None else next((r for r in reversed(trials) if r.name == row.name), None)
+        )
         if trial is not None and trial.median_step_s and len(baselines) == 2 and not failed:
             # A guard's rejection or a crash is not a timing; only a timing can be noise.
             base, other = baselines
             if other.median_step_s:
                 entry["speedup_second_baseline"] = other.median_step_s / trial.median_step_s
-            entry["noise"] = trials_noise(base, other, trial)
+            entry["noise"] = trials_noise(base, other, trial, min_gain=MIN_GAIN)
         worthless = row is not None and row.verdict.startswith("not worth it")
         if entry["noise"]:
-            entry["verdict"] = f"noisy: not judged: {'; '.join(entry['noise'])}"
+            entry["verdict"] = not_judged(entry["noise"])
         elif failed or worthless or (measured is not None and measured <= 1.0):
             f["demoted"] = (
                 f"--verify measured {measured:.2f}x with the change alone"

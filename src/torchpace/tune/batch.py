@@ -15,6 +15,7 @@ from typing import Any
 
 from torchpace.train.plan import Plan
 from torchpace.tune.convergence import Band, check_at_equal_samples
+from torchpace.tune.noise import not_judged
 from torchpace.tune.table import Row, not_worth_it, rejected
 from torchpace.tune.trial import TrialResult
 
@@ -50,7 +51,10 @@ def search_batch(
     steps: int,
     lr_scaling: str,
     memory_budget: int | None,
+    noise: Callable[[TrialResult], list[str]] = lambda r: [],
 ) -> BatchSearch:
+    """Double the batch size while it pays and converges, bisect after an OOM. ``noise``: why
+    a trial's timing cannot be judged (tune.noise); such a trial ends the search, said so."""
     out = BatchSearch(plan, best)
     good = best.batch_size or 0
     if not good:
@@ -86,11 +90,18 @@ def search_batch(
             scaler_skip_rate=r.scaler_skip_rate,
         )
         entry.update(samples_per_s=r.samples_per_s, gain=gain, converged=v.ok, guard=v.reason)
-        keep = v.ok and gain >= MIN_BATCH_GAIN
+        noisy = noise(r) if v.ok else []
+        keep = v.ok and not noisy and gain >= MIN_BATCH_GAIN
         verdict = (
             f"kept (LR scaled by {lr_scaling})"
             if keep
-            else (rejected(v.reason) if not v.ok else not_worth_it(gain))
+            else (
+                rejected(v.reason)
+                if not v.ok
+                else not_judged(noisy)
+                if noisy
+                else not_worth_it(gain)
+            )
         )
         out.rows.append(
             Row(

@@ -88,8 +88,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument(
         "--retry-failed",
         action="store_true",
-        help="run the cached failed trials again (timeouts, a full disk and kills from outside "
-        "are always run again); the good ones stay cached",
+        help="run the cached failed trials again, and those measured beside other processes' "
+        "work (timeouts, a full disk and kills from outside are always run again); the good "
+        "ones stay cached",
     )
     p.add_argument(
         "--keep-batch-size",
@@ -280,9 +281,22 @@ def run(args: argparse.Namespace) -> int:
         f"process; speed-ups: the baseline's median step time over the trial's [q1–q3]; loss Δ: "
         f"the last {outcome.band.tail if outcome.band else '—'} steps' mean against the "
         f"baseline's seed band {outcome.band}"
-        + (f"; confirmed {confirm:.2f}× in samples/s, paired" if confirm else "")
+        + (
+            f"; confirmed {confirm:.2f}× in samples/s, paired"
+            if confirm and not outcome.confirm.get("noise")
+            else ""
+        )
         + _band_note(outcome.band)
     )
+    if outcome.noisy:
+        # Said above the table: the plan below rests on the verdicts that could be drawn.
+        print(
+            f"torchpace tune: noisy: the machine's load or speed moved during {len(outcome.noisy)} "
+            f"trial(s) ({', '.join(outcome.noisy)}); their verdicts were not drawn and the plan "
+            "leaves them out. Run the tune again on a quiet machine (--retry-failed runs the "
+            "loaded trials again instead of recalling them)",
+            file=sys.stderr,
+        )
     table = render(outcome.rows, title=f"torchpace tune {args.recipe}", caption=caption)
     print(to_text(table))
     result = {
@@ -313,6 +327,7 @@ def run(args: argparse.Namespace) -> int:
         "batch_search": outcome.batch_search,
         "loader": outcome.loader,
         "confirm": outcome.confirm,
+        "noisy": outcome.noisy,
         "skipped_for_budget": outcome.skipped_for_budget,
         "elapsed_s": outcome.elapsed_s,
         "cached_trials": outcome.cached_trials,

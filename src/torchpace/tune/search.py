@@ -20,6 +20,7 @@ from typing import Any
 
 from torchpace._lock import exclusive
 from torchpace.measure.cores import usable_cores
+from torchpace.measure.noise import LoadProbe
 from torchpace.train.plan import Plan
 from torchpace.tune.batch import search_batch
 from torchpace.tune.candidates import Candidate, NotApplicable
@@ -30,6 +31,7 @@ from torchpace.tune.convergence import (
     changes_random_stream,
     check,
 )
+from torchpace.tune.noise import NOISY, load_noise, not_judged, trials_noise
 from torchpace.tune.results import ResultsFile
 from torchpace.tune.runner import run_trial
 from torchpace.tune.table import Row, confirm_trial, not_applicable, not_worth_it, rejected
@@ -47,6 +49,8 @@ KEPT_AS_WRITTEN = "not searched: the batch size is kept as written (--keep-batch
 CONFIRM_PAIRS = 2  # baseline/best pairs, interleaved (A B, B A)
 
 
+# The shortest trial whose load is read: a real trial takes seconds (a process, torch's import).
+LOAD_WINDOW_S = 0.5
 # A trial's time limit where nothing is known of the script; from a survey, trial_timeout().
 DEFAULT_TRIAL_TIMEOUT_S = 180.0
 
@@ -118,6 +122,8 @@ class Outcome:
     # The two baseline trials (seeds 0 and 1): rows compare against the first, trials run from
     # its seed; the second gives the loss band, and ``doctor --verify`` its check of the speed.
     baselines: tuple[TrialResult, ...] = ()
+    # The rows whose verdict the machine's noise kept from being drawn (tune.noise).
+    noisy: list[str] = field(default_factory=list)
 
 
 Progress = Callable[[str, float], None]  # (what runs now, share of the budget used)
@@ -154,8 +160,14 @@ class _Runner:
         return self.left() > typical * (2.5 if compile_trial else 1.0)
 
     def run(
-        self, name: str, plan: Plan, techniques: tuple[str, ...] = (), **kw: Any
+        self,
+        name: str,
+        plan: Plan,
+        techniques: tuple[str, ...] = (),
+        **kw: Any,
     ) -> TrialResult:
+        """Run the trial, or recall it from the cache; ``attempt=2`` is its run again after
+        the machine's noise spoiled the first (a trial of its own)."""
         spec = TrialSpec(
             name=name,
             recipe=self.s.recipe,
@@ -169,6 +181,7 @@ class _Runner:
             loader_only=kw.get("loader_only", False),
             args=self.s.script_args,
             cwd=self.s.cwd,
+            attempt=kw.get("attempt", 1),
         )
         used = 1 - max(self.left(), 0) / self.s.budget_s
         self.progress(name, used)
@@ -179,12 +192,22 @@ class _Runner:
             and (self.s.retry_failed or transient(cached))
         ):
             cached = None  # a failure worth another try: the machine's, or asked for
+        if cached is not None and self.s.retry_failed and load_noise([("", cached)]):
+            cached = None  # measured beside other processes' work: run again when asked
         if cached is not None:
             self.cached += 1
             result = dataclasses.replace(cached, name=name)  # the same run, in another role
         else:
             t = time.perf_counter()
+            probe = LoadProbe()  # the trial's process is ours: only other processes count
             result = run_trial(spec, timeout_s=self.s.trial_timeout_s, workdir=self.workdir)
+            # /proc/stat counts in 10 ms ticks: a window under LOAD_WINDOW_S reads nothing sure
+            long_enough = time.perf_counter() - t >= LOAD_WINDOW_S
+            load = probe.foreign_cores() if long_enough else None
+            result = dataclasses.replace(
+                result,
+                extra={**result.extra, "foreign_cores": None if load is None else round(load, 2)},
+            )
             if result.status == "timeout" and self.s.timeout_option:
                 more = f"; give trials more time with {self.s.timeout_option} SECONDS"
                 result = dataclasses.replace(result, reason=(result.reason or "") + more)
@@ -297,6 +320,21 @@ def _search(
     ]
     out = Outcome(none, rows, band, runner.trials, baselines=(base, other))
 
+    def judge_noise(
+        name: str, plan: Plan, techniques: tuple[str, ...], r: TrialResult, timed: bool
+    ) -> tuple[TrialResult, list[str]]:
+        """``r`` and why its timing cannot be judged against the baselines ([] when it can).
+        A trial the machine's noise spoiled runs once more (a second attempt) when the budget
+        allows; ``timed``: its verdict rests on its timing (the guard passed)."""
+        if not timed:
+            return r, []
+        noise = trials_noise(base, other, r, min_gain=MIN_GAIN)
+        if noise and runner.affordable():
+            again = runner.run(name, plan, techniques, attempt=2)
+            if again.status == "ok":
+                r, noise = again, trials_noise(base, other, again, min_gain=MIN_GAIN)
+        return r, noise
+
     # 2. Each technique alone.
     alone: dict[str, tuple[Candidate, TrialResult, float]] = {}  # converged, may join greedy
     for c in cands:
@@ -312,11 +350,15 @@ def _search(
         if why_not:  # the run was the baseline again: its speed-up would be noise
             rows.append(Row(c.name, c.techniques, verdict=not_applicable(why_not)))
             continue
-        gain, lo, hi = _speedup(base, r)
         v = _judge(r, base, band, c.techniques)
+        r, noise = judge_noise(c.name, none.replace(**c.changes), c.techniques, r, v.ok)
+        gain, lo, hi = _speedup(base, r)
         effective = _effective(base, r, s.run_steps)
         if not v.ok:
             verdict = rejected(v.reason)
+        elif noise:
+            verdict = not_judged(noise)
+            out.noisy.append(c.name)
         elif effective < MIN_GAIN:
             verdict = not_worth_it(effective)
             if r.compile_seconds:
@@ -360,12 +402,26 @@ def _search(
             )
             continue
         v = _judge(r, base, band, techniques)
+        if r is not measured:
+            r, noise = judge_noise(f"+ {c.name}", trial_plan, techniques, r, v.ok)
+        else:  # the technique alone, judged in step 2
+            noise = []
         gain_vs_best = _effective(best, r, s.run_steps)
         cumulative, lo, hi = _speedup(base, r)
-        keep = v.ok and gain_vs_best >= MIN_GAIN
+        keep = v.ok and not noise and gain_vs_best >= MIN_GAIN
         verdict = (
-            "kept" if keep else (rejected(v.reason) if not v.ok else not_worth_it(gain_vs_best))
+            "kept"
+            if keep
+            else (
+                rejected(v.reason)
+                if not v.ok
+                else not_judged(noise)
+                if noise
+                else not_worth_it(gain_vs_best)
+            )
         )
+        if noise:
+            out.noisy.append(f"+ {c.name}")
         rows.append(
             Row(
                 f"+ {c.name}",
@@ -398,10 +454,12 @@ def _search(
             steps=max(s.steps // 2, band.tail),
             lr_scaling=s.lr_scaling,
             memory_budget=s.memory_budget_bytes,
+            noise=lambda r: trials_noise(base, other, r, min_gain=MIN_GAIN),
         )
         best_plan, best = found.plan, found.best
         rows.extend(found.rows)
         out.batch_search = found.tried
+        out.noisy += [row.name for row in found.rows if row.verdict.startswith(NOISY)]
 
     # 5. The loader: can the input pipeline alone outrun the step? If not, more workers. (A
     # script's loader cannot run alone: its loader settings are a candidate of step 2 instead.)
@@ -435,8 +493,11 @@ def _search(
                     rows.append(Row(name, ("loader-workers",), verdict=rejected(r.reason)))
                     break
                 g = best.median_step_s / r.median_step_s
-                keep = g >= MIN_GAIN
-                verdict = "kept" if keep else not_worth_it(g)
+                noise = trials_noise(base, other, r, min_gain=MIN_GAIN)
+                keep = g >= MIN_GAIN and not noise
+                verdict = "kept" if keep else not_judged(noise) if noise else not_worth_it(g)
+                if noise:
+                    out.noisy.append(name)
                 rows.append(
                     Row(
                         name,
@@ -455,7 +516,7 @@ def _search(
                 best_plan, best, workers = more, r, workers * 2
 
     # 6. Confirm: baseline and best, interleaved, against each other.
-    ratios = []
+    ratios, confirm_noise = [], []
     if best_plan != none:
         for i in range(CONFIRM_PAIRS):
             if not runner.affordable():
@@ -466,8 +527,17 @@ def _search(
             )
             if a.status == b.status == "ok" and a.samples_per_s and b.samples_per_s:
                 ratios.append(b.samples_per_s / a.samples_per_s)
-    out.confirm = {"ratios": ratios, "median": statistics.median(ratios) if ratios else None}
-    if ratios and max(ratios) < 1.0:
+                confirm_noise += load_noise([(a.name, a), (b.name, b)])
+    out.confirm = {
+        "ratios": ratios,
+        "median": statistics.median(ratios) if ratios else None,
+        # A paired round beside other processes' work confirms nothing, either way.
+        "noise": confirm_noise,
+    }
+    if confirm_noise:
+        out.noisy.append("confirmation")
+        rows.append(Row("confirmation", best_plan.techniques(), verdict=not_judged(confirm_noise)))
+    elif ratios and max(ratios) < 1.0:
         # Slower than the baseline in every paired round: the single trials' gain did not hold
         # (seen on nanoGPT: compile ran 10x in its own trial, 0.78x paired). Keep nothing.
         rows.append(

@@ -40,6 +40,9 @@ class TrialSpec:
     # with the plan applied by interposition (torchpace.script). None: a recipe trial.
     args: tuple[str, ...] | None = None
     cwd: str | None = None
+    # 2: the same trial run again because the machine's noise spoiled the first (tune.noise);
+    # a trial of its own in the cache, so that a resumed tune replays the same decisions.
+    attempt: int = 1
 
     def key(self) -> str:
         """A stable hash of what the trial runs (the name and techniques are labels only)."""
@@ -49,6 +52,8 @@ class TrialSpec:
         for added in ("args", "cwd"):  # recipe trials keep the keys they had before scripts
             if body[added] is None:
                 body.pop(added)
+        if body["attempt"] == 1:  # and first attempts the keys they had before re-runs
+            body.pop("attempt")
         text = json.dumps(body, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
