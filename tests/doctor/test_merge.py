@@ -79,3 +79,18 @@ def test_a_lint_finding_carries_the_runs_own_check_and_ranks_after_when_it_would
     )
     assert [e["code"] for e in entries] == ["TP402", "TP302"]
     assert entries[1]["runtime_check"] == why and "runtime_check" not in entries[0]
+
+
+def test_the_runs_own_files_say_whether_it_stands_in_for_a_gpu_run(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from torchpace.doctor.result import _uses_accelerator
+
+    cpu = tmp_path / "cpu.py"
+    cpu.write_text("import torch\nx = torch.ones(2)\nprint(x.sum().item())\n")
+    gpu = tmp_path / "gpu.py"
+    gpu.write_text(
+        "import torch\ndevice = 'cuda' if torch.cuda.is_available() else 'cpu'\n"
+        "x = torch.ones(2).to(device)\nprint(x.sum().item())\n"
+    )
+    assert _uses_accelerator({str(cpu)}) is False
+    assert _uses_accelerator({str(cpu), str(gpu)}) is True
+    assert _uses_accelerator({str(tmp_path / "gone.py")}) is True  # unreadable: nothing dropped

@@ -131,6 +131,27 @@ def test_syncs_are_reported_only_when_on_every_step() -> None:
     assert "2 times per step" in hit.message
 
 
+def test_a_cpu_run_of_a_script_that_never_uses_an_accelerator_has_no_sync_finding() -> None:
+    # Issue 29: sync findings on a CPU-only script ("Tune verifies it", though no trial can).
+    # A CPU run of a GPU script keeps them: its reads block on the GPU it is written for.
+    rows = [
+        {"path": "/x/t.py", "line": 9, "call": ".item()", "per_step": 2.0, "every_step": True,
+         "blocked_s_per_step": None},
+    ]  # fmt: skip
+    found, skipped = diagnose(_evidence({"forward": 1.0}, syncs=rows, uses_accelerator=False))
+    assert "sync-every-step" not in _patterns(found)
+    assert skipped["sync-every-step"].startswith("a CPU run of a script that never uses an acc")
+    found, _ = diagnose(_evidence({"forward": 1.0}, syncs=rows, uses_accelerator=True))
+    assert "sync-every-step" in _patterns(found)
+
+
+def test_a_script_tune_applies_neither_log_cadence_nor_evaluation_mode() -> None:
+    from torchpace.doctor.merge import applies
+
+    assert applies("avoid-syncs")["tune"] is False  # a script's loop keeps its own cadence
+    assert applies("fused-optimizer")["tune"] is True
+
+
 def test_cuda_sync_gain_is_the_blocked_share() -> None:
     rows = [{"path": "/x/t.py", "line": 9, "call": ".item()", "per_step": 1.0,
              "every_step": True, "blocked_s_per_step": 0.02}]  # fmt: skip

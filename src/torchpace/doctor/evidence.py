@@ -39,6 +39,9 @@ class Evidence:
     precision: dict[str, Any] | None = None  # precision.estimate(): bf16 timed on this model
     loader_rates: dict[str, Any] | None = None  # loader_rate.measure(): the training dataset
     threads: int | None = None  # torch's intra-op threads (env "torch_threads")
+    # The run's own files put tensors or modules on a CUDA device (lint's reading), or it ran on
+    # one: host reads would block there. None: not known (evidence built by hand).
+    uses_accelerator: bool | None = None
 
     def share(self, phase: str) -> float:
         breakdown = self.summary.get("device_breakdown") or self.summary.get("breakdown") or {}

@@ -225,6 +225,15 @@ def padding_match(ev: Evidence) -> list[RuntimeFinding]:
 
 
 # -- syncs ---------------------------------------------------------------------------------------
+def sync_skip(ev: Evidence) -> str | None:
+    if ev.device != "cuda" and ev.uses_accelerator is False:
+        return (
+            "a CPU run of a script that never uses an accelerator: reading a value to the host "
+            "blocks nothing here"
+        )
+    return None
+
+
 def sync_match(ev: Evidence) -> list[RuntimeFinding]:
     out = []
     cuda = ev.device == "cuda"

@@ -41,7 +41,8 @@ VERBS = {
 
 
 def applies(technique_id: str | None) -> dict[str, Any]:
-    """How torchpace can apply a technique here, from what is installed."""
+    """How torchpace can apply a technique to the doctor's target, a script: the verb, from
+    what is installed, and whether a script tune can try it (tune.SCRIPT_APPLIES)."""
     verb = VERBS.get(technique_id or "")
     try:
         speedups = importlib.import_module("torchpace.speedups")
@@ -49,7 +50,7 @@ def applies(technique_id: str | None) -> dict[str, Any]:
         speedups = None
     has_verb = verb is not None and speedups is not None and hasattr(speedups, verb)
     try:
-        tune = technique_id in importlib.import_module("torchpace.tune").APPLIES
+        tune = technique_id in importlib.import_module("torchpace.tune").SCRIPT_APPLIES
     except ImportError:
         tune = False
     return {"verb": f"torchpace.speedups.{verb}" if has_verb else None, "tune": tune}

@@ -42,7 +42,7 @@ PATTERNS: tuple[Pattern, ...] = (
         "sync-every-step",
         "avoid-syncs",
         "Read values only at the log cadence.",
-        _never,
+        m.sync_skip,
         m.sync_match,
     ),
     Pattern(

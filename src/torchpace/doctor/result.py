@@ -7,6 +7,7 @@ import datetime as _dt
 import functools
 import os
 import sysconfig
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from torchpace.doctor.evidence import MODERATE
@@ -113,6 +114,24 @@ def _files_to_lint(session: Session, script: str | None) -> set[str]:
     if script is not None:
         files.add(os.path.abspath(script))
     return files
+
+
+def _uses_accelerator(files: set[str]) -> bool:
+    """Whether any of the run's own files moves or creates tensors or modules on a CUDA device
+    (lint's static reading, lint/device.py): a CPU run of such a script stands in for a GPU one,
+    where its host reads block. Unreadable files count as using one (nothing is dropped)."""
+    from torchpace.lint.device import uses_cuda
+    from torchpace.lint.engine import parse
+    from torchpace.lint.results import LintError
+
+    for path in sorted(files):
+        try:
+            ctx = parse(path, Path(path).read_bytes())
+        except OSError:
+            return True
+        if isinstance(ctx, LintError) or uses_cuda(ctx):
+            return True
+    return False
 
 
 def _forward_site(session: Session, script: str | None) -> Site | None:
@@ -233,6 +252,7 @@ def build(
             precision=precision,
             loader_rates=loader_rates,
             threads=env.get("torch_threads"),
+            uses_accelerator=cuda or _uses_accelerator(_files_to_lint(session, script)),
         )
         runtime, skipped = diagnose(evidence)
         runtime = rank(withhold(runtime, result["noise"]))

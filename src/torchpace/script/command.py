@@ -76,8 +76,9 @@ def run(args: argparse.Namespace) -> int:
     from torchpace.script.interpose import Interposer
     from torchpace.script.main import run_as_main
     from torchpace.script.trial import seed_everything
+    from torchpace.tune import FIT_ONLY
 
-    wanted = [t for t in plan.techniques() if t != "avoid-syncs"]
+    wanted = [t for t in plan.techniques() if t not in FIT_ONLY]
     say = sys.stderr
     print(
         f"torchpace run: {args.script} with {args.plan}: {', '.join(wanted) or 'nothing'}",

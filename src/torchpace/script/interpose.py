@@ -46,6 +46,7 @@ from torchpace.speedups.precision import Precision, choose_precision
 from torchpace.speedups.surgery import fold_conv_bias
 from torchpace.train.apply_plan import drop_removed_params
 from torchpace.train.plan import Plan
+from torchpace.tune import FIT_ONLY
 
 # Plan fields an interposer cannot apply to a script, and why (each names what to use instead).
 NOT_FOR_SCRIPTS = {
@@ -467,7 +468,7 @@ class Interposer:
             if not a.changed and a.technique not in changed and a.reason:
                 out.setdefault(a.technique, a.reason)
         for tid in self.plan.techniques():
-            if tid not in changed and tid not in out and tid != "avoid-syncs":
+            if tid not in changed and tid not in out and tid not in FIT_ONLY:
                 out[tid] = "the script never reached the code this applies to"
         return out
 

@@ -24,3 +24,9 @@ APPLIES: frozenset[str] = frozenset(
         "no-grad-eval",
     }
 )
+
+# Of those, what only fit() applies: a training script's own loop keeps its logging cadence and
+# its evaluation, and a script tune's plan leaves them out. The doctor, whose target is always a
+# script, says "Tune verifies it" for SCRIPT_APPLIES only.
+FIT_ONLY: frozenset[str] = frozenset({"avoid-syncs", "no-grad-eval"})
+SCRIPT_APPLIES: frozenset[str] = APPLIES - FIT_ONLY

@@ -269,8 +269,10 @@ def run(args: argparse.Namespace) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     plan_path = args.out / "torchpace-plan.json"
     plan_dict = outcome.plan.to_dict()
-    if is_script:  # fit()'s log cadence (avoid-syncs) is not applied to a script: not listed
-        plan_dict["techniques"] = [t for t in plan_dict["techniques"] if t != "avoid-syncs"]
+    if is_script:  # what only fit() applies (its log cadence) is not applied to a script
+        from torchpace.tune import FIT_ONLY
+
+        plan_dict["techniques"] = [t for t in plan_dict["techniques"] if t not in FIT_ONLY]
     import json
 
     atomic_write_text(plan_path, json.dumps(plan_dict, indent=2) + "\n")
