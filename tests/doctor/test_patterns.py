@@ -77,6 +77,34 @@ def test_input_bound_with_workers_points_at_the_input_format() -> None:
     assert "4 loader workers): they cannot keep up" in hit.message
 
 
+@pytest.mark.parametrize(
+    ("dataset", "workers", "says", "not_says"),
+    [
+        # a TensorDataset already holds tensors: read it a batch at a time
+        ("TensorDataset", 0, "index a whole batch at once", "keep the results as tensors"),
+        ("MyDataset", 0, "keep the results as tensors", "index a whole batch"),
+        # 4 workers on 2 cores: more would not help (issue 29 saw "add workers if cores are free")
+        ("MyDataset", 4, "4 loader workers already share 2 cores", "add loader workers"),
+        ("MyDataset", 1, "add loader workers: 1 use 1 of 2 cores", "already share"),
+    ],
+)
+def test_the_input_advice_reads_the_dataset_and_the_workers_already_there(
+    monkeypatch: pytest.MonkeyPatch, dataset: str, workers: int, says: str, not_says: str
+) -> None:
+    from torchpace.doctor import measured_patterns
+
+    monkeypatch.setattr(measured_patterns, "usable_cores", lambda: 2)
+    ev = _evidence({"data": 0.3, "forward": 0.7})
+    loaders = [{**ev.loaders[0], "num_workers": workers, "dataset": dataset}]
+    # the dataset's pace: slower in workers than the whole step (a shared lock, say), so they
+    # cannot shorten the wait and the advice is the format's
+    rates = {"seconds_per_batch": {"0": 0.03, "1": 0.2, "2": 0.2}}
+    ev = _evidence({"data": 0.3, "forward": 0.7}, loaders=loaders, loader_rates=rates)
+    (hit,) = [f for f in diagnose(ev)[0] if f.pattern == "input-bound"]
+    assert hit.technique == "fast-input-format"
+    assert says in hit.fix and not_says not in hit.fix
+
+
 def test_no_training_loader_skips_input_bound_with_the_reason() -> None:
     found, skipped = diagnose(_evidence({"data": 0.5}, loaders=[]))
     assert "input-bound" not in _patterns(found)

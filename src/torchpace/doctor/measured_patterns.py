@@ -119,6 +119,34 @@ def _with_workers(ev: Evidence, wait: float, cpu: float, cores: int) -> tuple[fl
     return max(0.0, wait - (steps[best] - rest) / ev.step_s), words, best
 
 
+def _cheaper_samples(dataset: str, workers: int, cores: int) -> str:
+    """What makes each sample cheaper for this loader: a dataset that already holds tensors is
+    read a batch at a time instead of a sample at a time; workers are added only where cores
+    are left for them, and fewer are suggested where they outnumber the cores (issue 29: "keep
+    the results as tensors (a TensorDataset...)" to a TensorDataset, "add workers if cores are
+    free" to 4 workers on 2 cores)."""
+    if dataset == "TensorDataset":
+        fix = (
+            "the dataset already holds tensors (a TensorDataset): the time goes to indexing it "
+            "one sample at a time and collating; index a whole batch at once: DataLoader(ds, "
+            "sampler=BatchSampler(RandomSampler(ds), batch_size=B, drop_last=False), "
+            "batch_size=None), or slice the tensors by a shuffled index each step"
+        )
+    else:
+        fix = (
+            "make each sample cheaper to load: decode and transform once and keep the "
+            "results as tensors (a TensorDataset, or a preprocessed file read by index)"
+        )
+    if workers == 0:
+        return fix
+    if workers >= cores:
+        return (
+            f"{fix}; {workers} loader workers already share {cores} cores with the training "
+            "step: more would not help, fewer may"
+        )
+    return f"{fix}, or add loader workers: {workers} use {workers} of {cores} cores"
+
+
 def input_match(ev: Evidence) -> list[RuntimeFinding]:
     if not any(ld["role"] == "train" for ld in ev.loaders):
         return _custom_input(ev)
@@ -166,11 +194,7 @@ def input_match(ev: Evidence) -> list[RuntimeFinding]:
             else f", {workers} loader workers): they cannot keep up"
         )
         message = f"{waits}{why}; samples made once, ahead of the loop, remove up to the wait"
-        fix = (
-            "make each sample cheaper to load: decode and transform once and keep the "
-            "results as tensors (a TensorDataset, or a preprocessed file read by index)"
-            + ("" if workers == 0 else ", or add workers if cores are free")
-        )
+        fix = _cheaper_samples(str(loader.get("dataset") or ""), workers, cores)
     return [
         RuntimeFinding(
             pattern="input-bound",
