@@ -213,3 +213,21 @@ def test_lint_findings_not_seen_running_fold_into_one_line() -> None:
     flat = " ".join(text.split())
     assert f"{len(unseen)} lint findings in code the measured steps did not run" in flat
     assert "(not seen running)" not in flat
+
+
+def test_a_demoted_finding_says_why_not_that_it_was_slower() -> None:
+    # Issue 29: --verify's "not applicable" was shown as "Demoted: not faster here".
+    from torchpace.report.doctor_doc import _change
+
+    finding = {
+        "message": "conv bias before BatchNorm",
+        "fix": "bias=False",
+        "status": "measured",
+        "applies": {"verb": None, "tune": True},
+        "demoted": "--verify: not applicable: torch.fx could not trace the model",
+    }
+    text = _change(finding)
+    assert "not faster" not in text
+    assert text.endswith("Demoted: --verify: not applicable: torch.fx could not trace the model.")
+    finding["demoted"] = "--verify measured 0.97x with the change alone"
+    assert _change(finding).endswith("Demoted: --verify measured 0.97x with the change alone.")

@@ -255,8 +255,8 @@ def _change(f: dict[str, Any]) -> str:
                 if got is not None
                 else f" Verify: {v.get('verdict')}"
             ) + f"{estimated}."
-    if f.get("demoted"):
-        text += " Demoted: not faster here."
+    if f.get("demoted"):  # why, as --verify found it: slower, not worth it, or not applicable
+        text += f" Demoted: {str(f['demoted']).rstrip('.')}."
     return text
 
 
