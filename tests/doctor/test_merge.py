@@ -94,3 +94,15 @@ def test_the_runs_own_files_say_whether_it_stands_in_for_a_gpu_run(tmp_path) -> 
     assert _uses_accelerator({str(cpu)}) is False
     assert _uses_accelerator({str(cpu), str(gpu)}) is True
     assert _uses_accelerator({str(tmp_path / "gone.py")}) is True  # unreadable: nothing dropped
+
+
+def test_a_finding_no_plan_can_apply_is_not_offered_to_the_tune() -> None:
+    from torchpace.doctor.evidence import RuntimeFinding
+    from torchpace.doctor.merge import _from_runtime
+
+    as_stated = RuntimeFinding("padding-waste", "length-bucketing", "high", "m", "f", None, 0.3)
+    assert _from_runtime(as_stated)["applies"]["tune"] is True
+    trim_first = RuntimeFinding(
+        "padding-waste", "length-bucketing", "high", "m", "f", None, 0.3, plan_applies=False
+    )
+    assert _from_runtime(trim_first)["applies"]["tune"] is False

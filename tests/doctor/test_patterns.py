@@ -145,6 +145,21 @@ def test_unfused_optimizer_gain_uses_the_cited_speedup() -> None:
     assert "unfused-optimizer" in diagnose(_evidence({"optimizer": 0.3}, settings=fused))[1]
 
 
+def test_samples_padded_to_a_fixed_length_are_told_to_trim_before_bucketing() -> None:
+    # Issue 29: a dataset padding every sample to a fixed length in __getitem__ was promised
+    # 1.71x by bucketing, which alone changed nothing; trimming in the collate did.
+    ragged = {"share": 0.4, "tokens_per_step": 1000, "padded_per_step": 400}
+    fixed = {**ragged, "past_longest_share": 0.3}  # 3/4 of the padding past each batch's longest
+    for padding, trims in ((ragged, False), (fixed, True)):
+        ev = _evidence({"forward": 0.4, "backward": 0.5, "data": 0.1})
+        ev.summary["padding"] = padding
+        (hit,) = [f for f in diagnose(ev)[0] if f.pattern == "padding-waste"]
+        assert hit.gain == pytest.approx(0.4 * 0.9)  # trimmed and bucketed, all of it goes
+        assert ("pad in the collate instead" in hit.fix) is trims
+        assert ("reordering them alone removes nothing" in hit.message) is trims
+        assert hit.plan_applies is not trims  # no plan trims: neither tune nor --verify tries
+
+
 def test_syncs_are_reported_only_when_on_every_step() -> None:
     rows = [
         {"path": "/x/t.py", "line": 9, "call": ".item()", "per_step": 2.0, "every_step": True,

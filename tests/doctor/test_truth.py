@@ -509,14 +509,17 @@ def test_text_whose_rows_end_in_spaces_is_not_padding() -> None:
     # x-transformers' enwik8 script: one 33-byte row a batch, its trailing spaces taken for 7%
     # padding and a length-bucketing finding.
     row = torch.tensor([list(b"    return self.value  # done    ")])
-    assert padding_of(row) == (row.numel(), 0)
+    assert padding_of(row) == (row.numel(), 0, 0)
     # rows of text, a third of them ending in a space: no pad value most rows end with
     text = b"def f(x):\n    return x + 1\nclass A:\n    pass\nimport os\nprint(os.sep)\n"
     rows = torch.tensor([list(text[7 * i : 7 * i + 24]) for i in range(6)])
     rows[:, -1] = torch.tensor(list(b" s+ )n"))
-    assert padding_of(rows) == (rows.numel(), 0)
+    assert padding_of(rows) == (rows.numel(), 0, 0)
     # a padded batch: every row but the longest ends with the pad
     padded = torch.tensor(
         [[5, 6, 7, 8, 9, 10, 11, 12], [5, 6, 7, 0, 0, 0, 0, 0], [5, 6, 0, 0, 0, 0, 0, 0]]
     )
-    assert padding_of(padded) == (24, 11)
+    assert padding_of(padded) == (24, 11, 0)
+    # padded to a fixed length of 10: even the longest row carries 2 pads, 6 of the batch's 17
+    fixed = torch.nn.functional.pad(padded, (0, 2))
+    assert padding_of(fixed) == (30, 17, 6)

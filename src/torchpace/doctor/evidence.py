@@ -65,6 +65,9 @@ class RuntimeFinding:
     site: Site | None
     gain: float | None  # estimated share of step time recovered
     measured: dict[str, Any] = field(default_factory=dict)
+    # False where the fix needs a change to the script no plan makes (samples padded to a fixed
+    # length: trim them first), so neither the tune nor --verify can try it as stated.
+    plan_applies: bool = True
 
     def __post_init__(self) -> None:
         """``measured`` holds numbers, strings and None only (the published schema's

@@ -71,10 +71,13 @@ def token_count(batch: Any) -> int:
     return int(x.numel())
 
 
-def padding_of(batch: Any) -> tuple[int, int]:
-    """(tokens, padded) of a batch whose first tensor is a (batch, length) tensor of token ids
-    on the CPU: padded counts each row's trailing run of the pad value, taken as the value most
-    rows (more than half) end with. (0, 0) for any other batch. A batch padded to its longest
+def padding_of(batch: Any) -> tuple[int, int, int]:
+    """(tokens, padded, past_longest) of a batch whose first tensor is a (batch, length) tensor
+    of token ids on the CPU: padded counts each row's trailing run of the pad value, taken as
+    the value most rows (more than half) end with; past_longest the padding even its longest row
+    carries (the shortest run, on every row): a batch padded to a fixed length, in the dataset
+    or the collate, not to its own longest sequence, where reordering samples (length
+    bucketing) alone removes nothing. (0, 0, 0) for any other batch. A batch padded to its longest
     sequence shows as ragged runs; unpadded token ids end in varied values, so their runs stay a
     row or two long. The batch is read on the host before it moves to a device, so this never
     syncs."""
@@ -88,19 +91,19 @@ def padding_of(batch: Any) -> tuple[int, int]:
         or x.is_complex()
         or x.dtype == torch.bool
     ):
-        return 0, 0
+        return 0, 0, 0
     tokens = int(x.numel())
     # One row, or a last id no more than half the rows end with, is not padding: in a padded batch
     # every row but the longest ends with the pad. x-transformers' enwik8 script (batches of one
     # 33-byte row of text) had its rows' trailing spaces taken for 7% padding.
     if x.shape[0] < 2:
-        return tokens, 0
+        return tokens, 0, 0
     pad = torch.mode(x[:, -1]).values
     if 2 * int((x[:, -1] == pad).sum()) <= x.shape[0]:
-        return tokens, 0
+        return tokens, 0, 0
     # A row's trailing run of the pad value: the cumulative product of matches from its end.
-    run = (x.flip(1) == pad).to(torch.int32).cumprod(dim=1).sum()
-    return tokens, int(run)
+    runs = (x.flip(1) == pad).to(torch.int32).cumprod(dim=1).sum(dim=1)
+    return tokens, int(runs.sum()), int(runs.min()) * x.shape[0]
 
 
 def _info(rec: Recorder, loader: DataLoader[Any]) -> int:

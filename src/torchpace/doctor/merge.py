@@ -95,7 +95,7 @@ def _entry(**kw: Any) -> dict[str, Any]:
 
 
 def _from_runtime(f: RuntimeFinding) -> dict[str, Any]:
-    return _entry(
+    entry = _entry(
         pattern=f.pattern,
         technique=f.technique,
         severity=f.severity,
@@ -106,6 +106,9 @@ def _from_runtime(f: RuntimeFinding) -> dict[str, Any]:
         gain=f.gain,
         measured=dict(f.measured),
     )
+    if not f.plan_applies:
+        entry["applies"]["tune"] = False
+    return entry
 
 
 def _same_place(entry: dict[str, Any], lint: Finding) -> bool:

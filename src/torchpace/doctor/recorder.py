@@ -94,9 +94,10 @@ class Recorder:
         samples: int,
         tokens: int = 0,
         padded: int = 0,
+        past_longest: int = 0,
         cpu: float = 0.0,
     ) -> None:
-        self.fetches.append(Fetch(loader, seconds, samples, tokens, padded, cpu))
+        self.fetches.append(Fetch(loader, seconds, samples, tokens, padded, cpu, past_longest))
         self._last_loader = loader
 
     def forward_batch(self, samples: int, tokens: int = 0) -> None:

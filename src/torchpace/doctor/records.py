@@ -19,6 +19,7 @@ class Fetch:
     tokens: int = 0  # elements of a batch of token ids (loaders.padding_of), 0 for other batches
     padded: int = 0  # of which trailing padding
     cpu: float = 0.0  # the main thread's CPU seconds during the wait (loading in this process)
+    past_longest: int = 0  # of the padding, what even the batch's longest row carries
 
 
 @dataclass

@@ -131,6 +131,8 @@ def padding_summary(kept: list[Step], train: set[int]) -> dict[str, Any] | None:
         "share": padded / tokens,
         "tokens_per_step": tokens / len(kept),
         "padded_per_step": padded / len(kept),
+        # padding past each batch's longest row: samples padded to a fixed length
+        "past_longest_share": sum(f.past_longest for f in fetches) / tokens,
     }
 
 
