@@ -199,6 +199,7 @@ def test_changing_outside_the_band_names_the_tail_and_the_band(
         f"loss {last:g} (mean of the last 2 of 4 steps) is {side} the baseline's seed band [1, 3]",
         delta,
         "changing",
+        lower=side == "below",  # it trained lower: the tune says so (--accept-lower keeps it)
     )
 
 
@@ -348,3 +349,38 @@ def test_a_band_from_seeds_that_ended_alike_is_said_to_be_the_margin_alone() -> 
     assert "seeds ended on the same loss" in _band_note(alike)
     assert "±5% margin" in _band_note(alike)
     assert _band_note(band()) == "" and _band_note(None) == ""
+
+
+# -- preserving, on a trajectory that amplifies rounding -----------------------------------------
+# Issue 29: in a DQN the actions feed back into the data, so fused Adam's ulp-level difference
+# grew to 1.0e+01 relative by step 28 and a 1.39x change was rejected.
+def test_a_preserving_change_first_off_by_rounding_is_judged_by_the_band() -> None:
+    grows = [4.0, 3.0 * (1 + 1e-7), 2.0 * (1 + 1e-4), 1.6]  # 1e-7 at step 2, then 7% at step 4
+    v = check(grows, baseline_losses=SEED0, band=band(), changes_numerics=False)
+    assert v.ok and v.kind == "changing"
+    assert v.reason == (
+        "judged by the band: the training amplifies rounding: the same-seed run first differs "
+        "by 1.0e-07 at step 2"
+    )
+    # Outside the band it is still rejected, and the reason says how it was judged.
+    out = check([4.0, 3.0 * (1 + 1e-7), 4.0, 4.0], baseline_losses=SEED0, band=band(),
+                changes_numerics=False)  # fmt: skip
+    assert not out.ok and "is above the baseline's seed band" in out.reason
+    assert "the training amplifies rounding" in out.reason
+
+
+def test_a_preserving_change_first_off_by_more_than_rounding_is_judged_step_by_step() -> None:
+    # 1e-3 at its first difference is no rounding: the exact rule stands, whatever the band says.
+    v = check([4.0, 3.0 * (1 + 1e-3), 1.6, 1.6], baseline_losses=SEED0, band=band(),
+              changes_numerics=False)  # fmt: skip
+    assert not v.ok and v.reason.startswith("loss differs from the same-seed baseline by")
+
+
+def test_a_loss_below_the_band_is_said_to_have_trained_lower() -> None:
+    v = check([4.0, 3.0, 0.5, 0.5], baseline_losses=SEED0, band=band(), changes_numerics=True)
+    assert not v.ok and v.lower and "is below the baseline's seed band" in v.reason
+    from torchpace.tune.table import trained_lower
+
+    assert trained_lower(v.reason, False).startswith("trained lower: loss 0.5")
+    assert trained_lower(v.reason, False).endswith("not kept (--accept-lower keeps it)")
+    assert trained_lower(v.reason, True).startswith("kept alone (trained lower, accepted")

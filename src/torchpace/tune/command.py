@@ -93,6 +93,12 @@ def add_parser(sub: Any) -> None:
         "ones stay cached",
     )
     p.add_argument(
+        "--accept-lower",
+        action="store_true",
+        help="keep a change whose loss ended below the baseline's seed band (it trained lower); "
+        "by default it is reported as 'trained lower' and left out",
+    )
+    p.add_argument(
         "--keep-batch-size",
         action="store_true",
         help="the batch size is part of the experiment: do not search it",
@@ -211,6 +217,7 @@ def run(args: argparse.Namespace) -> int:
         retry_failed=args.retry_failed,
         trial_timeout_s=args.trial_timeout or DEFAULT_TRIAL_TIMEOUT_S,
         keep_batch_size=args.keep_batch_size,
+        accept_lower=args.accept_lower,
         timeout_option="--trial-timeout",
     )
     survey_note = ""

@@ -34,7 +34,14 @@ from torchpace.tune.convergence import (
 from torchpace.tune.noise import NOISY, load_noise, not_judged, trials_noise
 from torchpace.tune.results import ResultsFile
 from torchpace.tune.runner import run_trial
-from torchpace.tune.table import Row, confirm_trial, not_applicable, not_worth_it, rejected
+from torchpace.tune.table import (
+    Row,
+    confirm_trial,
+    not_applicable,
+    not_worth_it,
+    rejected,
+    trained_lower,
+)
 from torchpace.tune.trial import TrialResult, TrialSpec
 
 # 3%: below this a gain is inside the step-time spread of this 2-core machine (the doctor
@@ -92,6 +99,8 @@ class Settings:
     alone_only: bool = False
     # The batch size is the experiment's (``--keep-batch-size``): no batch-size search.
     keep_batch_size: bool = False
+    # A trial whose loss ended below the baseline's band (it trained lower) may be kept.
+    accept_lower: bool = False
 
 
 # Failures that say nothing about the trial's plan: the machine ran out of time, disk or
@@ -247,7 +256,22 @@ def _changed_nothing(r: TrialResult, techniques: tuple[str, ...]) -> str:
     return "; ".join(dict.fromkeys(str(not_applied[t]) for t in techniques))
 
 
-def _judge(r: TrialResult, base: TrialResult, band: Band, techniques: tuple[str, ...]) -> Verdict:
+def _judge(
+    r: TrialResult,
+    base: TrialResult,
+    band: Band,
+    techniques: tuple[str, ...],
+    accept_lower: bool = False,
+) -> Verdict:
+    """The guard's verdict on ``r``; with ``accept_lower`` a loss that ended below the band (it
+    trained lower) passes, its reason kept."""
+    v = _guard(r, base, band, techniques)
+    if accept_lower and v.lower:
+        return dataclasses.replace(v, ok=True)
+    return v
+
+
+def _guard(r: TrialResult, base: TrialResult, band: Band, techniques: tuple[str, ...]) -> Verdict:
     return check(
         r.losses,
         baseline_losses=base.losses,
@@ -350,12 +374,12 @@ def _search(
         if why_not:  # the run was the baseline again: its speed-up would be noise
             rows.append(Row(c.name, c.techniques, verdict=not_applicable(why_not)))
             continue
-        v = _judge(r, base, band, c.techniques)
+        v = _judge(r, base, band, c.techniques, s.accept_lower)
         r, noise = judge_noise(c.name, none.replace(**c.changes), c.techniques, r, v.ok)
         gain, lo, hi = _speedup(base, r)
         effective = _effective(base, r, s.run_steps)
         if not v.ok:
-            verdict = rejected(v.reason)
+            verdict = trained_lower(v.reason, False) if v.lower else rejected(v.reason)
         elif noise:
             verdict = not_judged(noise)
             out.noisy.append(c.name)
@@ -366,7 +390,13 @@ def _search(
             if effective >= GREEDY_FLOOR or r.compile_seconds:
                 alone[c.name] = (c, r, effective)  # tried again in combination below
         else:
-            verdict = "kept alone"
+            verdict = (
+                trained_lower(v.reason, True)
+                if v.lower
+                else f"kept alone ({v.reason})"
+                if v.reason
+                else "kept alone"
+            )
             alone[c.name] = (c, r, effective)
         rows.append(
             Row(
@@ -401,7 +431,7 @@ def _search(
                 Row(f"+ {c.name}", c.techniques, verdict=rejected(f"{r.status}: {r.reason}"))
             )
             continue
-        v = _judge(r, base, band, techniques)
+        v = _judge(r, base, band, techniques, s.accept_lower)
         if r is not measured:
             r, noise = judge_noise(f"+ {c.name}", trial_plan, techniques, r, v.ok)
         else:  # the technique alone, judged in step 2
@@ -413,7 +443,7 @@ def _search(
             "kept"
             if keep
             else (
-                rejected(v.reason)
+                (trained_lower(v.reason, False) if v.lower else rejected(v.reason))
                 if not v.ok
                 else not_judged(noise)
                 if noise

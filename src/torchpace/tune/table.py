@@ -36,6 +36,14 @@ def confirm_trial(side: str, i: int) -> str:
     return f"confirm {side} {i}"
 
 
+def trained_lower(reason: str, accepted: bool) -> str:
+    """The verdict of a trial whose loss ended below the baseline's band: not a failure, a
+    choice (issue 29: compile ended at 1.876 against [2.02, 3.23] and was plainly "rejected")."""
+    if accepted:
+        return f"kept alone (trained lower, accepted by --accept-lower: {reason})"
+    return f"trained lower: {reason}; not kept (--accept-lower keeps it)"
+
+
 def not_worth_it(speedup: float) -> str:
     """The verdict of a technique that converged but did not pay off."""
     return f"not worth it ({speedup:.2f}×)"
