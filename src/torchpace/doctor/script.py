@@ -69,7 +69,10 @@ def _stall_watch(
         waited = now - seen["since"]
         if steps == 0 and rec.backward_calls == 0 and waited > first_step_timeout:
             return f"no training step and no backward() observed in {first_step_timeout:g} s"
-        if steps == 0 and step_timeout and waited > step_timeout:
+        # --step-timeout runs from the first backward(): before it, only the first-step limit
+        # (a script that imports for longer than the step limit is not stuck; beside two
+        # CPU-bound processes torch's import took over the 3 s a test gave steps)
+        if steps == 0 and rec.backward_calls and step_timeout and waited > step_timeout:
             return (
                 f"backward() ran {rec.backward_calls} times in {waited:.0f} s, but no "
                 "optimizer.step() ended a step (--step-timeout sets the limit; 0 waits for ever)"
