@@ -14,6 +14,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -213,3 +214,51 @@ def test_a_loaded_confirmation_confirms_nothing(
     assert out.noisy == ["confirmation"] and out.confirm["noise"] and "confirmation" in out.noisy
     assert _verdict(out, "confirmation").startswith(NOISY)
     assert out.plan.fused_optimizer  # kept on its own trial's verdict; not withdrawn
+
+
+@pytest.mark.skipif(not Path("/proc/stat").exists(), reason="other processes' load needs /proc")
+def test_require_quiet_waits_for_a_hog_to_leave_and_is_bounded() -> None:
+    # Planted: a CPU hog that ends after 2 s. The wait sees it, then the quiet machine after it
+    # (unless this machine is busy of its own accord: then it gives up at its bound, as it must).
+    from torchpace.measure.noise import MAX_FOREIGN_CORES, wait_for_quiet
+
+    busy: list[float] = []
+    spin = f"'{sys.executable}' -c 'import time; t = time.time()\nwhile time.time() - t < 2: pass'"
+    subprocess.run(["sh", "-c", f"{spin} >/dev/null 2>&1 &"], check=True)
+    t0 = time.monotonic()
+    quiet, load = wait_for_quiet(8.0, window_s=1.0, say=lambda c, w: busy.append(c))
+    waited = time.monotonic() - t0
+    assert busy and busy[0] > MAX_FOREIGN_CORES  # it saw the hog
+    if quiet:
+        assert load is not None and load <= MAX_FOREIGN_CORES
+    else:  # still busy at the bound: it stopped there
+        assert waited < 8.0 + 2.0
+    # A bound shorter than a window returns after one busy window.
+    with _hog():
+        t0 = time.monotonic()
+        quiet, load = wait_for_quiet(0.1, window_s=0.5)
+        assert not quiet and load is not None and load > MAX_FOREIGN_CORES
+        assert time.monotonic() - t0 < 5.0
+
+
+def test_require_quiet_is_a_tune_flag_that_says_when_the_machine_stayed_busy(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from torchpace.cli import build_parser
+    from torchpace.measure import noise
+    from torchpace.tune import command
+
+    args = build_parser().parse_args(["tune", "--require-quiet", "cnn"])
+    assert args.require_quiet and args.recipe == "cnn"
+
+    def busy(limit: float, say: Any) -> tuple[bool, float]:  # a machine that stays busy
+        say(1.9, 2.0)
+        return False, 1.9
+
+    monkeypatch.setattr(noise, "wait_for_quiet", busy)
+    command._wait_for_quiet(300.0)
+    err = capsys.readouterr().err
+    assert (
+        "other processes use 1.90 cores (over 0.25); waiting for a quiet machine (2 of 300" in err
+    )
+    assert "the machine stayed busy for 300 s (1.90 cores of other work); tuning anyway" in err

@@ -88,6 +88,30 @@ class LoadProbe:
         return max(0.0, (busy - own + steal) / wall)
 
 
+def wait_for_quiet(
+    limit_s: float,
+    *,
+    window_s: float = 2.0,
+    say: Any = None,
+) -> tuple[bool, float | None]:
+    """Wait, at most ``limit_s`` seconds, for a window of ``window_s`` in which other processes
+    use at most MAX_FOREIGN_CORES (``tune --require-quiet``). Returns (quiet, the last window's
+    load); (True, None) at once where /proc cannot tell. ``say(load, waited)`` is told of each
+    busy window."""
+    t0 = time.monotonic()
+    while True:
+        probe = LoadProbe()
+        time.sleep(window_s)
+        load = probe.foreign_cores()
+        if load is None or load <= MAX_FOREIGN_CORES:
+            return True, load
+        waited = time.monotonic() - t0
+        if say is not None:
+            say(load, waited)
+        if waited + window_s > limit_s:
+            return False, load
+
+
 def peak_loaded(env: dict[str, Any]) -> bool:
     """Whether an environment fingerprint's peak FLOP/s were measured beside other processes'
     work (``peak_load`` over the limit): they read low, and were not cached."""

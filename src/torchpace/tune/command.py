@@ -38,6 +38,8 @@ _UNITS = {"s": 1, "m": 60, "h": 3600}
 _BYTES = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
 
 
+# --require-quiet waits at most this long for other processes to leave the cores.
+QUIET_WAIT_S = 300.0
 # The doctor's survey of a script before its tune: at least this long unless --trial-timeout.
 SURVEY_TIMEOUT_S = 600.0
 
@@ -91,6 +93,12 @@ def add_parser(sub: Any) -> None:
         help="run the cached failed trials again, and those measured beside other processes' "
         "work (timeouts, a full disk and kills from outside are always run again); the good "
         "ones stay cached",
+    )
+    p.add_argument(
+        "--require-quiet",
+        action="store_true",
+        help="before the trials, wait (at most 5m) for other processes to leave the cores; the "
+        "tune then runs, and says if the machine stayed busy",
     )
     p.add_argument(
         "--accept-lower",
@@ -262,6 +270,8 @@ def run(args: argparse.Namespace) -> int:
         after_baseline = functools.partial(for_script, device=device, findings=findings)
     else:
         cands, not_here = candidates(load_recipe(args.recipe), device)
+    if args.require_quiet:
+        _wait_for_quiet(QUIET_WAIT_S)
     with TuneProgress(args.budget) as bar, _sigterm_ends_trials():
         outcome = tune(
             settings,
@@ -354,6 +364,29 @@ def run(args: argparse.Namespace) -> int:
         write_html(args.html, [build(result)], [str(result_path)])
         print(f"wrote {args.html}")
     return 0
+
+
+def _wait_for_quiet(limit_s: float) -> None:
+    """--require-quiet: wait, bounded, for a quiet machine before the first trial."""
+    import sys
+
+    from torchpace.measure.noise import MAX_FOREIGN_CORES, wait_for_quiet
+
+    def say(load: float, waited: float) -> None:
+        print(
+            f"torchpace tune: other processes use {load:.2f} cores (over {MAX_FOREIGN_CORES:.2f});"
+            f" waiting for a quiet machine ({waited:.0f} of {limit_s:.0f} s)",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    quiet, load = wait_for_quiet(limit_s, say=say)
+    if not quiet:
+        print(
+            f"torchpace tune: the machine stayed busy for {limit_s:.0f} s ({load:.2f} cores of "
+            "other work); tuning anyway: verdicts the load spoils will say 'noisy: not judged'",
+            file=sys.stderr,
+        )
 
 
 def _band_note(band: Band | None) -> str:
