@@ -86,7 +86,7 @@ def _plant(
     return ran
 
 
-def _tune(tmp_path: Path) -> Outcome:
+def _tune(tmp_path: Path, progress: Any = lambda name, used: None) -> Outcome:
     settings = Settings(
         recipe=str(tmp_path / "train.py"),
         budget_s=60.0,
@@ -101,6 +101,7 @@ def _tune(tmp_path: Path) -> Outcome:
         [],
         results=ResultsFile(tmp_path / "trials.jsonl"),
         workdir=tmp_path / "work",
+        progress=progress,
     )
 
 
@@ -262,3 +263,18 @@ def test_require_quiet_is_a_tune_flag_that_says_when_the_machine_stayed_busy(
         "other processes use 1.90 cores (over 0.25); waiting for a quiet machine (2 of 300" in err
     )
     assert "the machine stayed busy for 300 s (1.90 cores of other work); tuning anyway" in err
+
+
+def test_the_progress_names_the_stage_the_trial_and_its_number(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _plant(monkeypatch, TIMES, set())
+    said: list[str] = []
+    _tune(tmp_path, progress=lambda name, used: said.append(name))
+    assert said == [
+        "1/6 the baseline, two seeds: baseline (trial 1)",
+        "1/6 the baseline, two seeds: baseline, seed 1 (trial 2)",
+        "2/6 each technique alone: fused optimizer (trial 3)",
+        "6/6 the paired confirmation: confirm baseline 1 (trial 4)",
+        "6/6 the paired confirmation: confirm plan 1 (trial 5)",
+    ]

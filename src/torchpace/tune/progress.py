@@ -1,4 +1,5 @@
-"""The tune's progress bar: the trial running now and the share of the budget used."""
+"""The tune's progress bar: the stage and the trial running now, how many ran, the share of the
+budget used and the time left of it."""
 
 from __future__ import annotations
 
@@ -41,6 +42,4 @@ class TuneProgress:
         self._progress.__exit__(kind, err, tb)
 
     def update(self, trial: str, used: float) -> None:
-        self._progress.update(
-            self._task, completed=min(used, 1.0) * _STEPS, description=f"trial: {trial}"
-        )
+        self._progress.update(self._task, completed=min(used, 1.0) * _STEPS, description=trial)

@@ -153,6 +153,7 @@ class _Runner:
                 file=sys.stderr,
             )
         self.t0 = time.perf_counter()
+        self.stage = "the search"  # the search's stage, for the progress bar
         self.trials: list[TrialResult] = []
         self.cached = 0
         self.costs: list[float] = []
@@ -193,7 +194,7 @@ class _Runner:
             attempt=kw.get("attempt", 1),
         )
         used = 1 - max(self.left(), 0) / self.s.budget_s
-        self.progress(name, used)
+        self.progress(f"{self.stage}: {name} (trial {len(self.trials) + 1})", used)
         cached = self.known.get(spec.key())
         if (
             cached is not None
@@ -321,6 +322,7 @@ def _search(
     runner = _Runner(s, results, workdir, progress)
     none = Plan() if baseline is None else baseline
     # 1. The baseline, from two seeds: its speed, and the seed-to-seed band of its loss.
+    runner.stage = "1/6 the baseline, two seeds"
     base = runner.run("baseline", none)
     other = runner.run(f"baseline, seed {s.seeds[1]}", none, seed=s.seeds[1])
     for b in (base, other):
@@ -360,6 +362,7 @@ def _search(
         return r, noise
 
     # 2. Each technique alone.
+    runner.stage = "2/6 each technique alone"
     alone: dict[str, tuple[Candidate, TrialResult, float]] = {}  # converged, may join greedy
     for c in cands:
         if not runner.affordable(compile_trial="compile" in c.changes):
@@ -411,6 +414,7 @@ def _search(
         return out
 
     # 3. Greedy: add the winners, best first, keeping each only if the whole still gains.
+    runner.stage = "3/6 combining the winners"
     best_plan, best = none, base
     for c, measured, _ in sorted(alone.values(), key=lambda t: -t[2]):
         trial_plan = best_plan.replace(**c.changes)
@@ -468,6 +472,7 @@ def _search(
         if keep:
             best_plan, best = trial_plan, r
 
+    runner.stage = "4/6 the batch size"
     # 4. The batch size: doubling while it pays and converges, bisecting after an OOM; unless
     # the batch size is part of the experiment (--keep-batch-size).
     if s.keep_batch_size:
@@ -491,6 +496,7 @@ def _search(
         out.batch_search = found.tried
         out.noisy += [row.name for row in found.rows if row.verdict.startswith(NOISY)]
 
+    runner.stage = "5/6 the loader"
     # 5. The loader: can the input pipeline alone outrun the step? If not, more workers. (A
     # script's loader cannot run alone: its loader settings are a candidate of step 2 instead.)
     if s.script_args is None and runner.affordable():
@@ -546,6 +552,7 @@ def _search(
                 best_plan, best, workers = more, r, workers * 2
 
     # 6. Confirm: baseline and best, interleaved, against each other.
+    runner.stage = "6/6 the paired confirmation"
     ratios, confirm_noise = [], []
     if best_plan != none:
         for i in range(CONFIRM_PAIRS):
