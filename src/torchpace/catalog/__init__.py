@@ -13,9 +13,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from torchpace.catalog import compute, distributed, loading, memory, precision
+from torchpace.catalog.precision import FUSED_KERNELS, fused_on
 from torchpace.catalog.schema import GUIDES, Device, Family, Guide, Technique
 
 __all__ = [
+    "FUSED_KERNELS",
     "GUIDES",
     "TECHNIQUES",
     "Device",
@@ -23,6 +25,7 @@ __all__ = [
     "Guide",
     "Technique",
     "for_device",
+    "fused_on",
     "get",
     "ids",
 ]

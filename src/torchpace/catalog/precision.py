@@ -306,3 +306,22 @@ ENTRIES: tuple[Technique, ...] = (
         ),
     ),
 )
+
+
+# The optimizers with a fused kernel (fused=True), by torch.optim class name, and the devices it
+# runs on, in torch 2.13: the one home of this fact. The doctor's finding, prepare()'s verb, the
+# tune's candidate, apply's edit and lint's rule read it (issue 31: five copies disagreed, and
+# the doctor recommended fused Adagrad on CUDA, which the verb refused). Adagrad's kernel is
+# CPU-only (its _device_dtype_check_for_fused call passes cuda_unsupported=True).
+FUSED_KERNELS: dict[str, tuple[str, ...]] = {
+    "Adam": ("cpu", "cuda"),
+    "AdamW": ("cpu", "cuda"),
+    "SGD": ("cpu", "cuda"),
+    "Adagrad": ("cpu",),
+}
+
+
+def fused_on(optimizer: str, device: str) -> bool:
+    """Whether the torch.optim class named ``optimizer`` has a fused kernel on ``device``
+    ("cpu" or "cuda"; "cuda:1" counts as "cuda")."""
+    return device.split(":")[0] in FUSED_KERNELS.get(optimizer, ())

@@ -22,8 +22,6 @@ FUSED_OPTIMIZER_SPEEDUP = 3.0
 NEGLIGIBLE = 0.005  # see estimated()
 # In a pattern's skip reason: the change was measured on this run and would make it slower.
 NOT_PAYING = "would not pay"
-# Optimizers with a fused kernel on both CPU and CUDA in torch 2.13.
-FUSABLE = frozenset({"Adam", "AdamW", "SGD", "Adagrad"})
 
 
 @dataclass(frozen=True)

@@ -6,8 +6,8 @@ import os
 import re
 from typing import Any
 
+from torchpace.catalog import fused_on
 from torchpace.doctor.evidence import (
-    FUSABLE,
     FUSED_OPTIMIZER_SPEEDUP,
     MODERATE,
     NOT_PAYING,
@@ -529,8 +529,8 @@ def fused_skip(ev: Evidence) -> str | None:
         return "no optimizer seen"
     if opts[0]["fused"]:
         return "the optimizer is already fused"
-    if opts[0]["class"] not in FUSABLE:
-        return f"{opts[0]['class']} has no fused kernel"
+    if not fused_on(opts[0]["class"], ev.device):
+        return f"{opts[0]['class']} has no fused kernel on {ev.device}"
     return None
 
 

@@ -6,7 +6,8 @@ do by hand. This module does not import torch.
 Edits, each only where the script's own syntax makes it certain:
 
 - ``grad-set-to-none``: ``zero_grad(set_to_none=False)`` -> ``set_to_none=True``;
-- ``fused-optimizer``: ``fused=True`` on ``torch.optim.Adam/AdamW/SGD(...)`` without ``**kw``;
+- ``fused-optimizer``: ``fused=True`` on a ``torch.optim`` class with a fused kernel on the script's
+  device (``catalog.FUSED_KERNELS``), without ``**kw``;
 - ``loader-workers``: ``num_workers``, ``pin_memory`` and ``persistent_workers`` on each
   ``DataLoader(...)`` without ``**kw``;
 - ``tf32`` / ``cudnn-benchmark``: the flags, after the module's imports;
@@ -34,6 +35,7 @@ import re
 from dataclasses import dataclass
 from itertools import pairwise
 
+from torchpace.catalog import fused_on
 from torchpace.findings import Edit, Finding, Fix, Location
 from torchpace.lint.imports import Resolver
 from torchpace.lint.results import LintError
@@ -41,7 +43,6 @@ from torchpace.lint.rule import end_of, keyword
 from torchpace.measure.cores import usable_cores
 from torchpace.train.plan import Plan
 
-_FUSABLE = {"torch.optim.Adam", "torch.optim.AdamW", "torch.optim.SGD"}
 _OPTIMIZERS = re.compile(r"^torch\.optim\.[A-Z]\w*$")
 
 
@@ -129,10 +130,12 @@ def _set_to_none(s: _Script) -> list[Finding]:
     return out
 
 
-def _fused(s: _Script) -> list[Finding]:
+def _fused(s: _Script, device: str) -> list[Finding]:
     out = []
     for call in s.calls:
-        if s.qualname(call) not in _FUSABLE or _has_star_kwargs(call):
+        name = s.qualname(call) or ""
+        fusable = name.startswith("torch.optim.") and fused_on(name.rsplit(".", 1)[-1], device)
+        if not fusable or _has_star_kwargs(call):
             continue
         if keyword(call, "fused") is not None or keyword(call, "foreach") is not None:
             continue
@@ -561,7 +564,7 @@ def plan_edits(
     if plan.grad_set_to_none:
         findings += _set_to_none(s)
     if plan.fused_optimizer:
-        findings += _fused(s)
+        findings += _fused(s, device)
     if plan.loader == "auto" or plan.loader_workers is not None:
         findings += _loader(s, plan, device)
     for part in (

@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 
+from torchpace.catalog import FUSED_KERNELS
 from torchpace.speedups.applied import Applied, done, skipped
 
 TECHNIQUE = "fused-optimizer"
@@ -21,13 +22,9 @@ _CLASSES: dict[str, Any] = {  # name -> optimizer class (each takes lr=)
     "adam": torch.optim.Adam,
     "sgd": torch.optim.SGD,
 }
-# Adagrad's fused kernel is CPU-only in torch 2.13 (its _device_dtype_check_for_fused call
-# passes cuda_unsupported=True).
+# The classes with a fused kernel and its devices: the catalogue's table (one home).
 _FUSED_DEVICES: dict[type[torch.optim.Optimizer], tuple[str, ...]] = {
-    torch.optim.AdamW: ("cpu", "cuda"),
-    torch.optim.Adam: ("cpu", "cuda"),
-    torch.optim.SGD: ("cpu", "cuda"),
-    torch.optim.Adagrad: ("cpu",),
+    getattr(torch.optim, name): devices for name, devices in FUSED_KERNELS.items()
 }
 
 

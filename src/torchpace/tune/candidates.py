@@ -16,6 +16,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from torchpace.catalog import fused_on
 from torchpace.measure.env import bf16_supported
 from torchpace.speedups.bucketed_loader import length_quantiles
 from torchpace.tune.build import build
@@ -82,9 +83,6 @@ def candidates(recipe: Any, device: torch.device) -> tuple[list[Candidate], list
     )
 
 
-_FUSABLE = ("Adam", "AdamW", "SGD")  # torch.optim classes with a fused kernel on CPU and CUDA
-
-
 def from_facts(
     facts: dict[str, Any],
     device: torch.device,
@@ -137,11 +135,11 @@ def from_facts(
         Candidate("fold conv bias", {"fold_conv_bias": True}, ("conv-bias-before-bn",)),
         "no convolution has a bias",
     )
-    fusable = bool(optimizers) and all(name in _FUSABLE for name in optimizers)
+    fusable = bool(optimizers) and all(fused_on(name, device.type) for name in optimizers)
     offer(
         fusable,
         Candidate("fused optimizer", {"fused_optimizer": True}, ("fused-optimizer",)),
-        f"{', '.join(optimizers) or 'no optimizer'}: no fused kernel",
+        f"{', '.join(optimizers) or 'no optimizer'}: no fused kernel on {device.type}",
     )
     offer(
         device.type == "cuda" or bf16,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
+from torchpace.catalog import FUSED_KERNELS
 from torchpace.lint.device import uses_cuda
 from torchpace.lint.rule import FileContext, Report, Rule, argument, is_const, keyword
 
@@ -163,9 +164,14 @@ Loshchilov and Hutter, "Decoupled Weight Decay Regularization"; `torch.optim.Ada
 )
 
 
-# Optimizers with a fused implementation for CPU and CUDA in torch 2.13. Adagrad has one too but
-# is often used for sparse gradients, which the fused kernel does not take.
-_FUSABLE = {"torch.optim.Adam", "torch.optim.AdamW", "torch.optim.SGD"}
+# Optimizers with a fused kernel on every device (the catalogue's table): lint does not know the
+# device. Adagrad's is CPU-only, and Adagrad is often used for sparse gradients, which the fused
+# kernel does not take.
+_FUSABLE = {
+    f"torch.optim.{name}"
+    for name, devices in FUSED_KERNELS.items()
+    if {"cpu", "cuda"} <= set(devices)
+}
 
 
 def _check_fused(ctx: FileContext) -> Iterator[Report]:
