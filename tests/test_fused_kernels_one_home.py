@@ -5,6 +5,7 @@ the doctor said Adagrad fuses on CUDA, the verb CPU only, and the tune and lint 
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import pytest
 import torch
@@ -73,3 +74,27 @@ def test_lint_reads_it() -> None:
 
     # lint does not know the device: the kernels on every device
     assert {"torch.optim.Adam", "torch.optim.AdamW", "torch.optim.SGD"} == memory._FUSABLE
+
+
+def test_apply_and_lint_agree_on_set_to_none_for_a_loop_that_adds_into_grad(
+    tmp_path: Path,
+) -> None:
+    # Issue 31: lint's TP402 stayed silent on a file adding into .grad; apply made the edit and
+    # the script failed with `None += Tensor`. One test of it now serves both.
+    from torchpace.lint.engine import lint_file
+    from torchpace.lint.rules import RULES
+    from torchpace.script.edits import plan_edits
+    from torchpace.train.plan import Plan
+
+    adds = (
+        b"import torch\nfor p, g in zip(params, grads):\n    p.grad += g\n"
+        b"opt.zero_grad(set_to_none=False)\n"
+    )
+    plain = b"import torch\nopt.zero_grad(set_to_none=False)\n"
+    for source, flagged in ((adds, False), (plain, True)):
+        findings, _ = plan_edits(source, "train.py", Plan(grad_set_to_none=True))
+        assert ("grad-set-to-none" in [f.technique for f in findings]) is flagged
+        path = tmp_path / "train.py"
+        path.write_bytes(source)
+        result = lint_file(str(path), [r for r in RULES if r.code == "TP402"])
+        assert (len(result.findings) == 1) is flagged  # type: ignore[union-attr]

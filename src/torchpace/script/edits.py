@@ -40,6 +40,7 @@ from torchpace.findings import Edit, Finding, Fix, Location
 from torchpace.lint.imports import Resolver
 from torchpace.lint.results import LintError
 from torchpace.lint.rule import end_of, keyword
+from torchpace.lint.rules.memory import adds_into_grads
 from torchpace.measure.cores import usable_cores
 from torchpace.train.plan import Plan
 
@@ -119,6 +120,8 @@ def _has_star_kwargs(call: ast.Call) -> bool:
 
 
 def _set_to_none(s: _Script) -> list[Finding]:
+    if adds_into_grads(s.nodes):  # it needs gradients that exist (lint's TP402 says nothing)
+        return []
     out = []
     for call in s.calls:
         if isinstance(call.func, ast.Attribute) and call.func.attr == "zero_grad":

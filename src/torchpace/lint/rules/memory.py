@@ -3,33 +3,36 @@
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from torchpace.catalog import FUSED_KERNELS
 from torchpace.lint.device import uses_cuda
 from torchpace.lint.rule import FileContext, Report, Rule, argument, is_const, keyword
 
 
-def _adds_into_grads(ctx: FileContext) -> bool:
-    """``p.grad += g`` or ``p.grad.add_(g)``: the file needs gradients that exist, as zeros
-    (pytorch/examples' RPC parameter server, issue 16)."""
-    for node in ctx.of_type(ast.AugAssign):
-        if isinstance(node.target, ast.Attribute) and node.target.attr == "grad":
-            return True
-    for call, _ in ctx.calls:
-        func = call.func
-        if (
-            isinstance(func, ast.Attribute)
-            and func.attr in {"add_", "copy_", "mul_", "sub_"}
-            and isinstance(func.value, ast.Attribute)
-            and func.value.attr == "grad"
-        ):
-            return True
+def adds_into_grads(nodes: Iterable[ast.AST]) -> bool:
+    """``p.grad += g`` or ``p.grad.add_(g)`` among ``nodes``: the file needs gradients that
+    exist, as zeros (pytorch/examples' RPC parameter server, issue 16). The one test of it: lint's
+    TP402 stays silent on such a file and apply's set_to_none edit leaves it as written (issue
+    31: apply made the edit, and the script failed with ``None += Tensor``)."""
+    for node in nodes:
+        if isinstance(node, ast.AugAssign):
+            if isinstance(node.target, ast.Attribute) and node.target.attr == "grad":
+                return True
+        elif isinstance(node, ast.Call):
+            func = node.func
+            if (
+                isinstance(func, ast.Attribute)
+                and func.attr in {"add_", "copy_", "mul_", "sub_"}
+                and isinstance(func.value, ast.Attribute)
+                and func.value.attr == "grad"
+            ):
+                return True
     return False
 
 
 def _check_zero_grad_to_zero(ctx: FileContext) -> Iterator[Report]:
-    if _adds_into_grads(ctx):
+    if adds_into_grads(ctx.of_type(ast.AugAssign, ast.Call)):
         return
     for call, _ in ctx.calls:
         if isinstance(call.func, ast.Attribute) and call.func.attr == "zero_grad":
