@@ -180,6 +180,22 @@ def test_item_calls_are_counted_at_their_lines_with_exact_per_step_counts() -> N
     assert flagged == sorted([_line("syncs", "once"), _line("syncs", "twice")])
 
 
+def test_a_cpu_only_scripts_host_reads_are_counted_but_not_findings(tmp_path: Path) -> None:
+    # Issue 29: sync findings on a script that never uses an accelerator, where a read blocks
+    # nothing. The same planted script with its device fixed to the CPU: the reads are counted,
+    # no finding, and the skipped pattern says why.
+    source = (SCRIPTS / "syncs.py").read_text()
+    line = next(x for x in source.splitlines() if x.endswith("# MARK: device"))
+    cpu_only = tmp_path / "syncs_cpu.py"
+    cpu_only.write_text(source.replace(line, 'device = "cpu"'))
+    ran = script.run(str(cpu_only), [], steps=4, warmup=1, lint=False)
+    assert ran.result is not None and ran.result["syncs"]
+    assert "sync-every-step" not in [f["pattern"] for f in ran.result["findings"]]
+    assert ran.result["skipped_patterns"]["sync-every-step"].startswith(
+        "a CPU run of a script that never uses an accelerator"
+    )
+
+
 @pytest.mark.parametrize("args", [[], ["--loader"]], ids=["tensors", "tensor-dataset"])
 def test_a_compute_bound_script_is_not_called_input_bound(args: list[str]) -> None:
     result = _run("compute_only", *args, steps=4, warmup=1)

@@ -1,5 +1,6 @@
 """Planted host reads: per step, one .item() on one line, two on another (an inner loop of two),
-and one more every LOG_EVERY steps (a logging cadence, not every step)."""
+and one more every LOG_EVERY steps (a logging cadence, not every step). Written for a GPU where
+there is one, as most scripts are: on a GPU each read waits for the queued work."""
 
 import torch
 from torch import nn
@@ -7,9 +8,10 @@ from torch import nn
 LOG_EVERY = 4
 
 torch.manual_seed(0)
-x = torch.randn(16, 8)
-y = torch.randint(0, 2, (16,))
-model = nn.Linear(8, 2)
+device = "cuda" if torch.cuda.is_available() else "cpu"  # MARK: device
+x = torch.randn(16, 8).to(device)
+y = torch.randint(0, 2, (16,)).to(device)
+model = nn.Linear(8, 2).to(device)
 opt = torch.optim.SGD(model.parameters(), lr=0.01)
 step = 0
 logged = []
