@@ -11,7 +11,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
-SLEEP_S = 0.01
+SLEEP_S = 0.02
 BATCH = 4
 LOCK = multiprocessing.get_context("fork").Lock()
 X, Y = torch.ones(8), torch.tensor(1)
