@@ -290,9 +290,15 @@ def test_verify_measures_loader_workers_on_a_serial_input_as_estimated(tmp_path)
     result = json.loads(out.read_text())
     paces = result["loader_rates"]["seconds_per_batch"]
     assert paces["2"] > 0.8 * paces["0"]  # one sample at a time, whatever the workers
-    assert result["verify"]["tried"] == ["loader-workers"]
     (workers,) = [f for f in result["findings"] if f["technique"] == "loader-workers"]
     assert workers["measured"]["basis"] == "measured worker pace"
+    if result["verify"]["tried"] == []:
+        # A run beside other work whose estimate is below its step-time spread: withheld
+        # (doctor/noise.py), so there is nothing to verify (seen beside two CPU-bound processes).
+        assert result["noise"]["noisy"] and "withheld_gain" in workers["measured"]
+        assert workers["gain"] is None
+        return
+    assert result["verify"]["tried"] == ["loader-workers"]
     verified = workers["verified"]
     if result["noise"]["noisy"]:
         # Beside other work the rest of the step stretches while the planted wait does not, so
