@@ -317,11 +317,13 @@ def test_too_few_samples_name_no_spot() -> None:
 
 
 def test_a_dataloader_wait_is_charged_to_the_datasets_own_line() -> None:
-    # 25 steps of about 40 ms: about 100 samples at 10 ms, a share to within 3-4 points
+    # 25 steps of about 40 ms: about 100 samples at 10 ms. A share of 0.84 sampled 100 times has
+    # a standard error of 3.7 points, so 5 points failed about one run in six (0.784 against
+    # 0.840 in a quiet make test): three standard errors, 11 points; 15 beside other work.
     result = _run("slow_data", steps=25, warmup=1)
     top = result["hot_spots"]["spots"][0]
     assert (top["function"], top["phase"]) == ("SlowDataset.__getitem__", "data")
-    tol = 0.15 if result["noise"]["noisy"] else 0.05  # a starved sampling thread: wider
+    tol = 0.15 if result["noise"]["noisy"] else 0.11  # a starved sampling thread: wider
     assert top["share"] == pytest.approx(result["breakdown"]["data"]["share"], abs=tol)
 
 
