@@ -279,7 +279,7 @@ def test_time_in_the_scripts_own_input_function_is_named_at_its_line() -> None:
     # the input-bound pattern was "not checked: no DataLoader feeds the training steps".
     planted = _planted("custom_input")
     # 40 steps of 100 ms: about 400 samples, so the sampling error of a 30% share is 2.3 points
-    # (less: the jittered samples are spread through each step) and ±5 points are two of them.
+    # (less: the jittered samples are spread through each step); ±7 points are three of them.
     result = _run("custom_input", steps=40, warmup=2)
     truth = planted["GET_S"] / result["step_seconds"]["median"]  # about 30%
     spots = result["hot_spots"]["spots"]
@@ -288,7 +288,7 @@ def test_time_in_the_scripts_own_input_function_is_named_at_its_line() -> None:
     assert top["line"] == _line("custom_input", "get_batch")
     # Beside CPU-bound processes the sampling thread waits for the CPU too, and its samples
     # fall less evenly: the spot is still named, its share within a wider band.
-    tol = 0.15 if result["noise"]["noisy"] else 0.05
+    tol = 0.15 if result["noise"]["noisy"] else 0.07
     assert top["share"] == pytest.approx(truth, abs=tol)
     finding = next(f for f in result["findings"] if f["pattern"] == "input-bound")
     assert finding["technique"] == "loader-workers"
