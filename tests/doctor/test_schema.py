@@ -103,14 +103,17 @@ def test_real_results_validate(
     assert _errors(validator, json.loads(json.dumps(runs[name]))) == []
 
 
-# Whole results kept in the repository: the report's fixtures and the newest corpus run's
-# (benchmarks/script_corpus/doctor_corpus.py --results). The dated single results beside them in
+# Whole results kept in the repository: the report's fixtures, the newest corpus run's
+# (benchmarks/script_corpus/doctor_corpus.py --results) and results written on a lent GPU
+# (gpu-doctor/: CUDA fields this machine never fills). The dated single results beside them in
 # benchmarks/results/ are records of what an older doctor wrote and are not walked.
 STORED = ROOT / "benchmarks" / "results" / "corpus-doctor"
+GPU_STORED = ROOT / "benchmarks" / "results" / "gpu-doctor"
 
 
 def _stored_results() -> list[Path]:
-    files = [*sorted((ROOT / "tests").rglob("*.json")), *sorted(STORED.glob("*.json"))]
+    files = [*sorted((ROOT / "tests").rglob("*.json")), *sorted(STORED.glob("*.json")),
+             *sorted(GPU_STORED.glob("*.json"))]  # fmt: skip
     return [p for p in files if json.loads(p.read_text()).get("schema") == SCHEMA]
 
 
@@ -119,6 +122,7 @@ def test_every_stored_result_validates() -> None:
     corpus = [p for p in stored if p.parent == STORED]
     # The corpus run keeps one result per script that wrote one: the walk is not vacuous.
     assert len(corpus) >= 10 and len(stored) > len(corpus), stored
+    assert any(p.parent == GPU_STORED for p in stored), "no CUDA-written result walked"
     broken = {p.name: schema_errors(json.loads(p.read_text())) for p in stored}
     assert {name: e for name, e in broken.items() if e} == {}
 
