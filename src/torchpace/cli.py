@@ -344,6 +344,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_apply(sub)
 
+    from torchpace.script.compare_command import add_parser as add_compare
+
+    add_compare(sub)
+
     from torchpace.report.command import add_parser as add_report
 
     add_report(sub)
@@ -361,7 +365,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 # Commands that take a script's own arguments after `--` (the doctor takes them as a remainder).
-_SCRIPT_COMMANDS = ("tune", "run")
+_SCRIPT_COMMANDS = ("tune", "run", "compare")
 
 
 def _split_script_args(argv: list[str]) -> tuple[list[str], list[str] | None]:

@@ -38,7 +38,7 @@ def test_two_results_go_on_one_page(tmp_path: Path, capsys: pytest.CaptureFixtur
     [
         (None, "no such file"),
         ("{", "not valid JSON"),
-        ('{"kind": "bench"}', "not a torchpace doctor or tune result"),
+        ('{"kind": "bench"}', "not a torchpace doctor, tune or compare result"),
     ],
 )
 def test_a_bad_result_is_a_usage_error_and_writes_nothing(

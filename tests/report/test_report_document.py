@@ -135,7 +135,7 @@ def test_files_that_are_not_results_get_an_error_naming_what_to_give(tmp_path: P
         "missing.json": "no such file",
         "broken.json": "not valid JSON",
         "list.json": "not a result object",
-        "other.json": "not a torchpace doctor or tune result",
+        "other.json": "not a torchpace doctor, tune or compare result",
         "old-tune.json": "reads version 1",
         "future-doctor.json": "reads 'torchpace.doctor/1'",
     }

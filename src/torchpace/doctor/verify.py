@@ -179,7 +179,7 @@ def verify(
         [],
         results=ResultsFile(path),
         workdir=path.parent / "work",
-        baseline=Plan(grad_set_to_none=False),
+        baseline=Plan.as_written(),
         after_baseline=only_findings,
     )
     annotate(findings, outcome.rows, tried, trials=outcome.trials, baselines=outcome.baselines)

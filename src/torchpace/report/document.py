@@ -87,10 +87,11 @@ class RangeBars:
 
 @dataclass(frozen=True)
 class Curve:
-    """One line: a loss per step. ``role`` picks the style (baseline, plan, rejected)."""
+    """One line: a loss per step (or per second: ``steps`` holds the x values, samples seen or
+    seconds). ``role`` picks the style (baseline, plan, rejected)."""
 
     label: str
-    steps: tuple[int, ...]
+    steps: tuple[float, ...]
     values: tuple[float, ...]
     role: Literal["baseline", "plan", "rejected"]
 
@@ -101,8 +102,8 @@ class BandArea:
 
     lo: float
     hi: float
-    first: int
-    last: int
+    first: float
+    last: float
     label: str
 
 
@@ -176,7 +177,7 @@ class Document:
     """One result's report: ``title`` and the ``header`` facts (target, date, command line,
     environment) above the sections."""
 
-    kind: Literal["doctor", "tune"]
+    kind: Literal["doctor", "tune", "compare"]
     title: str
     header: Facts
     sections: tuple[Section, ...] = field(default_factory=tuple)

@@ -11,10 +11,11 @@ from typing import Any
 from torchpace.report.document import Document
 
 DOCTOR_SCHEMA = "torchpace.doctor/1"
+COMPARE_SCHEMA = "torchpace.compare/1"  # torchpace.script.compare.SCHEMA (no torch there)
 TUNE_VERSION = 1
 _READS = (
-    "the report reads the JSON that `torchpace doctor --json PATH` writes, or the "
-    "torchpace-tune.json that `torchpace tune` writes"
+    "the report reads the JSON that `torchpace doctor --json PATH` and `torchpace compare "
+    "--json PATH` write, or the torchpace-tune.json that `torchpace tune` writes"
 )
 
 
@@ -27,6 +28,8 @@ def kind_of(result: Any, where: str) -> str:
         raise ResultError(f"{where}: a JSON {type(result).__name__}, not a result object; {_READS}")
     if result.get("schema") == DOCTOR_SCHEMA:
         return "doctor"
+    if result.get("schema") == COMPARE_SCHEMA:
+        return "compare"
     if result.get("kind") == "tune":
         if result.get("version") != TUNE_VERSION:
             raise ResultError(
@@ -40,7 +43,7 @@ def kind_of(result: Any, where: str) -> str:
             f"{where}: a doctor result of schema {schema!r}; this torchpace reads "
             f"{DOCTOR_SCHEMA!r}. Re-run `torchpace doctor --json` with this version."
         )
-    raise ResultError(f"{where}: not a torchpace doctor or tune result; {_READS}")
+    raise ResultError(f"{where}: not a torchpace doctor, tune or compare result; {_READS}")
 
 
 def load_result(path: str | Path) -> tuple[str, dict[str, Any]]:
@@ -69,6 +72,10 @@ def document(kind: str, result: dict[str, Any], where: str = "the result") -> Do
             from torchpace.report import doctor_doc
 
             return doctor_doc.build(result)
+        if kind == "compare":
+            from torchpace.report import compare_doc
+
+            return compare_doc.build(result)
         from torchpace.report import tune_doc
 
         return tune_doc.build(result)

@@ -71,6 +71,13 @@ class Plan:
         if self.batching == "token-budget" and self.max_tokens is None:
             raise PlanError("batching='token-budget' needs max_tokens (padded tokens per batch)")
 
+    @classmethod
+    def as_written(cls) -> Plan:
+        """The plan that changes nothing in a user's script: every technique off, gradients
+        zeroed as the script zeroes them (the default plan frees them, as ``fit()`` does). The
+        baseline of the tune's script trials, ``doctor --verify`` and ``compare``."""
+        return cls(grad_set_to_none=False)
+
     # -- what it applies -----------------------------------------------------------------------
     def techniques(self) -> tuple[str, ...]:
         """The catalogue ids this plan turns on, in field order, each once."""

@@ -238,7 +238,7 @@ def run(args: argparse.Namespace) -> int:
         from torchpace.tune.survey import survey
 
         # A script's baseline is the script as written: nothing applied, its own zero_grad too.
-        baseline = Plan(grad_set_to_none=False)
+        baseline = Plan.as_written()
         print(f"torchpace tune: {args.recipe} is a training script; the doctor measures it first")
         surveyed = survey(
             target,

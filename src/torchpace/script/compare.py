@@ -1,0 +1,543 @@
+"""What ``torchpace compare`` concludes from whole runs: pure functions over what each run
+recorded (``script/compare_worker.py``, in its own process). No torch here.
+
+A user lives the whole run, not a step: a plan that is 1.23x faster per step made a 120-iteration
+GPT run 0.93x, because evaluation and generation were not sped up (issue 30). So each run is
+split into the time inside its training steps and the time outside them, and the two sides are
+compared on the wall time of the whole run, the time per training step, and the time to reach the
+loss the baseline ends at, each as paired ratios over alternating rounds, with their range.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import math
+import re
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from torchpace.measure.noise import MAX_FOREIGN_CORES
+from torchpace.tune.convergence import DEFAULT_TAIL, Band
+
+SCHEMA = "torchpace.compare/1"
+# A gap between two step ends longer than 3 median steps holds other work (evaluation, a
+# checkpoint, generation, a compilation): it counts one median step as training and the rest as
+# outside the steps. 3: a step of a varying-length batch is rarely 3x the median one.
+GAP_STEPS = 3.0
+# The slowdown a gate allows before it fails, by default: 5% of the baseline's time.
+DEFAULT_MAX_SLOWDOWN = 0.05
+# Two runs trained "the same work" when their samples differ by at most 1%.
+SAME_WORK = 0.01
+
+Verdict = Literal["faster", "within", "slower", "noisy", "other work"]
+
+
+@dataclass(frozen=True)
+class Run:
+    """One whole run of one side, as the parent saw it. Times are seconds since the parent
+    started the process (``start_s`` of them before the worker entered Python code)."""
+
+    side: str
+    round: int
+    wall_s: float
+    start_s: float
+    exit_code: int
+    outcome: str
+    first_forward_s: float | None
+    step_ends_s: tuple[float, ...]
+    losses: tuple[float, ...]
+    samples: tuple[int, ...]
+    foreign_cores: float | None = None
+    batch_size: int | None = None
+    applied: tuple[str, ...] = ()
+    not_applied: dict[str, str] = field(default_factory=dict)
+    seed: int | None = None
+
+    @classmethod
+    def from_worker(
+        cls,
+        side: str,
+        round_: int,
+        out: dict[str, Any],
+        *,
+        spawned_epoch: float,
+        wall_s: float,
+        foreign_cores: float | None,
+        seed: int | None,
+    ) -> Run:
+        start = max(float(out["entered"]) - spawned_epoch, 0.0)
+        ff = out.get("first_forward_s")
+        return cls(
+            side=side,
+            round=round_,
+            wall_s=wall_s,
+            start_s=start,
+            exit_code=int(out["exit_code"]),
+            outcome=str(out["outcome"]),
+            first_forward_s=None if ff is None else start + float(ff),
+            step_ends_s=tuple(start + float(t) for t in out["step_ends_s"]),
+            losses=tuple(float(x) for x in out["losses"]),
+            samples=tuple(int(n) for n in out["samples"]),
+            foreign_cores=foreign_cores,
+            batch_size=out.get("batch_size"),
+            applied=tuple(out.get("applied") or ()),
+            not_applied=dict(out.get("not_applied") or {}),
+            seed=seed,
+        )
+
+    @property
+    def steps(self) -> int:
+        return len(self.step_ends_s)
+
+    @property
+    def samples_total(self) -> int:
+        return sum(self.samples)
+
+    def gaps(self) -> list[float]:
+        """Each step's length: from the previous step's end (the first: from the first training
+        forward) to its own end."""
+        if not self.step_ends_s:
+            return []
+        first = self.first_forward_s
+        starts = [first if first is not None else self.step_ends_s[0], *self.step_ends_s[:-1]]
+        return [max(e - s, 0.0) for s, e in zip(starts, self.step_ends_s, strict=True)]
+
+    @property
+    def median_step_s(self) -> float | None:
+        gaps = self.gaps()
+        # The first step holds one-off work (allocator growth, cuDNN autotuning, compilation).
+        steady = gaps[1:] or gaps
+        return statistics.median(steady) if steady else None
+
+    @property
+    def in_steps_s(self) -> float:
+        """Time inside training steps: every step's length, a long gap counted as one median
+        step (:data:`GAP_STEPS`)."""
+        m = self.median_step_s
+        if m is None:
+            return 0.0
+        return math.fsum(g if g <= GAP_STEPS * m else m for g in self.gaps())
+
+    @property
+    def outside_s(self) -> float:
+        """Everything else: start-up before the first step, evaluation, generation, checkpoints,
+        compilation, and what runs after the last step."""
+        return max(self.wall_s - self.in_steps_s, 0.0)
+
+    def tail(self) -> int:
+        return tail_for(self.steps)
+
+    @property
+    def final_loss(self) -> float | None:
+        """The mean loss of the last :func:`tail_for` steps."""
+        if not self.losses:
+            return None
+        k = tail_for(len(self.losses))
+        return math.fsum(self.losses[-k:]) / k
+
+    def time_to_loss(self, target: float) -> float | None:
+        """Seconds from the process's start to the first step end at which the mean loss of the
+        last :func:`tail_for` steps (this run's window, as its final loss) is at most ``target``;
+        None when the run never gets there."""
+        k = tail_for(len(self.losses))
+        window = 0.0
+        for i, (loss, end) in enumerate(zip(self.losses, self.step_ends_s, strict=False)):
+            window += loss
+            if i >= k:
+                window -= self.losses[i - k]
+            if i >= k - 1 and window / k <= target:
+                return end
+        return None
+
+    def time_to_samples(self, samples: int) -> float | None:
+        """Seconds from the process's start to the end of the step that brought the samples
+        trained to ``samples``; None when the run trained fewer."""
+        seen = 0
+        for n, end in zip(self.samples, self.step_ends_s, strict=False):
+            seen += n
+            if seen >= samples:
+                return end
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "side": self.side,
+            "round": self.round,
+            "seed": self.seed,
+            "wall_s": self.wall_s,
+            "start_s": self.start_s,
+            "in_steps_s": self.in_steps_s,
+            "outside_s": self.outside_s,
+            "steps": self.steps,
+            "median_step_s": self.median_step_s,
+            "samples": self.samples_total,
+            "batch_size": self.batch_size,
+            "final_loss": self.final_loss,
+            "foreign_cores": self.foreign_cores,
+            "exit_code": self.exit_code,
+            "outcome": self.outcome,
+            "applied": list(self.applied),
+            "not_applied": self.not_applied,
+            # The curve: step-end times and losses, for the report's loss-against-time chart.
+            "step_ends_s": list(self.step_ends_s),
+            "losses": list(self.losses),
+        }
+
+
+def tail_for(steps: int) -> int:
+    """The steps a final loss averages: the tune's tail (8), or a quarter of a short run."""
+    return max(1, min(DEFAULT_TAIL, steps // 4))
+
+
+@dataclass(frozen=True)
+class Ratio:
+    """A paired speed-up over rounds: baseline time / candidate time in each round (above 1:
+    the candidate is faster), with the median and the range."""
+
+    name: str
+    per_round: tuple[float, ...]
+    verdict: Verdict
+    why: str
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.per_round)
+
+    @property
+    def lo(self) -> float:
+        return min(self.per_round)
+
+    @property
+    def hi(self) -> float:
+        return max(self.per_round)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "speedup": self.median,
+            "lo": self.lo,
+            "hi": self.hi,
+            "per_round": list(self.per_round),
+            "verdict": self.verdict,
+            "why": self.why,
+        }
+
+
+def _rel_range(values: Sequence[float]) -> float:
+    m = statistics.median(values)
+    return (max(values) - min(values)) / m if m > 0 else math.inf
+
+
+def judge_times(
+    name: str,
+    base: Sequence[float],
+    cand: Sequence[float],
+    *,
+    max_slowdown: float,
+    loaded: bool,
+) -> Ratio | None:
+    """Paired ratios of one time (wall, step, time to loss) over rounds, and a verdict.
+
+    "slower": every round's candidate took over ``1 + max_slowdown`` times its baseline, and the
+    median slowdown exceeds each side's own round-to-round spread (twice it, when other
+    processes ran beside the runs); "faster" likewise the other way; "noisy" when the median
+    says one thing and the rounds or the spread do not; "within" otherwise. The load alone never
+    makes a verdict: a sleep-bound step measures the same beside a busy core, and its verdict
+    stands.
+    """
+    pairs = [(b, c) for b, c in zip(base, cand, strict=True) if b > 0 and c > 0]
+    if not pairs:
+        return None
+    ratios = tuple(b / c for b, c in pairs)
+    med = statistics.median(ratios)
+    spread = max(_rel_range([b for b, _ in pairs]), _rel_range([c for _, c in pairs]))
+    allowed_spread = spread * (2.0 if loaded else 1.0)
+    slowdown = 1 / med - 1
+    gain = med - 1
+    if slowdown > max_slowdown:
+        if all(1 / r - 1 > max_slowdown for r in ratios) and slowdown > allowed_spread:
+            return Ratio(name, ratios, "slower", f"{slowdown:.1%} slower in every round")
+        return Ratio(
+            name,
+            ratios,
+            "noisy",
+            f"{slowdown:.1%} slower by the median, but the rounds spread {spread:.1%}"
+            + (" beside other processes' work" if loaded else ""),
+        )
+    if gain > max_slowdown:
+        if all(r - 1 > max_slowdown for r in ratios) and gain > allowed_spread:
+            return Ratio(name, ratios, "faster", f"{gain:.1%} faster in every round")
+        return Ratio(
+            name,
+            ratios,
+            "noisy",
+            f"{gain:.1%} faster by the median, but the rounds spread {spread:.1%}"
+            + (" beside other processes' work" if loaded else ""),
+        )
+    return Ratio(name, ratios, "within", f"within {max_slowdown:.0%} of the baseline")
+
+
+@dataclass(frozen=True)
+class LossVerdict:
+    ok: bool
+    lower: bool
+    why: str
+    band: tuple[float, float] | None
+    candidate: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "trained_lower": self.lower,
+            "why": self.why,
+            "band": list(self.band) if self.band else None,
+            "final_loss": self.candidate,
+        }
+
+
+def judge_loss(base: Sequence[Run], cand: Sequence[Run]) -> LossVerdict:
+    """Does the candidate's loss end inside the baseline's seed band? The band is the tune's
+    (``tune.convergence.Band``: the baseline rounds' final losses, each round seeded apart,
+    widened by 5% of the centre); the candidate's median final loss is judged. Runs that trained
+    other numbers of samples are judged at the baseline's samples."""
+    if any(not r.losses for r in (*base, *cand)):
+        return LossVerdict(True, False, "no loss recorded on one side: not judged", None, None)
+    bad = [r for r in cand if any(not math.isfinite(x) for x in r.losses)]
+    if bad:
+        return LossVerdict(False, False, "the candidate's loss became NaN or Inf", None, None)
+    n = min(r.steps for r in base)
+    k = tail_for(n)
+    band = Band.from_baselines(
+        [r.losses[:n] for r in base] if len(base) > 1 else [base[0].losses[:n]] * 2, tail=k
+    )
+    target = min(x.samples_total for x in base)
+    per_step = statistics.median([x.samples_total / x.steps for x in base if x.steps])
+    finals = []
+    for r in cand:
+        if abs(r.samples_total - target) <= SAME_WORK * target or not r.samples:
+            finals.append(math.fsum(r.losses[-k:]) / k)
+            continue
+        window = equal_samples_window(r.samples, target, k * per_step)
+        if not window:
+            return LossVerdict(
+                True, False, f"the candidate trained fewer than {target:,} samples: not judged",
+                (band.lo, band.hi), None)  # fmt: skip
+        finals.append(math.fsum(r.losses[i] for i in window) / len(window))
+    value = statistics.median(finals)
+    span = (band.lo, band.hi)
+    if band.lo <= value <= band.hi:
+        return LossVerdict(True, False, f"final loss {value:.4g} inside {band}", span, value)
+    if value < band.lo:
+        return LossVerdict(True, True, f"final loss {value:.4g} below {band}: trained lower", span,
+                           value)  # fmt: skip
+    return LossVerdict(False, False, f"final loss {value:.4g} above the band {band}", span, value)
+
+
+def equal_samples_window(samples: Sequence[int], target: int, width: float) -> list[int]:
+    """The steps (indices) of a run whose samples fall in the baseline's final window: the
+    samples from ``target - width`` to ``target``, up to the first step that reaches ``target``
+    (as ``tune.convergence.check_at_equal_samples`` judges a trial with another batch size).
+    Empty when the run never reaches ``target``."""
+    out: list[int] = []
+    before = 0
+    for i, n in enumerate(samples):
+        after = before + n
+        if after > target - width:
+            out.append(i)
+        if after >= target:
+            return out
+        before = after
+    return []
+
+
+@dataclass(frozen=True)
+class Comparison:
+    base: tuple[Run, ...]
+    cand: tuple[Run, ...]
+    base_name: str
+    cand_name: str
+    max_slowdown: float
+    ratios: dict[str, Ratio]
+    loss: LossVerdict
+    loaded: list[str]
+    work: list[str]
+    target_loss: float | None
+
+    @property
+    def regressed(self) -> list[str]:
+        """Why the candidate fails the gate: slower beyond the noise, or a loss above the band."""
+        out = [f"{r.name}: {r.why}" for r in self.ratios.values() if r.verdict == "slower"]
+        if not self.loss.ok:
+            out.append(f"loss: {self.loss.why}")
+        return out
+
+    @property
+    def noisy(self) -> list[str]:
+        return [f"{r.name}: {r.why}" for r in self.ratios.values() if r.verdict == "noisy"]
+
+    def to_json(
+        self, *, script: str, args: Sequence[str], plan: str | None, against: str | None
+    ) -> dict[str, Any]:
+        """The result file ``compare --json`` writes and ``torchpace report`` reads."""
+        return {
+            "schema": SCHEMA,
+            "script": script,
+            "args": list(args),
+            "plan": plan,
+            "against": against,
+            "rounds": len(self.base),
+            **self.to_dict(),
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "baseline": self.base_name,
+            "candidate": self.cand_name,
+            "max_slowdown": self.max_slowdown,
+            "ratios": {k: r.to_dict() for k, r in self.ratios.items()},
+            "loss": self.loss.to_dict(),
+            "target_loss": self.target_loss,
+            "load": self.loaded,
+            "work": self.work,
+            "regressed": self.regressed,
+            "noisy": self.noisy,
+            "runs": [r.to_dict() for r in (*self.base, *self.cand)],
+        }
+
+
+def compare_runs(
+    base: Sequence[Run],
+    cand: Sequence[Run],
+    *,
+    base_name: str,
+    cand_name: str,
+    max_slowdown: float = DEFAULT_MAX_SLOWDOWN,
+    flags: Sequence[tuple[str, int | None]] = (),
+) -> Comparison:
+    """Everything ``compare`` reports, from the rounds' runs (base[i] and cand[i] ran in the same
+    round). ``flags`` are the script's step-count options (:func:`step_flags`)."""
+    if not base or len(base) != len(cand):
+        raise ValueError(f"need one run per side per round; got {len(base)} and {len(cand)}")
+    loaded = [
+        f"other processes used {r.foreign_cores:.2f} cores during {r.side} round {r.round + 1}"
+        for r in (*base, *cand)
+        if r.foreign_cores is not None and r.foreign_cores > MAX_FOREIGN_CORES
+    ]
+    ratios: dict[str, Ratio] = {}
+
+    def add(name: str, b: list[float | None], c: list[float | None]) -> None:
+        if any(x is None for x in (*b, *c)):
+            return
+        got = judge_times(name, b, c, max_slowdown=max_slowdown, loaded=bool(loaded))  # type: ignore[arg-type]
+        if got is not None:
+            ratios[name] = got
+
+    work = work_notes(base, cand, flags)
+    add("whole run", [r.wall_s for r in base], [r.wall_s for r in cand])
+    if not work:
+        add("training steps", [r.in_steps_s for r in base], [r.in_steps_s for r in cand])
+        add("time per step", [r.median_step_s for r in base], [r.median_step_s for r in cand])
+    else:
+        # Steps of another size are not compared step for step: per sample, and to the
+        # baseline's samples, instead. The whole run trains other work: shown, not judged.
+        add("time per sample", [_per_sample(r) for r in base], [_per_sample(r) for r in cand])
+        target_samples = min(r.samples_total for r in base)
+        add(
+            "time to the baseline's samples",
+            [r.time_to_samples(target_samples) for r in base],
+            [r.time_to_samples(target_samples) for r in cand],
+        )
+        whole = ratios.get("whole run")
+        if whole is not None and whole.verdict != "noisy":
+            ratios["whole run"] = dataclasses.replace(
+                whole, verdict="other work", why="the sides train other numbers of samples"
+            )
+    finals = [r.final_loss for r in base]
+    target = max(finals) if finals and all(f is not None for f in finals) else None  # type: ignore[type-var]
+    if target is not None:
+        add(
+            "time to the baseline's loss",
+            [r.time_to_loss(target) for r in base],
+            [r.time_to_loss(target) for r in cand],
+        )
+    return Comparison(
+        tuple(base),
+        tuple(cand),
+        base_name,
+        cand_name,
+        max_slowdown,
+        ratios,
+        judge_loss(base, cand),
+        loaded,
+        work,
+        target,
+    )
+
+
+def _per_sample(r: Run) -> float | None:
+    if r.median_step_s is None or not r.samples_total or not r.steps:
+        return None
+    return r.median_step_s / (r.samples_total / r.steps)
+
+
+def work_notes(
+    base: Sequence[Run], cand: Sequence[Run], flags: Sequence[tuple[str, int | None]]
+) -> list[str]:
+    """What the user must know when the two sides trained different amounts: a plan that changes
+    the batch of a step-bounded script changes the work, and the flag that puts it back."""
+    b = statistics.median([r.samples_total for r in base])
+    c = statistics.median([r.samples_total for r in cand])
+    if b <= 0 or abs(c - b) <= SAME_WORK * b:
+        return []
+    bs_b, bs_c = base[0].batch_size, cand[0].batch_size
+    steps_b = statistics.median([r.steps for r in base])
+    steps_c = statistics.median([r.steps for r in cand])
+    notes = [
+        f"the work changes: as written the run trains {b:,.0f} samples in {steps_b:,.0f} steps, "
+        f"with the plan {c:,.0f} in {steps_c:,.0f}"
+        + (f" (batch {bs_b} → {bs_c})" if bs_b and bs_c and bs_b != bs_c else "")
+        + "; compared at equal samples and at equal loss below"
+    ]
+    if steps_b == steps_c and flags:
+        flag, default = flags[0]
+        steps_now = default if default is not None else steps_b
+        want = max(1, round(steps_now * b / c))
+        notes.append(
+            f"the script stops after a number of steps: pass {flag} {want} with the plan to train "
+            f"on as many samples as the script as written"
+        )
+    return notes
+
+
+_STEP_FLAG = re.compile(r"^--?(max|num|n|total|train)?[-_]?(steps?|iters?|iterations?)$")
+
+
+def step_flags(script: str | Path) -> list[tuple[str, int | None]]:
+    """The script's command-line options that set how many steps it trains (``--max-steps``,
+    ``--max_iters``, ``--num-iterations``…) with their integer defaults, read from its
+    ``add_argument`` calls without running it."""
+    try:
+        tree = ast.parse(Path(script).read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, ValueError):
+        return []
+    found: list[tuple[str, int | None]] = []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+            continue
+        if node.func.attr != "add_argument":
+            continue
+        names = [a.value for a in node.args if isinstance(a, ast.Constant)]
+        flag = next((n for n in names if isinstance(n, str) and _STEP_FLAG.match(n)), None)
+        if flag is None:
+            continue
+        default = None
+        for kw in node.keywords:
+            value = kw.value.value if isinstance(kw.value, ast.Constant) else None
+            if kw.arg == "default" and isinstance(value, int) and not isinstance(value, bool):
+                default = value
+        found.append((flag, default))
+    return found

@@ -1,0 +1,269 @@
+"""``torchpace compare``: the whole run on both sides (issue 30).
+
+The judgement is tested on planted runs (step ends and losses written by hand); the command end
+to end on a planted script whose step time is a sleep, so a 10% slower step is 10% slower on any
+machine, busy or not, and whose loss is a least-squares fit, so a worse learning rate ends higher
+in every seed.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from torchpace.script.compare import (
+    Run,
+    compare_runs,
+    equal_samples_window,
+    judge_loss,
+    judge_times,
+    step_flags,
+    tail_for,
+)
+
+HERE = Path(__file__).parent
+PLANTED = HERE / "scripts" / "planted_whole_run.py"
+
+
+def planted_run(
+    *,
+    side: str = "a",
+    round_: int = 0,
+    start: float = 2.0,
+    step: float = 0.1,
+    steps: int = 40,
+    evals: dict[int, float] | None = None,
+    after: float = 1.0,
+    loss0: float = 1.0,
+    decay: float = 0.95,
+    batch: int = 16,
+    load: float | None = 0.0,
+) -> Run:
+    """A run that starts training at ``start`` s, steps every ``step`` s, pauses ``evals[i]`` s
+    after step i, and ends ``after`` s after its last step; its loss decays geometrically."""
+    ends, t = [], start
+    for i in range(1, steps + 1):
+        t += step
+        ends.append(t)
+        t += (evals or {}).get(i, 0.0)
+    return Run(
+        side=side,
+        round=round_,
+        wall_s=ends[-1] + after,
+        start_s=0.5,
+        exit_code=0,
+        outcome="the script finished",
+        first_forward_s=start,
+        step_ends_s=tuple(ends),
+        losses=tuple(loss0 * decay**i for i in range(steps)),
+        samples=(batch,) * steps,
+        foreign_cores=load,
+        batch_size=batch,
+    )
+
+
+def test_a_run_is_split_into_its_steps_and_what_is_outside_them() -> None:
+    run = planted_run(start=2.0, step=0.1, steps=40, evals={10: 3.0, 20: 3.0}, after=1.0)
+    assert run.median_step_s == pytest.approx(0.1)
+    # Two evaluations of 3 s sit in two gaps: each counts one median step, the rest is outside.
+    assert run.in_steps_s == pytest.approx(4.0)
+    assert run.wall_s == pytest.approx(2.0 + 4.0 + 6.0 + 1.0)
+    assert run.outside_s == pytest.approx(2.0 + 6.0 + 1.0)
+
+
+def test_time_to_loss_uses_the_final_losses_window() -> None:
+    run = planted_run(steps=40, decay=0.9)
+    k = tail_for(40)
+    assert k == 8
+    final = run.final_loss
+    assert final is not None
+    # The run reaches its own final loss at its last step, never before.
+    assert run.time_to_loss(final) == pytest.approx(run.step_ends_s[-1])
+    # A loss the run passed earlier is reached earlier; one below its end never.
+    assert run.time_to_loss(final * 2) < run.step_ends_s[-1]
+    assert run.time_to_loss(final / 10) is None
+    assert run.time_to_samples(16 * 10) == pytest.approx(run.step_ends_s[9])
+    assert run.time_to_samples(16 * 41) is None
+
+
+def test_a_slower_candidate_in_every_round_is_slower() -> None:
+    got = judge_times("t", [1.0, 1.01, 0.99], [1.1, 1.11, 1.09], max_slowdown=0.05, loaded=False)
+    assert got is not None and got.verdict == "slower"
+    assert got.median == pytest.approx(1 / 1.1, rel=1e-3)
+
+
+def test_a_slowdown_inside_the_rounds_spread_is_noisy_not_slower() -> None:
+    # Median 10% slower, but one side's own rounds spread 30%: not a verdict.
+    got = judge_times("t", [1.0, 1.3, 1.0], [1.1, 1.45, 1.1], max_slowdown=0.05, loaded=False)
+    assert got is not None and got.verdict == "noisy"
+
+
+def test_load_asks_for_twice_the_spread_but_never_makes_a_verdict_alone() -> None:
+    base, cand = [1.0, 1.06, 1.0], [1.1, 1.166, 1.1]  # 10% slower, rounds spread 6%
+    quiet = judge_times("t", base, cand, max_slowdown=0.05, loaded=False)
+    loaded = judge_times("t", base, cand, max_slowdown=0.05, loaded=True)
+    assert quiet is not None and quiet.verdict == "slower"
+    assert loaded is not None and loaded.verdict == "noisy"
+    # A tight sleep-bound measurement keeps its verdict beside other work.
+    tight = judge_times("t", [1.0, 1.0], [1.1, 1.1], max_slowdown=0.05, loaded=True)
+    assert tight is not None and tight.verdict == "slower"
+
+
+def test_one_round_not_slower_makes_the_median_noisy() -> None:
+    got = judge_times("t", [1.0, 1.0, 1.0], [1.2, 1.2, 1.0], max_slowdown=0.05, loaded=False)
+    assert got is not None and got.verdict == "noisy"
+
+
+def test_within_and_faster() -> None:
+    within = judge_times("t", [1.0, 1.0], [1.02, 0.99], max_slowdown=0.05, loaded=False)
+    faster = judge_times("t", [1.0, 1.0], [0.8, 0.81], max_slowdown=0.05, loaded=False)
+    assert within is not None and within.verdict == "within"
+    assert faster is not None and faster.verdict == "faster"
+
+
+def test_loss_above_the_seed_band_fails_and_below_is_trained_lower() -> None:
+    base = [planted_run(loss0=1.0, round_=i, decay=0.95 + 0.001 * i) for i in range(3)]
+    same = judge_loss(base, [planted_run(loss0=1.0, decay=0.951)])
+    worse = judge_loss(base, [planted_run(loss0=1.0, decay=0.99)])
+    better = judge_loss(base, [planted_run(loss0=1.0, decay=0.8)])
+    assert same.ok and not same.lower
+    assert not worse.ok and "above the band" in worse.why
+    assert better.ok and better.lower
+    nan = planted_run()
+    nan = Run(**{**nan.__dict__, "losses": (*nan.losses[:-1], float("nan"))})
+    assert not judge_loss(base, [nan]).ok
+
+
+def test_another_batch_is_judged_at_the_baselines_samples() -> None:
+    # The baseline: 40 steps of 16 = 640 samples; the candidate: 40 steps of 32, the same loss
+    # per sample seen. At 640 samples (its step 20) it is where the baseline ended.
+    base = [planted_run(batch=16, decay=0.95, round_=i) for i in range(2)]
+    cand = planted_run(batch=32, decay=0.95**2, steps=40)
+    verdict = judge_loss(base, [cand])
+    assert verdict.ok and not verdict.lower, verdict.why
+    assert equal_samples_window([32] * 40, 640, 8 * 16) == [16, 17, 18, 19]
+    assert equal_samples_window([32] * 10, 640, 128) == []
+
+
+def test_a_plan_that_doubles_the_batch_of_a_step_bounded_script_says_so(tmp_path: Path) -> None:
+    base = [planted_run(batch=16, round_=i) for i in range(2)]
+    cand = [planted_run(batch=32, round_=i, step=0.15, decay=0.95**2) for i in range(2)]
+    c = compare_runs(
+        base, cand, base_name="as written", cand_name="plan", flags=[("--max-steps", 40)]
+    )
+    assert "the work changes" in c.work[0] and "batch 16 → 32" in c.work[0]
+    assert "pass --max-steps 20" in c.work[1]
+    # Per sample it is faster (0.15 s for 32 against 0.1 s for 16); steps are not compared.
+    assert c.ratios["time per sample"].verdict == "faster"
+    assert "time per step" not in c.ratios
+    assert c.ratios["whole run"].verdict in ("other work", "noisy")
+    assert c.ratios["time to the baseline's samples"].median > 1
+    assert not c.regressed
+
+
+def test_step_flags_are_read_from_the_scripts_argparse(tmp_path: Path) -> None:
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import argparse\np = argparse.ArgumentParser()\n"
+        "p.add_argument('--max_iters', type=int, default=600)\n"
+        "p.add_argument('--lr', type=float, default=0.1)\n"
+        "p.add_argument('-n', '--num-steps', type=int)\n"
+        "p.add_argument('--steps-per-epoch', type=int, default=3)\n"
+    )
+    assert step_flags(script) == [("--max_iters", 600), ("--num-steps", None)]
+    assert step_flags(PLANTED) == [("--max-steps", 30)]
+
+
+# -- end to end ---------------------------------------------------------------------------------
+def _git(repo: Path, *args: str) -> None:
+    subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *args],
+        cwd=repo,
+        check=True,
+        capture_output=True,
+    )
+
+
+def _repo(tmp_path: Path) -> Path:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "train.py").write_text(PLANTED.read_text())
+    _git(repo, "init", "-q")
+    _git(repo, "add", "train.py")
+    _git(repo, "commit", "-qm", "planted")
+    return repo
+
+
+def _compare(repo: Path, *extra: str) -> tuple[int, dict, str]:
+    out = repo.parent / "compare.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "torchpace", "compare", "train.py", "--against", "HEAD",
+         "--rounds", "2", "--json", str(out), *extra, "--", "--max-steps", "20"],
+        cwd=repo, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode in (0, 1), proc.stderr[-3000:]
+    return proc.returncode, json.loads(out.read_text()), proc.stdout
+
+
+def test_gate_fails_on_a_step_planted_10_percent_slower(tmp_path: Path) -> None:
+    repo = _repo(tmp_path)
+    script = repo / "train.py"
+    script.write_text(script.read_text().replace("STEP_MS = 20.0", "STEP_MS = 22.0"))
+    rc, doc, text = _compare(repo, "--format", "github")
+    assert rc == 1, text
+    assert doc["ratios"]["time per step"]["verdict"] == "slower"
+    assert doc["loss"]["ok"]  # the same training, slower
+    assert "::error title=torchpace compare::time per step" in text
+    # The reference ran from a worktree that is gone again; the user's tree is untouched.
+    listed = subprocess.run(["git", "worktree", "list"], cwd=repo, capture_output=True, text=True)
+    assert len(listed.stdout.strip().splitlines()) == 1
+    assert "STEP_MS = 22.0" in script.read_text()
+
+
+def test_gate_fails_on_a_worse_learning_rate(tmp_path: Path) -> None:
+    repo = _repo(tmp_path)
+    script = repo / "train.py"
+    script.write_text(script.read_text().replace("LR = 0.05", "LR = 0.005"))
+    rc, doc, text = _compare(repo)
+    assert rc == 1, text
+    assert not doc["loss"]["ok"] and "above the band" in doc["loss"]["why"]
+    assert doc["ratios"]["time per step"]["verdict"] != "slower"
+    assert "REGRESSED" in text
+
+
+def test_bad_input_is_refused_with_what_to_change(tmp_path: Path) -> None:
+    repo = _repo(tmp_path)
+    proc = subprocess.run(
+        [sys.executable, "-m", "torchpace", "compare", "train.py", "--against", "no-such-ref"],
+        cwd=repo, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 2 and "no-such-ref" in proc.stderr
+    proc = subprocess.run(
+        [sys.executable, "-m", "torchpace", "compare", "train.py", "--plan", "p.json",
+         "--rounds", "1"],
+        cwd=repo, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 2 and "at least 2" in proc.stderr
+
+
+def test_a_compare_result_renders_in_the_report(tmp_path: Path) -> None:
+    from torchpace.cli import main
+    from torchpace.report.load import COMPARE_SCHEMA
+    from torchpace.script.compare import SCHEMA
+
+    assert SCHEMA == COMPARE_SCHEMA
+    base = [planted_run(side="as written", round_=i) for i in range(2)]
+    cand = [planted_run(side="with the plan", round_=i, step=0.08) for i in range(2)]
+    c = compare_runs(base, cand, base_name="as written", cand_name="with the plan")
+    assert c.ratios["time per step"].verdict == "faster" and not c.regressed
+    path = tmp_path / "compare.json"
+    doc = c.to_json(script="train.py", args=["--max-steps", "40"], plan="p.json", against=None)
+    path.write_text(json.dumps(doc, allow_nan=False))
+    html = tmp_path / "r.html"
+    assert main(["report", str(path), "-o", str(html), "--quiet"]) == 0
+    page = html.read_text()
+    assert 'id="compare-loss"' in page and "<svg" in page and "time per step" in page
