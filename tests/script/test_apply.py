@@ -110,20 +110,107 @@ def test_apply_never_imports_torch(tmp_path):
     assert done.returncode == 0, done.stderr
 
 
-def test_a_larger_batch_is_written_with_its_lr_scaled_by_the_rule():
+def test_a_larger_batch_from_options_changes_both_defaults_together():
+    # Issue 30: apply wrote batch_size=32 beside lr=args.lr * (32 / args.batch_size): passing
+    # --batch-size later gave a batch and an LR that disagree. The defaults change instead.
     source = (ROOT / "examples" / "naive_seqcls.py").read_bytes()
     plan = Plan(batch_size=32, lr_scaling="sqrt", batching="length-bucket")
     assert plan_edits(source, "naive_seqcls.py", plan)[1] == []
     once = _applied(source, plan)
     text = once.decode()
-    assert "batch_size=32," in text and "batch_size=args.batch_size" not in text
-    assert "lr=args.lr * (32 / args.batch_size) ** 0.5" in text
+    assert 'add_argument("--batch-size", type=int, default=32)' in text
+    assert 'add_argument("--lr", type=float, default=0.00141421)' in text  # 1e-3 * 2 ** 0.5
+    assert "batch_size=args.batch_size," in text and "lr=args.lr)" in text
     # bucketing reads the loader's new batch size: it comes after the loader is built
-    assert text.index("batch_size=32") < text.index("bucket_by_length(train_loader)")
+    assert text.index("batch_size=args.batch_size,") < text.index("bucket_by_length(train_loader)")
     ast.parse(once)
     assert _applied(once, plan) == once
     linear = _applied(source, Plan(batch_size=64, lr_scaling="linear")).decode()
-    assert "lr=args.lr * (64 / args.batch_size))" in linear
+    assert "default=64)" in linear and 'add_argument("--lr", type=float, default=0.004)' in linear
+
+
+_LOOP = """
+model = Net()
+loader = DataLoader(ds, batch_size={size}, shuffle=True)
+opt = torch.optim.SGD(model.parameters(), lr={lr})
+"""
+
+
+@pytest.mark.parametrize(
+    ("head", "size", "lr", "want"),
+    [
+        # a literal: the call changes, the LR is the rule's formula over the two literals
+        ("", "64", "0.1", ["batch_size=128,", "lr=0.1 * (128 / 64)"]),
+        # a literal beside an option's LR: the same formula, nothing reads a batch option
+        ("import argparse\np = argparse.ArgumentParser()\np.add_argument('--lr', default=0.1)\n"
+         "args = p.parse_args()\n", "64", "args.lr",
+         ["batch_size=128,", "lr=args.lr * (128 / 64)"]),
+        # a config object: both fields' defaults change together
+        ("class Config:\n    batch_size: int = 64\n    lr: float = 0.1\ncfg = Config()\n",
+         "cfg.batch_size", "cfg.lr", ["batch_size: int = 128", "lr: float = 0.2",
+                                      "batch_size=cfg.batch_size,", "lr=cfg.lr)"]),
+        # an option's batch beside a literal LR: the LR follows the option
+        ("import argparse\np = argparse.ArgumentParser()\n"
+         "p.add_argument('--batch-size', type=int, default=64)\nargs = p.parse_args()\n",
+         "args.batch_size", "0.1", ["default=128)", "lr=0.1 * (args.batch_size / 64)"]),
+        # module constants
+        ("BATCH = 64\nLR = 0.1\n", "BATCH", "LR", ["BATCH = 128", "LR = 0.2"]),
+    ],
+    ids=["literal", "literal-lr-option", "config", "option-literal-lr", "constants"],
+)  # fmt: skip
+def test_batch_and_lr_never_disagree(head, size, lr, want):
+    source = ("import torch\nfrom torch.utils.data import DataLoader\n" + head
+              + _LOOP.format(size=size, lr=lr)).encode()  # fmt: skip
+    plan = Plan(batch_size=128, lr_scaling="linear")
+    findings, notes = plan_edits(source, "x.py", plan)
+    assert notes == [] and len(findings) == 1
+    out = _applied(source, plan)
+    text = out.decode()
+    for piece in want:
+        assert piece in text, text
+    ast.parse(out)
+    assert _applied(out, plan) == out  # a second apply changes nothing
+    # The batch expression in the loader is only ever a literal where nothing else sets it.
+    assert ("batch_size=128," in text) == (size == "64")
+
+
+def test_two_options_change_together_wherever_the_loader_and_optimizer_are_built():
+    source = b"""import argparse
+import torch
+from torch.utils.data import DataLoader
+p = argparse.ArgumentParser()
+p.add_argument("--batch-size", type=int, default=64)
+p.add_argument("--learning-rate", type=float, default=3e-4)
+
+def loaders(args):
+    loader = DataLoader(ds, batch_size=args.batch_size, shuffle=True)
+    return loader
+
+def main(args):
+    model = Net()
+    opt = torch.optim.AdamW(model.parameters(), lr=args.learning_rate)
+    train_loader = loaders(args)
+"""
+    out = _applied(source, Plan(batch_size=256, lr_scaling="sqrt")).decode()
+    assert '"--batch-size", type=int, default=256)' in out
+    assert '"--learning-rate", type=float, default=0.0006)' in out
+
+
+def test_where_the_batch_cannot_be_placed_the_instruction_has_both_values_and_the_flags():
+    source = b"""import argparse
+import torch
+from torch.utils.data import DataLoader
+p = argparse.ArgumentParser()
+p.add_argument("--batch-size", type=int, default=64)
+p.add_argument("--learning-rate", type=float, default=3e-4)
+args = p.parse_args()
+model = Net()
+loader = DataLoader(ds, batch_size=args.batch_size * 2, shuffle=True)
+opt = torch.optim.AdamW(model.parameters(), lr=args.learning_rate)
+"""
+    findings, notes = plan_edits(source, "x.py", Plan(batch_size=256, lr_scaling="sqrt"))
+    assert findings == [] and len(notes) == 1
+    assert "batch size 256" in notes[0].text and "together" in notes[0].text
 
 
 def test_a_larger_batch_stays_an_instruction_where_the_lr_cannot_be_placed(tmp_path):

@@ -20,9 +20,11 @@ Edits, each only where the script's own syntax makes it certain:
 - ``length-bucketing``: ``loader = bucket_by_length(loader)`` (and its import) after each
   ``loader = DataLoader(..., batch_size=..., shuffle=True)`` with no sampler of its own.
 
-- ``max-batch-size``: ``batch_size=B`` on that loader, and ``lr=X * (B / OLD) ** 0.5`` (or the
-  linear rule) on the optimizer built over the model's parameters after it in the same function,
-  where ``OLD`` is the loader's former batch size expression (a name, ``args.x`` or a number).
+- ``max-batch-size``: the batch size of that loader and the LR of the optimizer built over the
+  model's parameters after it in the same function, changed together where the batch size is set:
+  a literal in the call (and ``lr=X * (B / OLD) ** 0.5``, or the linear rule), or the default of
+  its option, config field or module constant (and the LR's own default scaled, or the LR made a
+  formula over the batch expression). Never a literal beside an LR that reads the option.
 
 fp16 (it needs a GradScaler in the loop), conv-bias folding and the attention backend are
 instructions: their edit depends on values only the running script knows.
@@ -427,57 +429,211 @@ def _simple(node: ast.expr) -> bool:
     )
 
 
-def _batch_size(s: _Script, plan: Plan) -> tuple[list[Finding], list[Instruction]]:
-    """``batch_size=B`` on the shuffled training loader and its LR scaled by the plan's rule
-    relative to the size it replaces, on the optimizer built over the model's parameters after
-    it in the same function: ``lr=args.lr * (B / args.batch_size) ** 0.5``."""
-    if plan.batch_size is None:
-        return [], []
-    new = str(plan.batch_size)
-    by_hand = [
-        Instruction(
-            "max-batch-size",
-            0,
-            f"train with batch size {plan.batch_size}, the LR scaled by the {plan.lr_scaling} "
-            "rule (the tune judged convergence at that LR)",
+@dataclass(frozen=True)
+class _Origin:
+    """Where a value read in a call is set: ``node`` is the literal to edit (in the call itself,
+    an ``add_argument(..., default=...)``, a config class's field or a module constant);
+    ``flag`` is its command-line option when it is one."""
+
+    node: ast.Constant
+    kind: str  # "literal" (in the call), "flag", "config" or "constant"
+    flag: str | None = None
+
+    @property
+    def value(self) -> float:
+        return float(self.node.value)  # type: ignore[arg-type]
+
+
+def _number(node: ast.AST | None) -> ast.Constant | None:
+    if not isinstance(node, ast.Constant) or isinstance(node.value, bool):
+        return None
+    return node if isinstance(node.value, (int, float)) else None
+
+
+def _argparse_defaults(s: _Script) -> dict[str, tuple[str, ast.Constant | None]]:
+    """``dest -> (option, default literal)`` for each ``add_argument("--x", default=N)``."""
+    out: dict[str, tuple[str, ast.Constant | None]] = {}
+    for call in s.calls:
+        if not (isinstance(call.func, ast.Attribute) and call.func.attr == "add_argument"):
+            continue
+        names = [a.value for a in call.args if isinstance(a, ast.Constant)]
+        longs = [n for n in names if isinstance(n, str) and n.startswith("--")]
+        if not longs:
+            continue
+        dest_kw = keyword(call, "dest")
+        dest = (
+            dest_kw.value.value
+            if dest_kw is not None and isinstance(dest_kw.value, ast.Constant)
+            else longs[0][2:].replace("-", "_")
+        )
+        default = keyword(call, "default")
+        out[str(dest)] = (longs[0], _number(default.value) if default else None)
+    return out
+
+
+def _class_defaults(s: _Script) -> dict[str, list[ast.Constant | None]]:
+    """``name -> [default literal, ...]`` for the fields of the file's classes (a config
+    dataclass: ``batch_size: int = 64``), one entry per class that defines the name."""
+    out: dict[str, list[ast.Constant | None]] = {}
+    for node in s.nodes:
+        if not isinstance(node, ast.ClassDef):
+            continue
+        for stmt in node.body:
+            if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
+                out.setdefault(stmt.target.id, []).append(_number(stmt.value))
+            elif isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
+                t = stmt.targets[0]
+                if isinstance(t, ast.Name):
+                    out.setdefault(t.id, []).append(_number(stmt.value))
+    return out
+
+
+def _module_constant(s: _Script, name: str) -> ast.Constant | None:
+    """The literal of ``NAME = N`` at module level, when that is the name's only assignment."""
+    found = [
+        n
+        for n in s.nodes
+        if isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign))
+        and any(
+            isinstance(t, ast.Name) and t.id == name
+            for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
         )
     ]
+    if len(found) != 1 or found[0] not in s.tree.body or isinstance(found[0], ast.AugAssign):
+        return None
+    return _number(found[0].value)
+
+
+def _origin(s: _Script, node: ast.expr) -> _Origin | None:
+    """Where the value ``node`` reads is set, when the file says so for certain: a literal, an
+    ``args.x`` whose option has a literal default, a ``cfg.x`` field with a literal default in
+    exactly one class of the file, or a module-level ``NAME = N``."""
+    literal = _number(node)
+    if literal is not None:
+        return _Origin(literal, "literal")
+    if isinstance(node, ast.Attribute):
+        flags = _argparse_defaults(s)
+        if node.attr in flags:
+            flag, default = flags[node.attr]
+            return _Origin(default, "flag", flag) if default is not None else None
+        fields = _class_defaults(s).get(node.attr, [])
+        if len(fields) == 1 and fields[0] is not None:
+            return _Origin(fields[0], "config")
+        return None
+    if isinstance(node, ast.Name):
+        constant = _module_constant(s, node.id)
+        return _Origin(constant, "constant") if constant is not None else None
+    return None
+
+
+def _scaled(value: float, factor: float) -> str:
+    """``value * factor`` as a literal that reads well: 0.0003, 6e-05, 0.1."""
+    return f"{value * factor:.6g}"
+
+
+def _batch_size(s: _Script, plan: Plan) -> tuple[list[Finding], list[Instruction]]:
+    """The shuffled training loader's batch size and its optimizer's LR, changed together.
+
+    - A literal batch size is replaced, and the LR becomes ``lr * (B / OLD)`` (or ``** 0.5``).
+    - A batch size set elsewhere (an option's default, a config field, a module constant) is
+      changed there, so the option still sets it. The LR follows: its own default is scaled
+      where it has one, or the LR becomes a formula over the batch expression
+      (``lr=0.1 * (args.batch_size / 64)``), so passing the option later keeps the two agreeing.
+      Never a literal batch size beside an LR that reads the option (issue 30).
+    - Anything else is an instruction with both values (and the command line, where both are
+      options)."""
+    if plan.batch_size is None:
+        return [], []
+    new = plan.batch_size
+    rule = {"linear": 1.0, "sqrt": 0.5}.get(plan.lr_scaling)
     loaders = [c for c in s.calls if _shuffled_loader(s, c) is not None]
     found = _trained_model(s)
-    if len(loaders) != 1 or found is None:
-        return [], by_hand
-    loader = loaders[0]
-    size = keyword(loader, "batch_size")
-    assert size is not None  # _shuffled_loader checked it
-    text = s.source.decode("utf-8", "replace")
-    old = ast.get_source_segment(text, size.value) or ""
-    if old == new:
-        return [], []  # applied before
-    opt_stmt = found[1]
-    opt = next(
-        (c for c in s.calls if _OPTIMIZERS.match(s.qualname(c)) and s.statement_of(c) is opt_stmt),
-        None,
-    )
-    lr = None if opt is None else keyword(opt, "lr")
-    if (
-        opt is None
-        or lr is None
-        or not _simple(size.value)
-        or _function_of(s, loader) is not _function_of(s, opt)
-        or opt.lineno < loader.lineno
-    ):
-        return [], by_hand
-    edits = [Edit(size.value.lineno, size.value.col_offset, *end_of(size.value), new)]
-    factor = {"linear": f"({new} / {old})", "sqrt": f"({new} / {old}) ** 0.5"}.get(plan.lr_scaling)
-    if factor is not None:
-        value = ast.get_source_segment(text, lr.value) or ""
-        if not _simple(lr.value) and not isinstance(lr.value, ast.Constant):
-            value = f"({value})"
-        edits.append(
-            Edit(lr.value.lineno, lr.value.col_offset, *end_of(lr.value), f"{value} * {factor}")
+    loader = loaders[0] if len(loaders) == 1 else None
+    size = None if loader is None else keyword(loader, "batch_size")
+    opt = None
+    if found is not None:
+        opt = next(
+            (
+                c
+                for c in s.calls
+                if _OPTIMIZERS.match(s.qualname(c)) and s.statement_of(c) is found[1]
+            ),
+            None,
         )
-    title = f"batch size {new}, LR scaled by the {plan.lr_scaling} rule"
+    lr = None if opt is None else keyword(opt, "lr")
+    batch = None if size is None else _origin(s, size.value)
+    lr_at = None if lr is None else _origin(s, lr.value)
+    if batch is not None and batch.value == new:
+        return [], []  # applied before
+    factor = None if rule is None or batch is None else (new / batch.value) ** rule
+    both_defaults = (
+        batch is not None
+        and batch.kind != "literal"
+        and lr_at is not None
+        and lr_at.kind != "literal"
+    )
+    placeable = (
+        loader is not None
+        and size is not None
+        and batch is not None
+        and opt is not None
+        and lr is not None
+        # Two defaults change wherever the loader and the optimizer are built; a formula in
+        # the optimizer's call must read the batch where the loader does.
+        and (both_defaults or _function_of(s, loader) is _function_of(s, opt))
+        and (both_defaults or opt.lineno > loader.lineno)
+    )
+    if not placeable:
+        return [], [_batch_instruction(s, plan, batch, lr_at, factor)]
+    assert size is not None and lr is not None and batch is not None and loader is not None
+    text = s.source.decode("utf-8", "replace")
+    size_text = ast.get_source_segment(text, size.value) or ""
+    old = f"{batch.value:g}"
+    edits = [Edit(batch.node.lineno, batch.node.col_offset, *end_of(batch.node), str(new))]
+    if rule is not None and factor is not None:
+        if batch.kind != "literal" and lr_at is not None and lr_at.kind != "literal":
+            # Both set elsewhere: the two defaults change together.
+            n = lr_at.node
+            edits.append(Edit(n.lineno, n.col_offset, *end_of(n), _scaled(lr_at.value, factor)))
+        else:
+            value = ast.get_source_segment(text, lr.value) or ""
+            if not _simple(lr.value) and not isinstance(lr.value, ast.Constant):
+                value = f"({value})"
+            ratio = f"({new} / {old})" if batch.kind == "literal" else f"({size_text} / {old})"
+            power = "" if rule == 1.0 else " ** 0.5"
+            edits.append(
+                Edit(
+                    lr.value.lineno,
+                    lr.value.col_offset,
+                    *end_of(lr.value),
+                    f"{value} * {ratio}{power}",
+                )
+            )
+    where = {
+        "literal": "",
+        "flag": f" (the default of {batch.flag})",
+        "config": " (the config's default)",
+        "constant": " (the module constant)",
+    }[batch.kind]
+    title = f"batch size {new}{where}, LR scaled by the {plan.lr_scaling} rule"
     return [_finding(s, "max-batch-size", loader, title, *edits)], []
+
+
+def _batch_instruction(
+    s: _Script, plan: Plan, batch: _Origin | None, lr_at: _Origin | None, factor: float | None
+) -> Instruction:
+    """By hand: both values, and the command line where both are options."""
+    lr_text = f"the LR scaled by the {plan.lr_scaling} rule"
+    if factor is not None:
+        lr_text += f" (× {factor:.3g})"
+        if lr_at is not None:
+            lr_text = f"LR {_scaled(lr_at.value, factor)} (the {plan.lr_scaling} rule)"
+    elif plan.lr_scaling == "none":
+        lr_text = "the LR as it is"
+    text = f"train with batch size {plan.batch_size} and {lr_text}, together"
+    if batch is not None and batch.flag and lr_at is not None and lr_at.flag and factor:
+        text += f": {batch.flag} {plan.batch_size} {lr_at.flag} {_scaled(lr_at.value, factor)}"
+    return Instruction("max-batch-size", 0, text + " (the tune judged convergence at that LR)")
 
 
 def _shuffled_loader(s: _Script, call: ast.Call) -> str | None:
