@@ -267,3 +267,16 @@ def test_a_compare_result_renders_in_the_report(tmp_path: Path) -> None:
     assert main(["report", str(path), "-o", str(html), "--quiet"]) == 0
     page = html.read_text()
     assert 'id="compare-loss"' in page and "<svg" in page and "time per step" in page
+
+
+def test_the_work_note_reads_the_step_option_from_the_command_line_first() -> None:
+    from torchpace.script.compare import batch_work_note
+
+    flags = [("--max-steps", 300)]
+    assert batch_work_note(flags, [], 64, 64) is None
+    assert "pass --max-steps 150" in (batch_work_note(flags, [], 64, 128) or "")
+    assert "pass --max-steps 50" in (batch_work_note(flags, ["--max-steps", "100"], 64, 128) or "")
+    assert "pass --max-steps 25" in (batch_work_note(flags, ["--max-steps=50"], 64, 128) or "")
+    assert "scale --iters by 0.5" in (batch_work_note([("--iters", None)], [], 64, 128) or "")
+    unbounded = batch_work_note([], [], 64, 128) or ""
+    assert "2× the samples" in unbounded and "torchpace compare" in unbounded

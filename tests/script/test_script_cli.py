@@ -68,3 +68,15 @@ def test_run_with_a_bad_plan_names_the_problem(tmp_path, capsys, bad):
     assert main(["run", "--plan", str(plan), SCRIPT]) == 2
     err = _one_line_error(capsys)
     assert str(plan) in err
+
+
+def test_run_says_what_a_larger_batch_does_to_a_run_bounded_by_steps(tmp_path, capsys):
+    # Issue 30: a doubled batch on a --max-steps script trained twice the data, unsaid.
+    plan = tmp_path / "plan.json"
+    Plan.as_written().replace(batch_size=32).save(plan)
+    script = str(Path(__file__).parent / "scripts" / "planted_whole_run.py")
+    args = ["--max-steps", "6", "--step-ms", "0"]
+    assert main(["run", "--plan", str(plan), script, "--", *args]) == 0
+    err = capsys.readouterr().err
+    assert "work     the batch changes from 16 to 32: each step trains 2× the samples" in err
+    assert "the script stops after --max-steps 6 steps" in err and "pass --max-steps 3" in err

@@ -60,6 +60,24 @@ def _lines(applied: list[Any], start: int = 0) -> list[str]:
     return out
 
 
+def _work_notes(ip: Any, args: argparse.Namespace) -> list[str]:
+    """What a batch-size change does to a run bounded by steps (``compare.batch_work_note``)."""
+    from torchpace.script.compare import batch_work_note, step_flags
+
+    flags = step_flags(args.script)
+    out = []
+    for info in ip.loaders:
+        note = batch_work_note(
+            flags,
+            list(args.script_args or ()),
+            info.get("batch_size_as_written"),
+            info.get("batch_size"),
+        )
+        if note:
+            out.append(note)
+    return out
+
+
 def run(args: argparse.Namespace) -> int:
     from torchpace.script.kind import kind_of
     from torchpace.train.plan import Plan
@@ -91,6 +109,7 @@ def run(args: argparse.Namespace) -> int:
 
     def first_forward() -> None:
         lines = _lines(ip.applied)
+        lines += [f"  work     {n}" for n in _work_notes(ip, args)]
         done = {a.technique for a in ip.applied}
         waiting = [t for t in wanted if t not in done]
         if waiting:

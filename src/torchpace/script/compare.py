@@ -417,6 +417,7 @@ def compare_runs(
     cand_name: str,
     max_slowdown: float = DEFAULT_MAX_SLOWDOWN,
     flags: Sequence[tuple[str, int | None]] = (),
+    args: Sequence[str] = (),
 ) -> Comparison:
     """Everything ``compare`` reports, from the rounds' runs (base[i] and cand[i] ran in the same
     round). ``flags`` are the script's step-count options (:func:`step_flags`)."""
@@ -436,7 +437,7 @@ def compare_runs(
         if got is not None:
             ratios[name] = got
 
-    work = work_notes(base, cand, flags)
+    work = work_notes(base, cand, flags, args)
     add("whole run", [r.wall_s for r in base], [r.wall_s for r in cand])
     if not work:
         add("training steps", [r.in_steps_s for r in base], [r.in_steps_s for r in cand])
@@ -485,7 +486,10 @@ def _per_sample(r: Run) -> float | None:
 
 
 def work_notes(
-    base: Sequence[Run], cand: Sequence[Run], flags: Sequence[tuple[str, int | None]]
+    base: Sequence[Run],
+    cand: Sequence[Run],
+    flags: Sequence[tuple[str, int | None]],
+    args: Sequence[str] = (),
 ) -> list[str]:
     """What the user must know when the two sides trained different amounts: a plan that changes
     the batch of a step-bounded script changes the work, and the flag that puts it back."""
@@ -502,14 +506,10 @@ def work_notes(
         + (f" (batch {bs_b} → {bs_c})" if bs_b and bs_c and bs_b != bs_c else "")
         + "; compared at equal samples and at equal loss below"
     ]
-    if steps_b == steps_c and flags:
-        flag, default = flags[0]
-        steps_now = default if default is not None else steps_b
-        want = max(1, round(steps_now * b / c))
-        notes.append(
-            f"the script stops after a number of steps: pass {flag} {want} with the plan to train "
-            f"on as many samples as the script as written"
-        )
+    if steps_b == steps_c and bs_b and bs_c:
+        note = batch_work_note(flags, args, bs_b, bs_c) if flags else None
+        if note:
+            notes.append(note)
     return notes
 
 
@@ -521,8 +521,16 @@ def step_flags(script: str | Path) -> list[tuple[str, int | None]]:
     ``--max_iters``, ``--num-iterations``…) with their integer defaults, read from its
     ``add_argument`` calls without running it."""
     try:
-        tree = ast.parse(Path(script).read_text(encoding="utf-8"))
-    except (OSError, SyntaxError, ValueError):
+        return step_flags_in(Path(script).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+
+
+def step_flags_in(source: str) -> list[tuple[str, int | None]]:
+    """:func:`step_flags` of a script's source text."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
         return []
     found: list[tuple[str, int | None]] = []
     for node in ast.walk(tree):
@@ -541,3 +549,47 @@ def step_flags(script: str | Path) -> list[tuple[str, int | None]]:
                 default = value
         found.append((flag, default))
     return found
+
+
+def _flag_value(args: Sequence[str], flag: str) -> int | None:
+    for i, a in enumerate(args):
+        text = None
+        if a == flag and i + 1 < len(args):
+            text = args[i + 1]
+        elif a.startswith(flag + "="):
+            text = a.split("=", 1)[1]
+        if text is not None:
+            try:
+                return int(text)
+            except ValueError:
+                return None
+    return None
+
+
+def batch_work_note(
+    flags: Sequence[tuple[str, int | None]], args: Sequence[str], old: int | None, new: int | None
+) -> str | None:
+    """What a batch-size change does to the work of a run bounded by steps, for ``tune``,
+    ``run``, ``apply`` and ``compare`` alike: each step trains ``new / old`` times the samples,
+    so a script that stops after a number of steps trains that much more data; with the step
+    option the script has (``flags``, :func:`step_flags`), the value that trains as many samples
+    as before. None when the batch does not change."""
+    if not old or not new or old == new:
+        return None
+    ratio = new / old
+    note = f"the batch changes from {old} to {new}: each step trains {ratio:.3g}× the samples"
+    if not flags:
+        return note + (
+            "; a run that stops after a number of steps now trains on that much more data "
+            "(`torchpace compare` compares at equal samples and at equal loss)"
+        )
+    flag, default = flags[0]
+    steps = _flag_value(args, flag)
+    steps = default if steps is None else steps
+    if steps is None:
+        return note + f"; scale {flag} by {1 / ratio:.3g} to train on as many samples as before"
+    want = max(1, round(steps * old / new))
+    return note + (
+        f"; the script stops after {flag} {steps} steps, so the run trains {ratio:.3g}× the "
+        f"samples: pass {flag} {want} to train on as many as before"
+    )

@@ -263,6 +263,7 @@ def run(args: argparse.Namespace) -> int:
         cand_name=cand_name,
         max_slowdown=args.max_slowdown,
         flags=step_flags(script),
+        args=list(args.script_args or ()),
     )
     doc = result.to_json(
         script=str(script),

@@ -122,6 +122,7 @@ class LoaderPatch:
             if not shuffled or kw.get("batch_sampler") is not None or not old:
                 return kw  # an evaluation loader, or batches the script forms itself
             if old != plan.batch_size:
+                info["batch_size_as_written"] = old
                 kw["batch_size"] = plan.batch_size
                 factor = scale_lr(1.0, old, plan.batch_size, rule=plan.lr_scaling)
                 self.applied.append(

@@ -357,6 +357,20 @@ def run(args: argparse.Namespace) -> int:
     as_written = f"the {'script' if is_script else 'recipe'} as written"
     print(f"wrote {plan_path} ({', '.join(plan_dict['techniques']) or as_written})")
     print(f"wrote {result_path}; trials cached in {path}")
+    if is_script and outcome.plan.batch_size is not None:
+        from torchpace.script.compare import batch_work_note, step_flags
+
+        as_written_batch = next(
+            (t.batch_size for t in outcome.trials if t.name == "baseline" and t.batch_size), None
+        )
+        note = batch_work_note(
+            step_flags(args.recipe),
+            list(script_args or ()),
+            as_written_batch,
+            outcome.plan.batch_size,
+        )
+        if note:
+            print(f"torchpace tune: work: {note}")
     if args.html:
         from torchpace.report.command import write_html
         from torchpace.report.tune_doc import build
