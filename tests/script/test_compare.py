@@ -280,3 +280,31 @@ def test_the_work_note_reads_the_step_option_from_the_command_line_first() -> No
     assert "scale --iters by 0.5" in (batch_work_note([("--iters", None)], [], 64, 128) or "")
     unbounded = batch_work_note([], [], 64, 128) or ""
     assert "2× the samples" in unbounded and "torchpace compare" in unbounded
+
+
+def test_the_tunes_whole_run_estimate_is_amdahl_over_its_start_up_and_steps(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from torchpace.script.compare import whole_run_effect
+    from torchpace.tune.command import _whole_run
+
+    # 10 s of start-up, 100 steps of 0.1 s made 2x faster: 20 s -> 15 s.
+    assert whole_run_effect(startup_s=10, step_s=0.1, steps=100, per_step=2.0) == pytest.approx(
+        20 / 15
+    )
+    # 5 s of compile on top: 20 s -> 20 s.
+    assert whole_run_effect(
+        startup_s=10, step_s=0.1, steps=100, per_step=2.0, compile_s=5
+    ) == pytest.approx(1.0)
+    base = SimpleNamespace(name="baseline", median_step_s=0.1, compile_seconds=None)
+    plan = SimpleNamespace(name="plan (1)", median_step_s=0.05, compile_seconds=None)
+    outcome = SimpleNamespace(confirm={"median": 2.0, "noise": []}, trials=[base, plan])
+    surveyed = SimpleNamespace(first_step_s=10.1, step_s=0.1)
+    got = _whole_run(outcome, surveyed, str(PLANTED), ["--max-steps", "100"], 1000)
+    assert got is not None and got["steps"] == 100 and got["steps_from"] == "--max-steps 100"
+    assert got["whole_run"] == pytest.approx(20 / 15) and "torchpace compare" in got["text"]
+    # Without a step option in the arguments the script's default (30) is the run.
+    assert _whole_run(outcome, surveyed, str(PLANTED), [], 1000)["steps"] == 30  # type: ignore[index]
+    # A noisy confirmation gives no estimate.
+    noisy = SimpleNamespace(confirm={"median": 2.0, "noise": ["loaded"]}, trials=[base, plan])
+    assert _whole_run(noisy, surveyed, str(PLANTED), [], 1000) is None

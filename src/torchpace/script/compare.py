@@ -551,7 +551,7 @@ def step_flags_in(source: str) -> list[tuple[str, int | None]]:
     return found
 
 
-def _flag_value(args: Sequence[str], flag: str) -> int | None:
+def flag_value(args: Sequence[str], flag: str) -> int | None:
     for i, a in enumerate(args):
         text = None
         if a == flag and i + 1 < len(args):
@@ -584,7 +584,7 @@ def batch_work_note(
             "(`torchpace compare` compares at equal samples and at equal loss)"
         )
     flag, default = flags[0]
-    steps = _flag_value(args, flag)
+    steps = flag_value(args, flag)
     steps = default if steps is None else steps
     if steps is None:
         return note + f"; scale {flag} by {1 / ratio:.3g} to train on as many samples as before"
@@ -593,3 +593,17 @@ def batch_work_note(
         f"; the script stops after {flag} {steps} steps, so the run trains {ratio:.3g}× the "
         f"samples: pass {flag} {want} to train on as many as before"
     )
+
+
+def whole_run_effect(
+    *, startup_s: float, step_s: float, steps: int, per_step: float, compile_s: float = 0.0
+) -> float:
+    """Amdahl over a run: the speed-up of a run of ``steps`` steps of ``step_s`` after
+    ``startup_s`` of set-up that the plan does not touch, when each step is ``per_step`` times
+    faster and the plan adds ``compile_s`` once. Work outside the steps that the start-up does not
+    include (evaluation, generation) is not known here and is not counted: the estimate is an
+    upper bound for a run that has such work, which ``compare`` measures."""
+    if steps < 1 or step_s <= 0 or per_step <= 0:
+        raise ValueError("a whole-run estimate needs steps, a step time and a speed-up above 0")
+    before = startup_s + steps * step_s
+    return before / (startup_s + compile_s + steps * step_s / per_step)

@@ -118,7 +118,9 @@ class Plan:
                 f"{source}: plan version {version!r} is not supported (this torchpace reads "
                 f"version {PLAN_VERSION}); re-run `torchpace tune` to write a current plan"
             )
-        body = {k: v for k, v in data.items() if k not in ("version", "techniques")}
+        # "techniques" and "expected" (the tune's estimate of what the plan buys) are notes
+        # for the reader: written by to_dict and the tune, never settings.
+        body = {k: v for k, v in data.items() if k not in ("version", "techniques", "expected")}
         unknown = sorted(set(body) - {f.name for f in fields(cls)})
         if unknown:
             raise PlanError(f"{source}: unknown field(s) {', '.join(unknown)}; known: {_known()}")

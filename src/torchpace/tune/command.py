@@ -233,6 +233,7 @@ def run(args: argparse.Namespace) -> int:
     after_baseline: AfterBaseline | None = None
     cands: list[Candidate]
     not_here: list[NotApplicable]
+    surveyed = None
     if is_script:
         from torchpace.tune.candidates import for_script
         from torchpace.tune.survey import survey
@@ -292,6 +293,11 @@ def run(args: argparse.Namespace) -> int:
         plan_dict["techniques"] = [t for t in plan_dict["techniques"] if t not in FIT_ONLY]
     import json
 
+    whole = None
+    if is_script and surveyed is not None:
+        whole = _whole_run(outcome, surveyed, args.recipe, list(script_args or ()), args.run_steps)
+        if whole is not None:
+            plan_dict["expected"] = whole
     atomic_write_text(plan_path, json.dumps(plan_dict, indent=2) + "\n")
     confirm = outcome.confirm.get("median")
     caption = (
@@ -352,11 +358,14 @@ def run(args: argparse.Namespace) -> int:
         "cached_trials": outcome.cached_trials,
         "plan": plan_dict,
     }
+    result["whole_run"] = whole
     result_path = args.out / "torchpace-tune.json"
     atomic_write_text(result_path, json.dumps(result, indent=2) + "\n")
     as_written = f"the {'script' if is_script else 'recipe'} as written"
     print(f"wrote {plan_path} ({', '.join(plan_dict['techniques']) or as_written})")
     print(f"wrote {result_path}; trials cached in {path}")
+    if whole is not None:
+        print(f"torchpace tune: whole run: {whole['text']}")
     if is_script and outcome.plan.batch_size is not None:
         from torchpace.script.compare import batch_work_note, step_flags
 
@@ -378,6 +387,57 @@ def run(args: argparse.Namespace) -> int:
         write_html(args.html, [build(result)], [str(result_path)])
         print(f"wrote {args.html}")
     return 0
+
+
+def _whole_run(
+    outcome: Any, surveyed: Any, script: str, script_args: list[str], run_steps: int
+) -> dict[str, Any] | None:
+    """What the confirmed per-step speed-up buys the whole run (issue 30): Amdahl over the
+    survey's start-up and the run's steps (the script's step option, else --run-steps), with the
+    plan's compile added once. None without a confirmed speed-up or a survey to go on."""
+    from torchpace.script.compare import flag_value, step_flags, whole_run_effect
+
+    per_step = outcome.confirm.get("median")
+    base = next((t for t in outcome.trials if t.name == "baseline" and t.median_step_s), None)
+    if not per_step or outcome.confirm.get("noise") or base is None:
+        return None
+    if surveyed.first_step_s is None or surveyed.step_s is None:
+        return None
+    startup = max(surveyed.first_step_s - surveyed.step_s, 0.0)
+    flags = step_flags(script)
+    steps, basis = run_steps, f"--run-steps {run_steps}"
+    if flags:
+        flag, default = flags[0]
+        given = flag_value(script_args, flag)
+        if given or default:
+            steps = int(given or default)  # type: ignore[arg-type]
+            basis = f"{flag} {steps}"
+    plan_trial = next((t for t in outcome.trials if t.name.startswith("plan")), None)
+    compile_s = (plan_trial.compile_seconds or 0.0) if plan_trial else 0.0
+    effect = whole_run_effect(
+        startup_s=startup,
+        step_s=base.median_step_s,
+        steps=steps,
+        per_step=per_step,
+        compile_s=compile_s,
+    )
+    text = (
+        f"{per_step:.2f}× per step; over {steps} steps ({basis}) after {startup:.1f} s of "
+        f"start-up the plan does not speed up"
+        + (f", and {compile_s:.0f} s of compile" if compile_s else "")
+        + f", about {effect:.2f}× for the whole run. Evaluation, generation and other work "
+        "outside the steps are not counted: `torchpace compare SCRIPT --plan PLAN -- ARGS` "
+        "measures the whole run"
+    )
+    return {
+        "per_step": per_step,
+        "whole_run": effect,
+        "steps": steps,
+        "steps_from": basis,
+        "startup_s": startup,
+        "compile_s": compile_s,
+        "text": text,
+    }
 
 
 def _wait_for_quiet(limit_s: float) -> None:
