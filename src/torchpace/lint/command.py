@@ -139,6 +139,9 @@ def run(args: argparse.Namespace) -> int:
             f"(--exclude '' lints them; see `exclude` in {TABLE})",
             file=sys.stderr,
         )
+    for r in files:
+        for cell in r.skipped_cells:
+            print(printable(f"note: {r.path}: {cell}; the cell is not linted"), file=sys.stderr)
     if config_error is not None:
         print(config_error, file=sys.stderr)
     for e in errors:

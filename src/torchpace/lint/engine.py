@@ -198,10 +198,15 @@ def _lint_notebook(path: str, data: bytes, rules: Iterable[Rule]) -> FileResult 
         return LintError(path, str(exc))
     ctx = parse(path, notebook.source, where=notebook.where)
     if isinstance(ctx, LintError):
-        return ctx
+        # A cell that is not Python (an automagic shell line, another kernel's syntax) must
+        # not stop the rest of the notebook from being linted: such cells are left out, said.
+        notebook = notebook.without_unparsable_cells()
+        ctx = parse(path, notebook.source, where=notebook.where)
+        if isinstance(ctx, LintError):
+            return ctx
     findings, errors = check(ctx, rules)
     relocated = tuple(notebook.relocate(f) for f in findings)
-    return FileResult(path, data, relocated, errors, notebook=True)
+    return FileResult(path, data, relocated, errors, notebook=True, skipped_cells=notebook.skipped)
 
 
 def lint_source(

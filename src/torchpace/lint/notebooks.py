@@ -41,6 +41,36 @@ class Notebook:
     source: bytes
     cells: tuple[int, ...]  # the notebook cell number of each code cell, in order
     starts: tuple[int, ...]  # the virtual line where each code cell starts (1-based)
+    # Cells blanked because they are not Python even after the IPython rewriting (an automagic
+    # shell line such as ``ls -l data``, a cell of another kernel's syntax): "cell N: why".
+    skipped: tuple[str, ...] = ()
+
+    def without_unparsable_cells(self) -> Notebook:
+        """This notebook with each code cell that does not parse on its own blanked (its lines
+        kept as empty lines, so every other cell keeps its place) and named in ``skipped``.
+        Jupyter runs cells one by one, so a cell that fails alone is not Python to lint; the
+        rest of the notebook still is."""
+        import ast
+        import warnings
+
+        lines = self.source.decode("utf-8").split("\n")[:-1]
+        bounds = [*self.starts, len(lines) + 1]
+        skipped = list(self.skipped)
+        for i, cell in enumerate(self.cells):
+            first, end = bounds[i] - 1, bounds[i + 1] - 1
+            text = "\n".join(lines[first:end]) + "\n"
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    ast.parse(text)
+            except SyntaxError as exc:
+                lines[first:end] = [""] * (end - first)
+                skipped.append(f"cell {cell}: syntax error at line {exc.lineno or 1}: {exc.msg}")
+            except (ValueError, RecursionError, MemoryError) as exc:
+                lines[first:end] = [""] * (end - first)
+                skipped.append(f"cell {cell}: cannot parse: {exc or type(exc).__name__}")
+        source = "".join(line + "\n" for line in lines)
+        return replace(self, source=source.encode("utf-8"), skipped=tuple(skipped))
 
     def locate(self, line: int) -> tuple[int, int]:
         """(cell number, line within the cell) of a virtual line."""

@@ -29,3 +29,6 @@ class FileResult:
     notebook: bool = False
     # (module, function) its training loops call on every step (torchpace.lint.project)
     calls_out: tuple[tuple[str, str], ...] = ()
+    # Notebook cells left out as not Python ("cell 4: syntax error at line 2: ..."): said,
+    # never a failure of the run (a shell line IPython runs, such as ``ls -l x``).
+    skipped_cells: tuple[str, ...] = ()
