@@ -60,13 +60,20 @@ class Fix:
     title: str
     safety: Safety
     edits: tuple[Edit, ...]
+    # The oldest torch the edited code runs on, where it needs a newer one than torchpace
+    # supports at least ("2.3" for torch.amp.GradScaler): lint makes the fix unsafe in a
+    # project that declares an older torch (lint.torch_version).
+    needs_torch: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "title": self.title,
             "safety": self.safety,
             "edits": [e.to_dict() for e in self.edits],
         }
+        if self.needs_torch:
+            out["needs_torch"] = self.needs_torch
+        return out
 
 
 @dataclass(frozen=True)

@@ -74,6 +74,7 @@ def test_json_output(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None
                 },
                 {"start_line": 2, "start_col": 35, "end_line": 2, "end_col": 35, "text": '"cuda"'},
             ],
+            "needs_torch": "2.3",
         },
     }
 

@@ -71,7 +71,25 @@ class _Fixer:
         # Lint the fixed file again: what remains is reported at its new position.
         rules = [self.by_code[c] for c in self.chosen.codes_for(r.path)]
         again = lint_source(r.path, result.source, rules)
-        return again if isinstance(again, FileResult) else r
+        return _for_declared_torch(again) if isinstance(again, FileResult) else r
+
+
+def _for_declared_torch(r: FileResult) -> FileResult:
+    """Fixes that need a newer torch than the project declares become unsafe, saying so."""
+    from torchpace.lint.torch_version import unsafe_reason
+
+    changed = False
+    findings = []
+    for f in r.findings:
+        fix = f.fix
+        if fix is not None and fix.needs_torch and fix.safety == "safe":
+            why = unsafe_reason(r.path, fix.needs_torch)
+            if why:
+                fix = dataclasses.replace(fix, safety="unsafe", title=f"{fix.title} ({why})")
+                f = dataclasses.replace(f, fix=fix)
+                changed = True
+        findings.append(f)
+    return dataclasses.replace(r, findings=tuple(findings)) if changed else r
 
 
 def split_patterns(text: str | None) -> list[str]:
@@ -125,6 +143,7 @@ def run(args: argparse.Namespace) -> int:
     linted = iter(lint_jobs(jobs, workers=args.jobs or usable_cpus()))
     results = [item if isinstance(item, LintError) else next(linted) for item in items]
     results = _with_step_callees(results, chosen)
+    results = [_for_declared_torch(r) if isinstance(r, FileResult) else r for r in results]
     fixer = _Fixer(chosen, rules, unsafe=args.unsafe_fixes, diff=args.diff)
     if args.fix or args.diff:
         results = [fixer(r) if isinstance(r, FileResult) else r for r in results]

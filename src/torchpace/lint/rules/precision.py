@@ -22,6 +22,9 @@ from torchpace.lint.rule import (
 )
 
 _DEPRECATED_AMP = {"torch.cuda.amp.autocast": "autocast", "torch.cuda.amp.GradScaler": "GradScaler"}
+# The torch release that added each `torch.amp` form (release notes: torch.amp.autocast with a
+# device type in 1.10, torch.amp.GradScaler in 2.3).
+_AMP_SINCE = {"autocast": "1.10", "GradScaler": "2.3"}
 
 
 def _amp_fix(ctx: FileContext, call: ast.Call, attr: str) -> Fix | None:
@@ -60,6 +63,7 @@ def _amp_fix(ctx: FileContext, call: ast.Call, attr: str) -> Fix | None:
         title=f'Use `torch.amp.{attr}("cuda", ...)`',
         safety="safe",
         edits=(replace(func, f"{torch_name}.amp.{attr}"), insert),
+        needs_torch=_AMP_SINCE[attr],
     )
 
 
@@ -99,10 +103,12 @@ with torch.amp.autocast("cuda", dtype=torch.float16):
 ```
 
 ## Fix safety
-Safe: the `torch.amp` forms with `"cuda"` behave the same. The fix applies only when the call is
-written as `torch.cuda.amp.X(...)` (any alias of torch) and, for `autocast`, passes keywords
-only, because the positional parameters differ. Names imported with `from torch.cuda.amp
-import ...` are reported without a fix.
+Safe: the `torch.amp` forms with `"cuda"` behave the same. `torch.amp.GradScaler` needs torch
+2.3 and `torch.amp.autocast("cuda")` 1.10: in a project that declares an older torch
+(pyproject, requirements, setup.py, a Dockerfile's base image) the fix is unsafe and says why.
+The fix applies only when the call is written as `torch.cuda.amp.X(...)` (any alias of
+torch) and, for `autocast`, passes keywords only, because the positional parameters differ.
+Names imported with `from torch.cuda.amp import ...` are reported without a fix.
 
 ## References
 PyTorch Automatic Mixed Precision docs (`torch.amp`); PyTorch Performance Tuning Guide, "Use
