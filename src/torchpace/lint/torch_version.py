@@ -4,11 +4,16 @@ container pins torch 1.6).
 
 Read without importing anything the project has, nearest the linted file first, up to the
 repository's root (a folder with ``.git``; outside one, the current directory):
-``pyproject.toml`` (``project.dependencies``, its optional dependencies, Poetry's ``tool.poetry.dependencies``), ``setup.py`` and ``setup.cfg``
-(requirement strings), ``requirements*.txt`` (also in a ``requirements/`` folder),
-``environment.yml`` and ``Dockerfile*`` (a ``pytorch/pytorch:X`` or NGC ``nvcr.io/nvidia/
-pytorch:YY.MM`` base image, a ``pip install torch==X`` line). The lowest version a declaration
-allows is what counts: ``torch>=1.6`` may run on 1.6. No torch here.
+
+- ``pyproject.toml``: ``project.dependencies``, its optional dependencies, Poetry's
+  ``tool.poetry.dependencies``;
+- ``setup.py``, ``setup.cfg``, ``requirements*.txt`` (also in a ``requirements/`` folder) and
+  ``environment.yml``: requirement strings;
+- ``Dockerfile*``: a ``pytorch/pytorch:X`` or NGC ``nvcr.io/nvidia/pytorch:YY.MM`` base image,
+  or a ``pip install torch==X`` line.
+
+The lowest version a declaration allows is what counts: ``torch>=1.6`` may run on 1.6. No torch
+here.
 """
 
 from __future__ import annotations
