@@ -23,6 +23,7 @@ from torchpace.lint.rule import (
     is_const,
     keyword,
 )
+from torchpace.lint.values import int_value
 
 # DataLoader(dataset, batch_size, shuffle, sampler, batch_sampler, num_workers, collate_fn,
 #            pin_memory, ...)
@@ -46,8 +47,10 @@ def _check_loader_workers(ctx: FileContext) -> Iterator[Report]:
             continue  # workers cannot make CUDA tensors; an unsharded stream would repeat
         if workers is None:
             yield Report(call)
-        elif is_const(workers, 0):
-            # at the literal when the call passes it, at the call when a **kwargs dict does
+        elif int_value(ctx, workers) == 0:
+            # 0 as a literal, or as the default of the option or config field it reads
+            # (`num_workers=args.workers` with `--workers` defaulting to 0): at the argument
+            # when the call passes it, at the call when a **kwargs dict does
             yield Report(argument(call, "num_workers", _NUM_WORKERS_POSITION) or call)
 
 
@@ -58,7 +61,10 @@ DATALOADER_WITHOUT_WORKERS = Rule(
     technique="loader-workers",
     doc="""\
 ## What it does
-Flags a `torch.utils.data.DataLoader` created without `num_workers`, or with `num_workers=0`.
+Flags a `torch.utils.data.DataLoader` created without `num_workers`, or with `num_workers=0`:
+a literal 0, or an option or config field whose default in the same file is 0
+(`num_workers=args.workers` with `parser.add_argument("--workers", default=0)`, a click option,
+a dataclass field).
 Calls that pass `*args` or `**kwargs` are not flagged: they may set it.
 
 ## Why is this slow
@@ -243,6 +249,18 @@ PyTorch Performance Tuning Guide, "Enable async data loading and augmentation" (
 # TP104 ------------------------------------------------------------------------------------------
 
 
+def _some_workers(ctx: FileContext, workers: ast.expr) -> bool:
+    """Whether ``num_workers`` may be above 0: a literal above 0, an option or config field
+    whose default in this file is above 0, or any other expression (an option defined in
+    another file: issue 16 found PyTorch-GAN's ``opt.n_cpu`` restarted every epoch). An option
+    this file declares with the default 0 has no workers to keep, and
+    ``persistent_workers=True`` with 0 workers raises (issue 32)."""
+    if isinstance(workers, ast.Constant):
+        return type(workers.value) is int and workers.value > 0
+    known = int_value(ctx, workers)
+    return known is None or known > 0
+
+
 def _check_workers_not_persistent(ctx: FileContext) -> Iterator[Report]:
     facts = ctx.loops
     if not facts.loader_calls:
@@ -259,11 +277,7 @@ def _check_workers_not_persistent(ctx: FileContext) -> Iterator[Report]:
             if not feeds_training(ctx, call):
                 continue
             workers = loader_argument(ctx, call, "num_workers", _NUM_WORKERS_POSITION)
-            if not isinstance(workers, ast.expr) or is_const(workers, 0):
-                continue
-            if isinstance(workers, ast.Constant) and not (
-                type(workers.value) is int and workers.value > 0
-            ):
+            if not isinstance(workers, ast.expr) or not _some_workers(ctx, workers):
                 continue
             persistent = loader_argument(ctx, call, "persistent_workers", 99)
             if persistent is None or (
@@ -279,8 +293,11 @@ WORKERS_NOT_PERSISTENT = Rule(
     technique="persistent-workers",
     doc="""\
 ## What it does
-Flags a `DataLoader` with a literal `num_workers > 0` and no `persistent_workers=True` that is
-iterated inside another loop, such as an epoch loop.
+Flags a `DataLoader` with `num_workers` above 0 and no `persistent_workers=True` that is
+iterated inside another loop, such as an epoch loop. The count is a literal, the default of an
+option or config field declared in the same file, or an option defined elsewhere. An option this
+file declares with the default 0 is left alone: there are no workers to keep, and
+`persistent_workers=True` with 0 workers raises (TP101 reports it instead).
 
 ## Why is this slow
 Each `for batch in loader` starts `num_workers` new processes, which import, copy the dataset

@@ -8,6 +8,7 @@ from collections.abc import Iterable, Iterator
 from torchpace.catalog import FUSED_KERNELS
 from torchpace.lint.device import uses_cuda
 from torchpace.lint.rule import FileContext, Report, Rule, argument, is_const, keyword
+from torchpace.lint.values import option_default
 
 
 def adds_into_grads(nodes: Iterable[ast.AST]) -> bool:
@@ -80,39 +81,6 @@ PyTorch Performance Tuning Guide, "Use parameter.grad = None instead of model.ze
 _WEIGHT_DECAY_POSITION = 4
 
 
-def _option_default(ctx: FileContext, node: ast.expr | None) -> ast.expr | None:
-    """For ``args.wd``: the ``default=`` of the ``add_argument`` that defines it in this file
-    (``--wd``, or ``dest="wd"``); None when there is no single such option."""
-    if not (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)):
-        return None
-    found = []
-    for call, _ in ctx.calls:
-        func = call.func
-        if not (isinstance(func, ast.Attribute) and func.attr == "add_argument"):
-            continue
-        dest = keyword(call, "dest")
-        names = [
-            a.value.lstrip("-").replace("-", "_")
-            for a in call.args
-            if isinstance(a, ast.Constant) and isinstance(a.value, str)
-        ]
-        own = dest.value.value if dest and isinstance(dest.value, ast.Constant) else None
-        if node.attr == own or (own is None and names and node.attr == _dest_of(call, names)):
-            default = keyword(call, "default")
-            found.append(default.value if default is not None else None)
-    return found[0] if len(found) == 1 else None
-
-
-def _dest_of(call: ast.Call, names: list[str]) -> str:
-    """argparse's dest: the first long option, else the first name."""
-    longs = [
-        a.value.lstrip("-").replace("-", "_")
-        for a in call.args
-        if isinstance(a, ast.Constant) and isinstance(a.value, str) and a.value.startswith("--")
-    ]
-    return (longs or names)[0]
-
-
 def _nonzero_number(node: ast.expr | None) -> bool:
     return (
         isinstance(node, ast.Constant)
@@ -127,7 +95,7 @@ def _check_adam_weight_decay(ctx: FileContext) -> Iterator[Report]:
         if name != "torch.optim.Adam":
             continue
         decay = argument(call, "weight_decay", _WEIGHT_DECAY_POSITION)
-        if _nonzero_number(decay) or _nonzero_number(_option_default(ctx, decay)):
+        if _nonzero_number(decay) or _nonzero_number(option_default(ctx, decay)):
             yield Report(decay)  # type: ignore[arg-type]
 
 
