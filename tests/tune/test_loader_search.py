@@ -92,3 +92,23 @@ def test_a_script_whose_training_dataset_has_lengths_gets_the_bucketing_candidat
     cands, no = for_script(SimpleNamespace(extra={"facts": facts}), torch.device("cpu"), [])
     assert "length-bucket" not in {c.name for c in cands}
     assert any(n.name == "length-bucket" and "no `lengths`" in n.reason for n in no)
+
+
+def test_hand_written_attention_is_named_instead_of_no_attention_layers(monkeypatch):
+    # Issue 32: on a GPT whose attention is written by hand the tune said "no attention layers".
+    from types import SimpleNamespace
+
+    import torch
+
+    from torchpace.tune import candidates
+    from torchpace.tune.candidates import for_script
+
+    monkeypatch.setattr(candidates, "bf16_supported", lambda device: True)
+    facts = {"optimizers": ["AdamW"], "loaders": []}
+    found = [{"technique": "sdpa-attention", "code": "TP307", "path": "/x/model.py", "line": 72}]
+    _, no = for_script(SimpleNamespace(extra={"facts": facts}), torch.device("cpu"), found)
+    (attention,) = [n for n in no if "attention-backend" in n.techniques]
+    assert "written by hand (model.py:72, lint TP307)" in attention.reason
+    _, plain = for_script(SimpleNamespace(extra={"facts": facts}), torch.device("cpu"), [])
+    (attention,) = [n for n in plain if "attention-backend" in n.techniques]
+    assert attention.reason == "no attention layers"

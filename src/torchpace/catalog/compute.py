@@ -45,6 +45,75 @@ ENTRIES: tuple[Technique, ...] = (
         ),
     ),
     Technique(
+        id="sdpa-attention",
+        title="Fused scaled-dot-product attention instead of attention written by hand",
+        family="compute",
+        mechanism=(
+            "Attention written as q @ k.transpose(-2, -1), a scale, a mask, softmax and @ v runs "
+            "as separate kernels and materialises the whole attention matrix in memory, forward "
+            "and backward. F.scaled_dot_product_attention computes the same function in one "
+            "call that dispatches to fused kernels (flash, memory-efficient, cuDNN) which never "
+            "store the full matrix, and on a CPU to a fused flash kernel as well."
+        ),
+        helps_when=(
+            "Transformers whose attention is written by hand, on CUDA above all, with sequences "
+            "long enough that the attention matrix dominates memory traffic."
+        ),
+        hurts_when=(
+            "Code that needs the attention weights themselves (visualised, returned, used in a "
+            "loss): the fused kernels do not return them. Masks and dropout must be passed as "
+            "SDPA's arguments (attn_mask, is_causal, dropout_p), and a custom score function "
+            "(relative position biases added after the scale, talking heads) may not fit."
+        ),
+        measured="",
+        changes_numerics=False,
+        devices=BOTH,
+        guides=("tuning-guide",),  # "Fuse pointwise operations": one kernel, one pass over memory
+        how=code(
+            """
+            import torch.nn.functional as F
+
+            # att = (q @ k.transpose(-2, -1)) * k.size(-1) ** -0.5
+            # att = att.masked_fill(mask == 0, float("-inf")).softmax(dim=-1)
+            # y = att @ v
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            """
+        ),
+    ),
+    Technique(
+        id="modules-built-once",
+        title="Build modules once in __init__, not in forward()",
+        family="compute",
+        mechanism=(
+            "An nn.Linear, nn.LayerNorm or nn.Conv2d created inside forward() allocates and "
+            "randomly initialises new weights on every call, on the host unless told otherwise, "
+            "and those weights are never seen by the optimizer: the step pays the allocation and "
+            "initialisation (and often a host-to-device copy), and the layer never trains. Built "
+            "once in __init__, the layer is a registered submodule that moves with the model and "
+            "learns."
+        ),
+        helps_when="Always: a module with parameters made per call is both slow and a bug.",
+        hurts_when=(
+            "Never for speed. A deliberately fresh random projection per call (rare) should be "
+            "written as a functional call on a tensor drawn on the device instead."
+        ),
+        measured="",
+        changes_numerics=True,
+        devices=BOTH,
+        guides=("tuning-guide",),  # "Create tensors directly on the target device"
+        how=code(
+            """
+            class Block(nn.Module):
+                def __init__(self, d):
+                    super().__init__()
+                    self.proj = nn.Linear(d, d)  # once, registered, trained
+
+                def forward(self, x):
+                    return self.proj(x)  # not nn.Linear(d, d)(x)
+            """
+        ),
+    ),
+    Technique(
         id="cudnn-benchmark",
         title="cuDNN convolution auto-tuner",
         family="compute",

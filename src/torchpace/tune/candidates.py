@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -188,6 +189,22 @@ def for_script(
         else (int(bucketable["length_p90"]), int(bucketable["length_max"])),
         batch_size=None if bucketable is None else int(bucketable["batch_size"]),
     )
+    hand = next((f for f in findings if f.get("technique") == "sdpa-attention"), None)
+    if hand is not None:
+        # Attention written by hand has no backend to choose: say so, and where (issue 32: the
+        # tune said "no attention layers" of a GPT with hand-written attention).
+        where = f"{Path(str(hand.get('path', ''))).name}:{hand.get('line', '?')}"
+        no = [
+            NotApplicable(
+                n.name,
+                n.techniques,
+                f"the attention is written by hand ({where}, lint TP307): rewrite it with "
+                "F.scaled_dot_product_attention, and the backend can be chosen",
+            )
+            if "attention-backend" in n.techniques and n.reason == "no attention layers"
+            else n
+            for n in no
+        ]
     if facts.get("own_autocast"):
         amp = [c for c in cands if "amp" in c.changes]
         cands = [c for c in cands if "amp" not in c.changes]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from torchpace.lint.rule import Rule
 from torchpace.lint.rules import (
     allocation,
+    attention,
     compilation,
     convs,
     debug,
@@ -12,12 +13,14 @@ from torchpace.lint.rules import (
     evaluation,
     loading,
     memory,
+    modules,
     precision,
     syncs,
 )
 
 _MODULES = (
     allocation,
+    attention,
     compilation,
     convs,
     debug,
@@ -25,6 +28,7 @@ _MODULES = (
     evaluation,
     loading,
     memory,
+    modules,
     precision,
     syncs,
 )

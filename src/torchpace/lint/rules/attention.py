@@ -1,0 +1,229 @@
+"""TP307: attention written by hand where ``F.scaled_dot_product_attention`` runs fused."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from torchpace.lint.rule import FileContext, Report, Rule
+
+_SOFTMAX = frozenset({"torch.softmax", "torch.nn.functional.softmax", "torch.Tensor.softmax"})
+_MATMUL = frozenset({"torch.matmul", "torch.bmm", "torch.einsum"})
+_SDPA = "torch.nn.functional.scaled_dot_product_attention"
+
+
+def _transposed(node: ast.expr) -> bool:
+    """``k.transpose(-2, -1)``, ``k.transpose(1, 2)``, ``k.mT``, ``k.T``, ``k.permute(...)``."""
+    if isinstance(node, ast.Attribute) and node.attr in ("mT", "T"):
+        return True
+    return (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in ("transpose", "permute", "swapaxes")
+    )
+
+
+class _Function:
+    """The attention data flow of one function: which names hold scores (q @ k^T and what is
+    computed from them) and which hold probabilities (a softmax of scores)."""
+
+    def __init__(self, ctx: FileContext, fn: ast.AST) -> None:
+        self.ctx = ctx
+        self.scores: dict[str, ast.AST] = {}  # name -> the q @ k^T node it comes from
+        self.probs: dict[str, ast.AST] = {}
+        self.found: list[ast.AST] = []
+        self.returned_or_kept: set[str] = set()
+        self.sdpa = False
+        # Statements in source order; nested functions are their own.
+        body = [n for n in _own_nodes(fn) if isinstance(n, ast.stmt)]
+        body.sort(key=lambda n: (n.lineno, n.col_offset))
+        for stmt in body:
+            self._statement(stmt)
+
+    def _qualname(self, call: ast.Call) -> str:
+        name = self.ctx.names.qualname(call.func) or ""
+        if name or not isinstance(call.func, ast.Attribute):
+            return name
+        owner = call.func.value
+        while isinstance(owner, ast.Attribute):
+            owner = owner.value
+        on_self = isinstance(owner, ast.Name) and owner.id == "self"
+        if "softmax" in call.func.attr.lower() and on_self and call.args:
+            return "torch.nn.functional.softmax"  # self.softmax(x): an nn.Softmax module
+        if call.func.attr == "softmax":
+            return "torch.Tensor.softmax"  # x.softmax(dim=-1)
+        return name
+
+    def _score_in(self, node: ast.AST) -> ast.AST | None:
+        """The q @ k^T node ``node`` computes from, directly or through a name."""
+        for sub in ast.walk(node):
+            if (
+                isinstance(sub, ast.BinOp)
+                and isinstance(sub.op, ast.MatMult)
+                and _transposed(sub.right)
+            ):
+                return sub
+            if isinstance(sub, ast.Call) and self._qualname(sub) in _MATMUL:
+                args = sub.args[1:] if self._qualname(sub) == "torch.einsum" else sub.args
+                if self._qualname(sub) == "torch.einsum" and len(args) == 2:
+                    spec = sub.args[0]
+                    if isinstance(spec, ast.Constant) and _einsum_scores(str(spec.value)):
+                        return sub
+                elif len(args) == 2 and _transposed(args[1]):
+                    return sub
+            if isinstance(sub, ast.Name) and sub.id in self.scores:
+                return self.scores[sub.id]
+        return None
+
+    def _probs_in(self, node: ast.AST) -> ast.AST | None:
+        for sub in ast.walk(node):
+            if isinstance(sub, ast.Call) and self._qualname(sub) in _SOFTMAX:
+                target: ast.AST | None = sub.args[0] if sub.args else None
+                if self._qualname(sub) == "torch.Tensor.softmax":
+                    target = sub.func.value  # type: ignore[attr-defined]
+                score = self._score_in(target) if target is not None else None
+                if score is not None:
+                    return score
+            if isinstance(sub, ast.Name) and sub.id in self.probs:
+                return self.probs[sub.id]
+        return None
+
+    def _applied_to_values(self, node: ast.AST) -> ast.AST | None:
+        """The score node of ``probs @ v`` (or matmul/bmm/einsum of probs) inside ``node``."""
+        for sub in ast.walk(node):
+            if isinstance(sub, ast.BinOp) and isinstance(sub.op, ast.MatMult):
+                score = self._probs_in(sub.left)
+                if score is not None:
+                    return score
+            if isinstance(sub, ast.Call) and self._qualname(sub) in _MATMUL:
+                operands = sub.args[1:] if self._qualname(sub) == "torch.einsum" else sub.args
+                for a in operands[:1]:
+                    score = self._probs_in(a)
+                    if score is not None:
+                        return score
+        return None
+
+    def _statement(self, stmt: ast.stmt) -> None:
+        for sub in ast.walk(stmt):
+            if isinstance(sub, ast.Call) and self._qualname(sub) == _SDPA:
+                self.sdpa = True
+        if isinstance(stmt, ast.Return) and stmt.value is not None:
+            # Names returned as they are (alone, or as an element of a returned tuple or list),
+            # not those the returned expression computes from.
+            out = stmt.value
+            items = out.elts if isinstance(out, (ast.Tuple, ast.List)) else [out]
+            self.returned_or_kept |= {n.id for n in items if isinstance(n, ast.Name)}
+        value = getattr(stmt, "value", None)
+        kinds = (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Expr, ast.Return)
+        if value is None or not isinstance(stmt, kinds):
+            return
+        hit = self._applied_to_values(value)
+        if hit is not None and hit not in self.found:
+            self.found.append(hit)
+        targets = stmt.targets if isinstance(stmt, ast.Assign) else [getattr(stmt, "target", None)]
+        names = [t.id for t in targets if isinstance(t, ast.Name)]
+        kept = [t for t in targets if isinstance(t, ast.Attribute)]  # self.attn = probs
+        # The output of probs @ v is neither scores nor probabilities.
+        probs = None if hit is not None else self._probs_in(value)
+        score = None if hit is not None else self._score_in(value)
+        for name in names:
+            self.scores.pop(name, None)
+            self.probs.pop(name, None)
+            if probs is not None:
+                self.probs[name] = probs
+            elif score is not None:
+                self.scores[name] = score
+        if kept and probs is not None:
+            self.returned_or_kept.add("<attribute>")
+
+    def reports(self) -> list[ast.AST]:
+        if self.sdpa:
+            return []  # the hand-written path is the fallback beside a fused one (nanoGPT)
+        if self.returned_or_kept & (set(self.probs) | {"<attribute>"}):
+            return []  # the weights are wanted: the fused kernels do not return them
+        return self.found
+
+
+def _einsum_scores(spec: str) -> bool:
+    """An einsum that contracts the last axis of two operands into a square-ish score:
+    ``"bhqd,bhkd->bhqk"``."""
+    spec = spec.replace(" ", "")
+    if "->" not in spec or spec.count(",") != 1:
+        return False
+    inputs, out = spec.split("->")
+    a, b = inputs.split(",")
+    return bool(a) and bool(b) and a[-1] == b[-1] and a[-1] not in out and len(out) == len(a)
+
+
+def _own_nodes(fn: ast.AST) -> Iterator[ast.AST]:
+    """The nodes of ``fn``'s body, not of functions or classes defined inside it."""
+    stack = list(ast.iter_child_nodes(fn))
+    while stack:
+        node = stack.pop()
+        yield node
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            stack.extend(ast.iter_child_nodes(node))
+
+
+def _check_hand_written_attention(ctx: FileContext) -> Iterator[Report]:
+    if b"softmax" not in ctx.source.lower():
+        return  # no softmax, no attention: most files stop here (lint's speed)
+    for fn in ctx.of_type(ast.FunctionDef, ast.AsyncFunctionDef):
+        if not any(
+            isinstance(n, ast.Attribute) and "softmax" in n.attr.lower() for n in _own_nodes(fn)
+        ):
+            continue
+        for node in _Function(ctx, fn).reports():
+            yield Report(node)
+
+
+HAND_WRITTEN_ATTENTION = Rule(
+    code="TP307",
+    name="hand-written-attention",
+    message="Attention written by hand (scores, softmax, @ v): "
+    "`F.scaled_dot_product_attention` runs it fused",
+    technique="sdpa-attention",
+    doc="""\
+## What it does
+Flags attention computed by hand in one function: scores from a matrix product with a
+transposed key (`q @ k.transpose(-2, -1)`, `torch.matmul`, `torch.bmm`, or an `einsum` that
+contracts the head dimension), a softmax of those scores, and the product of the
+probabilities with the values. Reported at the scores.
+
+Not reported where the same function also calls `F.scaled_dot_product_attention` (the hand
+path is then a fallback for old torch versions, as in nanoGPT), or where the attention weights
+are returned or kept on an attribute (the fused kernels do not return them).
+
+## Why is this slow
+Each step is its own kernel, and the whole `L x L` attention matrix is written to memory and
+read back several times, forward and backward. `F.scaled_dot_product_attention` computes the
+same function in one call that dispatches to fused kernels (flash, memory-efficient, cuDNN)
+that never store the matrix. With hand-written attention there is also no attention backend for
+the tune to choose.
+
+## Example
+```python
+att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+att = att.masked_fill(self.bias[:, :, :T, :T] == 0, float("-inf"))
+att = F.softmax(att, dim=-1)
+y = att @ v
+```
+
+## Use instead
+```python
+y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+```
+
+## Fix safety
+No fix: the mask, the scale, the dropout and any bias added to the scores must become SDPA's
+`attn_mask`, `scale`, `dropout_p` and `is_causal` arguments, which depends on shapes and
+semantics the source does not show for certain.
+
+## References
+PyTorch docs, `torch.nn.functional.scaled_dot_product_attention`; the PyTorch tutorial
+"(Beta) Implementing High-Performance Transformers with Scaled Dot Product Attention".
+""",
+    check=_check_hand_written_attention,
+)
+
+RULES = (HAND_WRITTEN_ATTENTION,)
