@@ -66,6 +66,13 @@ class FileContext:
 
         return analyse(self.tree, self.by_type, self.names, self.entries)
 
+    @cached_property
+    def env_bound(self) -> frozenset[int]:
+        """``id`` of the nodes that run once per environment step (lint.environment)."""
+        from torchpace.lint.environment import env_bound
+
+        return env_bound(self)
+
     def of_type(self, *types: type) -> list[Any]:
         """The file's nodes of exactly these AST classes, in walk order per class.
 

@@ -329,6 +329,10 @@ def _check_cuda_loop_without_autocast(ctx: FileContext) -> Iterator[Report]:
     ]
     if not training or _manages_precision(ctx) or not uses_cuda(ctx):
         return
+    if ctx.env_bound:
+        # Reinforcement learning: the network is small and the step time is the
+        # environment's (lint.environment); autocast would not make such a run faster.
+        return
     # One finding per file, on the first training loop: the fix is one change.
     yield Report(min(training, key=lambda loop: loop.lineno))
 
@@ -341,7 +345,9 @@ CUDA_LOOP_WITHOUT_AUTOCAST = Rule(
     doc="""\
 ## What it does
 Flags the first training loop of a file that trains on CUDA and never uses `torch.autocast`
-(nor `.half()` / `.bfloat16()` / float16 dtypes, nor a framework that manages precision).
+(nor `.half()` / `.bfloat16()` / float16 dtypes, nor a framework that manages precision). Not
+in a file that steps an environment (reinforcement learning): there the step time is the
+environment's and the network that picks actions is small.
 
 ## Why is this slow
 Tensor cores run bfloat16 and float16 matrix multiplies and convolutions many times faster

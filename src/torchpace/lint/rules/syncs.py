@@ -3,7 +3,8 @@
 Every rule here reports only hot code (see :mod:`torchpace.lint.loops`): inside a training
 loop, or a same-file function it calls, and not under a logging cadence such as
 ``if step % 100 == 0:``; and only in files that may use an accelerator
-(:func:`torchpace.lint.device.may_use_accelerator`).
+(:func:`torchpace.lint.device.may_use_accelerator`); never in a loop that steps an environment
+(:mod:`torchpace.lint.environment`), which reads its action back to the host by design.
 """
 
 from __future__ import annotations
@@ -23,7 +24,10 @@ def _hot(ctx: FileContext) -> Iterator[tuple[ast.AST, Scope]]:
     """The hot code, in a file that may use an accelerator: on the CPU alone nothing runs
     asynchronously, so nothing waits for a device."""
     if ctx.loops.hot and (ctx.entries or may_use_accelerator(ctx)):  # entries: see lint.project
-        yield from ctx.loops.hot.values()
+        bound = ctx.env_bound  # an RL interaction loop reads its action back every step anyway
+        for node, scope in ctx.loops.hot.values():
+            if id(node) not in bound:
+                yield node, scope
 
 
 def hot_calls(ctx: FileContext) -> Iterator[tuple[ast.Call, str | None, Scope]]:

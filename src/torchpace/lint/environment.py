@@ -1,0 +1,89 @@
+"""Loops bound by an environment: reinforcement learning's interaction loops (issue 32).
+
+A loop that calls an environment's ``step(action)`` every iteration must bring the action to the
+host for a CPU environment: that read is what the algorithm needs, and the loop's time is the
+environment's. Syncs there, and autocast for the small network that picks the action, are not
+what makes such a run slow; the rules that report them leave these loops alone.
+
+An environment is recognised by its name (``env``, ``envs``, ``environment``, ``vec_env``,
+``train_env``, ``self.env``, ...) or by what built it (``gym.make``, ``gymnasium.make``,
+``make_vec_env``, a vector-env class). The environment-bound nodes are those lexically inside
+such a loop, and those of the functions it calls directly (``select_action(state)``), except
+inside a loop of those functions that trains on its own (a PPO update's epochs over its
+minibatches: syncs there happen per gradient step, not per environment step).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+
+from torchpace.lint.loops import LOOPS, dotted, walk
+from torchpace.lint.rule import FileContext
+
+_ENV_NAME = re.compile(r"^(?:.*_)?(?:envs?|environments?|vec_?envs?)$", re.IGNORECASE)
+_ENV_MAKERS = (
+    "gym.make",
+    "gymnasium.make",
+    "make_vec_env",
+    "make_env",
+    "SyncVectorEnv",
+    "AsyncVectorEnv",
+    "DummyVecEnv",
+    "SubprocVecEnv",
+    "VecEnv",
+)
+
+
+def _made_envs(ctx: FileContext) -> set[str]:
+    """Names assigned from an environment factory in this file."""
+    out = set()
+    for node in ctx.of_type(ast.Assign):
+        value = node.value
+        if not isinstance(value, ast.Call):
+            continue
+        name = ctx.names.qualname(value.func) or dotted(value.func) or ""
+        if name.endswith(_ENV_MAKERS):
+            out |= {dotted(t) or "" for t in node.targets}
+    return out - {""}
+
+
+def _steps_env(node: ast.AST, made: set[str]) -> bool:
+    if not (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "step"
+        and (node.args or node.keywords)
+    ):
+        return False
+    owner = dotted(node.func.value) or ""
+    last = owner.rsplit(".", 1)[-1]
+    return owner in made or bool(_ENV_NAME.match(last))
+
+
+def env_bound(ctx: FileContext) -> frozenset[int]:
+    """``id`` of every node that runs once per environment step (module docs)."""
+    if b"step(" not in ctx.source:
+        return frozenset()
+    made = _made_envs(ctx)
+    facts = ctx.loops
+    bound: set[int] = set()
+    callees: list[ast.FunctionDef | ast.AsyncFunctionDef] = []
+    for loop in ctx.of_type(*LOOPS):
+        body = list(walk(loop.body, into_loops=True))
+        if not any(_steps_env(n, made) for n in body):
+            continue
+        scope = ctx.enclosing_scope(loop)
+        for node in body:
+            bound.add(id(node))
+            if isinstance(node, ast.Call):
+                callees += facts.callees(node, scope)
+    for fn in callees:
+        inner_training = {
+            id(n)
+            for loop in walk(fn.body, into_loops=True)
+            if isinstance(loop, LOOPS) and facts.trains(loop.body, fn)
+            for n in ast.walk(loop)
+        }
+        bound |= {id(n) for n in ast.walk(fn) if id(n) not in inner_training}
+    return frozenset(bound)
