@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
+from pathlib import PurePath
 
 from torchpace.lint.rule import FileContext, Report, Rule, is_const
 
@@ -35,6 +37,62 @@ def _exported(ctx: FileContext, call: ast.Call) -> bool:
     return False
 
 
+# Words in a file's path or an enclosing function's name that say the code exports, serves or
+# runs inference (issue 32: TorchScript for export and serving flagged as a training-speed
+# problem): `tools/deploy/export_model.py`, `def convert_to_torchscript`, `serve.py`.
+_NOT_TRAINING = re.compile(
+    r"(?<![a-z])(export|deploy|serve|serving|server|infer|inference|onnx|convert|freeze|"
+    r"predict|demo|mobile|benchmark)",
+    re.IGNORECASE,
+)
+# What turns a scripted module into an artefact for inference.
+_FOR_INFERENCE = frozenset(
+    {
+        "torch.jit.freeze",
+        "torch.jit.optimize_for_inference",
+        "torch.onnx.export",
+        "torch.utils.mobile_optimizer.optimize_for_mobile",
+        "torch.jit.save",
+    }
+)
+
+
+def _for_inference(ctx: FileContext, call: ast.Call) -> bool:
+    """TorchScript made to export, serve or run inference: in a file or function named for it,
+    under ``no_grad``/``inference_mode``, of a module put in ``eval()`` mode, or handed to
+    ``torch.jit.freeze``, ``optimize_for_inference``, ``torch.onnx.export`` or the mobile
+    optimizer."""
+    if _NOT_TRAINING.search(PurePath(ctx.path).as_posix()):
+        return True
+    for ancestor in ctx.ancestors(call):
+        if isinstance(ancestor, (ast.FunctionDef, ast.AsyncFunctionDef)) and _NOT_TRAINING.search(
+            ancestor.name
+        ):
+            return True
+        if isinstance(ancestor, (ast.With, ast.AsyncWith)) and any(
+            (ctx.names.qualname(i.context_expr.func) if isinstance(i.context_expr, ast.Call)
+             else None) in ("torch.no_grad", "torch.inference_mode")
+            for i in ancestor.items
+        ):  # fmt: skip
+            return True
+    first = call.args[0] if call.args else None
+    if first is not None and any(
+        isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "eval"
+        for n in ast.walk(first)
+    ):
+        return True
+    parent = ctx.parents.get(id(call))
+    if isinstance(parent, ast.Call) and ctx.names.qualname(parent.func) in _FOR_INFERENCE:
+        return True
+    if isinstance(parent, ast.Assign) and len(parent.targets) == 1:
+        name = ctx.segment(parent.targets[0])
+        return any(
+            qual in _FOR_INFERENCE and other.args and ctx.segment(other.args[0]) == name
+            for other, qual in ctx.calls
+        )
+    return False
+
+
 def _offers_compile(ctx: FileContext) -> bool:
     """The file calls ``torch.compile``, a ``.compile(...)`` method (``nn.Module.compile``,
     timm's ``task.compile``) or checks ``hasattr(torch, "compile")``."""
@@ -56,7 +114,9 @@ def _offers_compile(ctx: FileContext) -> bool:
 
 def _check_jit(ctx: FileContext) -> Iterator[Report]:
     found = [
-        Report(call.func) for call, name in ctx.calls if name in _JIT and not _exported(ctx, call)
+        Report(call.func)
+        for call, name in ctx.calls
+        if name in _JIT and not _exported(ctx, call) and not _for_inference(ctx, call)
     ]
     # A bare decorator `@torch.jit.script` is not a call.
     for node in ctx.of_type(ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef):
@@ -76,8 +136,11 @@ TORCHSCRIPT_FOR_SPEED = Rule(
     doc="""\
 ## What it does
 Flags `torch.jit.script` and `torch.jit.trace`, called or used as a decorator. Not flagged: a
-file that also calls `torch.compile` (TorchScript is then an option beside it), and a module
-scripted or traced to be saved (`.save(...)`, `torch.jit.save`), which is export, not speed.
+file that also calls `torch.compile` (TorchScript is then an option beside it), and TorchScript
+made for export, serving or inference, not training speed: a module scripted or traced to be
+saved (`.save(...)`, `torch.jit.save`), frozen, optimised for inference or mobile, or exported
+to ONNX; one traced in `eval()` mode or under `no_grad`/`inference_mode`; and any in a file or
+function whose name says export, deploy, serve, inference, convert or benchmark.
 
 ## Why is this slow
 TorchScript fuses a few pointwise operations and is no longer developed. `torch.compile`
