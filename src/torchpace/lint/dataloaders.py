@@ -21,6 +21,7 @@ pytorch/examples do; anything else stays unknown, and rules stay silent.
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 
 from torchpace.lint.loops import EVAL_NAME, dotted, iterated, walk
@@ -118,6 +119,28 @@ def _bound_name(ctx: FileContext, call: ast.Call) -> str | None:
     if isinstance(parent, ast.AnnAssign):
         return dotted(parent.target)
     return None
+
+
+_FRAMEWORK_PREPARE = frozenset({"prepare", "prepare_data_loader", "setup_dataloaders"})
+_FRAMEWORK_OWNER = re.compile(r"accelerator|fabric", re.IGNORECASE)
+
+
+def prepared_by_framework(ctx: FileContext, call: ast.Call) -> bool:
+    """The loader ``call`` builds is handed to ``accelerator.prepare(...)`` (Hugging Face
+    Accelerate) or ``fabric.setup_dataloaders(...)`` (Lightning Fabric): the framework moves
+    each batch to the run's device, so the run is a GPU run known only through the framework,
+    and the loop's own ``.to(device)`` on a batch is a no-op (issue 32)."""
+    name = _bound_name(ctx, call)
+    if name is None:
+        return False
+    for other, _ in ctx.calls:
+        func = other.func
+        if not (isinstance(func, ast.Attribute) and func.attr in _FRAMEWORK_PREPARE):
+            continue
+        owner = (dotted(func.value) or "").rsplit(".", 1)[-1]
+        if _FRAMEWORK_OWNER.search(owner) and any(dotted(a) == name for a in other.args):
+            return True
+    return False
 
 
 def _read_once(ctx: FileContext, call: ast.Call) -> bool:

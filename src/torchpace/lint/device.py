@@ -121,7 +121,7 @@ def _last_name(node: ast.expr) -> str:
     return node.attr if isinstance(node, ast.Attribute) else ""
 
 
-def _framework_on_cpu(ctx: FileContext) -> bool:
+def framework_on_cpu(ctx: FileContext) -> bool:
     """The file runs its framework on the CPU: ``Trainer(accelerator="cpu")``,
     ``Fabric(accelerator="cpu")``, ``Accelerator(cpu=True)`` (Lightning's RL templates, whose
     ``.cuda()`` branches then never run)."""
@@ -143,7 +143,7 @@ def uses_cuda(ctx: FileContext) -> bool:
     """
     if "@cuda" in ctx.entries:  # a CUDA file hands its device to this one (lint.project)
         return True
-    if _framework_on_cpu(ctx):
+    if framework_on_cpu(ctx):
         return False
     names = ctx.names
     for call, name in ctx.calls:
@@ -217,7 +217,7 @@ def may_use_accelerator(ctx: FileContext) -> bool:
     16)."""
     if uses_cuda(ctx):
         return True
-    if _framework_on_cpu(ctx):
+    if framework_on_cpu(ctx):
         return False
     if any(path.startswith(_PLACING_FRAMEWORKS) for path in ctx.names.bindings.values()):
         return True  # a Lightning module, an accelerate script: the framework places the work

@@ -9,6 +9,7 @@ from torchpace.lint.dataloaders import (
     Unknown,
     feeds_training,
     loader_argument,
+    prepared_by_framework,
     streams_without_sharding,
     yields_device_tensors,
 )
@@ -93,6 +94,16 @@ PyTorch Performance Tuning Guide, "Enable async data loading and augmentation".
 )
 
 
+def _framework_gpu(ctx: FileContext) -> bool:
+    """A training loader is prepared by Accelerate or Fabric, and the file does not put the
+    framework on the CPU: the run's device is the framework's, a GPU where there is one."""
+    from torchpace.lint.device import framework_on_cpu
+
+    return not framework_on_cpu(ctx) and any(
+        prepared_by_framework(ctx, c) for c in _training_loaders(ctx)
+    )
+
+
 def _check_pin_memory(ctx: FileContext) -> Iterator[Report]:
     unpinned: list[Report] = []
     for call in _training_loaders(ctx):
@@ -104,8 +115,9 @@ def _check_pin_memory(ctx: FileContext) -> Iterator[Report]:
         elif is_const(pin, False):
             direct = argument(call, "pin_memory", _PIN_MEMORY_POSITION)
             unpinned.append(Report(direct if direct is not None else call))
-    # Pinning only helps copies to a CUDA device: ask about the device only when needed.
-    if unpinned and uses_cuda(ctx):
+    # Pinning only helps copies to a CUDA device: ask about the device only when needed. A
+    # loader an Accelerate or Fabric script prepares feeds the GPU the framework chose.
+    if unpinned and (uses_cuda(ctx) or _framework_gpu(ctx)):
         yield from unpinned
 
 
@@ -121,7 +133,9 @@ Flags a `torch.utils.data.DataLoader` created without `pin_memory=True` (not pas
 as `False`) in a file that uses a CUDA device: it calls `.cuda()`, moves something with
 `.to("cuda")`, builds `torch.device("cuda")`, passes `device="cuda"`, or assigns or compares a
 device such as `"cuda" if torch.cuda.is_available() else "cpu"`. A file that only asks
-`torch.cuda.is_available()` does not count. Calls that pass `*args` or `**kwargs`, and
+`torch.cuda.is_available()` does not count. A loader handed to `accelerator.prepare(...)`
+(Accelerate) or `fabric.setup_dataloaders(...)` (Fabric) feeds the GPU the framework chose and
+counts too, unless the framework is put on the CPU. Calls that pass `*args` or `**kwargs`, and
 `pin_memory=` expressions whose value cannot be known, are not flagged.
 
 ## Why is this slow
@@ -185,6 +199,8 @@ def _check_non_blocking_unpinned(ctx: FileContext) -> Iterator[Report]:
         calls = facts.loader_calls.get(name or "")
         if not calls or not _unpinned(calls):
             continue
+        if any(prepared_by_framework(ctx, c) for c in calls):
+            continue  # the framework already moved the batch: the loop's copy is a no-op
         batch = _batch_names(node.target)
         for call in walk(node.body):
             if not (
@@ -214,7 +230,9 @@ NON_BLOCKING_UNPINNED = Rule(
     doc="""\
 ## What it does
 Flags `.to(..., non_blocking=True)` and `.cuda(non_blocking=True)` on the batches of a
-`DataLoader` created without `pin_memory=True`.
+`DataLoader` created without `pin_memory=True`. Not on a loader that Accelerate or Fabric
+prepares: the framework has already moved the batch, so the copy is a no-op (TP102 reports the
+unpinned loader instead).
 
 ## Why is this slow
 A copy from ordinary (pageable) host memory cannot run asynchronously: the driver first stages

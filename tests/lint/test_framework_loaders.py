@@ -1,0 +1,61 @@
+"""Loaders an Accelerate or Fabric script prepares (issue 32): the run is a GPU run known only
+through the framework object, so an unpinned image loader is reported (TP102), and the loop's
+own `.to(device, non_blocking=True)` on an already-moved batch is not (TP103)."""
+
+from __future__ import annotations
+
+from torchpace.lint import RULES, FileResult, lint_source
+
+ACCELERATE = """
+import torch
+from accelerate import Accelerator
+from torch.utils.data import DataLoader
+
+accelerator = Accelerator(mixed_precision="bf16")
+train_dataloader = DataLoader(train_dataset, shuffle=True, batch_size=16, num_workers=4)
+model, optimizer, train_dataloader = accelerator.prepare(model, optimizer, train_dataloader)
+for epoch in range(10):
+    for batch in train_dataloader:
+        pixels = batch.to(accelerator.device, non_blocking=True)
+        loss = model(pixels).mean()
+        accelerator.backward(loss)
+        optimizer.step()
+        optimizer.zero_grad()
+"""
+
+
+def _codes(source: str) -> dict[str, list[int]]:
+    result = lint_source("train.py", source.encode(), RULES)
+    assert isinstance(result, FileResult), result
+    out: dict[str, list[int]] = {}
+    for f in result.findings:
+        out.setdefault(f.code, []).append(f.location.line)
+    return out
+
+
+def test_a_prepared_loader_is_a_gpu_run_and_its_batches_are_already_moved():
+    found = _codes(ACCELERATE)
+    assert found.get("TP102") == [7], found  # the DataLoader line: pin it
+    assert "TP103" not in found  # the framework moved the batch: the copy is a no-op
+
+
+def test_fabric_on_the_cpu_and_an_unprepared_loader_stay_silent():
+    cpu = ACCELERATE.replace('Accelerator(mixed_precision="bf16")', "Accelerator(cpu=True)")
+    assert "TP102" not in _codes(cpu)
+    fabric = (
+        ACCELERATE.replace("from accelerate import Accelerator", "from lightning import Fabric")
+        .replace('accelerator = Accelerator(mixed_precision="bf16")', "fabric = Fabric()")
+        .replace(
+            "model, optimizer, train_dataloader = accelerator.prepare(model, optimizer, "
+            "train_dataloader)",
+            "train_dataloader = fabric.setup_dataloaders(train_dataloader)",
+        )
+        .replace("accelerator.", "fabric.")
+    )
+    assert _codes(fabric).get("TP102") == [7]
+    unprepared = ACCELERATE.replace(
+        "model, optimizer, train_dataloader = accelerator.prepare(model, optimizer, "
+        "train_dataloader)",
+        "model, optimizer = accelerator.prepare(model, optimizer)",
+    )
+    assert "TP102" not in _codes(unprepared)  # nothing says this loader feeds a GPU
