@@ -403,13 +403,39 @@ No fix: how often to check is the author's choice.
 # TP205 ------------------------------------------------------------------------------------------
 
 
+def _aliases(ctx: FileContext, name: str) -> set[str]:
+    """Names bound to the function ``name`` itself, not to a call of it:
+    ``sync = torch.cuda.synchronize if cuda else noop`` (issue 32), ``self.sync = ...``,
+    ``sync = functools.partial(torch.cuda.synchronize, device)``."""
+    out: set[str] = set()
+    for node in ctx.of_type(ast.Assign):
+        called = {id(c.func) for c in ast.walk(node.value) if isinstance(c, ast.Call)}
+        refers = any(
+            isinstance(sub, (ast.Attribute, ast.Name))
+            and id(sub) not in called
+            and ctx.names.qualname(sub) == name
+            for sub in ast.walk(node.value)
+        )
+        if refers:
+            out |= {d for d in (dotted(t) for t in node.targets) if d}
+    return out
+
+
 def check_calls_to(name: str) -> Check:
-    """A check reporting every hot call of the function ``name``."""
+    """A check reporting every hot call of the function ``name``, by its name or through a
+    name bound to it (:func:`_aliases`)."""
 
     def check(ctx: FileContext) -> Iterator[Report]:
+        aliases: set[str] | None = None
         for call, qual, _ in hot_calls(ctx):
             if qual == name:
                 yield Report(call)
+                continue
+            if qual is None or not qual.startswith("torch."):
+                if aliases is None:
+                    aliases = _aliases(ctx, name)
+                if aliases and dotted(call.func) in aliases:
+                    yield Report(call)
 
     return check
 
@@ -422,6 +448,8 @@ SYNCHRONIZE_IN_LOOP = Rule(
     doc=f"""\
 ## What it does
 Flags `torch.cuda.synchronize()` inside a training loop, unless a logging cadence gates it.
+A name bound to the function (`sync = torch.cuda.synchronize if cuda else noop`) counts as
+the function.
 
 ## Why is this slow
 The host stops queueing work until the device has finished all of it, so the device then waits
