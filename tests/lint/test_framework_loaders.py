@@ -59,3 +59,30 @@ def test_fabric_on_the_cpu_and_an_unprepared_loader_stay_silent():
         "model, optimizer = accelerator.prepare(model, optimizer)",
     )
     assert "TP102" not in _codes(unprepared)  # nothing says this loader feeds a GPU
+
+
+IN_MEMORY = """
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+x, y = torch.randn(4096, 16), torch.randn(4096, 1)
+data = TensorDataset(x, y)
+loader = DataLoader(data, batch_size=64, shuffle=True)
+model = torch.nn.Linear(16, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for xb, yb in loader:
+    loss = torch.nn.functional.mse_loss(model(xb), yb)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+"""
+
+
+def test_no_workers_advice_for_a_cpu_run_over_tensors_in_memory():
+    # Issue 32: TP101 on a CPU-only script over a TensorDataset, where workers only slice
+    # tensors the main process holds (the doctor measured one worker slower).
+    assert "TP101" not in _codes(IN_MEMORY)
+    on_gpu = IN_MEMORY.replace("model(xb)", "model.cuda()(xb.cuda())")
+    assert _codes(on_gpu).get("TP101") == [7]
+    from_disk = IN_MEMORY.replace("data = TensorDataset(x, y)", "data = ImageFolder(root)")
+    assert _codes(from_disk).get("TP101") == [7]  # decoding on the CPU: workers may help

@@ -13,7 +13,7 @@ from torchpace.lint.dataloaders import (
     streams_without_sharding,
     yields_device_tensors,
 )
-from torchpace.lint.device import uses_cuda
+from torchpace.lint.device import may_use_accelerator, uses_cuda
 from torchpace.lint.loops import DATALOADER, dotted, iterated, walk
 from torchpace.lint.rule import (
     FileContext,
@@ -39,8 +39,48 @@ def _training_loaders(ctx: FileContext) -> Iterator[ast.Call]:
             yield call
 
 
+_IN_MEMORY = frozenset(
+    {
+        "torch.utils.data.TensorDataset",
+        "torch.utils.data.dataset.TensorDataset",
+        "torch.tensor",
+        "torch.as_tensor",
+        "torch.from_numpy",
+        "torch.randn",
+        "torch.rand",
+        "torch.arange",
+    }
+)
+
+
+def _in_memory(ctx: FileContext, call: ast.Call) -> bool:
+    """The loader's dataset is tensors already in memory (``TensorDataset(x, y)``, a tensor),
+    directly or through a name assigned once from one: a batch is a slice, nothing to decode."""
+    data = (
+        call.args[0]
+        if call.args
+        else next((k.value for k in call.keywords if k.arg == "dataset"), None)
+    )
+    if isinstance(data, ast.Name):
+        sources = [
+            n.value
+            for n in ctx.of_type(ast.Assign)
+            if any(isinstance(t, ast.Name) and t.id == data.id for t in n.targets)
+        ]
+        data = sources[0] if len(sources) == 1 else None
+    return isinstance(data, ast.Call) and ctx.names.qualname(data.func) in _IN_MEMORY
+
+
 def _check_loader_workers(ctx: FileContext) -> Iterator[Report]:
+    cpu_only: bool | None = None
     for call in _training_loaders(ctx):
+        if _in_memory(ctx, call):
+            # A CPU-only run over tensors in memory: workers would only add processes that
+            # slice tensors the main process holds (issue 32; the doctor measured one slower).
+            if cpu_only is None:
+                cpu_only = not may_use_accelerator(ctx)
+            if cpu_only:
+                continue
         workers = loader_argument(ctx, call, "num_workers", _NUM_WORKERS_POSITION)
         if isinstance(workers, Unknown):
             continue  # *args or **kwargs may set num_workers: stay silent when we cannot tell
@@ -65,7 +105,8 @@ DATALOADER_WITHOUT_WORKERS = Rule(
 Flags a `torch.utils.data.DataLoader` created without `num_workers`, or with `num_workers=0`:
 a literal 0, or an option or config field whose default in the same file is 0
 (`num_workers=args.workers` with `parser.add_argument("--workers", default=0)`, a click option,
-a dataclass field).
+a dataclass field). Not in a file that runs on the CPU only when the dataset is tensors in
+memory (`TensorDataset(x, y)`): there workers only slice tensors the main process holds.
 Calls that pass `*args` or `**kwargs` are not flagged: they may set it.
 
 ## Why is this slow
