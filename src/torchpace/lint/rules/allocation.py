@@ -129,6 +129,69 @@ def _host_factory(ctx: FileContext, node: ast.expr) -> ast.Call | None:
     return node
 
 
+# Methods that make a new tensor from one, where it is: a host tensor stays on the host.
+_TRANSFORMS = _CASTS | frozenset(
+    {
+        "unsqueeze", "squeeze", "repeat", "expand", "view", "reshape", "flatten", "flip", "t",
+        "transpose", "permute", "contiguous", "clone", "exp", "log", "sqrt", "rsqrt", "sin",
+        "cos", "pow", "mul", "add", "sub", "div", "cumsum", "tril", "triu", "neg", "abs",
+        "reciprocal", "repeat_interleave", "to_dense",
+    }
+)  # fmt: skip
+# torch functions that compute a tensor from their tensor arguments, on those tensors' device.
+_POINTWISE = frozenset(
+    f"torch.{f}"
+    for f in (
+        "exp", "log", "sqrt", "sin", "cos", "pow", "outer", "cat", "stack", "tril", "triu",
+        "cumsum", "meshgrid", "cartesian_prod", "polar", "flip", "repeat_interleave", "where",
+    )
+)  # fmt: skip
+
+
+def _operand_ok(ctx: FileContext, node: ast.expr) -> bool:
+    """An operand that leaves a host computation on the host: a number, a name or attribute (a
+    scalar, or a host tensor: mixing devices would raise), or itself built on the host."""
+    if isinstance(node, ast.Constant) or _built_on_host(ctx, node):
+        return True
+    if isinstance(node, (ast.Name, ast.Attribute, ast.Subscript)):
+        return True  # a name, or a size read: ``x.shape[0]``
+    if isinstance(node, ast.Call):
+        func = node.func
+        sized = isinstance(func, ast.Attribute) and func.attr in ("size", "numel", "dim")
+        return sized or (isinstance(func, ast.Name) and func.id in ("len", "int", "max", "min"))
+    if isinstance(node, ast.UnaryOp):
+        return _operand_ok(ctx, node.operand)
+    if isinstance(node, ast.BinOp):
+        return _operand_ok(ctx, node.left) and _operand_ok(ctx, node.right)
+    return False
+
+
+def _built_on_host(ctx: FileContext, node: ast.expr) -> bool:
+    """A tensor computed on the host from a host factory (issue 32): through methods that keep
+    it there (``torch.arange(n).unsqueeze(0).repeat(b, 1)``), pointwise torch functions and
+    arithmetic (``torch.exp(k * torch.arange(n))``), when every other operand is a number or a
+    name."""
+    if _host_factory(ctx, node) is not None:
+        return True
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in _TRANSFORMS
+        and _built_on_host(ctx, node.func.value)
+    ):
+        return all(_operand_ok(ctx, a) for a in node.args)
+    if isinstance(node, ast.Call) and ctx.names.qualname(node.func) in _POINTWISE:
+        args = [a for a in node.args if not isinstance(a, ast.Starred)]
+        flat = [e for a in args for e in (a.elts if isinstance(a, (ast.List, ast.Tuple)) else [a])]
+        return any(_built_on_host(ctx, a) for a in flat) and all(_operand_ok(ctx, a) for a in flat)
+    if isinstance(node, ast.BinOp):
+        sides = (node.left, node.right)
+        return any(_built_on_host(ctx, x) for x in sides) and all(
+            _operand_ok(ctx, x) for x in sides
+        )
+    return False
+
+
 def _made_on_host(ctx: FileContext, name: str, scope: ast.AST) -> list[ast.expr]:
     """The host factories ``name`` is bound to in ``scope``, when it is bound only to them and to
     moves of itself (``z = torch.randn(n, d)`` then ``z = z.type_as(imgs)``); else none."""
@@ -201,6 +264,8 @@ def _check_host_created_then_moved(ctx: FileContext) -> Iterator[Report]:
                 yield Report(call)
             elif to_device and made:
                 yield Report(made[0])  # at the factory, where `device=` belongs
+            elif to_device and _built_on_host(ctx, factory):
+                yield Report(call)  # made on the host, transformed, then moved: reported
             continue
         if func.attr == "type_as":
             yield Report(call)  # follows its argument's device: reported, not rewritten
