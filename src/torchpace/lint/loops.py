@@ -555,6 +555,45 @@ def _collect_bindings(facts: LoopFacts, tree: ast.Module, by_type: dict[type, li
     facts.instances = {t: next(iter(o)) for t, o in seen.items() if len(o) == 1 and "?" not in o}
 
 
+_CADENCE_FLAG = re.compile(r"log|sample|save|eval|print|report|every|checkpoint", re.IGNORECASE)
+
+
+def _skips_off_cadence(test: ast.expr) -> bool:
+    """The test of an early ``return`` that lets the rest of a function run only on a cadence:
+    ``steps % n != 0``, ``steps % n``, ``not step % n == 0``, ``not should_log`` (a flag named
+    for logging, sampling, saving or evaluating), or an ``or`` of such with rare conditions
+    (``steps == 0 or steps % n != 0``)."""
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or):
+        return any(_skips_off_cadence(v) for v in test.values)
+    if _is_modulo(test):
+        return True
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.NotEq):
+        return any(_is_modulo(side) for side in (test.left, *test.comparators))
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        inner = test.operand
+        if is_cadence_gate(inner):
+            return True
+        name = dotted(inner)
+        return name is not None and bool(_CADENCE_FLAG.search(name.rsplit(".", 1)[-1]))
+    return False
+
+
+def _before_early_return(body: list[ast.stmt]) -> list[ast.stmt]:
+    """A called function's statements that run on every call: up to an early
+    ``if <off cadence>: return`` (kohya's ``sample_images``: ``if steps % every != 0: return``;
+    torchtitan's logging: ``if not should_log: return``), whose test still runs (issue 32)."""
+    for i, stmt in enumerate(body):
+        if (
+            isinstance(stmt, ast.If)
+            and not stmt.orelse
+            and stmt.body
+            and isinstance(stmt.body[-1], ast.Return)
+            and _skips_off_cadence(stmt.test)
+        ):
+            return [*body[:i], stmt.test]  # type: ignore[list-item]
+    return body
+
+
 def _mark_hot(
     facts: LoopFacts, nodes: Iterable[ast.AST], scope: Scope, queue: list[Function]
 ) -> None:
@@ -700,5 +739,5 @@ def analyse(
         if id(function) in done:
             continue
         done.add(id(function))
-        _mark_hot(facts, function.body, function, queue)
+        _mark_hot(facts, _before_early_return(function.body), function, queue)
     return facts
