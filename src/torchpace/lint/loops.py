@@ -689,6 +689,67 @@ def _may_train(by_type: dict[type, list[Any]], names: Resolver) -> bool:
     return False
 
 
+_RANDOM_INPUTS = frozenset(
+    {"torch.randn", "torch.rand", "torch.randint", "torch.randn_like", "torch.rand_like"}
+)
+# A smoke test runs a handful of steps: 100 is more than any memory check or timing demo needs
+# and fewer than any training run.
+_SMOKE_STEPS = 100
+
+
+def _main_block(tree: ast.Module) -> ast.If | None:
+    for node in tree.body:
+        if (
+            isinstance(node, ast.If)
+            and isinstance(node.test, ast.Compare)
+            and dotted(node.test.left) == "__name__"
+            and any(
+                isinstance(c, ast.Constant) and c.value == "__main__" for c in node.test.comparators
+            )
+        ):
+            return node
+    return None
+
+
+def _smoke_test(loop: ast.AST, tree: ast.Module, names: Resolver) -> bool:
+    """A few steps over random inputs under ``if __name__ == "__main__":``: a model file's self
+    test or memory check (kohya's ``sdxl_original_unet.py``: 10 steps of ``torch.randn(...)
+    .cuda()``), a deliberate benchmark, not the training run (issue 32). The loop iterates
+    ``range(N)`` with N at most 100 (a literal, or a name the block assigns one), makes its
+    inputs with random factories, and reads no loader."""
+    block = _main_block(tree)
+    if block is None or not any(loop is n for n in ast.walk(block)):
+        return False
+    if not (isinstance(loop, ast.For) and isinstance(loop.iter, ast.Call)):
+        return False
+    if dotted(loop.iter.func) != "range" or not loop.iter.args:
+        return False
+    bound = loop.iter.args[-1] if len(loop.iter.args) < 3 else loop.iter.args[1]
+    if isinstance(bound, ast.Name):
+        assigned = [
+            n.value
+            for n in ast.walk(block)
+            if isinstance(n, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == bound.id for t in n.targets)
+        ]
+        bound = assigned[0] if len(assigned) == 1 else bound
+    if not (isinstance(bound, ast.Constant) and type(bound.value) is int):
+        return False
+    if bound.value > _SMOKE_STEPS:
+        return False
+    random = False
+    for node in walk(loop.body):
+        if isinstance(node, (ast.For, ast.AsyncFor)) and not (
+            isinstance(node.iter, ast.Call) and dotted(node.iter.func) == "range"
+        ):
+            return False  # iterates data
+        if isinstance(node, ast.Call):
+            if dotted(node.func) == "next":
+                return False
+            random = random or names.qualname(node.func) in _RANDOM_INPUTS
+    return random
+
+
 def analyse(
     tree: ast.Module,
     by_type: dict[type, list[Any]],
@@ -710,7 +771,7 @@ def analyse(
             if not isinstance(node, LOOPS):
                 continue
             facts.scope_of[id(node)] = scope
-            if facts.is_step_loop(node, scope):
+            if facts.is_step_loop(node, scope) and not _smoke_test(node, tree, names):
                 facts.step_loops.append(node)
                 header: list[ast.AST] = [node.test] if isinstance(node, ast.While) else []
                 _mark_hot(facts, [*header, *node.body], scope, queue)
