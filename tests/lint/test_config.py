@@ -73,7 +73,7 @@ def test_config_select_ignore_and_per_file_ignores(
 ) -> None:
     _config(
         project,
-        'select = ["TP1", "TP3"]\nignore = ["TP101"]\n'
+        'select = ["TP1", "TP3", "TP301"]\nignore = ["TP101"]\n'
         'per-file-ignores = { "src/tests/*" = ["TP3"], "a.py" = ["TP1"] }\n',
     )
     assert _codes(capsys, "a.py", "tests/t.py") == ["TP301"]

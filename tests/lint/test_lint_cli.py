@@ -47,7 +47,7 @@ def test_text_output_and_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixtur
 
 def test_json_output(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "a.py").write_text(FIXABLE)
-    rc, out, _ = _lint(capsys, "--format", "json", "a.py")
+    rc, out, _ = _lint(capsys, "--format", "json", "--extend-select", "TP301", "a.py")
     assert rc == 1
     [finding] = json.loads(out)
     assert finding == {
@@ -146,7 +146,7 @@ def test_a_file_that_cannot_be_written_is_an_error(
 def test_diff_prints_and_writes_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "a.py"
     path.write_text(FIXABLE)
-    rc, out, _ = _lint(capsys, "--diff", str(path))
+    rc, out, _ = _lint(capsys, "--diff", "--extend-select", "TP301", str(path))
     assert rc == 1
     assert '-scaler = torch.cuda.amp.GradScaler()\n+scaler = torch.amp.GradScaler("cuda")' in out
     assert path.read_text() == FIXABLE

@@ -52,7 +52,7 @@ def test_fix_through_a_symlink_fixes_the_target_and_keeps_the_link(
 ) -> None:
     (tmp_path / "real.py").write_text(FIXABLE)
     (tmp_path / "link.py").symlink_to("real.py")
-    rc, _, _ = _lint(capsys, "--fix", "link.py")
+    rc, _, _ = _lint(capsys, "--fix", "--extend-select", "TP301", "link.py")
     assert rc == 0
     assert (tmp_path / "link.py").is_symlink()
     assert (tmp_path / "real.py").read_text() == FIXED
@@ -63,14 +63,14 @@ def test_fix_refuses_to_split_hard_links_or_override_read_only(
 ) -> None:
     (tmp_path / "a.py").write_text(FIXABLE)
     os.link(tmp_path / "a.py", tmp_path / "b.py")
-    rc, _, err = _lint(capsys, "--fix", "a.py")
+    rc, _, err = _lint(capsys, "--fix", "--extend-select", "TP301", "a.py")
     assert rc == 2 and "a.py: error: 2 hard links, so not fixed" in err
     assert (tmp_path / "a.py").read_text() == FIXABLE
     assert os.stat(tmp_path / "a.py").st_ino == os.stat(tmp_path / "b.py").st_ino
 
     (tmp_path / "ro.py").write_text(FIXABLE)
     (tmp_path / "ro.py").chmod(0o444)
-    rc, _, err = _lint(capsys, "--fix", "ro.py")
+    rc, _, err = _lint(capsys, "--fix", "--extend-select", "TP301", "ro.py")
     assert rc == 2 and "ro.py: error: read-only, so not fixed" in err
     assert (tmp_path / "ro.py").read_text() == FIXABLE
 
@@ -92,7 +92,7 @@ def test_a_latin1_file_with_its_coding_declaration_is_linted_and_left_alone(
 ) -> None:
     data = ("# -*- coding: latin-1 -*-\n# caf\u00e9\n" + FIXABLE).encode("latin-1")
     (tmp_path / "old.py").write_bytes(data)
-    rc, out, _ = _lint(capsys, "--fix", "old.py")
+    rc, out, _ = _lint(capsys, "--fix", "--extend-select", "TP301", "old.py")
     assert rc == 1 and out.startswith("old.py:4:10: TP301")
     assert (tmp_path / "old.py").read_bytes() == data  # no fix in a re-encoded text
     (tmp_path / "bad.py").write_bytes(b"# caf\xe9\nx = 1\n")  # no declaration: not UTF-8
