@@ -594,6 +594,26 @@ def _before_early_return(body: list[ast.stmt]) -> list[ast.stmt]:
     return body
 
 
+_EVAL_NAME = re.compile(
+    r"(^|_)(test|tests|eval|evaluate|evaluation|valid|validate|validation|val)(_|$)"
+)
+
+
+def _evaluates(facts: LoopFacts, function: Function) -> bool:
+    """An evaluation function the epoch loop calls beside training (PyG's ``@torch.no_grad()
+    def test():``): autograd off by its decorator, and named for evaluation or putting a model
+    in ``eval()`` mode. Its reads are the evaluation's, once per epoch, not the step's (issue
+    32: 42 such syncs). A ``@no_grad`` helper the step needs (an EMA update) stays hot."""
+    if not any(disables_grad(facts.names, d) for d in function.decorator_list):
+        return False
+    if _EVAL_NAME.search(function.name.lower()):
+        return True
+    return any(
+        isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "eval"
+        for n in walk(function.body)
+    )
+
+
 def _mark_hot(
     facts: LoopFacts, nodes: Iterable[ast.AST], scope: Scope, queue: list[Function]
 ) -> None:
@@ -620,7 +640,7 @@ def _mark_hot(
             stack += [node.test, *node.orelse]
             continue
         if isinstance(node, ast.Call):
-            queue += facts.callees(node, scope)
+            queue += [f for f in facts.callees(node, scope) if not _evaluates(facts, f)]
             # A lambda handed to a call runs there: ``apply_to_collection(x, Tensor,
             # lambda t: t.item())`` (Lightning's example trainer) reads every step.
             stack += [

@@ -143,9 +143,9 @@ to ONNX; one traced in `eval()` mode or under `no_grad`/`inference_mode`; and an
 function whose name says export, deploy, serve, inference, convert or benchmark.
 
 ## Why is this slow
-Off by default: select it with `--select TP305`. TorchScript fuses a few pointwise operations and is no longer developed. `torch.compile`
-captures the whole graph, fuses far more (including into generated Triton or C++ kernels) and
-handles Python control flow by graph breaks instead of failing.
+Off by default: select it with `--select TP305`. TorchScript fuses a few pointwise operations and is
+no longer developed. `torch.compile` captures the whole graph, fuses far more (including into
+generated Triton or C++ kernels) and handles Python control flow by graph breaks instead of failing.
 
 ## Example
 ```python
