@@ -44,6 +44,7 @@ from torchpace.lint.results import LintError
 from torchpace.lint.rule import end_of, keyword
 from torchpace.lint.rules.memory import adds_into_grads
 from torchpace.measure.cores import usable_cores
+from torchpace.train.lr import EXPONENT
 from torchpace.train.plan import Plan
 
 _OPTIMIZERS = re.compile(r"^torch\.optim\.[A-Z]\w*$")
@@ -545,7 +546,7 @@ def _batch_size(s: _Script, plan: Plan) -> tuple[list[Finding], list[Instruction
     if plan.batch_size is None:
         return [], []
     new = plan.batch_size
-    rule = {"linear": 1.0, "sqrt": 0.5}.get(plan.lr_scaling)
+    rule = EXPONENT[plan.lr_scaling] or None  # "none": the LR is left alone
     loaders = [c for c in s.calls if _shuffled_loader(s, c) is not None]
     found = _trained_model(s)
     loader = loaders[0] if len(loaders) == 1 else None

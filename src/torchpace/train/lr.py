@@ -10,6 +10,11 @@ from __future__ import annotations
 import math
 
 RULES = ("linear", "sqrt", "none")
+# The one default (issue 31: the plan said "linear", the tune "sqrt"): the rule for the adaptive
+# optimizers most scripts train with; the tune re-checks convergence whichever rule it uses.
+DEFAULT = "sqrt"
+# Each rule as the power of the batch ratio it multiplies the LR by (apply's source edits).
+EXPONENT = {"linear": 1.0, "sqrt": 0.5, "none": 0.0}
 
 
 def scale_lr(lr: float, base_batch: int, batch: int, *, rule: str) -> float:
@@ -18,9 +23,4 @@ def scale_lr(lr: float, base_batch: int, batch: int, *, rule: str) -> float:
         raise ValueError(f"lr scaling rule must be one of {', '.join(RULES)}; got {rule!r}")
     if base_batch <= 0 or batch <= 0:
         raise ValueError(f"batch sizes must be positive; got base {base_batch}, new {batch}")
-    ratio = batch / base_batch
-    if rule == "linear":
-        return lr * ratio
-    if rule == "sqrt":
-        return lr * math.sqrt(ratio)
-    return lr
+    return lr * math.pow(batch / base_batch, EXPONENT[rule])

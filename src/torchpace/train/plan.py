@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from torchpace._files import atomic_write_text
+from torchpace.train import lr
 
 PLAN_VERSION = 1
 AMP = ("off", "auto", "bf16", "fp16")
@@ -22,7 +23,7 @@ COMPILE = ("off", "default", "reduce-overhead", "max-autotune", "max-autotune-no
 ATTENTION = ("default", "math", "flash", "efficient")
 LOADER = ("keep", "auto")
 BATCHING = ("as-is", "length-bucket", "token-budget")
-LR_SCALING = ("linear", "sqrt", "none")
+LR_SCALING = lr.RULES
 SCHEDULE = ("constant", "onecycle")
 
 
@@ -58,7 +59,7 @@ class Plan:
     batching: str = _f("as-is", "length-bucketing", BATCHING)
     max_tokens: int | None = _f(None, "length-bucketing")  # for batching="token-budget"
     batch_size: int | None = _f(None, "max-batch-size")  # None: the loader's own
-    lr_scaling: str = _f("linear", "max-batch-size", LR_SCALING)  # when batch_size differs
+    lr_scaling: str = _f(lr.DEFAULT, "max-batch-size", LR_SCALING)  # when batch_size differs
     accumulate: int = _f(1, "ddp-no-sync")  # micro-batches per optimizer step
     schedule: str = _f("constant", "lr-schedule", SCHEDULE)
     checkpoint_modules: tuple[str, ...] = _f((), "activation-checkpointing")  # class names

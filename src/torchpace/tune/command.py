@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from torchpace._args import positive_int
+from torchpace.train import lr as lr_rules
 
 if TYPE_CHECKING:
     from torchpace.tune.convergence import Band
@@ -83,7 +84,7 @@ def add_parser(sub: Any) -> None:
         help="the length of the run the plan is for: a compile must pay off over it (1000)",
     )
     p.add_argument("--memory-budget", type=parse_bytes, help="peak memory a trial may use (CPU)")
-    p.add_argument("--lr-scaling", choices=("linear", "sqrt", "none"), default="sqrt")
+    p.add_argument("--lr-scaling", choices=lr_rules.RULES, default=lr_rules.DEFAULT)
     p.add_argument("--device", default="auto", help="cpu, cuda or auto (default)")
     p.add_argument("--out", type=Path, default=Path("."), help="where the plan and results go")
     p.add_argument("--no-cache", action="store_true", help="run every trial again")

@@ -21,6 +21,7 @@ from typing import Any
 from torchpace._lock import exclusive
 from torchpace.measure.cores import usable_cores
 from torchpace.measure.noise import LoadProbe
+from torchpace.train import lr
 from torchpace.train.plan import Plan
 from torchpace.tune.batch import search_batch
 from torchpace.tune.candidates import Candidate, NotApplicable
@@ -86,7 +87,7 @@ class Settings:
     seeds: tuple[int, int] = (0, 1)
     device: str = "auto"
     memory_budget_bytes: int | None = None
-    lr_scaling: str = "sqrt"
+    lr_scaling: str = lr.DEFAULT
     trial_timeout_s: float = DEFAULT_TRIAL_TIMEOUT_S
     # The option that changes ``trial_timeout_s``, named in a timeout's reason (None: no option).
     timeout_option: str | None = None
