@@ -166,7 +166,7 @@ class Recorder:
             self.records.first_step_s = now - self._started
         if self._last_loader is not None and self._last_loader in self.records.loaders:
             self.records.loaders[self._last_loader].training = True
-        phases = self.clock.cut()
+        phases = self.clock.cut(now)
         signature = self.compile_signature()
         self.records.steps.append(
             Step(
@@ -197,8 +197,8 @@ class Recorder:
             self.clock = PhaseClock(cuda=True)
         if kind != "measured":
             # Switching instruments took time that belongs to no step.
-            self.clock.restart()
             self._step_start = perf_counter()
+            self.clock.restart(self._step_start)
         else:
             # The phase clock went on from its cut above: the next step starts there too, so
             # the bookkeeping between (longer on a loaded machine) is in both or in neither.
