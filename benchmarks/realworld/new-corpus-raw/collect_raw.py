@@ -85,7 +85,14 @@ def main() -> int:
         lines.append(
             "| "
             + " | ".join(
-                [r["repo"], r["set"], r["commit"][:12], str(nfiles), str(nwith), str(sum(per.values()))]
+                [
+                    r["repo"],
+                    r["set"],
+                    r["commit"][:12],
+                    str(nfiles),
+                    str(nwith),
+                    str(sum(per.values())),
+                ]
                 + [str(per.get(c, 0)) for c in cols]
             )
             + " |"
@@ -98,14 +105,23 @@ def main() -> int:
         lines.append(
             "| "
             + " | ".join(
-                [f"**{key}**", "", "", str(t["_files"]), "", str(sum(v for k, v in t.items() if k != "_files"))]
+                [
+                    f"**{key}**",
+                    "",
+                    "",
+                    str(t["_files"]),
+                    "",
+                    str(sum(v for k, v in t.items() if k != "_files")),
+                ]
                 + [str(t.get(c, 0)) for c in cols]
             )
             + " |"
         )
     where = subprocess.run(
         [sys.executable, "-c", "import torchpace; print(torchpace.__file__)"],
-        capture_output=True, text=True, check=True,
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout.strip()
     print(f"\ntorchpace imported from {where}\n")
     print("\n".join(lines))
