@@ -291,6 +291,13 @@ def test_verify_measures_loader_workers_on_a_serial_input_as_estimated(tmp_path)
     paces = result["loader_rates"]["seconds_per_batch"]
     assert paces["2"] > 0.8 * paces["0"]  # one sample at a time, whatever the workers
     (workers,) = [f for f in result["findings"] if f["technique"] == "loader-workers"]
+    if workers["source"] == "lint":
+        # Beside two CPU-bound processes the workers' measured pace leaves no free core, so
+        # the run's input finding is "fast-input-format" and only lint's TP101 names workers
+        # (seen in make test beside two hogs at 819f4fb): a loaded run, said so, not a verdict.
+        assert result["noise"]["noisy"], result["noise"]
+        assert any(f["technique"] == "fast-input-format" for f in result["findings"])
+        return
     assert workers["measured"]["basis"] == "measured worker pace"
     if result["verify"]["tried"] == []:
         # A run beside other work whose estimate is below its step-time spread: withheld
