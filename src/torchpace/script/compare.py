@@ -128,9 +128,6 @@ class Run:
         compilation, and what runs after the last step."""
         return max(self.wall_s - self.in_steps_s, 0.0)
 
-    def tail(self) -> int:
-        return tail_for(self.steps)
-
     @property
     def final_loss(self) -> float | None:
         """The mean loss of the last :func:`tail_for` steps."""
