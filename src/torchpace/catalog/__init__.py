@@ -13,10 +13,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from torchpace.catalog import compute, distributed, loading, memory, precision
-from torchpace.catalog.precision import FUSED_KERNELS, fused_on
+from torchpace.catalog.precision import AMP_CHOICES, FUSED_KERNELS, fused_on
 from torchpace.catalog.schema import GUIDES, Device, Family, Guide, Technique
 
 __all__ = [
+    "AMP_CHOICES",
     "FUSED_KERNELS",
     "GUIDES",
     "TECHNIQUES",

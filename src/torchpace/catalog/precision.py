@@ -308,6 +308,12 @@ ENTRIES: tuple[Technique, ...] = (
 )
 
 
+# The precisions a plan, prepare()'s verb and the tune can ask autocast for: the one home of the
+# choice (issue 31: train/plan.py and speedups/precision.py each declared it). "auto" is bf16
+# where the device computes it natively, else float32; "off" is float32.
+AMP_CHOICES: tuple[str, ...] = ("off", "auto", "bf16", "fp16")
+
+
 # The optimizers with a fused kernel (fused=True), by torch.optim class name, and the devices it
 # runs on, in torch 2.13: the one home of this fact. The doctor's finding, prepare()'s verb, the
 # tune's candidate, apply's edit and lint's rule read it (issue 31: five copies disagreed, and

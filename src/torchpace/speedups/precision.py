@@ -9,15 +9,13 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
-from typing import Literal
 
 import torch
 
+from torchpace.catalog import AMP_CHOICES
 from torchpace.measure.env import bf16_supported
 from torchpace.speedups.applied import Applied, done, skipped
 
-AmpChoice = Literal["auto", "bf16", "fp16", "off"]
-AMP_CHOICES: tuple[str, ...] = ("auto", "bf16", "fp16", "off")
 _DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 

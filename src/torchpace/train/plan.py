@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from torchpace._files import atomic_write_text
+from torchpace.catalog import AMP_CHOICES
 from torchpace.train import lr
 
 PLAN_VERSION = 1
-AMP = ("off", "auto", "bf16", "fp16")
 COMPILE = ("off", "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 ATTENTION = ("default", "math", "flash", "efficient")
 LOADER = ("keep", "auto")
@@ -45,7 +45,7 @@ class Plan:
     """Technique settings. The defaults apply nothing beyond what ``fit()`` always does (free
     gradients with set_to_none, read losses only at the log cadence)."""
 
-    amp: str = _f("off", "amp-bf16", AMP)  # "auto": bf16 where native, else float32
+    amp: str = _f("off", "amp-bf16", AMP_CHOICES)  # "auto": bf16 where native, else float32
     channels_last: bool = _f(False, "channels-last")
     fold_conv_bias: bool = _f(False, "conv-bias-before-bn")
     fused_optimizer: bool = _f(False, "fused-optimizer")

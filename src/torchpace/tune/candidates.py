@@ -41,19 +41,28 @@ class NotApplicable:
 # Measured alone against naive on the 2-core AMX Xeon (benchmarks/README.md, "Speed-ups
 # library"): bf16 2.12x and bucketing 7x where they apply, channels_last 1.19x, compile 1.26x,
 # fused 1.08x, folding 1.04x. Cheap, likely gains first; compile last of the model techniques
-# as each compile trial costs ~15-20 s.
+# as each compile trial costs ~15-20 s. Keyed by catalogue id (issue 31: it was keyed by the
+# candidates' display names); a candidate of several techniques sorts by its last one, so bf16
+# with the math attention backend comes after bf16 alone, and the candidates of one technique
+# (length buckets, then a token budget) keep the order they are offered in.
 PRIORITY = (
-    "length-bucket",
-    "bf16",
-    "fp16",
-    "bf16 + math attention",
+    "length-bucketing",
+    "amp-bf16",
+    "amp-fp16",
+    "attention-backend",
     "channels-last",
-    "fused optimizer",
-    "fold conv bias",
-    "fast math",
-    "token budget",
-    "compile",
+    "fused-optimizer",
+    "conv-bias-before-bn",
+    "tf32",
+    "torch-compile",
 )
+
+
+def priority(cand: Candidate) -> int:
+    """Where ``cand`` stands in PRIORITY: by the latest of its techniques; one of none of them
+    (loader workers, set_to_none: offered by the script's facts alone) after all."""
+    order = {tid: i for i, tid in enumerate(PRIORITY)}
+    return max((order.get(t, len(order)) for t in cand.techniques), default=len(order))
 
 
 def uses_attention(module: nn.Module) -> bool:
@@ -165,8 +174,7 @@ def from_facts(
             )
         )
     offer(True, Candidate("compile", {"compile": "default"}, ("torch-compile",)), "")
-    order = {name: i for i, name in enumerate(PRIORITY)}
-    yes.sort(key=lambda c: order.get(c.name, len(order)))
+    yes.sort(key=priority)
     return yes, no
 
 
