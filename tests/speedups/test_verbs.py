@@ -53,7 +53,7 @@ def test_fp16_gets_a_grad_scaler() -> None:
 
 
 def test_bad_amp_choice_is_named() -> None:
-    with pytest.raises(ValueError, match="amp must be one of auto, bf16, fp16, off; got 'int8'"):
+    with pytest.raises(ValueError, match="amp must be one of off, auto, bf16, fp16; got 'int8'"):
         choose_precision("cpu", "int8")
 
 
