@@ -197,6 +197,31 @@ def main(args):
     assert '"--learning-rate", type=float, default=0.0006)' in out
 
 
+def test_click_options_change_together_as_lint_reads_them():
+    # apply reads a value's origin with lint's own reader (lint.values.origin, issue 31: it
+    # had a copy of its own that knew argparse only), so a click option's default is an option
+    # here as it is to lint's rules.
+    source = b"""import click
+import torch
+from torch.utils.data import DataLoader
+
+@click.command()
+@click.option("--batch-size", default=64)
+@click.option("--lr", default=0.1)
+def main(batch_size, lr):
+    model = Net()
+    loader = DataLoader(ds, batch_size=batch_size, shuffle=True)
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
+"""
+    findings, notes = plan_edits(source, "x.py", Plan(batch_size=128, lr_scaling="linear"))
+    assert notes == [] and len(findings) == 1, notes
+    assert "the default of --batch-size" in findings[0].message
+    out = _applied(source, Plan(batch_size=128, lr_scaling="linear")).decode()
+    assert '@click.option("--batch-size", default=128)' in out
+    assert '@click.option("--lr", default=0.2)' in out
+    assert "batch_size=batch_size," in out and "lr=lr)" in out
+
+
 def test_where_the_batch_cannot_be_placed_the_instruction_has_both_values_and_the_flags():
     source = b"""import argparse
 import torch

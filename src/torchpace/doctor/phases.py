@@ -77,11 +77,6 @@ class PhaseClock:
         if self._stack:
             self._stack.pop()
 
-    def carve(self, phase: str, seconds: float) -> None:
-        """Move the last ``seconds`` of host time, not yet flushed, into ``phase``."""
-        self._acc[phase] += seconds
-        self._last += seconds
-
     def cut(self, now: float | None = None) -> StepPhases:
         """End the step here (at ``now``, the step's own end time, so that its phases add up
         to its length whatever ran between: beside two CPU-bound processes a thread switch

@@ -126,6 +126,14 @@ def parse(
         return LintError(path, f"syntax error at {where(exc.lineno or 1)}: {exc.msg}")
     except (ValueError, RecursionError, MemoryError) as exc:
         return LintError(path, f"cannot parse: {exc or type(exc).__name__}")
+    return context(path, source, tree, entries)
+
+
+def context(
+    path: str, source: bytes, tree: ast.Module, entries: frozenset[str] = frozenset()
+) -> FileContext:
+    """The :class:`FileContext` of a file already parsed into ``tree`` (``apply``'s edits read
+    the same option defaults as the rules, off their own tree)."""
     nodes, by_type = all_nodes(tree)
     names = Resolver.from_nodes([*by_type.get(ast.Import, ()), *by_type.get(ast.ImportFrom, ())])
     calls = tuple((n, names.qualname(n.func)) for n in by_type.get(ast.Call, ()))

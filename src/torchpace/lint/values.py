@@ -1,24 +1,52 @@
-"""What a value read in a call is by default, when the file says: the one home for option and
-config defaults in lint (issue 32: rules read ``num_workers=args.workers`` as "some workers"
-where ``--workers`` defaults to 0).
+"""What a value read in a call is by default, when the file says: the one home for reading a
+script's options and config defaults, for lint's rules, ``apply``'s edits and ``compare``'s
+step options (issue 32: rules read ``num_workers=args.workers`` as "some workers" where
+``--workers`` defaults to 0; issue 31: edits and compare each read ``add_argument`` again).
 
-:func:`option_default` follows one name to the literal it starts as:
+:func:`origin` follows one name to where it is set:
 
 - ``args.x``: the ``default=`` of the ``add_argument`` that defines ``x`` in this file
-  (``--x``, or ``dest="x"``);
+  (``--x``, or ``dest="x"``), a "flag";
 - a bare name ``x``: the ``default=`` of a ``@click.option("--x", ...)`` on the function that
-  reads it, else a module-level ``X = literal`` assigned once;
+  reads it (a "flag"), else a module-level ``X = literal`` assigned once (a "constant");
 - ``cfg.x`` (any object): the default of a field ``x`` declared in exactly one class of this
-  file (a dataclass or a config class: ``num_workers: int = 0``).
+  file (a dataclass or a config class: ``num_workers: int = 0``), a "config".
 
 Anything else, or more than one candidate, is None: the rules stay as they were.
+:func:`options` lists every ``add_argument`` of the file with its names and default.
 """
 
 from __future__ import annotations
 
 import ast
+from dataclasses import dataclass
 
 from torchpace.lint.rule import FileContext, keyword
+
+
+@dataclass(frozen=True)
+class Option:
+    """One ``add_argument`` call: its option strings, argparse's ``dest``, its ``default=``."""
+
+    names: tuple[str, ...]  # as written: ("-b", "--batch-size")
+    dest: str
+    default: ast.expr | None
+    call: ast.Call
+
+    @property
+    def flag(self) -> str:
+        """The name a command line passes it by: the first long option, else the first name."""
+        return next((n for n in self.names if n.startswith("--")), self.names[0])
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where a value is set: ``value`` is the default's expression (None where the option or
+    field has none), ``kind`` "flag", "config" or "constant", ``flag`` the option string."""
+
+    value: ast.expr | None
+    kind: str
+    flag: str | None = None
 
 
 def _dest_of(call: ast.Call, names: list[str]) -> str:
@@ -31,27 +59,39 @@ def _dest_of(call: ast.Call, names: list[str]) -> str:
     return (longs or names)[0]
 
 
-def _argparse_default(ctx: FileContext, attr: str) -> list[ast.expr | None]:
-    found: list[ast.expr | None] = []
+def options(ctx: FileContext) -> list[Option]:
+    """Every ``add_argument`` call of the file, in walk order."""
+    found: list[Option] = []
     for call, _ in ctx.calls:
         func = call.func
         if not (isinstance(func, ast.Attribute) and func.attr == "add_argument"):
             continue
+        written = tuple(
+            a.value for a in call.args if isinstance(a, ast.Constant) and isinstance(a.value, str)
+        )
+        if not written:
+            continue
         dest = keyword(call, "dest")
-        names = [
-            a.value.lstrip("-").replace("-", "_")
-            for a in call.args
-            if isinstance(a, ast.Constant) and isinstance(a.value, str)
-        ]
         own = dest.value.value if dest and isinstance(dest.value, ast.Constant) else None
-        if attr == own or (own is None and names and attr == _dest_of(call, names)):
-            default = keyword(call, "default")
-            found.append(default.value if default is not None else None)
+        names = [w.lstrip("-").replace("-", "_") for w in written]
+        default = keyword(call, "default")
+        found.append(
+            Option(
+                written,
+                str(own) if own is not None else _dest_of(call, names),
+                default.value if default is not None else None,
+                call,
+            )
+        )
     return found
 
 
-def _click_default(ctx: FileContext, name: str) -> list[ast.expr | None]:
-    found: list[ast.expr | None] = []
+def _argparse_default(ctx: FileContext, attr: str) -> list[Origin]:
+    return [Origin(o.default, "flag", o.flag) for o in options(ctx) if o.dest == attr]
+
+
+def _click_default(ctx: FileContext, name: str) -> list[Origin]:
+    found: list[Origin] = []
     for fn in ctx.of_type(ast.FunctionDef, ast.AsyncFunctionDef):
         if name not in {a.arg for a in fn.args.args + fn.args.kwonlyargs}:
             continue
@@ -70,21 +110,22 @@ def _click_default(ctx: FileContext, name: str) -> list[ast.expr | None]:
             derived = plain[0] if plain else longest.lstrip("-").replace("-", "_")
             if derived == name:
                 default = keyword(deco, "default")
-                found.append(default.value if default is not None else None)
+                flag = longest if longest.startswith("-") else None
+                found.append(Origin(default.value if default is not None else None, "flag", flag))
     return found
 
 
-def _class_field(ctx: FileContext, attr: str) -> list[ast.expr | None]:
-    found: list[ast.expr | None] = []
+def _class_field(ctx: FileContext, attr: str) -> list[Origin]:
+    found: list[Origin] = []
     for cls in ctx.of_type(ast.ClassDef):
         for stmt in cls.body:  # type: ignore[attr-defined]
             if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
                 if stmt.target.id == attr:
-                    found.append(_field_value(stmt.value))
+                    found.append(Origin(_field_value(stmt.value), "config"))
             elif isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
                 target = stmt.targets[0]
                 if isinstance(target, ast.Name) and target.id == attr:
-                    found.append(stmt.value)
+                    found.append(Origin(stmt.value, "config"))
     return found
 
 
@@ -98,7 +139,7 @@ def _field_value(value: ast.expr | None) -> ast.expr | None:
     return value
 
 
-def _module_constant(ctx: FileContext, name: str) -> list[ast.expr | None]:
+def _module_constant(ctx: FileContext, name: str) -> list[Origin]:
     tree = ctx.tree
     body = tree.body if isinstance(tree, ast.Module) else []
     assigned = [
@@ -111,12 +152,12 @@ def _module_constant(ctx: FileContext, name: str) -> list[ast.expr | None]:
     ]
     if len(assigned) != 1 or assigned[0] not in body or isinstance(assigned[0], ast.AugAssign):
         return []
-    return [assigned[0].value]  # type: ignore[attr-defined]
+    return [Origin(assigned[0].value, "constant")]  # type: ignore[attr-defined]
 
 
-def option_default(ctx: FileContext, node: ast.expr | None) -> ast.expr | None:
-    """The default ``node`` starts as, where the file declares exactly one (module docs)."""
-    found: list[ast.expr | None] = []
+def origin(ctx: FileContext, node: ast.expr | None) -> Origin | None:
+    """Where ``node``'s value is set, where the file declares exactly one place (module docs)."""
+    found: list[Origin] = []
     if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
         found = _argparse_default(ctx, node.attr) or _class_field(ctx, node.attr)
     elif isinstance(node, ast.Attribute):
@@ -124,6 +165,12 @@ def option_default(ctx: FileContext, node: ast.expr | None) -> ast.expr | None:
     elif isinstance(node, ast.Name):
         found = _click_default(ctx, node.id) or _module_constant(ctx, node.id)
     return found[0] if len(found) == 1 else None
+
+
+def option_default(ctx: FileContext, node: ast.expr | None) -> ast.expr | None:
+    """The default ``node`` starts as, where the file declares exactly one (module docs)."""
+    where = origin(ctx, node)
+    return None if where is None else where.value
 
 
 def int_value(ctx: FileContext, node: ast.expr | None) -> int | None:

@@ -524,27 +524,23 @@ def step_flags(script: str | Path) -> list[tuple[str, int | None]]:
 
 
 def step_flags_in(source: str) -> list[tuple[str, int | None]]:
-    """:func:`step_flags` of a script's source text."""
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError):
+    """:func:`step_flags` of a script's source text (its options, read by
+    :func:`torchpace.lint.values.options`)."""
+    from torchpace.lint.engine import parse
+    from torchpace.lint.results import LintError
+    from torchpace.lint.values import options
+
+    ctx = parse("<script>", source.encode("utf-8"))
+    if isinstance(ctx, LintError):
         return []
     found: list[tuple[str, int | None]] = []
-    for node in ast.walk(tree):
-        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
-            continue
-        if node.func.attr != "add_argument":
-            continue
-        names = [a.value for a in node.args if isinstance(a, ast.Constant)]
-        flag = next((n for n in names if isinstance(n, str) and _STEP_FLAG.match(n)), None)
+    for option in options(ctx):
+        flag = next((n for n in option.names if _STEP_FLAG.match(n)), None)
         if flag is None:
             continue
-        default = None
-        for kw in node.keywords:
-            value = kw.value.value if isinstance(kw.value, ast.Constant) else None
-            if kw.arg == "default" and isinstance(value, int) and not isinstance(value, bool):
-                default = value
-        found.append((flag, default))
+        default = option.default
+        value = default.value if isinstance(default, ast.Constant) else None
+        found.append((flag, value if type(value) is int else None))
     return found
 
 

@@ -35,13 +35,16 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass
+from functools import cached_property
 from itertools import pairwise
 
 from torchpace.catalog import fused_on
 from torchpace.findings import Edit, Finding, Fix, Location
+from torchpace.lint import values
+from torchpace.lint.engine import context
 from torchpace.lint.imports import Resolver
 from torchpace.lint.results import LintError
-from torchpace.lint.rule import end_of, keyword
+from torchpace.lint.rule import FileContext, end_of, keyword
 from torchpace.lint.rules.memory import adds_into_grads
 from torchpace.measure.cores import usable_cores
 from torchpace.train.lr import EXPONENT
@@ -74,6 +77,11 @@ class _Script:
         for n in nodes:
             for child in ast.iter_child_nodes(n):
                 self.parents[id(child)] = n
+
+    @cached_property
+    def ctx(self) -> FileContext:
+        """The file as lint's rules see it, off this tree (for :mod:`torchpace.lint.values`)."""
+        return context(self.path, self.source, self.tree)
 
     def qualname(self, call: ast.Call) -> str:
         return self.resolver.qualname(call.func) or ""
@@ -451,80 +459,18 @@ def _number(node: ast.AST | None) -> ast.Constant | None:
     return node if isinstance(node.value, (int, float)) else None
 
 
-def _argparse_defaults(s: _Script) -> dict[str, tuple[str, ast.Constant | None]]:
-    """``dest -> (option, default literal)`` for each ``add_argument("--x", default=N)``."""
-    out: dict[str, tuple[str, ast.Constant | None]] = {}
-    for call in s.calls:
-        if not (isinstance(call.func, ast.Attribute) and call.func.attr == "add_argument"):
-            continue
-        names = [a.value for a in call.args if isinstance(a, ast.Constant)]
-        longs = [n for n in names if isinstance(n, str) and n.startswith("--")]
-        if not longs:
-            continue
-        dest_kw = keyword(call, "dest")
-        dest = (
-            dest_kw.value.value
-            if dest_kw is not None and isinstance(dest_kw.value, ast.Constant)
-            else longs[0][2:].replace("-", "_")
-        )
-        default = keyword(call, "default")
-        out[str(dest)] = (longs[0], _number(default.value) if default else None)
-    return out
-
-
-def _class_defaults(s: _Script) -> dict[str, list[ast.Constant | None]]:
-    """``name -> [default literal, ...]`` for the fields of the file's classes (a config
-    dataclass: ``batch_size: int = 64``), one entry per class that defines the name."""
-    out: dict[str, list[ast.Constant | None]] = {}
-    for node in s.nodes:
-        if not isinstance(node, ast.ClassDef):
-            continue
-        for stmt in node.body:
-            if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
-                out.setdefault(stmt.target.id, []).append(_number(stmt.value))
-            elif isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
-                t = stmt.targets[0]
-                if isinstance(t, ast.Name):
-                    out.setdefault(t.id, []).append(_number(stmt.value))
-    return out
-
-
-def _module_constant(s: _Script, name: str) -> ast.Constant | None:
-    """The literal of ``NAME = N`` at module level, when that is the name's only assignment."""
-    found = [
-        n
-        for n in s.nodes
-        if isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign))
-        and any(
-            isinstance(t, ast.Name) and t.id == name
-            for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
-        )
-    ]
-    if len(found) != 1 or found[0] not in s.tree.body or isinstance(found[0], ast.AugAssign):
-        return None
-    return _number(found[0].value)
-
-
 def _origin(s: _Script, node: ast.expr) -> _Origin | None:
-    """Where the value ``node`` reads is set, when the file says so for certain: a literal, an
-    ``args.x`` whose option has a literal default, a ``cfg.x`` field with a literal default in
-    exactly one class of the file, or a module-level ``NAME = N``."""
+    """Where the value ``node`` reads is set, when the file says so for certain: a literal, or
+    a number literal where lint's :func:`torchpace.lint.values.origin` finds the one place the
+    value is set (an option's default, a config field, a module constant)."""
     literal = _number(node)
     if literal is not None:
         return _Origin(literal, "literal")
-    if isinstance(node, ast.Attribute):
-        flags = _argparse_defaults(s)
-        if node.attr in flags:
-            flag, default = flags[node.attr]
-            return _Origin(default, "flag", flag) if default is not None else None
-        fields = _class_defaults(s).get(node.attr, [])
-        if len(fields) == 1 and fields[0] is not None:
-            return _Origin(fields[0], "config")
+    where = values.origin(s.ctx, node)
+    default = None if where is None else _number(where.value)
+    if where is None or default is None:
         return None
-    if isinstance(node, ast.Name):
-        constant = _module_constant(s, node.id)
-        return _Origin(constant, "constant") if constant is not None else None
-    return None
+    return _Origin(default, where.kind, where.flag)
 
 
 def _scaled(value: float, factor: float) -> str:
