@@ -49,3 +49,16 @@ def test_the_tunes_priority_is_keyed_by_catalogue_ids(monkeypatch: pytest.Monkey
     assert names.index("bf16") < names.index("bf16 + math attention") < names.index("compile")
     assert names[:2] == ["length-bucket", "token budget"] and names[-1] == "compile"
     assert priority(Candidate("loader workers", {}, ("loader-workers",))) == len(PRIORITY)
+
+
+def test_the_lr_scaling_default_is_one_rule_for_the_plan_the_tune_and_its_option() -> None:
+    # issue 31: the plan said "linear", the tune "sqrt"
+    from torchpace.cli import build_parser
+    from torchpace.train import lr
+    from torchpace.tune.search import Settings
+
+    (field,) = [f for f in dataclasses.fields(Plan) if f.name == "lr_scaling"]
+    (setting,) = [f for f in dataclasses.fields(Settings) if f.name == "lr_scaling"]
+    assert field.default == setting.default == lr.DEFAULT
+    assert field.metadata["choices"] is lr.RULES
+    assert build_parser().parse_args(["tune", "x.py"]).lr_scaling == lr.DEFAULT
