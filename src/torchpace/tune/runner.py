@@ -28,7 +28,8 @@ _FRAMING = ("Traceback (", "Current thread ", "Thread 0x", "Stack (", "Extension
 
 
 def run_trial(spec: TrialSpec, *, timeout_s: float, workdir: str | Path) -> TrialResult:
-    """Run ``spec`` in ``python -m torchpace.tune.worker`` and return its result.
+    """Run ``spec`` in a fresh ``python -m torchpace.tune.worker`` (a script's in
+    ``torchpace.script.trial_worker``) and return its result.
 
     The spec, result and the worker's stdout/stderr are files in ``workdir``, named by the
     trial's key (stdout/stderr go to files so a chatty recipe cannot fill a pipe and stall).
@@ -42,7 +43,7 @@ def run_trial(spec: TrialSpec, *, timeout_s: float, workdir: str | Path) -> Tria
     log_out, log_err = workdir / f"{key}.stdout.txt", workdir / f"{key}.stderr.txt"
     out_path.unlink(missing_ok=True)  # a result from an earlier run of this key is not this one's
     atomic_write_text(spec_path, json.dumps(spec.to_dict(), indent=2) + "\n")
-    cmd = [sys.executable, "-m", "torchpace.tune.worker", str(spec_path), str(out_path)]
+    cmd = [sys.executable, "-m", spec.module, str(spec_path), str(out_path)]
     t0 = time.perf_counter()
     with log_out.open("wb") as fout, log_err.open("wb") as ferr:
         proc = subprocess.Popen(

@@ -79,6 +79,12 @@ class TrialSpec:
     def is_script(self) -> bool:
         return self.args is not None
 
+    @property
+    def module(self) -> str:
+        """The module its trial process runs (``python -m``): the tune's worker for a recipe;
+        a script's trial has its own entry, so the tune never imports the script verb."""
+        return "torchpace.script.trial_worker" if self.is_script else "torchpace.tune.worker"
+
 
 @dataclass(frozen=True)
 class TrialResult:

@@ -1,10 +1,13 @@
 """One tune trial, in this (fresh) process: ``python -m torchpace.tune.worker SPEC.json OUT.json``.
 
-It builds the recipe, applies the spec's plan, trains ``warmup + steps`` optimizer steps with
-``fit()`` and writes a ``TrialResult`` to OUT.json. Every step's end is stamped by a global
-optimizer step hook; losses are read once, after the last step, so timing adds no loss syncs.
-Whatever goes wrong inside the trial, OUT.json is written ("failed" or "oom", with the reason);
-only a hard crash (a segfault, SIGKILL) leaves none, and the runner reports that from outside.
+:func:`main` is every trial's process; a script's trial runs it from
+``python -m torchpace.script.trial_worker`` with the script trial's ``run`` (the tune stands
+below the script verb and never imports it). For a recipe, :func:`run_recipe` builds the recipe,
+applies the spec's plan, trains ``warmup + steps`` optimizer steps with ``fit()`` and writes a
+``TrialResult`` to OUT.json. Every step's end is stamped by a global optimizer step hook; losses
+are read once, after the last step, so timing adds no loss syncs. Whatever goes wrong inside the
+trial, OUT.json is written ("failed" or "oom", with the reason); only a hard crash (a segfault,
+SIGKILL) leaves none, and the runner reports that from outside.
 """
 
 from __future__ import annotations
@@ -25,8 +28,13 @@ from torchpace.tune.trial import Status, TrialResult, TrialSpec, over_budget
 _REASON_CHARS = 400  # one line a table can show; the full traceback is on the worker's stderr
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(
+    argv: list[str] | None = None, run: Callable[[TrialSpec], TrialResult] | None = None
+) -> int:
+    """Run the trial of SPEC.json (``argv``) with ``run`` (a recipe trial's, by default) and
+    write its result to OUT.json, whatever happens."""
     args = sys.argv[1:] if argv is None else argv
+    run = run_recipe if run is None else run
     if len(args) != 2:
         print("usage: python -m torchpace.tune.worker SPEC.json OUT.json", file=sys.stderr)
         return 2
@@ -70,16 +78,14 @@ def _exit_with_parent() -> None:
     threading.Thread(target=watch, name="torchpace-parent-watch", daemon=True).start()
 
 
-def run(spec: TrialSpec) -> TrialResult:
-    """Run the trial ``spec`` describes in this process and return what it measured."""
+def run_recipe(spec: TrialSpec) -> TrialResult:
+    """Run the recipe trial ``spec`` describes in this process and return what it measured."""
     if spec.steps < 1 or spec.warmup < 0:
         raise ValueError(
             f"a trial needs steps >= 1 and warmup >= 0; got {spec.steps}, {spec.warmup}"
         )
     if spec.is_script:
-        from torchpace.script.trial import run as run_script
-
-        return run_script(spec)
+        raise ValueError(f"{spec.recipe} is a script: its trial runs in {spec.module}")
     from torchpace.recipes import load_recipe
 
     recipe = load_recipe(spec.recipe)  # before torch: a broken recipe fails in a fraction of a s
