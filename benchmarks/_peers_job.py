@@ -65,7 +65,7 @@ def peer_loader(recipe: Any, seed: int, device: Any) -> tuple[Any, dict[str, Any
     """The recipe's training loader as ``torchpace fit`` builds it (the same batches in the same
     order from ``seed``) with ``guide_loader_settings(device)``; and those settings."""
     from torchpace.speedups.loading import tuned_loader
-    from torchpace.tune.build import training_loader
+    from torchpace.train.build import training_loader
 
     settings, record = guide_loader_settings(device)
     return tuned_loader(training_loader(recipe, seed), device=device, settings=settings), record

@@ -29,7 +29,7 @@ from torchpace.speedups import (
     use_channels_last,
 )
 from torchpace.train import Plan, prepare
-from torchpace.tune.build import training_loader
+from torchpace.train.build import training_loader
 from torchpace.workloads import load
 
 VERBS: dict[str, dict[str, dict[str, Any]]] = {

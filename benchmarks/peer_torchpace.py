@@ -1,6 +1,6 @@
 """Contestant "torchpace": the plan `torchpace tune` wrote for the workload, run with ``fit()``.
 
-Built as ``torchpace fit RECIPE --plan PLAN`` builds it (``torchpace.tune.build.build``: the
+Built as ``torchpace fit RECIPE --plan PLAN`` builds it (``torchpace.train.build.build``: the
 model after seeding, the recipe's optimizer, its shuffled loader), without evaluation or
 checkpoints, the progress bar off.
 """
@@ -12,7 +12,7 @@ from _peers_job import Job, Trained
 from torchpace.measure.clock import resolve_device
 from torchpace.recipes import load_recipe
 from torchpace.train import Plan, fit
-from torchpace.tune.build import build
+from torchpace.train.build import build
 
 
 def train(job: Job) -> Trained:

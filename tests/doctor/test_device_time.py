@@ -8,9 +8,9 @@ from dataclasses import dataclass
 
 import pytest
 
-from torchpace.doctor.phases import PHASES
 from torchpace.doctor.records import Records, Step
 from torchpace.doctor.summary import summarize_steps, utilisation
+from torchpace.runtime.phases import PHASES
 
 
 @dataclass

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from torchpace.doctor.patterns import HIGH, MODERATE, Evidence, RuntimeFinding, diagnose, rank
-from torchpace.doctor.phases import PHASES
+from torchpace.runtime.phases import PHASES
 
 
 def _summary(shares: dict[str, float], step_s: float = 0.1, syncs: Any = ()) -> dict[str, Any]:

@@ -15,10 +15,10 @@ from jsonschema import Draft202012Validator
 
 from torchpace.catalog import ids
 from torchpace.doctor.patterns import PATTERNS
-from torchpace.doctor.phases import PHASES
 from torchpace.doctor.ranks import PATTERNS as RANK_PATTERNS
 from torchpace.doctor.result import SCHEMA, schema_errors
 from torchpace.doctor.syncs import TENSOR_SYNCS
+from torchpace.runtime.phases import PHASES
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA_FILE = ROOT / "docs" / "doctor-result.schema.json"

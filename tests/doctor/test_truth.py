@@ -454,9 +454,9 @@ def test_a_training_finding_points_at_the_training_forward_not_an_earlier_evalua
     # trains) and at a Lightning validation_step, instead of the training forward.
     import inspect
 
-    from torchpace.doctor.recorder import DoctorStop
     from torchpace.doctor.result import _forward_site
     from torchpace.doctor.session import Session
+    from torchpace.runtime.stop import DoctorStop
 
     torch.manual_seed(0)
     model = nn.Linear(8, 2)

@@ -12,9 +12,9 @@ import pytest
 
 from torchpace.doctor.verify import annotate, candidates_to_verify
 from torchpace.measure.stats import summarize
+from torchpace.report.tune_table import Row, not_worth_it
 from torchpace.tune.noise import trials_noise
 from torchpace.tune.search import MIN_GAIN, _speedup
-from torchpace.tune.table import Row, not_worth_it
 from torchpace.tune.trial import TrialResult
 
 SCRIPTS = Path(__file__).resolve().parent / "scripts"

@@ -15,13 +15,13 @@ from pathlib import Path
 
 import pytest
 
+from torchpace.runtime.work import step_flags
 from torchpace.script.compare import (
     Run,
     compare_runs,
     equal_samples_window,
     judge_loss,
     judge_times,
-    step_flags,
     tail_for,
 )
 
@@ -270,7 +270,7 @@ def test_a_compare_result_renders_in_the_report(tmp_path: Path) -> None:
 
 
 def test_the_work_note_reads_the_step_option_from_the_command_line_first() -> None:
-    from torchpace.script.compare import batch_work_note
+    from torchpace.runtime.work import batch_work_note
 
     flags = [("--max-steps", 300)]
     assert batch_work_note(flags, [], 64, 64) is None
@@ -285,7 +285,7 @@ def test_the_work_note_reads_the_step_option_from_the_command_line_first() -> No
 def test_the_tunes_whole_run_estimate_is_amdahl_over_its_start_up_and_steps(tmp_path: Path) -> None:
     from types import SimpleNamespace
 
-    from torchpace.script.compare import whole_run_effect
+    from torchpace.runtime.work import whole_run_effect
     from torchpace.tune.command import _whole_run
 
     # 10 s of start-up, 100 steps of 0.1 s made 2x faster: 20 s -> 15 s.

@@ -379,7 +379,7 @@ def test_a_preserving_change_first_off_by_more_than_rounding_is_judged_step_by_s
 def test_a_loss_below_the_band_is_said_to_have_trained_lower() -> None:
     v = check([4.0, 3.0, 0.5, 0.5], baseline_losses=SEED0, band=band(), changes_numerics=True)
     assert not v.ok and v.lower and "is below the baseline's seed band" in v.reason
-    from torchpace.tune.table import trained_lower
+    from torchpace.report.tune_table import trained_lower
 
     assert trained_lower(v.reason, False).startswith("trained lower: loss 0.5")
     assert trained_lower(v.reason, False).endswith("not kept (--accept-lower keeps it)")

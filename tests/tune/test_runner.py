@@ -199,7 +199,7 @@ def test_a_recipe_may_build_its_own_loader(tmp_path: Path) -> None:
     import torch
 
     from torchpace.recipes import load_recipe
-    from torchpace.tune.build import build
+    from torchpace.train.build import build
 
     path = tmp_path / "own_loader.py"
     path.write_text(

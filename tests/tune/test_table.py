@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from torchpace.tune.table import (
+from torchpace.report.tune_table import (
     BASELINE,
     KEPT,
     Row,

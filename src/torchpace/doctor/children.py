@@ -33,8 +33,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from torchpace._signals import raise_terminated
-from torchpace.doctor.patching import Patches
-from torchpace.doctor.sites import Site, is_internal
+from torchpace.doctor.sites import Site
+from torchpace.runtime.patching import Patches
+from torchpace.runtime.user_code import is_internal
 
 _STDLIB_STARTERS = tuple(
     os.path.dirname(os.path.abspath(m.__file__)) + os.sep

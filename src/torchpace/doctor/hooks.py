@@ -22,11 +22,11 @@ from torch.optim.optimizer import (
     register_optimizer_step_pre_hook,
 )
 
-from torchpace.doctor.loaders import batch_size, token_count
-from torchpace.doctor.patching import Patches
 from torchpace.doctor.recorder import Recorder
 from torchpace.doctor.records import OptimizerInfo
 from torchpace.doctor.sites import user_site
+from torchpace.runtime.batches import batch_size, token_count
+from torchpace.runtime.patching import Patches
 
 _SITE = "_torchpace_doctor_site"
 

@@ -19,11 +19,12 @@ from torch.utils.data import DataLoader
 from torch.utils.data.dataloader import _BaseDataLoaderIter
 
 from torchpace.doctor.loader_rate import source_of
-from torchpace.doctor.patching import Patches
 from torchpace.doctor.recorder import Recorder
 from torchpace.doctor.records import LoaderInfo
 from torchpace.doctor.sites import user_site
 from torchpace.doctor.syncs import SWAP_READS
+from torchpace.runtime.batches import batch_size, first_tensor
+from torchpace.runtime.patching import Patches
 
 _KEY = "_torchpace_doctor_key"
 _SITE = "_torchpace_doctor_site"
@@ -32,43 +33,6 @@ _keys = count(1)
 
 # 8 tokens: shorter rows are labels or small feature vectors, not sequences padded to a length.
 MIN_SEQUENCE = 8
-
-
-def _first_tensor(batch: Any) -> torch.Tensor | None:
-    """The first tensor in a batch (tuples, lists and dicts searched)."""
-    for _ in range(8):  # nested containers; give up past a sane depth
-        if isinstance(batch, torch.Tensor):
-            return batch
-        if isinstance(batch, (list, tuple)) and batch:
-            batch = batch[0]
-        elif isinstance(batch, dict) and batch:
-            batch = next(iter(batch.values()))
-        else:
-            return None
-    return None
-
-
-def batch_size(batch: Any) -> int:
-    """The first dimension of the batch's first tensor; 0 when it has none."""
-    x = _first_tensor(batch)
-    if x is None:
-        return 0
-    return int(x.shape[0]) if x.dim() else 1
-
-
-def token_count(batch: Any) -> int:
-    """Elements of the batch's first tensor when it is a (batch, length) tensor of integer ids
-    (token ids), on any device (its shape only: no sync); 0 for any other batch."""
-    x = _first_tensor(batch)
-    if (
-        x is None
-        or x.dim() != 2
-        or x.is_floating_point()
-        or x.is_complex()
-        or x.dtype == torch.bool
-    ):
-        return 0
-    return int(x.numel())
 
 
 def padding_of(batch: Any) -> tuple[int, int, int]:
@@ -81,7 +45,7 @@ def padding_of(batch: Any) -> tuple[int, int, int]:
     sequence shows as ragged runs; unpadded token ids end in varied values, so their runs stay a
     row or two long. The batch is read on the host before it moves to a device, so this never
     syncs."""
-    x = _first_tensor(batch)
+    x = first_tensor(batch)
     if (
         x is None
         or x.device.type != "cpu"

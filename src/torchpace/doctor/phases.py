@@ -14,9 +14,7 @@ from dataclasses import dataclass
 from time import perf_counter
 from typing import Any
 
-# "eval": forward calls without autograd and batches of loaders other than the training one
-# (an evaluation loop, mostly; a frozen teacher model too).
-PHASES = ("data", "copy", "forward", "backward", "optimizer", "sync", "eval", "other")
+from torchpace.runtime.phases import PHASES
 
 
 @dataclass

@@ -25,17 +25,10 @@ from typing import Any
 from torchpace.doctor.phases import PhaseClock
 from torchpace.doctor.records import Fetch, Records, Step
 from torchpace.doctor.sites import Site
+from torchpace.runtime.stop import DoctorStop
 
 OPTIMIZER = "optimizer.step()"
 BACKWARD = "backward()"
-
-
-class DoctorStop(BaseException):
-    """Raised from the optimizer step hook to end the script once the measured steps are done.
-
-    A BaseException, like KeyboardInterrupt, so the script's ``except Exception`` does not catch
-    it; its ``finally`` blocks and context managers still run.
-    """
 
 
 class Recorder:

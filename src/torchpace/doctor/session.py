@@ -14,13 +14,14 @@ from typing import Any
 import torch
 
 from torchpace.doctor import children, hooks, loaders, syncs
-from torchpace.doctor.patching import Patches
 from torchpace.doctor.probe import Probe
-from torchpace.doctor.recorder import DoctorStop, Recorder
+from torchpace.doctor.recorder import Recorder
 from torchpace.doctor.sampler import StackSampler
 from torchpace.doctor.settings import snapshot
 from torchpace.measure import memory
 from torchpace.measure.noise import LoadProbe
+from torchpace.runtime.patching import Patches
+from torchpace.runtime.stop import DoctorStop
 
 
 class Session:

@@ -8,11 +8,12 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-from torchpace.doctor.phases import PHASES, device_phases
+from torchpace.doctor.phases import device_phases
 from torchpace.doctor.records import Records, Step
 from torchpace.doctor.sampler import hot_spots
 from torchpace.doctor.sites import Site
 from torchpace.measure.stats import summarize
+from torchpace.runtime.phases import PHASES
 
 
 @dataclass(frozen=True)

@@ -20,9 +20,9 @@ from typing import Any
 
 import torch
 
-from torchpace.doctor.patching import Patches
 from torchpace.doctor.recorder import Recorder
 from torchpace.doctor.sites import called_from_user
+from torchpace.runtime.patching import Patches
 
 # The tensor methods that copy a value to the host, by the name users know them by.
 TENSOR_SYNCS = {

@@ -33,7 +33,7 @@ from torchpace.tune.noise import not_judged, trials_noise
 from torchpace.tune.search import MIN_GAIN
 
 if TYPE_CHECKING:
-    from torchpace.tune.table import Row
+    from torchpace.report.tune_table import Row
     from torchpace.tune.trial import TrialResult
 
 # 3: the top findings a verification tries, the doctor's terminal shows ten. Each costs two

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from torchpace.doctor.phases import PHASES  # plain data: imports neither torch nor the hooks
 from torchpace.report import fmt
 from torchpace.report.document import (
     Block,
@@ -22,6 +21,7 @@ from torchpace.report.document import (
     table,
 )
 from torchpace.report.references import references, rule_anchor, technique_anchor
+from torchpace.runtime.phases import PHASES
 
 
 def _steps_line(result: dict[str, Any]) -> str:

@@ -217,6 +217,6 @@ def console(file: Any = None) -> Console:
 
 def to_text(doc: Document, width: int = WIDTH) -> str:
     """The terminal view as plain text, ``width`` columns wide (tests, logs)."""
-    from torchpace.tune.table import to_text as plain
+    from torchpace.report.tune_table import to_text as plain
 
     return plain(render(doc), width)

@@ -27,7 +27,7 @@ from torchpace.report.document import (
     table,
 )
 from torchpace.report.references import references, technique_anchor
-from torchpace.tune.table import KEPT, Row, confirm_trial, delta_text, speedup_text
+from torchpace.report.tune_table import KEPT, Row, confirm_trial, delta_text, speedup_text
 
 
 def _rows(result: dict[str, Any]) -> list[Row]:

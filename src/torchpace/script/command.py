@@ -62,7 +62,7 @@ def _lines(applied: list[Any], start: int = 0) -> list[str]:
 
 def _work_notes(ip: Any, args: argparse.Namespace) -> list[str]:
     """What a batch-size change does to a run bounded by steps (``compare.batch_work_note``)."""
-    from torchpace.script.compare import batch_work_note, step_flags
+    from torchpace.runtime.work import batch_work_note, step_flags
 
     flags = step_flags(args.script)
     out = []
@@ -79,7 +79,7 @@ def _work_notes(ip: Any, args: argparse.Namespace) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from torchpace.script.kind import kind_of
+    from torchpace.runtime.kind import kind_of
     from torchpace.train.plan import Plan
 
     plan = Plan.load(args.plan)

@@ -235,8 +235,9 @@ def measure(base: Side, cand: Side, args: argparse.Namespace) -> tuple[list[Run]
 
 
 def run(args: argparse.Namespace) -> int:
-    from torchpace.script.compare import compare_runs, step_flags
-    from torchpace.script.kind import kind_of
+    from torchpace.runtime.kind import kind_of
+    from torchpace.runtime.work import step_flags
+    from torchpace.script.compare import compare_runs
 
     script = Path(args.script)
     if not script.is_file():

@@ -9,8 +9,8 @@ from rich.table import Table
 from rich.text import Text
 
 from torchpace._terminal import printable
+from torchpace.report.tune_table import to_text
 from torchpace.script.compare import Comparison, Run
-from torchpace.tune.table import to_text
 
 _DASH = "–"
 

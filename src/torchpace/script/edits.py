@@ -569,7 +569,7 @@ def _batch_size(s: _Script, plan: Plan) -> tuple[list[Finding], list[Instruction
 def _work(s: _Script, batch: _Origin, new: int) -> list[Instruction]:
     """The work a larger batch adds to a script bounded by steps, with the option that puts it
     back (``script.compare.batch_work_note``), when the script has a step option."""
-    from torchpace.script.compare import batch_work_note, step_flags_in
+    from torchpace.runtime.work import batch_work_note, step_flags_in
 
     flags = step_flags_in(s.source.decode("utf-8", "replace"))
     note = batch_work_note(flags, (), int(batch.value), new) if flags else None

@@ -1,7 +1,7 @@
 """Apply a ``Plan`` to a user's script as it runs, without editing it: the interposition half of
 ``torchpace tune SCRIPT`` and ``torchpace run --plan``.
 
-Everything goes through public hooks and constructor patches (``doctor.patching.Patches``, undone
+Everything goes through public hooks and constructor patches (``runtime.patching.Patches``, undone
 at the end), and each technique reuses its ``torchpace.speedups`` verb:
 
 - constructors: ``DataLoader(...)`` gets the plan's loader settings and batch size
@@ -32,9 +32,9 @@ from typing import Any
 import torch
 from torch import nn
 
-from torchpace.doctor.loaders import batch_size
-from torchpace.doctor.patching import Patches
-from torchpace.doctor.sites import is_internal
+from torchpace.runtime.batches import batch_size
+from torchpace.runtime.patching import Patches
+from torchpace.runtime.user_code import is_internal
 from torchpace.script.loaders import LoaderPatch
 from torchpace.speedups.applied import Applied, done, skipped
 from torchpace.speedups.compile import compile_forward

@@ -15,7 +15,7 @@ from typing import Any
 import torch
 from torch.utils.data import DataLoader, IterableDataset, RandomSampler
 
-from torchpace.doctor.patching import Patches
+from torchpace.runtime.patching import Patches
 from torchpace.speedups.applied import Applied, done, skipped
 from torchpace.speedups.bucketed_loader import (
     bucket_sampler,

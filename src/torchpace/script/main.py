@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from torchpace._signals import Terminated, catch_sigterm, handled
-from torchpace.doctor.recorder import DoctorStop
+from torchpace.runtime.stop import DoctorStop
 
 # Frames of torchpace itself (the runner above the script, the instruments' wrappers) are left
 # out of the script's tracebacks: the user sees their own error as Python would show it.

@@ -20,9 +20,9 @@ from typing import Any
 
 import torch
 
-from torchpace.doctor.recorder import DoctorStop
 from torchpace.measure import memory
 from torchpace.measure.steps import StepClock
+from torchpace.runtime.stop import DoctorStop
 from torchpace.script.interpose import Interposer
 from torchpace.script.main import run_as_main
 from torchpace.train.plan import Plan

@@ -116,7 +116,7 @@ def _train(args: argparse.Namespace) -> int:
     from torchpace.speedups.distributed import init_from_env, process_device, world
     from torchpace.train import Plan, fit
     from torchpace.train import checkpoint as ckpt
-    from torchpace.tune.build import build
+    from torchpace.train.build import build
 
     recipe = load_recipe(args.recipe)
     plan = Plan.load(args.plan) if args.plan else Plan.preset(args.preset)

@@ -13,10 +13,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from torchpace.report.tune_table import Row, not_worth_it, rejected
 from torchpace.train.plan import Plan
 from torchpace.tune.convergence import Band, check_at_equal_samples
 from torchpace.tune.noise import not_judged
-from torchpace.tune.table import Row, not_worth_it, rejected
 from torchpace.tune.trial import TrialResult
 
 # Doubling stops when samples/s grows by less than 5%: past that the device is busy and only

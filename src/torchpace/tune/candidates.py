@@ -20,7 +20,7 @@ from torch import nn
 from torchpace.catalog import fused_on
 from torchpace.measure.env import bf16_supported
 from torchpace.speedups.bucketed_loader import length_quantiles
-from torchpace.tune.build import build
+from torchpace.train.build import build
 
 
 @dataclass(frozen=True)

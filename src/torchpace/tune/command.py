@@ -5,7 +5,7 @@ and the results.
     torchpace tune recipe.py --run-steps 20000 --memory-budget 8G --out tuned/
     torchpace tune train.py --budget 10m -- --epochs 1 --data ./data
 
-A ``.py`` file is a recipe or a script by its syntax tree (``torchpace.script.kind``), never by
+A ``.py`` file is a recipe or a script by its syntax tree (``torchpace.runtime.kind``), never by
 running it. A script's trials run it unmodified in fresh processes, the plan applied by
 interposition (``torchpace.script``); the doctor's findings for it order the trials.
 
@@ -127,7 +127,7 @@ def _entry(spec: str, script_args: list[str] | None) -> str:
     change for arguments given to a recipe."""
     from pathlib import Path
 
-    from torchpace.script.kind import kind_of
+    from torchpace.runtime.kind import kind_of
 
     kind = "recipe"
     if spec.endswith(".py") or Path(spec).is_file():
@@ -170,6 +170,7 @@ def run(args: argparse.Namespace) -> int:
     from torchpace.measure.clock import resolve_device
     from torchpace.measure.env import fingerprint
     from torchpace.recipes import load_recipe
+    from torchpace.report.tune_table import render, to_text
     from torchpace.train.plan import Plan
     from torchpace.tune.candidates import Candidate, NotApplicable, candidates
     from torchpace.tune.convergence import DEFAULT_TAIL
@@ -182,7 +183,6 @@ def run(args: argparse.Namespace) -> int:
         trial_timeout,
         tune,
     )
-    from torchpace.tune.table import render, to_text
 
     args.out = output_dir(args.out, "--out")  # before the search, not after it (issue 17)
     command = ["torchpace", *sys.argv[1:]]
@@ -368,7 +368,7 @@ def run(args: argparse.Namespace) -> int:
     if whole is not None:
         print(f"torchpace tune: whole run: {whole['text']}")
     if is_script and outcome.plan.batch_size is not None:
-        from torchpace.script.compare import batch_work_note, step_flags
+        from torchpace.runtime.work import batch_work_note, step_flags
 
         as_written_batch = next(
             (t.batch_size for t in outcome.trials if t.name == "baseline" and t.batch_size), None
@@ -396,7 +396,7 @@ def _whole_run(
     """What the confirmed per-step speed-up buys the whole run (issue 30): Amdahl over the
     survey's start-up and the run's steps (the script's step option, else --run-steps), with the
     plan's compile added once. None without a confirmed speed-up or a survey to go on."""
-    from torchpace.script.compare import flag_value, step_flags, whole_run_effect
+    from torchpace.runtime.work import flag_value, step_flags, whole_run_effect
 
     per_step = outcome.confirm.get("median")
     base = next((t for t in outcome.trials if t.name == "baseline" and t.median_step_s), None)

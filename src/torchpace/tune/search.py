@@ -21,6 +21,14 @@ from typing import Any
 from torchpace._lock import exclusive
 from torchpace.measure.cores import usable_cores
 from torchpace.measure.noise import LoadProbe
+from torchpace.report.tune_table import (
+    Row,
+    confirm_trial,
+    not_applicable,
+    not_worth_it,
+    rejected,
+    trained_lower,
+)
 from torchpace.train import lr
 from torchpace.train.plan import Plan
 from torchpace.tune.batch import search_batch
@@ -35,14 +43,6 @@ from torchpace.tune.convergence import (
 from torchpace.tune.noise import NOISY, load_noise, not_judged, trials_noise
 from torchpace.tune.results import ResultsFile
 from torchpace.tune.runner import run_trial
-from torchpace.tune.table import (
-    Row,
-    confirm_trial,
-    not_applicable,
-    not_worth_it,
-    rejected,
-    trained_lower,
-)
 from torchpace.tune.trial import TrialResult, TrialSpec
 
 # 3%: below this a gain is inside the step-time spread of this 2-core machine (the doctor

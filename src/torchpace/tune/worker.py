@@ -92,7 +92,7 @@ def run_recipe(spec: TrialSpec) -> TrialResult:
     from torchpace.measure import memory
     from torchpace.measure.clock import resolve_device
     from torchpace.train import Plan, prepare
-    from torchpace.tune.build import build
+    from torchpace.train.build import build
 
     dev = resolve_device(spec.device)
     total = spec.warmup + spec.steps

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from torchpace.recipes import RecipeError
-from torchpace.script.kind import kind_of
+from torchpace.runtime.kind import kind_of
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 
 RECIPE = """
 from torchpace.workloads.cnn import ResNet as model, dataset
