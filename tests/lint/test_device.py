@@ -54,3 +54,39 @@ def test_cuda_files(source: str) -> None:
 )
 def test_files_that_do_not_show_cuda(source: str) -> None:
     assert not uses_cuda(_ctx(source))
+
+
+def test_tp302_points_at_the_loop_that_trains_on_the_device_not_a_cpu_one_before_it() -> None:
+    # Cut from a tutorial notebook (issue 32): the first loop trains model_0 on the CPU, a later
+    # one model_1 on CUDA. The finding was on the CPU loop; it belongs to the CUDA one.
+    from torchpace.lint import RULES, FileResult, lint_source
+
+    source = b"""import torch
+device = "cuda" if torch.cuda.is_available() else "cpu"
+model_0 = LinearRegressionModel()
+opt_0 = torch.optim.SGD(model_0.parameters(), lr=0.01)
+for epoch in range(100):
+    loss = loss_fn(model_0(X_train), y_train)
+    opt_0.zero_grad()
+    loss.backward()
+    opt_0.step()
+model_1 = LinearRegressionModelV2()
+model_1.to(device)
+opt_1 = torch.optim.SGD(model_1.parameters(), lr=0.01)
+for epoch in range(100):
+    loss = loss_fn(model_1(X_train), y_train)
+    opt_1.zero_grad()
+    loss.backward()
+    opt_1.step()
+"""
+    rules = [r for r in RULES if r.code == "TP302"]
+    result = lint_source("nb.py", source, rules)
+    assert isinstance(result, FileResult)
+    assert [f.location.line for f in result.findings] == [13]
+    # no loop shows a device (the model comes from a helper): the first training loop, as before
+    hidden = source.replace(b"model_1.to(device)\n", b"").replace(
+        b"model_0 = LinearRegressionModel()", b"model_0 = build(device)"
+    )
+    result = lint_source("nb.py", hidden, rules)
+    assert isinstance(result, FileResult)
+    assert [f.location.line for f in result.findings] == [5]

@@ -121,6 +121,22 @@ def _last_name(node: ast.expr) -> str:
     return node.attr if isinstance(node, ast.Attribute) else ""
 
 
+def moves_to_a_device(call: ast.Call, names: Resolver) -> bool:
+    """``x.cuda()``, or ``x.to(d)`` where ``d`` names a CUDA device or a variable that says
+    "device" (``device``, ``self.device``, ``args.device``): a move off the host, as far as the
+    file shows."""
+    if not isinstance(call.func, ast.Attribute):
+        return False
+    if call.func.attr == "cuda":
+        return True
+    if call.func.attr != "to":
+        return False
+    target = argument(call, "device", 0)
+    if target is None:
+        return False
+    return is_cuda_device(target, names) or "device" in _last_name(target).lower()
+
+
 def framework_on_cpu(ctx: FileContext) -> bool:
     """The file runs its framework on the CPU: ``Trainer(accelerator="cpu")``,
     ``Fabric(accelerator="cpu")``, ``Accelerator(cpu=True)`` (Lightning's RL templates, whose

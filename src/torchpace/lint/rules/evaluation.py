@@ -38,7 +38,7 @@ def _called_with_grad(ctx: FileContext, scope: Scope) -> bool:
     return bool(sites) and not all(grad_disabled(ctx, call) for call in sites)
 
 
-def _module_calls(ctx: FileContext, loop: Loop, scope: Scope) -> set[str]:
+def called_models(ctx: FileContext, loop: Loop) -> set[str]:
     """The targets of calls in the loop that run a model: ``model(x)``, ``self.net(x)``."""
     facts = ctx.loops
     found = set()
@@ -84,7 +84,7 @@ def _check_eval_loop_without_no_grad(ctx: FileContext) -> Iterator[Report]:
             for n in walk(loop.body)
         ):
             continue
-        models = _module_calls(ctx, loop, scope)
+        models = called_models(ctx, loop)
         if not models:
             continue
         evaluated = models & in_eval_mode(scope, loop.lineno)

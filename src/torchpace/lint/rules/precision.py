@@ -6,7 +6,8 @@ import ast
 from collections.abc import Iterator
 
 from torchpace.findings import Edit, Fix
-from torchpace.lint.device import uses_cuda
+from torchpace.lint.device import moves_to_a_device, uses_cuda
+from torchpace.lint.loops import Loop, dotted, walk
 from torchpace.lint.rule import (
     FileContext,
     Report,
@@ -20,6 +21,7 @@ from torchpace.lint.rule import (
     replace,
     start_of,
 )
+from torchpace.lint.rules.evaluation import called_models
 
 _DEPRECATED_AMP = {"torch.cuda.amp.autocast": "autocast", "torch.cuda.amp.GradScaler": "GradScaler"}
 # The torch release that added each `torch.amp` form (release notes: torch.amp.autocast with a
@@ -338,8 +340,34 @@ def _check_cuda_loop_without_autocast(ctx: FileContext) -> Iterator[Report]:
         # Reinforcement learning: the network is small and the step time is the
         # environment's (lint.environment); autocast would not make such a run faster.
         return
-    # One finding per file, on the first training loop: the fix is one change.
-    yield Report(min(training, key=lambda loop: loop.lineno))
+    # One finding per file, on the first training loop the file puts on a device: the fix is
+    # one change. A notebook that trains on the CPU first and on CUDA later (issue 32: four
+    # false findings on a tutorial's CPU cells) is told by its later loop; a file that shows no
+    # device for any loop keeps its first.
+    placed = [loop for loop in training if _on_a_device(ctx, loop)]
+    yield Report(min(placed or training, key=lambda loop: loop.lineno))
+
+
+def _on_a_device(ctx: FileContext, loop: Loop) -> bool:
+    """The loop moves something to a device, or a model it calls is moved to one in this file
+    (``model_1.to(device)``, ``model = Net().cuda()``)."""
+    body = [n for n in walk(loop.body) if isinstance(n, ast.Call)]
+    if any(moves_to_a_device(call, ctx.names) for call in body):
+        return True
+    models = called_models(ctx, loop)
+    if not models:
+        return False
+    for call, _ in ctx.calls:
+        if moves_to_a_device(call, ctx.names):
+            owner = dotted(call.func.value)  # type: ignore[attr-defined]  # a method call
+            if owner in models:
+                return True
+    for node in ctx.of_type(ast.Assign):
+        value = node.value
+        moved = isinstance(value, ast.Call) and moves_to_a_device(value, ctx.names)
+        if moved and any(dotted(t) in models for t in node.targets):
+            return True
+    return False
 
 
 CUDA_LOOP_WITHOUT_AUTOCAST = Rule(
