@@ -581,17 +581,52 @@ def _skips_off_cadence(test: ast.expr) -> bool:
 def _before_early_return(body: list[ast.stmt]) -> list[ast.stmt]:
     """A called function's statements that run on every call: up to an early
     ``if <off cadence>: return`` (kohya's ``sample_images``: ``if steps % every != 0: return``;
-    torchtitan's logging: ``if not should_log: return``), whose test still runs (issue 32)."""
+    torchtitan's logging: ``if not should_log: return``), or an ``if``/``else`` whose every way
+    through returns off a cadence or passes only on the first step (kohya's FLUX
+    ``sample_images``: ``if steps == 0: [return unless asked] else: [if steps % every != 0:
+    return]``). That ``if`` itself still runs, its tests and whatever its branches do before
+    they return (MAE's ``all_reduce_mean``: ``if world_size > 1: ...; return x.item()``) (issue
+    32)."""
     for i, stmt in enumerate(body):
-        if (
-            isinstance(stmt, ast.If)
-            and not stmt.orelse
-            and stmt.body
-            and isinstance(stmt.body[-1], ast.Return)
-            and _skips_off_cadence(stmt.test)
-        ):
-            return [*body[:i], stmt.test]  # type: ignore[list-item]
+        if isinstance(stmt, ast.If) and _gated([stmt]):
+            return body[: i + 1]
     return body
+
+
+_STEP_NAME = re.compile(r"step|epoch|iter", re.IGNORECASE)
+
+
+def _first_step_test(test: ast.expr) -> bool:
+    """``steps == 0``, ``epoch == 1``: a branch taken on one step of a run."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1):
+        return False
+    if not isinstance(test.ops[0], ast.Eq):
+        return False
+    sides = (test.left, test.comparators[0])
+    constant = any(isinstance(x, ast.Constant) and type(x.value) is int for x in sides)
+    names = [n for n in (dotted(x) for x in sides) if n is not None]
+    return constant and any(_STEP_NAME.search(n.rsplit(".", 1)[-1]) for n in names)
+
+
+def _gated(stmts: list[ast.stmt]) -> bool:
+    """Whether running past ``stmts`` means a cadence (or first-step) test let it: one of them
+    is ``if <off cadence>: return``, or an ``if``/``else`` each of whose branches is gated so,
+    returns, or is taken on the first step only."""
+    for stmt in stmts:
+        if not isinstance(stmt, ast.If) or not stmt.body:
+            continue
+        if not stmt.orelse:
+            if isinstance(stmt.body[-1], ast.Return) and _skips_off_cadence(stmt.test):
+                return True
+            continue
+        body = _first_step_test(stmt.test) or _returns(stmt.body) or _gated(stmt.body)
+        if body and (_returns(stmt.orelse) or _gated(stmt.orelse)):
+            return True
+    return False
+
+
+def _returns(stmts: list[ast.stmt]) -> bool:
+    return bool(stmts) and isinstance(stmts[-1], ast.Return)
 
 
 _EVAL_NAME = re.compile(
