@@ -173,8 +173,34 @@ def _check_hand_written_attention(ctx: FileContext) -> Iterator[Report]:
             isinstance(n, ast.Attribute) and "softmax" in n.attr.lower() for n in _own_nodes(fn)
         ):
             continue
-        for node in _Function(ctx, fn).reports():
+        found = _Function(ctx, fn).reports()
+        if found and _only_a_fallback(ctx, fn):
+            continue
+        for node in found:
             yield Report(node)
+
+
+def _calls_sdpa(ctx: FileContext, scope: ast.AST) -> bool:
+    return any(
+        isinstance(n, ast.Call) and ctx.names.qualname(n.func) == _SDPA for n in _own_nodes(scope)
+    )
+
+
+def _only_a_fallback(ctx: FileContext, fn: ast.AST) -> bool:
+    """Every call of ``fn`` in this file is made by a function that also calls the fused
+    kernel: a backend switch whose hand-written branch is the fallback (kohya's SD3
+    ``attention(mode=...)``: "torch" runs SDPA, "xformers" its kernel, anything else
+    ``vanilla_attention``)."""
+    name = getattr(fn, "name", "")
+    callers = [
+        ctx.enclosing_scope(call)
+        for call, _ in ctx.calls
+        if (isinstance(call.func, ast.Name) and call.func.id == name)
+        or (isinstance(call.func, ast.Attribute) and call.func.attr == name)
+    ]
+    return bool(callers) and all(
+        not isinstance(c, ast.Module) and _calls_sdpa(ctx, c) for c in callers
+    )
 
 
 HAND_WRITTEN_ATTENTION = Rule(
