@@ -24,8 +24,9 @@ import ast
 import re
 from collections.abc import Iterator
 
+from torchpace.lint.device import moves_to_a_device
 from torchpace.lint.loops import EVAL_NAME, dotted, iterated, walk
-from torchpace.lint.rule import FileContext, argument, keyword
+from torchpace.lint.rule import FileContext, argument
 
 
 class Unknown:
@@ -155,6 +156,32 @@ def _read_once(ctx: FileContext, call: ast.Call) -> bool:
     )
 
 
+def _only_peeked(ctx: FileContext, name: str) -> bool:
+    """Every read of the plain name ``name`` in the file is ``next(iter(name))``: a loader built
+    to show one batch (a tutorial's sample image), never looped over or handed on (issue 32)."""
+    uses = [
+        n
+        for n in ctx.of_type(ast.Name)
+        if n.id == name and isinstance(n.ctx, ast.Load)  # type: ignore[attr-defined]
+    ]
+    peeks = [n for n in uses if _read_once(ctx, n)]
+    return bool(peeks) and all(n in peeks or _inspected(ctx, n) for n in uses)
+
+
+_INSPECT = frozenset({"print", "len", "type", "repr", "str"})
+
+
+def _inspected(ctx: FileContext, node: ast.AST) -> bool:
+    """``loader`` shown, not consumed: a notebook cell's last expression (alone or in a
+    tuple), or ``print(loader)``, ``len(loader)``."""
+    parent = ctx.parents.get(id(node))
+    if isinstance(parent, ast.Tuple):
+        parent = ctx.parents.get(id(parent))
+    if isinstance(parent, ast.Expr):
+        return True
+    return isinstance(parent, ast.Call) and dotted(parent.func) in _INSPECT
+
+
 def _loops_over(ctx: FileContext, name: str) -> Iterator[ast.For | ast.AsyncFor]:
     for loop in ctx.of_type(ast.For, ast.AsyncFor):
         assert isinstance(loop, (ast.For, ast.AsyncFor))
@@ -181,6 +208,8 @@ def feeds_training(ctx: FileContext, call: ast.Call) -> bool:
     if EVAL_NAME.search(name.rsplit(".", 1)[-1]):
         return False
     loops = list(_loops_over(ctx, name))
+    if not loops and _only_peeked(ctx, name):
+        return False
     evaluation = {id(loop) for loop in ctx.loops.eval_loops}
     idle = {id(loop) for loop in loops if not any(isinstance(n, ast.Call) for n in walk(loop.body))}
     return not loops or not all(id(loop) in evaluation | idle for loop in loops)
@@ -195,24 +224,13 @@ def _dataset_class(ctx: FileContext, call: ast.Call) -> ast.ClassDef | None:
     return facts.classes.get(owner or "")
 
 
-def _moves_to_device(node: ast.AST) -> bool:
-    """``x.cuda()``, or ``x.to(device)`` / ``x.to("cuda")`` (not ``x.to(torch.long)``)."""
-    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
-        return False
-    if node.func.attr == "cuda":
-        return True
-    target = node.args[0] if node.args else getattr(keyword(node, "device"), "value", None)
-    text = ast.unparse(target) if target is not None else ""
-    return node.func.attr == "to" and ("device" in text.lower() or "cuda" in text)
-
-
 def yields_device_tensors(ctx: FileContext, call: ast.Call) -> bool:
     """The loader's dataset is a class of this file whose items are put on a device."""
     cls = _dataset_class(ctx, call)
     return cls is not None and any(
         isinstance(method, ast.FunctionDef)
         and method.name in {"__getitem__", "__iter__"}
-        and any(_moves_to_device(n) for n in ast.walk(method))
+        and any(moves_to_a_device(n, ctx.names) for n in ast.walk(method))
         for method in cls.body
     )
 

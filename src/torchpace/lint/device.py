@@ -121,20 +121,21 @@ def _last_name(node: ast.expr) -> str:
     return node.attr if isinstance(node, ast.Attribute) else ""
 
 
-def moves_to_a_device(call: ast.Call, names: Resolver) -> bool:
-    """``x.cuda()``, or ``x.to(d)`` where ``d`` names a CUDA device or a variable that says
-    "device" (``device``, ``self.device``, ``args.device``): a move off the host, as far as the
-    file shows."""
-    if not isinstance(call.func, ast.Attribute):
+def moves_to_a_device(node: ast.AST, names: Resolver) -> bool:
+    """``x.cuda()``, or ``x.to(d)`` where ``d`` names a CUDA device or says "device" or "cuda"
+    (``device``, ``batch.device``, ``get_device()``, ``f"cuda:{rank}"``; not ``torch.long``): a
+    move off the host, as far as the file shows. The one reading of a move for every rule."""
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
         return False
-    if call.func.attr == "cuda":
+    if node.func.attr == "cuda":
         return True
-    if call.func.attr != "to":
+    if node.func.attr != "to":
         return False
-    target = argument(call, "device", 0)
+    target = argument(node, "device", 0)
     if target is None:
         return False
-    return is_cuda_device(target, names) or "device" in _last_name(target).lower()
+    text = ast.unparse(target)
+    return "device" in text.lower() or "cuda" in text or is_cuda_device(target, names)
 
 
 def framework_on_cpu(ctx: FileContext) -> bool:
