@@ -107,7 +107,9 @@ def is_cadence_gate(test: ast.expr, helpers: frozenset[str] = frozenset()) -> bo
     """True for ``step % n == 0``-style tests: a comparison against a modulo, alone or in an
     ``and`` (``i % log_every == 0 and rank == 0``), or in an ``or`` whose other operands are
     rare: an equality (``step == last_step``) or a flag (``or args.debug``). ``helpers``: names
-    of same-file functions that return such a test (``divisible_by(step, every)``)."""
+    of same-file functions that return such a test (``divisible_by(step, every)``,
+    ``self.should_log_this_step()``), and ``=name`` for a variable only ever assigned one
+    (``log_now = step % every == 0``, then ``if log_now:``)."""
     if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
         return any(is_cadence_gate(v, helpers) for v in test.values)
     if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or):
@@ -121,6 +123,11 @@ def is_cadence_gate(test: ast.expr, helpers: frozenset[str] = frozenset()) -> bo
         return modulo or _first_steps(test) or _last_batch(test)
     if isinstance(test, ast.Call) and isinstance(test.func, ast.Name):
         return test.func.id in helpers
+    if isinstance(test, ast.Call) and isinstance(test.func, ast.Attribute):
+        owner = test.func.value
+        return isinstance(owner, ast.Name) and owner.id == "self" and test.func.attr in helpers
+    if isinstance(test, ast.Name):
+        return f"={test.id}" in helpers
     return False
 
 
@@ -467,15 +474,35 @@ def _ends_run(body: list[ast.stmt]) -> bool:
     return name in {"sys.exit", "exit", "quit", "os._exit"}
 
 
-def _cadence_helpers(facts: LoopFacts) -> frozenset[str]:
-    """Same-file functions whose every ``return`` is a cadence test: ``divisible_by(n, d)``."""
-    return frozenset(
+def _cadence_helpers(facts: LoopFacts, by_type: dict[type, list[Any]]) -> frozenset[str]:
+    """Same-file functions whose every ``return`` is a cadence test, or ``False`` beside one
+    (``divisible_by(n, d)``; OLMo's ``should_log_optim_metrics_this_step``: ``return False``
+    without W&B, else ``return self.global_step % interval == 0``); then, as ``=name``, the
+    variables assigned only such tests (:func:`is_cadence_gate`)."""
+
+    def gates(values: list[ast.expr]) -> bool:
+        tests = [v for v in values if not (isinstance(v, ast.Constant) and v.value is False)]
+        return bool(tests) and all(is_cadence_gate(v) for v in tests)
+
+    helpers = frozenset(
         name
         for name, functions in facts.functions.items()
-        if all(
-            (values := returned(f)) and all(is_cadence_gate(v) for v in values) for f in functions
-        )
+        if all(gates(returned(f)) for f in functions)
     )
+    values: dict[str, list[ast.expr]] = {}
+    for node in [*by_type.get(ast.Assign, ()), *by_type.get(ast.AugAssign, ())]:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target = node.targets[0]
+            if isinstance(target, ast.Name):
+                values.setdefault(target.id, []).append(node.value)
+        elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
+            values.setdefault(node.target.id, []).append(ast.Constant(None))  # not a plain gate
+    flags = {
+        f"={name}"
+        for name, assigned in values.items()
+        if all(is_cadence_gate(v, helpers) for v in assigned)
+    }
+    return helpers | flags
 
 
 def _mark_no_grad(facts: LoopFacts, by_type: dict[type, list[Any]]) -> None:
@@ -818,7 +845,7 @@ def analyse(
         return facts  # most library modules: nothing to analyse
     _collect_bindings(facts, tree, by_type)
     _mark_no_grad(facts, by_type)
-    facts.cadence_helpers = _cadence_helpers(facts)
+    facts.cadence_helpers = _cadence_helpers(facts, by_type)
     queue: list[Function] = []
     for scope in _scopes(tree):
         body = scope.body
