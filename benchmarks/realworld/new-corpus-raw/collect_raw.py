@@ -27,7 +27,7 @@ sys.path.insert(0, str(REALWORLD))
 
 from score import source_line  # noqa: E402
 
-NEW_SETS = ("new-change", "new-eval")
+NEW_SETS = ("new-change", "new-eval", "change-2")
 
 
 def lint(corpus: Path, dirname: str) -> list[dict]:
@@ -61,8 +61,10 @@ def lint(corpus: Path, dirname: str) -> list[dict]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--corpus", type=Path, default=ROOT / ".corpus" / "lint")
+    ap.add_argument("--set", action="append", default=[], help="only these sets (repeatable)")
     args = ap.parse_args()
-    repos = [r for r in json.loads((REALWORLD / "repos.json").read_text()) if r["set"] in NEW_SETS]
+    sets = tuple(args.set) or NEW_SETS
+    repos = [r for r in json.loads((REALWORLD / "repos.json").read_text()) if r["set"] in sets]
     manifest = {m["repo"]: m for m in json.loads((args.corpus / "MANIFEST.json").read_text())}
     table = []
     codes: set[str] = set()
@@ -100,7 +102,7 @@ def main() -> int:
         for key in (r["set"], "all"):
             totals[key].update(per)
             totals[key]["_files"] += nfiles
-    for key in (*NEW_SETS, "all"):
+    for key in (*sets, "all"):
         t = totals[key]
         lines.append(
             "| "
