@@ -77,3 +77,45 @@ def test_the_same_loop_without_an_environment_is_reported():
     found = _findings(plain)
     assert {(action, "TP201"), (score, "TP201")} <= found, found
     assert any(code == "TP302" for _, code in found)  # and the float32 CUDA loop
+
+
+# CleanRL's PPO (change-2): one loop per iteration holds the rollout (environment steps) and then
+# the update (epochs over minibatches), in the same function.
+PPO = """
+import gymnasium as gym
+import numpy as np
+import torch
+
+device = torch.device("cuda")
+
+
+def main(agent, optimizer, args):
+    envs = gym.vector.SyncVectorEnv([make_env() for _ in range(4)])
+    next_obs, _ = envs.reset()
+    for iteration in range(1, args.num_iterations + 1):
+        for step in range(0, args.num_steps):
+            with torch.no_grad():
+                action, logprob, _, value = agent.get_action_and_value(next_obs)
+            next_obs, reward, term, trunc, infos = envs.step(action.cpu().numpy())  # LINE_ACT
+            next_obs = torch.Tensor(next_obs).to(device)
+        clipfracs = []
+        for epoch in range(args.update_epochs):
+            for start in range(0, args.batch_size, args.minibatch_size):
+                _, newlogprob, entropy, newvalue = agent.get_action_and_value(b_obs[start:])
+                ratio = (newlogprob - b_logprobs[start:]).exp()
+                clipfracs += [((ratio - 1.0).abs() > 0.2).float().mean().item()]  # LINE_MB
+                loss = -(ratio * b_adv[start:]).mean()
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+        print(np.mean(clipfracs))
+"""
+
+
+def test_an_update_nested_in_the_environment_loop_is_a_training_loop_of_its_own():
+    found = _findings(PPO)
+    lines = PPO.splitlines()
+    minibatch = next(i for i, ln in enumerate(lines, 1) if "LINE_MB" in ln)
+    act = next(i for i, ln in enumerate(lines, 1) if "LINE_ACT" in ln)
+    assert (minibatch, "TP201") in found, found  # per gradient step, only for a log
+    assert not any(line == act and code.startswith("TP20") for line, code in found), found
