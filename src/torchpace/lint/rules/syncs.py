@@ -222,7 +222,23 @@ def _text(node: ast.expr) -> bool:
 def _check_tensor_formatted(ctx: FileContext) -> Iterator[Report]:
     for node, scope in _hot(ctx):
         for value in _formatted_tensors(node, ctx.tensors(scope)):
-            yield Report(value)
+            if not _behind_a_tensor_check(ctx, value, scope):
+                yield Report(value)
+
+
+def _behind_a_tensor_check(ctx: FileContext, node: ast.AST, scope: Scope) -> bool:
+    """Inside the body of an ``if`` on a tensor (``if torch.min(y) < -1.: print(...)``): a
+    sanity check's report, run when the check fails; TP204 reports the check itself (issue
+    32: VITS's mel_spectrogram)."""
+    child = node
+    for ancestor in ctx.ancestors(node):
+        if isinstance(ancestor, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            return False
+        checks = isinstance(ancestor, ast.If) and child in ancestor.body
+        if checks and any(True for _ in _tensor_operands(ancestor.test, ctx.tensors(scope))):  # type: ignore[attr-defined]
+            return True
+        child = ancestor
+    return False
 
 
 TENSOR_FORMATTED_IN_LOOP = Rule(
