@@ -58,6 +58,7 @@ class Found:
     end_line: int
     code: str
     text: str
+    col: int | None = None
 
     def key(self) -> str:
         cell = "" if self.cell is None else f"cell {self.cell}:"
@@ -90,18 +91,23 @@ def run_lint(corpus: Path, repos: list[str]) -> list[Found]:
         for f in json.loads(proc.stdout):
             path = f["path"].removeprefix("./")
             text = source_line(corpus, repo, path, f["cell"], f["line"])
-            found.append(Found(repo, path, f["cell"], f["line"], f["end_line"], f["code"], text))
+            found.append(
+                Found(repo, path, f["cell"], f["line"], f["end_line"], f["code"], text, f["col"])
+            )
     return found
 
 
 def _match(
     item: dict[str, Any], repo: str, pool: dict[tuple, list[Found]], used: set[int]
 ) -> Found | None:
-    """The unused current finding with the item's path, cell, code and text, nearest its line."""
+    """The unused current finding with the item's path, cell, code and text, nearest its line
+    (and at its column, where the judgement gives one: two findings of a rule on one line)."""
     cands = [
         f
         for f in pool.get((repo, item["path"], item.get("cell"), item["code"]), [])
-        if id(f) not in used and (f.text == item["text"] or f.line == item["line"])
+        if id(f) not in used
+        and (f.text == item["text"] or f.line == item["line"])
+        and (item.get("col") is None or f.col == item["col"])
     ]
     if not cands:
         return None

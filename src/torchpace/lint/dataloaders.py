@@ -156,13 +156,29 @@ def _read_once(ctx: FileContext, call: ast.Call) -> bool:
     )
 
 
-def _only_peeked(ctx: FileContext, name: str) -> bool:
-    """Every read of the plain name ``name`` in the file is ``next(iter(name))``: a loader built
-    to show one batch (a tutorial's sample image), never looped over or handed on (issue 32)."""
+def _next_assignment(ctx: FileContext, name: str, call: ast.Call) -> float:
+    """The line of the next assignment of another value to ``name`` after the loader
+    ``call``'s, in its scope (``loader = fabric.setup_dataloaders(loader)`` keeps it)."""
+    scope = ctx.enclosing_scope(call)
+    later = [
+        n.lineno
+        for n in ctx.of_type(ast.Assign)
+        if n.lineno > call.lineno
+        and any(dotted(t) == name for t in n.targets)
+        and ctx.enclosing_scope(n) is scope
+        and not any(dotted(v) == name for v in ast.walk(n.value) if isinstance(v, ast.expr))
+    ]
+    return min(later, default=float("inf"))
+
+
+def _only_peeked(ctx: FileContext, name: str, until: float = float("inf")) -> bool:
+    """Every read of the plain name ``name`` in the file (before line ``until``) is
+    ``next(iter(name))``: a loader built to show one batch (a tutorial's sample image), never
+    looped over or handed on (issue 32)."""
     uses = [
         n
         for n in ctx.of_type(ast.Name)
-        if n.id == name and isinstance(n.ctx, ast.Load)  # type: ignore[attr-defined]
+        if n.id == name and isinstance(n.ctx, ast.Load) and n.lineno < until  # type: ignore[attr-defined]
     ]
     peeks = [n for n in uses if _read_once(ctx, n)]
     return bool(peeks) and all(n in peeks or _inspected(ctx, n) for n in uses)
@@ -207,8 +223,11 @@ def feeds_training(ctx: FileContext, call: ast.Call) -> bool:
         return True
     if EVAL_NAME.search(name.rsplit(".", 1)[-1]):
         return False
-    loops = list(_loops_over(ctx, name))
-    if not loops and _only_peeked(ctx, name):
+    # Reads up to the name's next assignment are this loader's (a notebook's demo loader, then
+    # a training loader under the same name cells later).
+    until = _next_assignment(ctx, name, call)
+    loops = [loop for loop in _loops_over(ctx, name) if loop.lineno < until]
+    if not loops and _only_peeked(ctx, name, until):
         return False
     evaluation = {id(loop) for loop in ctx.loops.eval_loops}
     idle = {id(loop) for loop in loops if not any(isinstance(n, ast.Call) for n in walk(loop.body))}

@@ -379,6 +379,11 @@ def _bindings(scope: Scope, facts: LoopFacts) -> Iterator[tuple[str, ast.expr | 
             if params is not None:
                 yield params, _EVIDENCE  # ``for p in model.parameters()``: parameters
                 continue
+            if isinstance(node.target, ast.Name) and _counts(node.iter):
+                # ``for t in range(1000)``: an int, whatever ``t`` held before (a notebook's
+                # earlier ``t = torch.linspace(...)`` is not what the loop prints)
+                yield node.target.id, ast.Constant(0)
+                continue
             batch = facts.is_loader(node.iter)
             yield from _bind_loop_target(node.target, node.iter, batch=batch)
         elif isinstance(node, (ast.With, ast.AsyncWith)):
@@ -401,6 +406,15 @@ def _bindings(scope: Scope, facts: LoopFacts) -> Iterator[tuple[str, ast.expr | 
             text = dotted(node.func.value)
             if text is not None:
                 yield text, _EVIDENCE
+
+
+def _counts(iterable: ast.expr) -> bool:
+    """``range(...)``: a loop over ints."""
+    return (
+        isinstance(iterable, ast.Call)
+        and isinstance(iterable.func, ast.Name)
+        and iterable.func.id == "range"
+    )
 
 
 def _parameters(iterable: ast.expr, target: ast.expr) -> str | None:
