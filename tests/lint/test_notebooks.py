@@ -74,6 +74,34 @@ def test_code_cells_join_with_magics_blanked_and_lines_kept() -> None:
     ]
 
 
+def test_a_percent_continuing_python_is_not_a_magic() -> None:
+    # d2l-pytorch (issue 32): a format string's `%` operator on its own line, and a `%` inside
+    # a triple-quoted string, are Python; the three cells that held one were skipped whole.
+    cell = (
+        'print("epoch %d, loss %.4f"\n'
+        "      % (epoch, loss))\n"
+        "%timeit f()\n"
+        'doc = """\n'
+        "% not a magic\n"
+        '"""\n'
+        "total = (1 +\n"
+        "  2)\n"
+        "!ls"
+    )
+    nb = read_notebook(_notebook(("code", cell)))
+    assert nb.source.decode().splitlines() == [
+        'print("epoch %d, loss %.4f"',
+        "      % (epoch, loss))",
+        "pass",
+        'doc = """',
+        "% not a magic",
+        '"""',
+        "total = (1 +",
+        "  2)",
+        "pass",
+    ]
+
+
 def test_a_notebook_in_another_language_has_no_python() -> None:
     data = _notebook(("code", "x <- 1"), language_info={"name": "R"})
     assert read_notebook(data).source == b""

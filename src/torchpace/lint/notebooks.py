@@ -9,8 +9,9 @@ Python (``%%time``, ``%%timeit``, ``%%capture``, ``%%prun``). So line numbers ne
 
 Findings are then reported per cell: ``cell`` is the 1-based index of the cell among all cells
 of the notebook, markdown included (``cells[cell - 1]`` in the file, as ruff counts), and
-``line`` is the line within that cell. Limitation: a line inside a multi-line string that
-looks like a magic is rewritten too, which can only change what the string says.
+``line`` is the line within that cell. Only a line that begins a logical line can be IPython
+syntax: one inside brackets, a triple-quoted string or after a backslash is Python's (a
+``% (a, b)`` continuing a format string).
 """
 
 from __future__ import annotations
@@ -114,16 +115,54 @@ def _python_lines(lines: list[str]) -> list[str]:
             return ["" for _ in lines]
     out: list[str] = []
     continues = False  # the previous line was IPython syntax ending with a backslash
-    for line in lines:
+    for line, starts in zip(lines, _logical_starts(lines), strict=True):
         if continues:
             out.append("")
-        elif _MAGIC.match(line) or line.lstrip().startswith("%%"):
+        elif starts and (_MAGIC.match(line) or line.lstrip().startswith("%%")):
             out.append(line[: len(line) - len(line.lstrip())] + "pass")
         else:
             out.append(line)
             continue
         continues = line.rstrip().endswith("\\")
     return out
+
+
+def _logical_starts(lines: list[str]) -> list[bool]:
+    """Whether each line begins a logical line: not inside brackets or a triple-quoted string
+    opened above, nor after a backslash (``print("%d"\\n      % (a,))``: the second line is
+    the first's ``%`` operator, not a magic; issue 32: three d2l cells were skipped so)."""
+    starts = []
+    depth, quote, joined = 0, "", False
+    for line in lines:
+        starts.append(depth == 0 and not quote and not joined)
+        i = 0
+        while i < len(line):
+            ch = line[i]
+            if quote:
+                if ch == "\\":
+                    i += 2
+                    continue
+                if line.startswith(quote, i):
+                    i += len(quote)
+                    quote = ""
+                    continue
+            elif ch == "#":
+                break
+            elif line.startswith(('"""', "'''"), i):
+                quote = line[i : i + 3]
+                i += 3
+                continue
+            elif ch in "\"'":
+                quote = ch
+            elif ch in "([{":
+                depth += 1
+            elif ch in ")]}":
+                depth = max(0, depth - 1)
+            i += 1
+        if len(quote) == 1:
+            quote = ""  # a one-line string ends with its line (or is an error Python reports)
+        joined = line.rstrip().endswith("\\") and not quote
+    return starts
 
 
 def _source_text(cell: dict[str, Any], number: int) -> str:
