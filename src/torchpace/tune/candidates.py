@@ -58,11 +58,13 @@ PRIORITY = (
 )
 
 
+_RANK = {tid: i for i, tid in enumerate(PRIORITY)}
+
+
 def priority(cand: Candidate) -> int:
     """Where ``cand`` stands in PRIORITY: by the latest of its techniques; one of none of them
     (loader workers, set_to_none: offered by the script's facts alone) after all."""
-    order = {tid: i for i, tid in enumerate(PRIORITY)}
-    return max((order.get(t, len(order)) for t in cand.techniques), default=len(order))
+    return max((_RANK.get(t, len(_RANK)) for t in cand.techniques), default=len(_RANK))
 
 
 def uses_attention(module: nn.Module) -> bool:

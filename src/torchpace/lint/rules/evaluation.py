@@ -9,6 +9,7 @@ from torchpace.lint.loops import (
     LOOPS,
     MODEL_NAME,
     Loop,
+    LoopFacts,
     Scope,
     disables_grad,
     dotted,
@@ -47,6 +48,14 @@ def _called_with_grad(ctx: FileContext, scope: Scope) -> bool:
     return bool(sites) and not all(grad_disabled(ctx, call) for call in sites)
 
 
+def _a_module(facts: LoopFacts, name: str) -> bool:
+    """``name`` holds a module: an instance of a class of this file, or of a torch.nn class."""
+    owner = facts.instances.get(name, "")
+    return owner in facts.classes or (
+        owner.startswith("torch.nn.") and owner.rsplit(".", 1)[-1][:1].isupper()
+    )
+
+
 def called_models(ctx: FileContext, loop: Loop) -> set[str]:
     """The targets of calls in the loop that run a model: ``model(x)``, ``self.net(x)``."""
     facts = ctx.loops
@@ -57,12 +66,7 @@ def called_models(ctx: FileContext, loop: Loop) -> set[str]:
         target = dotted(node.func)
         if target is None:
             continue
-        owner = facts.instances.get(target, "")
-        if (
-            owner in facts.classes
-            or (owner.startswith("torch.nn.") and owner.rsplit(".", 1)[-1][:1].isupper())
-            or MODEL_NAME.search(target.rsplit(".", 1)[-1])
-        ):
+        if _a_module(facts, target) or MODEL_NAME.search(target.rsplit(".", 1)[-1]):
             found.add(target)
     return found
 
@@ -122,12 +126,8 @@ def _model_call(ctx: FileContext, call: ast.Call) -> bool:
         base = dotted(call.func.value)
         if base is not None and base not in {"self", "cls", "torch", "F", "np"}:
             candidates.append(base)
-    for name in candidates:
-        owner = facts.instances.get(name, "")
-        if owner in facts.classes:
-            return True
-        if owner.startswith("torch.nn.") and owner.rsplit(".", 1)[-1][:1].isupper():
-            return True
+    if any(_a_module(facts, name) for name in candidates):
+        return True
     return bool(MODEL_NAME.search(target.split(".")[0])) and target.split(".")[0] != "self"
 
 
