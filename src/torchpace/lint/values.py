@@ -31,7 +31,6 @@ class Option:
     names: tuple[str, ...]  # as written: ("-b", "--batch-size")
     dest: str
     default: ast.expr | None
-    call: ast.Call
 
     @property
     def flag(self) -> str:
@@ -80,7 +79,6 @@ def options(ctx: FileContext) -> list[Option]:
                 written,
                 str(own) if own is not None else _dest_of(call, names),
                 default.value if default is not None else None,
-                call,
             )
         )
     return found
