@@ -6,6 +6,9 @@ PY := $(VENV)/bin/python
 # would pull several GB of CUDA packages. The package's own `torch>=2.4` then installs nothing.
 TORCH_PIN ?= torch==2.13.0
 STAMP := $(VENV)/.installed
+# `make test` runs the suite this many tests at a time (pytest-xdist), then the tests marked
+# `serial` (they measure time or load) one at a time with nothing beside them.
+TEST_WORKERS ?= 2
 
 .PHONY: demo test test-slow lint typecheck docs clean browser
 
@@ -31,7 +34,8 @@ test: $(STAMP) browser
 	$(PY) -m ruff check src tests examples benchmarks
 	$(PY) -m ruff format --check src tests examples benchmarks
 	$(PY) -m mypy
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal -m "not slow and not serial"
+	$(PY) -m pytest -m "serial and not slow"
 
 test-slow: $(STAMP)
 	$(PY) -m pytest -m slow

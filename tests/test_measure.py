@@ -18,6 +18,9 @@ from torchpace.measure.paired import Variant, compare
 from torchpace.measure.stats import summarize
 from torchpace.measure.timing import Work, measure_steps
 
+# Measures time or load: `make test` runs it alone, never beside another test (pytest -m serial).
+pytestmark = pytest.mark.serial
+
 CPU = torch.device("cpu")
 
 

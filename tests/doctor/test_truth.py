@@ -17,6 +17,9 @@ from torch.optim import optimizer as optimizer_module
 
 from torchpace.doctor import script, watch
 
+# Measures time or load: `make test` runs it alone, never beside another test (pytest -m serial).
+pytestmark = pytest.mark.serial
+
 SCRIPTS = Path(__file__).resolve().parent / "scripts"
 
 

@@ -17,6 +17,9 @@ from torchpace.tune.noise import trials_noise
 from torchpace.tune.search import MIN_GAIN, _speedup
 from torchpace.tune.trial import TrialResult
 
+# Measures time or load: `make test` runs it alone, never beside another test (pytest -m serial).
+pytestmark = pytest.mark.serial
+
 SCRIPTS = Path(__file__).resolve().parent / "scripts"
 
 

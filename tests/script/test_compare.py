@@ -209,6 +209,8 @@ def _compare(repo: Path, *extra: str) -> tuple[int, dict, str]:
     return proc.returncode, json.loads(out.read_text()), proc.stdout
 
 
+# Measures time: `make test` runs it alone, never beside another test (pytest -m serial).
+@pytest.mark.serial
 def test_gate_fails_on_a_step_planted_10_percent_slower(tmp_path: Path) -> None:
     repo = _repo(tmp_path)
     script = repo / "train.py"

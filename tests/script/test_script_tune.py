@@ -6,12 +6,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from torchpace.train.plan import Plan
 from torchpace.tune import search
 from torchpace.tune.candidates import Candidate
 from torchpace.tune.noise import NOISY
 from torchpace.tune.results import ResultsFile
 from torchpace.tune.search import Settings, tune
+
+# Measures time or load: `make test` runs it alone, never beside another test (pytest -m serial).
+pytestmark = pytest.mark.serial
 
 SCRIPT = str(Path(__file__).parent / "scripts" / "planted.py")
 CANDS = [
