@@ -290,3 +290,19 @@ def test_without_a_timed_estimate_the_peaks_remain_the_basis() -> None:
     (hit,) = [f for f in diagnose(ev)[0] if f.pattern == "float32-compute"]
     assert hit.measured["basis"] == "device peaks"
     assert "an upper bound" in hit.message
+
+
+def test_channels_last_is_not_advised_for_a_model_the_format_breaks_here() -> None:
+    # The settings snapshot names the hazard (speedups.memory_format.channels_last_hazard): a 1x1
+    # strided CPU convolution whose weight gradient oneDNN gets wrong in NHWC.
+    settings = {
+        "autocast": ["cpu:bfloat16"],
+        "optimizers": [],
+        "conv_model": True,
+        "channels_last_input": False,
+    }
+    plain = _evidence({"forward": 0.4, "backward": 0.6}, settings=settings)
+    assert "channels-first-convs" in _patterns(diagnose(plain)[0])
+    hazard = {**settings, "channels_last_hazard": "down.0 is a 1x1 convolution with stride ..."}
+    broken = _evidence({"forward": 0.4, "backward": 0.6}, settings=hazard)
+    assert "channels-first-convs" not in _patterns(diagnose(broken)[0])

@@ -163,7 +163,7 @@ def test_make_optimizer_builds_fused_by_name_and_names_bad_input() -> None:
 # -- channels_last, compile, fast math --------------------------------------------------------
 def test_channels_last_converts_convs_and_keeps_outputs() -> None:
     torch.manual_seed(0)
-    model = cnn.model(width=8).eval()
+    model = cnn.model(width=16).eval()
     x = torch.randn(2, 3, 32, 32)
     ref = model(x)
     assert use_channels_last(model).changed
@@ -246,4 +246,4 @@ def test_fast_math_on_cuda_turns_on_cudnn_benchmark_and_tf32() -> None:
 def test_no_warning_when_a_technique_applies() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        use_channels_last(cnn.model(width=8))
+        use_channels_last(cnn.model(width=16))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Iterator
 from typing import Any
 
@@ -12,6 +13,7 @@ from torch.utils.data import DataLoader
 from torchpace.bench.configs import TrainConfig
 from torchpace.measure.timing import StepFn, Work
 from torchpace.speedups.loading import to_device
+from torchpace.speedups.memory_format import in_effect, use_channels_last
 from torchpace.workloads.protocol import Recipe
 
 
@@ -35,9 +37,9 @@ def build_step(recipe: Recipe, cfg: TrainConfig, device: torch.device, *, seed: 
     """
     torch.manual_seed(seed)
     model = recipe.model().to(device)
-    if cfg.channels_last:
-        # memory_format is a documented keyword of Module.to that torch's type stubs omit.
-        model = model.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
+    if cfg.channels_last and not in_effect(use_channels_last(model)):
+        # A model channels_last breaks on this device (use_channels_last said why): as written.
+        cfg = dataclasses.replace(cfg, channels_last=False)
     model.train()
     opt = _optimizer(recipe, cfg, model.parameters(), recipe.lr)
     loader = DataLoader(

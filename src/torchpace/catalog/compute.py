@@ -209,7 +209,10 @@ ENTRIES: tuple[Technique, ...] = (
             "Networks with few convolutions, or with ops that do not keep the format (custom "
             "ops, code calling .contiguous()), pay for repeated layout conversions and can end "
             "up slower. It applies to 4-d tensors only (channels_last_3d for 5-d), and .view() "
-            "on a channels_last tensor can fail where .reshape() or .flatten() works."
+            "on a channels_last tensor can fail where .reshape() or .flatten() works. On CPUs, "
+            "oneDNN computes the weight gradient of a 1x1 strided convolution with fewer input "
+            "channels than its block (8, or 16 with AVX-512) wrong in channels_last, and crashes "
+            "with one thread (uxlfoundation/oneDNN#6035): torchpace leaves such a model as it is."
         ),
         measured=(
             "cnn train step against fp32 NCHW: 1.18x [1.13-1.22] alone, 2.42x [2.37-2.48] together"

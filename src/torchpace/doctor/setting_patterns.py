@@ -19,6 +19,8 @@ def channels_last_match(ev: Evidence) -> list[RuntimeFinding]:
     # Only when a 4-D input was seen and it was channels-first (None: no 4-D input seen).
     if not (s.get("conv_model") and fast_conv) or s.get("channels_last_input") is not False:
         return []
+    if s.get("channels_last_hazard"):  # a convolution the format breaks on this device
+        return []
     return _setting(
         "channels-first-convs",
         "channels-last",

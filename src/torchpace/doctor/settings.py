@@ -10,6 +10,7 @@ from torch import nn
 
 from torchpace.doctor.records import Records
 from torchpace.measure import compat
+from torchpace.speedups.memory_format import channels_last_hazard
 
 
 def _conv_weights_channels_last(modules: list[nn.Module]) -> bool | None:
@@ -43,6 +44,8 @@ def snapshot(
         "conv_model": _has_conv(modules),
         "channels_last_input": channels_last_input,
         "channels_last_weights": _conv_weights_channels_last(modules),
+        # why channels_last would break a convolution here (oneDNN#6035), or None
+        "channels_last_hazard": next(filter(None, map(channels_last_hazard, modules)), None),
         "optimizers": [o.to_dict() for o in records.optimizers.values()],
         "compiled": bool(names & {"OptimizedModule"}),
         "data_parallel": "DataParallel" in names,

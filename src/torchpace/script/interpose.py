@@ -40,7 +40,7 @@ from torchpace.speedups.applied import Applied, done, skipped
 from torchpace.speedups.compile import compile_forward
 from torchpace.speedups.fast_math import FastMath, set_fast_math
 from torchpace.speedups.forward import use_attention_backend
-from torchpace.speedups.memory_format import use_channels_last
+from torchpace.speedups.memory_format import in_effect, use_channels_last
 from torchpace.speedups.optim import fuse_optimizer
 from torchpace.speedups.precision import Precision, choose_precision
 from torchpace.speedups.surgery import fold_conv_bias
@@ -74,6 +74,7 @@ class Interposer:
 
     def __init__(self, plan: Plan, *, device: torch.device) -> None:
         self.plan = plan
+        self._channels_last = False  # the model was put in channels_last: convert its inputs
         self.device = device
         self.applied: list[Applied] = []
         self.patches = Patches()
@@ -202,6 +203,7 @@ class Interposer:
                 drop_removed_params(opt, root, before)
         if plan.channels_last:
             self.applied.append(use_channels_last(root))
+            self._channels_last = in_effect(self.applied[-1])
         if plan.attention != "default":
             self.applied.append(use_attention_backend(root, backend=plan.attention))
         if plan.compile != "off":
@@ -231,7 +233,7 @@ class Interposer:
                 self._autocast = self._precision.autocast()
                 self._autocast.__enter__()
                 self._note_autocast()
-        if self.plan.channels_last and self.facts.get("has_conv"):
+        if self._channels_last and self.facts.get("has_conv"):
             changed = tuple(_channels_last(a) for a in args)
             if any(c is not a for c, a in zip(changed, args, strict=True)):
                 return changed

@@ -11,6 +11,7 @@ when the plan changes its settings, batching or sharding, and wrapped in a ``Dev
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -31,7 +32,7 @@ from torchpace.speedups.loading import (
     loader_settings,
     tuned_loader,
 )
-from torchpace.speedups.memory_format import use_channels_last
+from torchpace.speedups.memory_format import in_effect, use_channels_last
 from torchpace.speedups.optim import fuse_optimizer
 from torchpace.speedups.preallocate import preallocate
 from torchpace.speedups.precision import choose_precision
@@ -69,6 +70,8 @@ def prepare(
         drop_removed_params(optimizer, model, before)
     if plan.channels_last:
         records.append(use_channels_last(model))
+        if not in_effect(records[-1]):  # the loader then leaves the inputs' layout alone too
+            plan = dataclasses.replace(plan, channels_last=False)
     if plan.checkpoint_modules:
         names = set(plan.checkpoint_modules)
         records.append(
