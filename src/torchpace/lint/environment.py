@@ -9,9 +9,8 @@ An environment is recognised by its name (``env``, ``envs``, ``environment``, ``
 ``train_env``, ``self.env``, ...) or by what built it (``gym.make``, ``gymnasium.make``,
 ``make_vec_env``, a vector-env class). The environment-bound nodes are those lexically inside
 such a loop, and those of the functions it calls directly (``select_action(state)``), except
-inside a loop, of that loop or of those functions, that trains on its own and steps no
-environment (a PPO update's epochs over its minibatches: syncs there happen per gradient step,
-not per environment step).
+inside a loop of those functions that trains on its own (a PPO update's epochs over its
+minibatches: syncs there happen per gradient step, not per environment step).
 """
 
 from __future__ import annotations
@@ -75,20 +74,7 @@ def env_bound(ctx: FileContext) -> frozenset[int]:
         if not any(_steps_env(n, made) for n in body):
             continue
         scope = ctx.enclosing_scope(loop)
-        # A loop nested in it that trains and steps no environment is the update between two
-        # rollouts (CleanRL's PPO: for iteration: [rollout of env steps] then [epochs over
-        # minibatches]): its syncs happen per gradient step, as in a called update function.
-        inner_training = {
-            id(n)
-            for inner in body
-            if isinstance(inner, LOOPS)
-            and facts.trains(inner.body, scope)
-            and not any(_steps_env(n, made) for n in walk(inner.body, into_loops=True))
-            for n in ast.walk(inner)
-        }
         for node in body:
-            if id(node) in inner_training:
-                continue
             bound.add(id(node))
             if isinstance(node, ast.Call):
                 callees += facts.callees(node, scope)

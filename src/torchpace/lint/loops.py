@@ -23,7 +23,6 @@ rules built on it stay quiet rather than guess.
 from __future__ import annotations
 
 import ast
-import collections
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -581,56 +580,6 @@ def _collect_bindings(facts: LoopFacts, tree: ast.Module, by_type: dict[type, li
         seen.setdefault(target, set()).add(owner or "?")
     # An instance is known only when every assignment to the name agrees.
     facts.instances = {t: next(iter(o)) for t, o in seen.items() if len(o) == 1 and "?" not in o}
-    facts.instances.update(_injected(facts, by_type))
-
-
-def _injected(facts: LoopFacts, by_type: dict[type, list[Any]]) -> dict[str, str]:
-    """Modules handed to a module of this file: ``self.encoder = encoder`` in
-    ``Seq2Seq.__init__``, built as ``Seq2Seq(Encoder(...), dec)`` or ``Seq2Seq(enc, dec)`` with
-    ``enc = Encoder(...)`` (the tutorials' composed models, issue 32): ``self.encoder`` is an
-    ``Encoder``, when every module handed there is one and nothing else is assigned to it."""
-    attrs: dict[tuple[str, str], list[str]] = {}  # (class, parameter) -> "self.x" it is kept as
-    params: dict[str, list[str]] = {}
-    for name, cls in facts.classes.items():
-        init = next(
-            (n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"), None
-        )
-        if init is None:
-            continue
-        params[name] = [a.arg for a in init.args.args[1:]]
-        for node in ast.walk(init):
-            if isinstance(node, ast.Assign) and len(node.targets) == 1:
-                target = dotted(node.targets[0]) or ""
-                value = node.value
-                param = value.id if isinstance(value, ast.Name) else None
-                if target.startswith("self.") and param in params[name]:
-                    attrs.setdefault((name, param), []).append(target)  # type: ignore[arg-type]
-    if not attrs:
-        return {}
-    handed: dict[str, set[str]] = {}
-    for call in by_type.get(ast.Call, ()):
-        if not (isinstance(call.func, ast.Name) and call.func.id in params):
-            continue
-        built = call.func.id
-        bound = [*zip(params[built], call.args, strict=False)]
-        bound += [(k.arg, k.value) for k in call.keywords if k.arg]
-        for param, arg in bound:
-            for target in attrs.get((built, param), ()):
-                arg = _strip_moves(arg)
-                if isinstance(arg, ast.Call) and isinstance(arg.func, ast.Name):
-                    owner = arg.func.id if arg.func.id in facts.classes else "?"
-                else:
-                    owner = facts.instances.get(dotted(arg) or "", "?")
-                handed.setdefault(target, set()).add(owner if owner in facts.classes else "?")
-    from_params = collections.Counter(t for targets in attrs.values() for t in targets)
-    assigned = collections.Counter(
-        dotted(n.targets[0]) for n in by_type.get(ast.Assign, ()) if len(n.targets) == 1
-    )
-    return {
-        target: next(iter(owners))
-        for target, owners in handed.items()
-        if len(owners) == 1 and "?" not in owners and assigned[target] == from_params[target]
-    }
 
 
 _CADENCE_FLAG = re.compile(r"log|sample|save|eval|print|report|every|checkpoint", re.IGNORECASE)

@@ -364,9 +364,6 @@ def _bindings(scope: Scope, facts: LoopFacts) -> Iterator[tuple[str, ast.expr | 
     for node in walk(scope.body):
         if isinstance(node, ast.Assign):
             for target in node.targets:
-                if isinstance(target, ast.Tuple) and _recurrent_call(node.value, facts):
-                    yield from _leaves(target)  # ``output, (h, c) = self.lstm(x)``
-                    continue
                 yield from _bind(target, node.value)
         elif isinstance(node, ast.AnnAssign) and node.value is not None:
             yield from _bind(node.target, node.value)
@@ -432,28 +429,6 @@ def _parameters(iterable: ast.expr, target: ast.expr) -> str | None:
     ):
         return target.elts[1].id
     return None
-
-
-_RECURRENT = frozenset(f"torch.nn.{m}" for m in ("RNN", "LSTM", "GRU"))
-
-
-def _recurrent_call(value: ast.expr, facts: LoopFacts) -> bool:
-    """A call of a torch RNN, LSTM or GRU module: every element of what it returns is a tensor
-    (the output, and the final hidden state or the (h, c) pair)."""
-    if not isinstance(value, ast.Call):
-        return False
-    owner = facts.instances.get(dotted(value.func) or "", "")
-    return owner in _RECURRENT or owner.startswith("torch.nn.modules.rnn.")
-
-
-def _leaves(target: ast.expr) -> Iterator[tuple[str, ast.expr | None]]:
-    for element in target.elts if isinstance(target, (ast.Tuple, ast.List)) else [target]:
-        if isinstance(element, (ast.Tuple, ast.List)):
-            yield from _leaves(element)
-        elif isinstance(element, ast.Name):
-            yield element.id, _EVIDENCE
-        else:
-            yield from _bind(element, None)
 
 
 def _bind(target: ast.expr, value: ast.expr | None) -> Iterator[tuple[str, ast.expr | None]]:

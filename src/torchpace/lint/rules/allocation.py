@@ -135,8 +135,7 @@ _TRANSFORMS = _CASTS | frozenset(
         "unsqueeze", "squeeze", "repeat", "expand", "view", "reshape", "flatten", "flip", "t",
         "transpose", "permute", "contiguous", "clone", "exp", "log", "sqrt", "rsqrt", "sin",
         "cos", "pow", "mul", "add", "sub", "div", "cumsum", "tril", "triu", "neg", "abs",
-        "reciprocal", "repeat_interleave", "to_dense", "fill_", "zero_", "masked_fill",
-        "masked_fill_", "clamp", "clamp_", "floor", "ceil", "round",
+        "reciprocal", "repeat_interleave", "to_dense",
     }
 )  # fmt: skip
 # torch functions that compute a tensor from their tensor arguments, on those tensors' device.

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 from torchpace.lint.device import may_use_accelerator
 from torchpace.lint.loops import Scope, dotted
-from torchpace.lint.rule import Check, FileContext, Report, Rule, keyword
+from torchpace.lint.rule import Check, FileContext, Report, Rule
 from torchpace.lint.tensors import TensorFacts
 
 REFERENCES = 'PyTorch Performance Tuning Guide, "Avoid unnecessary CPU-GPU synchronization"'
@@ -72,38 +72,9 @@ def _reads_scale(call: ast.Call) -> bool:
     return func.attr == "state_dict" and "scaler" in owner
 
 
-# torchmetrics' aggregators (MeanMetric, RunningMean, ...) check every update for NaNs with
-# ``if nans.any():`` unless built with ``nan_strategy="disable"``: a host read per call (issue 32:
-# LitGPT's running loss, updated every micro-batch and read only when logging).
-_AGGREGATORS = frozenset(
-    f"torchmetrics.{m}.{c}"
-    for m in ("aggregation", "wrappers.running")
-    for c in ("MeanMetric", "SumMetric", "MaxMetric", "MinMetric", "CatMetric", "RunningMean",
-              "RunningSum")
-) | frozenset(
-    f"torchmetrics.{c}"
-    for c in ("MeanMetric", "SumMetric", "MaxMetric", "MinMetric", "CatMetric", "RunningMean",
-              "RunningSum")
-)  # fmt: skip
-
-
-def _nan_checked_update(ctx: FileContext, call: ast.Call) -> bool:
-    """``metric.update(x)`` or ``metric(x)`` of a torchmetrics aggregator whose every
-    construction in this file keeps the default NaN check."""
-    func = call.func
-    target = dotted(func.value if isinstance(func, ast.Attribute) else func)
-    if isinstance(func, ast.Attribute) and func.attr not in ("update", "forward"):
-        return False
-    owner = ctx.loops.instances.get(target or "", "")
-    if owner not in _AGGREGATORS:
-        return False
-    built = [c for c, name in ctx.calls if name == owner]
-    return bool(built) and all(keyword(c, "nan_strategy") is None for c in built)
-
-
 def _check_host_sync(ctx: FileContext) -> Iterator[Report]:
     for call, qual, scope in hot_calls(ctx):
-        if _reads_scale(call) or _nan_checked_update(ctx, call):
+        if _reads_scale(call):
             yield Report(call)
             continue
         if _sync_method(call):
@@ -136,10 +107,8 @@ HOST_SYNC_IN_LOOP = Rule(
     doc=f"""\
 ## What it does
 Flags `.item()`, `.tolist()`, `.cpu()` and `.numpy()`, `float()` / `int()` / `bool()` of a
-tensor, a GradScaler's `get_scale()` or `state_dict()` (both read the scale with `.item()`), and
-the `update()` of a torchmetrics aggregator (`MeanMetric`, `RunningMean`, ...) built with the
-default `nan_strategy` (it checks each value with `if nans.any():`; `nan_strategy="disable"`
-skips the check), inside a training loop or a function that the loop calls. Calls under
+tensor, and a GradScaler's `get_scale()` or `state_dict()` (both read the scale with `.item()`),
+inside a training loop or a function that the loop calls. Calls under
 a logging cadence (`if step % 100 == 0:`, `if step % 100 == 0 or step == last:`), after the
 loop, and in evaluation loops (under `torch.no_grad()`, after `model.eval()`, in a function
 named for evaluation) are not flagged; the optimizer step of gradient accumulation
