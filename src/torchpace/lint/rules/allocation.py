@@ -95,6 +95,18 @@ def _device_argument(ctx: FileContext, call: ast.Call) -> str | None:
     return None
 
 
+def _moves_to_device(ctx: FileContext, call: ast.Call) -> bool:
+    """A ``.to(...)`` that moves to a device: ``.to(device)``, ``.to("cuda")``, or any
+    ``device=`` keyword (``.to(dtype=x.dtype, device=x.device)``), whether or not the rule can
+    rewrite it."""
+    if call.args and _looks_like_device(ctx, call.args[0]):
+        return True
+    device = keyword(call, "device")
+    return device is not None and not (
+        isinstance(device.value, ast.Constant) and device.value.value is None
+    )
+
+
 def _looks_like_device(ctx: FileContext, node: ast.expr) -> bool:
     """``device``, ``args.device``, ``x.device``, ``"cuda:0"``, ``torch.device(...)``."""
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
@@ -257,9 +269,7 @@ def _check_host_created_then_moved(ctx: FileContext) -> Iterator[Report]:
             # earlier (``z = torch.randn(n, d); z = z.type_as(imgs)``): reported, not fixed
             name = dotted(factory)
             made = _made_on_host(ctx, name, scope) if name is not None else []
-            to_device = func.attr != "to" or bool(
-                call.args and _looks_like_device(ctx, call.args[0])
-            )
+            to_device = func.attr != "to" or _moves_to_device(ctx, call)
             if to_device and _host_factory(ctx, factory) is not None:
                 yield Report(call)
             elif to_device and made:
@@ -273,7 +283,7 @@ def _check_host_created_then_moved(ctx: FileContext) -> Iterator[Report]:
         assert isinstance(factory, ast.Call)
         device = _device_argument(ctx, call)
         if device is None:
-            if func.attr == "cuda" or (call.args and _looks_like_device(ctx, call.args[0])):
+            if func.attr == "cuda" or _moves_to_device(ctx, call):
                 yield Report(call)  # a move to a device, but not one we can rewrite exactly
             continue
         yield Report(call, _device_fix(factory, call, device, ctx.names.qualname(factory.func)))
