@@ -256,10 +256,15 @@ def test_a_hand_written_update_without_an_optimizer_is_stepped_at_backward() -> 
     assert result["micro_steps"] == 1
     assert result["samples_per_step"] == planted["BATCH"]
     # Each step holds one update (it falls at the start of the step after its backward): the
-    # planted 100 ms sleep and a forward-backward of a 600-parameter MLP (a few ms, tens
-    # beside CPU-bound processes); two updates would be 200 ms.
+    # planted 100 ms sleep, timed outside forward and backward; two updates would be 200 ms. The
+    # forward-backward of the 600-parameter MLP beside it takes a few ms quiet and 50 ms and more
+    # beside CPU-bound processes (a 152 ms step failed a bound on the whole step in make test
+    # beside two hogs), so the bound is on the phase the sleep is timed in, which load does not
+    # stretch past a scheduler slice per wake-up.
     median = result["step_seconds"]["median"]
-    assert planted["UPDATE_S"] <= median < 1.5 * planted["UPDATE_S"]
+    assert median >= planted["UPDATE_S"]
+    update = result["breakdown"]["other"]["seconds"]["median"]
+    assert planted["UPDATE_S"] <= update < 1.5 * planted["UPDATE_S"]
     assert result["breakdown"]["backward"]["seconds"]["median"] < planted["UPDATE_S"] / 2
 
 
