@@ -33,6 +33,11 @@ def _ctx(source: str) -> FileContext:
         "import torch\nuse_accel = torch.accelerator.is_available()\n"
         "device = torch.accelerator.current_accelerator() if use_accel else torch.device('cpu')",
         "import torch\ntorch.accelerator.set_device_index(rank)",
+        # detectron2's plain_train_net.py: the model's device comes from a config; DDP's
+        # device_ids are CUDA devices (a CPU module must leave them None)
+        "from torch.nn.parallel import DistributedDataParallel\n"
+        "model = DistributedDataParallel(model, device_ids=[comm.get_local_rank()])",
+        "import torch\nm = torch.nn.parallel.DistributedDataParallel(m, [rank])",
     ],
 )
 def test_cuda_files(source: str) -> None:
@@ -50,6 +55,8 @@ def test_cuda_files(source: str) -> None:
         "import torch\nd = torch.device('mps')",
         "import torch.distributed as dist\ndist.init_process_group('gloo')",
         "import torch\nok = torch.accelerator.is_available()",  # checks, never places
+        "import torch\nm = torch.nn.parallel.DistributedDataParallel(m, device_ids=None)",
+        "import torch\nm = torch.nn.parallel.DistributedDataParallel(m)",  # CPU and gloo too
     ],
 )
 def test_files_that_do_not_show_cuda(source: str) -> None:

@@ -15,7 +15,9 @@ device, creates them there, or picks CUDA as its device:
 - ``torch.accelerator.current_accelerator()`` (the device idiom of torch 2.6+: the CUDA device
   on a GPU machine), ``torch.accelerator.set_device_index(...)``;
 - ``torch.cuda.set_device(...)``, and ``torch.distributed.init_process_group("nccl")`` (NCCL
-  runs on CUDA devices only).
+  runs on CUDA devices only);
+- ``DistributedDataParallel(model, device_ids=[...])``: device ids are CUDA devices (a CPU
+  module's must be None).
 
 A CUDA device is the string ``"cuda"`` or ``"cuda:N"``, an f-string or ``+``/``%`` expression that
 starts with ``"cuda:"``, ``torch.device`` of one of these, or a conditional expression
@@ -81,9 +83,25 @@ def is_cuda_device(node: ast.expr | None, names: Resolver) -> bool:
     return _starts_with_cuda_index(node)
 
 
+# DistributedDataParallel's device_ids are CUDA device indices: "For single-device modules,
+# device_ids can contain exactly one device id"; for CPU modules they must be None (torch docs).
+_DDP = frozenset(
+    {
+        "torch.nn.parallel.DistributedDataParallel",
+        "torch.nn.parallel.distributed.DistributedDataParallel",
+    }
+)
+
+
+def _given(node: ast.expr | None) -> bool:
+    return node is not None and not (isinstance(node, ast.Constant) and node.value is None)
+
+
 def _call_uses_cuda(call: ast.Call, name: str | None, names: Resolver) -> bool:
     if name in _PLACING_CALLS:
         return True
+    if name in _DDP and _given(argument(call, "device_ids", 1)):
+        return True  # device_ids name CUDA devices; a CPU module must leave them None
     if name == _INIT_PROCESS_GROUP:
         backend = argument(call, "backend", 0)
         return isinstance(backend, ast.Constant) and backend.value == "nccl"

@@ -381,6 +381,16 @@ def _bindings(scope: Scope, facts: LoopFacts) -> Iterator[tuple[str, ast.expr | 
                 # earlier ``t = torch.linspace(...)`` is not what the loop prints)
                 yield node.target.id, ast.Constant(0)
                 continue
+            zipped = _zipped(node.iter, node.target)
+            if zipped is not None:
+                # ``for data, iteration in zip(loader, range(start, max_iter))`` (detectron2):
+                # each name from its own iterable, the counter an int
+                for element, source in zipped:
+                    if isinstance(element, ast.Name) and _counts(source):
+                        yield element.id, ast.Constant(0)
+                    else:
+                        yield from _bind_loop_target(element, source, batch=facts.is_loader(source))
+                continue
             batch = facts.is_loader(node.iter)
             yield from _bind_loop_target(node.target, node.iter, batch=batch)
         elif isinstance(node, (ast.With, ast.AsyncWith)):
@@ -403,6 +413,20 @@ def _bindings(scope: Scope, facts: LoopFacts) -> Iterator[tuple[str, ast.expr | 
             text = dotted(node.func.value)
             if text is not None:
                 yield text, _EVIDENCE
+
+
+def _zipped(iterable: ast.expr, target: ast.expr) -> list[tuple[ast.expr, ast.expr]] | None:
+    """The (target, iterable) pairs of ``for a, b in zip(x, y)``; None for any other loop."""
+    if not (
+        isinstance(iterable, ast.Call)
+        and isinstance(iterable.func, ast.Name)
+        and iterable.func.id == "zip"
+        and isinstance(target, ast.Tuple)
+        and len(target.elts) == len(iterable.args)
+        and not any(isinstance(a, ast.Starred) for a in iterable.args)
+    ):
+        return None
+    return list(zip(target.elts, iterable.args, strict=True))
 
 
 def _counts(iterable: ast.expr) -> bool:
