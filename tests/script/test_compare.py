@@ -310,3 +310,43 @@ def test_the_tunes_whole_run_estimate_is_amdahl_over_its_start_up_and_steps(tmp_
     # A noisy confirmation gives no estimate.
     noisy = SimpleNamespace(confirm={"median": 2.0, "noise": ["loaded"]}, trials=[base, plan])
     assert _whole_run(noisy, surveyed, str(PLANTED), [], 1000) is None
+
+
+def _measured(monkeypatch: pytest.MonkeyPatch, steps: dict[str, list[float]], **kw: int) -> int:
+    """Rounds ``compare`` runs when round i of a side steps every ``steps[side][i]`` s (planted
+    runs, no processes); returns how many."""
+    import argparse
+
+    from torchpace.script import compare_command as cc
+
+    def one_run(side: cc.Side, round_: int, args: argparse.Namespace, work: Path) -> Run:
+        times = steps[side.name]
+        return planted_run(side=side.name, round_=round_, step=times[min(round_, len(times) - 1)])
+
+    monkeypatch.setattr(cc, "_one_run", one_run)
+    a, b = (cc.Side(n, "train.py", ".", None) for n in ("a", "b"))
+    args = argparse.Namespace(rounds=kw.get("rounds", 3), max_rounds=kw.get("max_rounds"))
+
+    def undecided(base: list[Run], cand: list[Run]) -> list[str]:
+        return compare_runs(base, cand, base_name="a", cand_name="b", max_slowdown=0.05).noisy
+
+    base, cand = cc.measure(a, b, args, undecided)
+    assert len(base) == len(cand)
+    return len(base)
+
+
+def test_rounds_that_leave_a_time_noisy_are_followed_by_more_up_to_the_cap(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Decided in 3 rounds (10% slower in each, no spread): no more.
+    assert _measured(monkeypatch, {"a": [0.1], "b": [0.11]}) == 3
+    # A/A with no spread: within, no more.
+    assert _measured(monkeypatch, {"a": [0.1], "b": [0.1]}) == 3
+    # One round of three disagrees: noisy after 3; the rounds that follow agree and decide.
+    noisy_then_steady = {"a": [0.1, 0.1, 0.1], "b": [0.11, 0.1, 0.11, 0.11]}
+    assert _measured(monkeypatch, noisy_then_steady) > 3
+    # Never decided: stops at twice --rounds, or at --max-rounds.
+    flip = {"a": [0.1] * 20, "b": [0.12, 0.1] * 10}
+    assert _measured(monkeypatch, flip) == 6
+    assert _measured(monkeypatch, flip, max_rounds=4) == 4
+    assert _measured(monkeypatch, flip, max_rounds=3) == 3  # equal to --rounds: never more
