@@ -17,7 +17,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -81,14 +81,6 @@ def add_parser(sub: Any) -> None:
         help="compare the working tree's script with the same script at this commit",
     )
     p.add_argument("--rounds", type=_rounds, default=3, help="rounds, each side once (default 3)")
-    p.add_argument(
-        "--max-rounds",
-        type=_rounds,
-        metavar="N",
-        help="while a time is noisy after --rounds (its rounds disagree, or spread as much as "
-        "the difference), run more rounds, up to N in all (default: twice --rounds; equal to "
-        "--rounds: never more)",
-    )
     p.add_argument("--seed", type=int, default=0, help="round i seeds with SEED + i (default 0)")
     p.add_argument(
         "--max-slowdown",
@@ -224,37 +216,21 @@ def _one_run(
     )
 
 
-def measure(
-    base: Side,
-    cand: Side,
-    args: argparse.Namespace,
-    undecided: Callable[[list[Run], list[Run]], list[str]] | None = None,
-) -> tuple[list[Run], list[Run]]:
-    """Rounds alternating which side runs first (ABBA…), each run a fresh process: ``--rounds``,
-    then more while ``undecided`` names a time the rounds so far leave noisy, up to
-    ``--max-rounds`` (a difference near the rounds' own spread needs more of them to tell)."""
+def measure(base: Side, cand: Side, args: argparse.Namespace) -> tuple[list[Run], list[Run]]:
+    """Rounds alternating which side runs first (ABBA…), each run a fresh process."""
     work = Path(tempfile.mkdtemp(prefix="torchpace-compare-"))
-    most = max(args.rounds, args.max_rounds or 2 * args.rounds)
     b: list[Run] = []
     c: list[Run] = []
-    i = 0
-    while i < args.rounds or (i < most and undecided is not None and (why := undecided(b, c))):
-        if i == args.rounds:
-            print(
-                f"torchpace compare: {'; '.join(why)}: more rounds, up to {most} (--max-rounds)",
-                file=sys.stderr,
-                flush=True,
-            )
+    for i in range(args.rounds):
         order = [(base, b), (cand, c)] if i % 2 == 0 else [(cand, c), (base, b)]
         for side, into in order:
             into.append(_one_run(side, i, args, work))
         print(
-            f"torchpace compare: round {i + 1}/{args.rounds if i < args.rounds else most}: "
-            f"{base.name} {b[-1].wall_s:.1f} s, {cand.name} {c[-1].wall_s:.1f} s",
+            f"torchpace compare: round {i + 1}/{args.rounds}: {base.name} {b[-1].wall_s:.1f} s, "
+            f"{cand.name} {c[-1].wall_s:.1f} s",
             file=sys.stderr,
             flush=True,
         )
-        i += 1
     return b, c
 
 
@@ -269,24 +245,17 @@ def run(args: argparse.Namespace) -> int:
     if kind_of(args.script) == "recipe":
         raise ValueError(f"{args.script} is a recipe; compare runs training scripts")
     here = Side("as written", str(script.resolve()), os.getcwd(), None)
-    flags = step_flags(script)
-
-    def undecided(b: list[Run], c: list[Run]) -> list[str]:
-        return compare_runs(
-            b, c, base_name="", cand_name="", max_slowdown=args.max_slowdown, flags=flags
-        ).noisy
-
     if args.plan is not None:
         from torchpace.train.plan import Plan
 
         plan = Plan.load(args.plan)
         cand = Side("with the plan", here.script, here.cwd, plan.to_dict())
-        base_runs, cand_runs = measure(here, cand, args, undecided)
+        base_runs, cand_runs = measure(here, cand, args)
         base_name, cand_name = here.name, cand.name
     else:
         with _reference(script, args.against) as ref:
             tree = Side("working tree", here.script, here.cwd, None)
-            base_runs, cand_runs = measure(ref, tree, args, undecided)
+            base_runs, cand_runs = measure(ref, tree, args)
             base_name, cand_name = ref.name, tree.name
     result = compare_runs(
         base_runs,
@@ -294,7 +263,7 @@ def run(args: argparse.Namespace) -> int:
         base_name=base_name,
         cand_name=cand_name,
         max_slowdown=args.max_slowdown,
-        flags=flags,
+        flags=step_flags(script),
         args=list(args.script_args or ()),
     )
     doc = result.to_json(
