@@ -30,9 +30,10 @@ def _block(ic: int, k: int = 1, stride: int = 2, groups: int = 1) -> nn.Module:
         (_block(4, stride=1), False),  # no stride: oneDNN does not reduce it to unit stride
         (_block(4, k=3), False),
         (_block(16), False),  # a whole channel block, with AVX-512 too
+        (_block(8), True),  # a block with AVX2, not with AVX-512: taken as 16 on every CPU
         (_block(24, groups=4), True),  # 6 input channels per group
         (cnn.ResNet(width=4), True),
-        (cnn.ResNet(width=32), False),  # the shortcuts see 32 and 64 channels
+        (cnn.ResNet(width=16), False),  # the shortcuts see 16 and 32 channels
     ],
 )
 def test_the_hazard_is_a_strided_1x1_conv_with_fewer_channels_than_a_block(
@@ -98,3 +99,45 @@ def test_one_thread_trains_a_hazardous_model_under_the_plan_without_crashing() -
     )
     done = run_python("-c", code, timeout=120)
     assert done.returncode == 0 and "trained" in done.stdout, (done.returncode, done.stderr[-2000:])
+
+
+def test_a_hazardous_model_already_in_channels_last_is_told_how_to_leave_it() -> None:
+    model = cnn.ResNet(width=4).to(memory_format=torch.channels_last)
+    with pytest.warns(SpeedupWarning, match="already in channels_last"):
+        record = use_channels_last(model)
+    assert not in_effect(record) and "contiguous_format" in record.reason
+
+
+def test_the_script_trial_converts_each_model_on_its_own() -> None:
+    # A GAN-shaped script: G is safe and converted, D has a 1x1 strided conv on 4 channels. D's
+    # input (G's channels_last output) is made contiguous: a channels_last input alone would
+    # make oneDNN run D's convolution in the format that breaks it.
+    from torchpace.script.interpose import Interposer
+
+    seen: dict[str, bool] = {}
+
+    class Probe(nn.Module):
+        def __init__(self, name: str, inner: nn.Module) -> None:
+            super().__init__()
+            self.name, self.inner = name, inner
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            seen[self.name] = x.is_contiguous(memory_format=torch.channels_last) and not (
+                x.is_contiguous()
+            )
+            return self.inner(x)
+
+    g = Probe("G", nn.Conv2d(3, 4, 3, padding=1))
+    d = Probe("D", nn.Conv2d(4, 8, 1, 2))
+    ip = Interposer(Plan(channels_last=True), device=torch.device("cpu"))
+    ip.install()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", SpeedupWarning)
+            for _ in range(2):
+                out = d(g(torch.randn(2, 3, 8, 8)))
+                out.sum().backward()
+    finally:
+        ip.uninstall()
+    assert seen == {"G": True, "D": False}
+    assert d.inner.weight.is_contiguous()

@@ -54,11 +54,13 @@ def mlp_setup(
 
 
 def cnn_setup(
-    seed: int = 0, n: int = 512, batch_size: int = 16
+    seed: int = 0, n: int = 512, batch_size: int = 16, width: int = 8
 ) -> tuple[nn.Module, torch.optim.Optimizer, DataLoader[Any]]:
-    """A narrow ResNet (conv biases before BatchNorm, as the workload writes it) on a subset."""
+    """A narrow ResNet (conv biases before BatchNorm, as the workload writes it) on a subset.
+    Width 8 gives its shortcut 8 input channels, which channels_last leaves alone on a CPU
+    (speedups.memory_format.channels_last_hazard); width 16 does not."""
     torch.manual_seed(seed)
-    model = cnn.model(width=8)
+    model = cnn.model(width=width)
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     data = Subset(cnn.dataset("train", seed=seed), range(n))
     loader = DataLoader(

@@ -74,7 +74,10 @@ class Interposer:
 
     def __init__(self, plan: Plan, *, device: torch.device) -> None:
         self.plan = plan
-        self._channels_last = False  # the model was put in channels_last: convert its inputs
+        # ids of the models put in channels_last (their 4-d inputs are converted) and of those
+        # the format breaks (their inputs are made contiguous, whatever another model hands them)
+        self._cl_roots: set[int] = set()
+        self._cl_kept: set[int] = set()
         self.device = device
         self.applied: list[Applied] = []
         self.patches = Patches()
@@ -203,7 +206,7 @@ class Interposer:
                 drop_removed_params(opt, root, before)
         if plan.channels_last:
             self.applied.append(use_channels_last(root))
-            self._channels_last = in_effect(self.applied[-1])
+            (self._cl_roots if in_effect(self.applied[-1]) else self._cl_kept).add(id(root))
         if plan.attention != "default":
             self.applied.append(use_attention_backend(root, backend=plan.attention))
         if plan.compile != "off":
@@ -233,8 +236,11 @@ class Interposer:
                 self._autocast = self._precision.autocast()
                 self._autocast.__enter__()
                 self._note_autocast()
-        if self._channels_last and self.facts.get("has_conv"):
-            changed = tuple(_channels_last(a) for a in args)
+        convert = _channels_last if id(module) in self._cl_roots else None
+        if id(module) in self._cl_kept:
+            convert = _contiguous  # a GAN's D fed by a converted G: keep oneDNN off the format
+        if convert is not None and self.facts.get("has_conv"):
+            changed = tuple(convert(a) for a in args)
             if any(c is not a for c, a in zip(changed, args, strict=True)):
                 return changed
         return None
@@ -546,4 +552,10 @@ def _scaled_backward(
 def _channels_last(x: Any) -> Any:
     if isinstance(x, torch.Tensor) and x.dim() == 4 and x.is_floating_point():
         return x.contiguous(memory_format=torch.channels_last)
+    return x
+
+
+def _contiguous(x: Any) -> Any:
+    if isinstance(x, torch.Tensor) and x.dim() == 4 and x.is_floating_point():
+        return x.contiguous()
     return x

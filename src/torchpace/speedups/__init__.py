@@ -28,7 +28,7 @@ from torchpace.speedups.loading import (
     to_device,
     tuned_loader,
 )
-from torchpace.speedups.memory_format import use_channels_last
+from torchpace.speedups.memory_format import channels_last_hazard, in_effect, use_channels_last
 from torchpace.speedups.optim import fuse_optimizer, make_optimizer
 from torchpace.speedups.preallocate import preallocate
 from torchpace.speedups.precision import Precision, autocast, choose_precision
@@ -46,11 +46,13 @@ __all__ = [
     "autocast",
     "autocast_forward",
     "bucket_by_length",
+    "channels_last_hazard",
     "checkpoint_activations",
     "choose_precision",
     "compile_model",
     "fold_conv_bias",
     "fuse_optimizer",
+    "in_effect",
     "loader_settings",
     "make_optimizer",
     "padding_stats",

@@ -15,15 +15,12 @@ TECHNIQUE = "channels-last"
 
 # oneDNN, which computes torch's CPU convolutions, gets the weight gradient of a 1x1 convolution
 # with a stride wrong in channels_last when it has fewer input channels (per group) than its
-# channel block, and crashes with one thread (uxlfoundation/oneDNN#6035). Seen with torch
-# 2.13.0+cpu on an AVX2 EPYC: 3-29% off with two threads for 2-7 channels, SIGSEGV with one
-# (tests/speedups/test_channels_last_hazard.py).
-
-
-def onednn_channel_block() -> int:
-    """oneDNN's channel block for f32 convolutions on this CPU: 16 with AVX-512, else 8."""
-    return 16 if "AVX512" in torch.backends.cpu.get_cpu_capability() else 8
-
+# channel block (8 with AVX2, 16 with AVX-512), and crashes with one thread or hangs
+# (uxlfoundation/oneDNN#6035). Seen with torch 2.13.0+cpu on an AVX2 EPYC: 3-29% off with two
+# threads for 2-7 channels, SIGSEGV with one (tests/speedups/test_channels_last_hazard.py). The
+# block is taken as 16 on every CPU: torch's own dispatch level does not say which one oneDNN
+# runs (ATEN_CPU_CAPABILITY and ONEDNN_MAX_CPU_ISA set them apart).
+ONEDNN_CHANNEL_BLOCK = 16
 
 ALREADY = "already channels_last"
 
@@ -40,14 +37,15 @@ def channels_last_hazard(model: nn.Module) -> str | None:
         if (
             tuple(m.kernel_size) == (1, 1)
             and tuple(m.stride) != (1, 1)
-            and per_group < onednn_channel_block()
+            and per_group < ONEDNN_CHANNEL_BLOCK
             and m.weight.requires_grad
         ):
             return (
                 f"{name or type(m).__name__} is a 1x1 convolution with stride "
                 f"{tuple(m.stride)} and {per_group} input channels, whose weight gradient oneDNN "
                 "computes wrong in channels_last on a CPU (and crashes with one thread: "
-                "uxlfoundation/oneDNN#6035); the model keeps its layout"
+                "uxlfoundation/oneDNN#6035); the model keeps its layout, and its inputs must "
+                "keep theirs (a channels_last input alone makes oneDNN use the format)"
             )
     return None
 
@@ -56,18 +54,30 @@ def use_channels_last(model: nn.Module) -> Applied:
     """Convert ``model`` in place to channels_last; a no-op for a model with no 2-d convolutions
     (the format only pays off where convolutions consume it; elsewhere it adds conversions) and
     for one with a convolution the format breaks on this device (``channels_last_hazard``): the
-    caller then leaves the inputs as they are too (``in_effect``)."""
+    caller then leaves the inputs as they are too (``in_effect``). Call it once the model is on
+    its device: the hazard is a CPU one."""
     convs = [name for name, m in model.named_modules() if isinstance(m, nn.Conv2d)]
     if not convs:
         return skipped(TECHNIQUE, "the model has no Conv2d layers; channels_last would not help")
-    hazard = channels_last_hazard(model)
-    if hazard is not None:
-        return skipped(TECHNIQUE, hazard)
     already = all(
         p.is_contiguous(memory_format=torch.channels_last)
         for p in model.parameters()
         if p.ndim == 4
     )
+    hazard = channels_last_hazard(model)
+    if (
+        hazard is not None
+        and already
+        and any(not p.is_contiguous() for p in model.parameters() if p.ndim == 4)
+    ):
+        # The model came in channels_last: it is in the layout that breaks, not kept out of it.
+        return skipped(
+            TECHNIQUE,
+            hazard.split("; the model keeps")[0] + "; the model is already in channels_last: "
+            "model.to(memory_format=torch.contiguous_format) puts it back",
+        )
+    if hazard is not None:
+        return skipped(TECHNIQUE, hazard)
     if already:
         return done(TECHNIQUE, [], reason=ALREADY)
     # memory_format is a documented keyword of Module.to that torch's type stubs omit.
