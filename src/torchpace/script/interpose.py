@@ -236,11 +236,11 @@ class Interposer:
                 self._autocast = self._precision.autocast()
                 self._autocast.__enter__()
                 self._note_autocast()
-        convert = _channels_last if id(module) in self._cl_roots else None
+        fmt = torch.channels_last if id(module) in self._cl_roots else None
         if id(module) in self._cl_kept:
-            convert = _contiguous  # a GAN's D fed by a converted G: keep oneDNN off the format
-        if convert is not None and self.facts.get("has_conv"):
-            changed = tuple(convert(a) for a in args)
+            fmt = torch.contiguous_format  # a GAN's D fed by a converted G: keep oneDNN off it
+        if fmt is not None and self.facts.get("has_conv"):
+            changed = tuple(_in_format(a, fmt) for a in args)
             if any(c is not a for c, a in zip(changed, args, strict=True)):
                 return changed
         return None
@@ -549,13 +549,8 @@ def _scaled_backward(
     return tuple(positional), kwargs
 
 
-def _channels_last(x: Any) -> Any:
+def _in_format(x: Any, fmt: torch.memory_format) -> Any:
+    """A 4-d floating-point tensor in ``fmt`` (itself when it already is); anything else as is."""
     if isinstance(x, torch.Tensor) and x.dim() == 4 and x.is_floating_point():
-        return x.contiguous(memory_format=torch.channels_last)
-    return x
-
-
-def _contiguous(x: Any) -> Any:
-    if isinstance(x, torch.Tensor) and x.dim() == 4 and x.is_floating_point():
-        return x.contiguous()
+        return x.contiguous(memory_format=fmt)
     return x

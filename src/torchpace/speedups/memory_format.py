@@ -44,8 +44,7 @@ def channels_last_hazard(model: nn.Module) -> str | None:
                 f"{name or type(m).__name__} is a 1x1 convolution with stride "
                 f"{tuple(m.stride)} and {per_group} input channels, whose weight gradient oneDNN "
                 "computes wrong in channels_last on a CPU (and crashes with one thread: "
-                "uxlfoundation/oneDNN#6035); the model keeps its layout, and its inputs must "
-                "keep theirs (a channels_last input alone makes oneDNN use the format)"
+                "uxlfoundation/oneDNN#6035)"
             )
     return None
 
@@ -73,11 +72,15 @@ def use_channels_last(model: nn.Module) -> Applied:
         # The model came in channels_last: it is in the layout that breaks, not kept out of it.
         return skipped(
             TECHNIQUE,
-            hazard.split("; the model keeps")[0] + "; the model is already in channels_last: "
+            hazard + "; the model is already in channels_last: "
             "model.to(memory_format=torch.contiguous_format) puts it back",
         )
     if hazard is not None:
-        return skipped(TECHNIQUE, hazard)
+        return skipped(
+            TECHNIQUE,
+            hazard + "; the model keeps its layout, and its inputs must keep theirs (a "
+            "channels_last input alone makes oneDNN use the format)",
+        )
     if already:
         return done(TECHNIQUE, [], reason=ALREADY)
     # memory_format is a documented keyword of Module.to that torch's type stubs omit.
