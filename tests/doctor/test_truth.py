@@ -228,7 +228,10 @@ def test_validation_steps_are_excluded_and_its_loader_is_not_data_wait() -> None
         planted["VAL_BATCHES"] * planted["BATCH"] * planted["SLEEP_S"]
     )  # 60 ms per validation
     data = result["breakdown"]["data"]
-    assert data["seconds"]["median"] < val_wait / 10
+    # A validation counted as data wait holds its planted sleeps, never shorter than 60 ms; the
+    # training loader's own fetch is a few ms quiet and was 9.8 ms beside two CPU-bound
+    # processes (a bound of val_wait / 10 failed there), so half a validation separates them.
+    assert data["seconds"]["median"] < val_wait / 2
     # Counted as data wait, 3 x 60 ms in 9 steps would be a quarter or more of the time on a
     # quiet machine. With other processes on the cores, the training loader's own fetch takes
     # their time slices too (8% of the step seen beside two CPU-bound processes): the doctor
