@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 import time
+from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -42,6 +48,27 @@ def test_k_workers_make_a_sleeping_datasets_batches_k_times_as_fast() -> None:
     for k in (1, 2, 4):
         assert paces[str(k)] >= 0.9 * planted / k, paces
     assert paces["2"] <= paces["1"] / 1.3 and paces["4"] <= paces["1"] / 2, paces
+
+
+@pytest.mark.serial  # plants its own load; another test's work beside it would add to it
+@pytest.mark.skipif(not Path("/proc/stat").exists(), reason="other processes' load needs /proc")
+def test_other_processes_load_over_the_probe_is_recorded_and_its_workers_are_not() -> None:
+    def paced() -> dict[str, Any]:
+        rates = measure(source_of(DataLoader(Sleepy(), batch_size=BATCH)))
+        assert rates is not None
+        return rates
+
+    # The workers are this process's children: their CPU is the probe's own, not other load.
+    assert paced()["other_cores"] < 0.9
+    # A planted core of other load; not our child (the shell that starts it exits), as the
+    # probe counts this process's whole tree as its own.
+    start = f"'{sys.executable}' -c 'while True: pass' >/dev/null 2>&1 & echo $!"
+    hog = int(subprocess.run(["sh", "-c", start], capture_output=True, text=True).stdout)
+    try:
+        loaded = paced()
+    finally:
+        os.kill(hog, signal.SIGKILL)
+    assert loaded["other_cores"] > 0.5, loaded
 
 
 def test_a_stream_has_no_pace_to_measure() -> None:

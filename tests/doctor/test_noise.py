@@ -36,6 +36,16 @@ def test_gains_below_the_spread_of_a_noisy_run_are_withheld() -> None:
     assert judge({}, other_cores=None)["noisy"] is False  # no /proc: unknown, not noisy
 
 
+def test_load_while_the_loaders_pace_is_measured_makes_the_run_noisy() -> None:
+    # The pace is measured after the steps, and the input estimate reads it: a quiet steps
+    # window with a loaded probe (4 workers read 12.8 ms a batch for a planted 8) is noisy.
+    noise = judge({"step_seconds": {"rel_iqr": 0.05}}, other_cores=0.1, probe_cores=0.9)
+    assert noise["noisy"] and noise["other_cores"] == 0.1
+    assert "0.90 cores" in noise["reason"] and "loader's pace" in noise["reason"]
+    assert not judge({}, other_cores=0.1, probe_cores=0.1)["noisy"]
+    assert not judge({}, other_cores=0.1, probe_cores=None)["noisy"]  # no probe ran
+
+
 @pytest.mark.skipif(not Path("/proc/stat").exists(), reason="other processes' load needs /proc")
 def test_a_run_beside_a_cpu_hog_says_noisy() -> None:
     # Issue 20: on a busy machine the same script gave different top findings with no warning.

@@ -23,12 +23,20 @@ from torchpace.doctor.evidence import RuntimeFinding
 from torchpace.measure.noise import verdict
 
 
-def judge(summary: dict[str, Any], other_cores: float | None) -> dict[str, Any]:
+def judge(
+    summary: dict[str, Any], other_cores: float | None, probe_cores: float | None = None
+) -> dict[str, Any]:
     """The run's noise: other processes' cores, the step-time spread, and whether it is noisy
     (``measure.noise.verdict``'s load limit, the paired benchmarks' own; unknown without
-    /proc). The step spread is reported, not judged: a script's steps may vary by design."""
+    /proc). The step spread is reported, not judged: a script's steps may vary by design.
+    ``probe_cores``: other processes' cores while the loader's pace was measured after the
+    steps (``loader_rate.measure``); the input estimate reads that pace, so its load counts."""
     spread = (summary.get("step_seconds") or {}).get("rel_iqr")
     reasons = verdict(0.0, other_cores)  # 0.0: no paired ratios to judge here
+    reasons += [
+        f"{r} (while the loader's pace was measured, after the steps)"
+        for r in verdict(0.0, probe_cores)
+    ]
     return {
         "other_cores": other_cores,
         "step_rel_iqr": spread,

@@ -230,7 +230,7 @@ def build(
         "memory": memory,
         "precision": precision,
         "loader_rates": loader_rates,
-        "noise": judge(summary, session.other_cores),
+        "noise": judge(summary, session.other_cores, (loader_rates or {}).get("other_cores")),
         "settings": settings,
         "loaders": loaders,
         "findings": [],
