@@ -35,7 +35,7 @@ _ENV_MAKERS = (
 )
 
 
-def _made_envs(ctx: FileContext) -> set[str]:
+def made_envs(ctx: FileContext) -> set[str]:
     """Names assigned from an environment factory in this file."""
     out = set()
     for node in ctx.of_type(ast.Assign):
@@ -48,7 +48,7 @@ def _made_envs(ctx: FileContext) -> set[str]:
     return out - {""}
 
 
-def _steps_env(node: ast.AST, made: set[str]) -> bool:
+def steps_env(node: ast.AST, made: set[str]) -> bool:
     if not (
         isinstance(node, ast.Call)
         and isinstance(node.func, ast.Attribute)
@@ -65,13 +65,13 @@ def env_bound(ctx: FileContext) -> frozenset[int]:
     """``id`` of every node that runs once per environment step (module docs)."""
     if b"step(" not in ctx.source:
         return frozenset()
-    made = _made_envs(ctx)
+    made = made_envs(ctx)
     facts = ctx.loops
     bound: set[int] = set()
     callees: list[ast.FunctionDef | ast.AsyncFunctionDef] = []
     for loop in ctx.of_type(*LOOPS):
         body = list(walk(loop.body, into_loops=True))
-        if not any(_steps_env(n, made) for n in body):
+        if not any(steps_env(n, made) for n in body):
             continue
         scope = ctx.enclosing_scope(loop)
         for node in body:

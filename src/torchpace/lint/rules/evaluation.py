@@ -1,12 +1,15 @@
-"""TP403: evaluation loops that keep autograd on (catalogue family "evaluation")."""
+"""TP403: evaluation loops, and reinforcement learning's acting loops, that keep autograd on
+(catalogue family "evaluation")."""
 
 from __future__ import annotations
 
 import ast
 from collections.abc import Iterator
 
+from torchpace.lint.environment import made_envs, steps_env
 from torchpace.lint.loops import (
     MODEL_NAME,
+    Function,
     Loop,
     LoopFacts,
     Scope,
@@ -80,10 +83,217 @@ def _freezes_parameters(ctx: FileContext) -> bool:
     return False
 
 
+# Calls whose result is a host value or a tensor cut from the graph; a distribution's
+# ``sample()`` draws without autograd (``rsample()`` keeps it).
+_CUTS = frozenset({"item", "tolist", "numpy", "detach", "detach_", "sample"})
+_HOST_CALLS = frozenset({"float", "int", "bool", "len", "str", "round", "print"})
+
+
+def _module_attrs(facts: LoopFacts, cls: str) -> set[str]:
+    """Attributes a file class assigns a module to: ``self.fc = nn.Linear(...)``."""
+    out = set()
+    for node in ast.walk(facts.classes[cls]):
+        if not (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)):
+            continue
+        name = facts.names.qualname(node.value.func) or dotted(node.value.func) or ""
+        last = name.rsplit(".", 1)[-1]
+        if (name.startswith("torch.nn.") and last[:1].isupper()) or last in facts.classes:
+            out |= {d[5:] for d in (dotted(t) for t in node.targets) if d and d[:5] == "self."}
+    return out
+
+
+def _host(expr: ast.expr | None) -> bool:
+    """``out.argmax().item()``, ``random.randint(0, 1)``, a literal: no tensor comes back."""
+    if expr is None or isinstance(expr, ast.Constant):
+        return True
+    if not isinstance(expr, ast.Call):
+        return False
+    if isinstance(expr.func, ast.Attribute) and expr.func.attr in _CUTS:
+        return True
+    name = dotted(expr.func) or ""
+    return name in _HOST_CALLS or name.split(".", 1)[0] == "random"
+
+
+class _Acting:
+    """Follows what a loop body does with the outputs of the model calls it makes: whether
+    any of them, or a tensor computed from them, is kept past the step that made it (stored,
+    handed to a function, returned, read after the loop), which training would need it for.
+    ``forwards``: the model calls seen; ``escaped``: a graph-carrying value was kept."""
+
+    def __init__(self, ctx: FileContext) -> None:
+        self.ctx = ctx
+        self.facts = ctx.loops
+        self.tainted: set[str] = set()
+        self.forwards = 0
+        self.escaped = False
+
+    # A call that runs a model: a module of the file or named as one (``model(x)``), or a
+    # method of one whose body runs its layers (``model.pi(s)``, ``q.sample_action(s, eps)``).
+    def _forward(self, call: ast.Call) -> tuple[bool, bool]:
+        """(runs a model, returns a host value)."""
+        target = dotted(call.func)
+        if target is None:
+            return False, False
+        if _a_module(self.facts, target) or MODEL_NAME.search(target.rsplit(".", 1)[-1]):
+            return True, False
+        if not isinstance(call.func, ast.Attribute):
+            return False, False
+        base = dotted(call.func.value) or ""
+        owner = self.facts.instances.get(base)
+        if owner in self.facts.classes:
+            classes = [owner]
+        elif MODEL_NAME.search(base.rsplit(".", 1)[-1]):
+            classes = [c for c in self.facts.classes if self.facts._methods(c, call.func.attr)]
+        else:
+            return False, False
+        methods = [(c, m) for c in classes for m in self.facts._methods(c, call.func.attr)]
+        if not methods or not all(self._runs_layers(c, m) for c, m in methods):
+            return False, False
+        returns = [n for _, m in methods for n in walk(m.body) if isinstance(n, ast.Return)]
+        return True, bool(returns) and all(_host(r.value) for r in returns)
+
+    def _runs_layers(self, cls: str, method: Function) -> bool:
+        attrs = _module_attrs(self.facts, cls)
+        for node in walk(method.body):
+            if isinstance(node, ast.Assign) and any(
+                (dotted(t) or "").startswith("self.") for t in node.targets
+            ):
+                return False  # it keeps something on the module: cannot tell what
+            if isinstance(node, ast.Call):
+                name = dotted(node.func) or ""
+                if name in ("self", "self.forward") or (
+                    name.startswith("self.") and name[5:] in attrs
+                ):
+                    return True
+        return False
+
+    def value(self, expr: ast.expr) -> bool:
+        """Whether ``expr`` may be a tensor on the model's graph; uses that keep one are
+        recorded as escapes on the way."""
+        if isinstance(expr, ast.Name):
+            return expr.id in self.tainted
+        if isinstance(expr, ast.Call):
+            return self._call(expr)
+        if isinstance(
+            expr, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+        ):
+            if any(isinstance(n, ast.Name) and n.id in self.tainted for n in ast.walk(expr)):
+                self.escaped = True
+            return False
+        children = [c for c in ast.iter_child_nodes(expr) if isinstance(c, ast.expr)]
+        return any([self.value(c) for c in children])
+
+    def _call(self, call: ast.Call) -> bool:
+        args = [*call.args, *(k.value for k in call.keywords)]
+        forward, host = self._forward(call)
+        if forward:
+            self.forwards += 1
+            for a in args:
+                self.value(a)
+            return not host
+        func = call.func
+        base = self.value(func.value) if isinstance(func, ast.Attribute) else False
+        tainted = [self.value(a) for a in args]
+        if isinstance(func, ast.Attribute) and func.attr in _CUTS:
+            return False
+        name = self.ctx.names.qualname(func) or dotted(func) or ""
+        if name in _HOST_CALLS:
+            return False
+        if base or name.startswith("torch."):  # a tensor's method or a torch op: it flows on
+            return base or any(tainted)
+        if any(tainted):  # handed to other code (a buffer's put, a list's append): kept
+            self.escaped = True
+        return False
+
+    def _bind(self, target: ast.expr, tainted: bool) -> None:
+        if isinstance(target, ast.Name):
+            if tainted:
+                self.tainted.add(target.id)
+            else:
+                self.tainted.discard(target.id)
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            for elt in target.elts:
+                self._bind(elt, tainted)
+        elif isinstance(target, ast.Starred):
+            self._bind(target.value, tainted)
+        elif tainted:  # stored on an object or in a container
+            self.escaped = True
+
+    def run(self, stmts: list[ast.stmt]) -> None:
+        for stmt in stmts:
+            self._stmt(stmt)
+
+    def _stmt(self, stmt: ast.stmt) -> None:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            return
+        if isinstance(stmt, ast.Assign):
+            tainted = self.value(stmt.value)
+            for target in stmt.targets:
+                self._bind(target, tainted)
+        elif isinstance(stmt, ast.AugAssign):
+            tainted = self.value(stmt.value) or self.value(stmt.target)
+            self._bind(stmt.target, tainted)
+        elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
+            self._bind(stmt.target, self.value(stmt.value))
+        elif isinstance(stmt, ast.Return) or (
+            isinstance(stmt, ast.Expr) and isinstance(stmt.value, (ast.Yield, ast.YieldFrom))
+        ):
+            value = stmt.value
+            if isinstance(value, (ast.Yield, ast.YieldFrom)):
+                value = value.value
+            if value is not None and self.value(value):
+                self.escaped = True  # returned or yielded: the caller may train on it
+        elif isinstance(stmt, (ast.For, ast.AsyncFor)):
+            self._bind(stmt.target, self.value(stmt.iter))
+            self._branches(stmt.body, stmt.orelse)
+        elif isinstance(stmt, (ast.If, ast.While)):
+            self.value(stmt.test)
+            self._branches(stmt.body, stmt.orelse)
+        elif isinstance(stmt, (ast.With, ast.AsyncWith)):
+            for item in stmt.items:
+                self.value(item.context_expr)
+            self.run(stmt.body)
+        elif isinstance(stmt, ast.Try):
+            self._branches(stmt.body, [s for h in stmt.handlers for s in h.body], stmt.orelse)
+            self.run(stmt.finalbody)
+        else:
+            for child in ast.iter_child_nodes(stmt):
+                if isinstance(child, ast.expr):
+                    self.value(child)
+
+    def _branches(self, *bodies: list[ast.stmt]) -> None:
+        start, ends = set(self.tainted), []
+        for body in bodies:
+            self.tainted = set(start)
+            self.run(body)
+            ends.append(self.tainted)
+        self.tainted = start.union(*ends)
+
+
+def _acting_loop(ctx: FileContext, loop: Loop, scope: Scope, made: set[str] | None) -> bool:
+    """A loop that steps an environment and runs the model only to act: every model output
+    becomes a host value (``.item()``, ``.numpy()``, ``.detach()``) or is dropped within the
+    step; none is stored, handed on, or read after the loop (REINFORCE keeps
+    ``m.log_prob(a)`` for its loss: that loop needs autograd and is not one)."""
+    if made is None or not any(steps_env(n, made) for n in walk(loop.body, into_loops=False)):
+        return False
+    flow = _Acting(ctx)
+    flow.run(loop.body)
+    flow.run(loop.body)  # what one iteration leaves, the next one reads
+    if flow.escaped or not flow.forwards:
+        return False
+    inside = {id(n) for n in ast.walk(loop)}
+    return not any(
+        isinstance(n, ast.Name) and n.id in flow.tainted and id(n) not in inside
+        for n in walk(scope.body)
+    )
+
+
 def _check_eval_loop_without_no_grad(ctx: FileContext) -> Iterator[Report]:
     facts = ctx.loops
     if not facts.scope_of or _freezes_parameters(ctx):
         return
+    made = made_envs(ctx) if b"step(" in ctx.source else None  # None: no environment steps
     for loop in ctx.of_type(ast.For, ast.AsyncFor, ast.While):
         scope = facts.scope_of.get(id(loop))
         if scope is None:
@@ -96,12 +306,12 @@ def _check_eval_loop_without_no_grad(ctx: FileContext) -> Iterator[Report]:
             for n in walk(loop.body)
         ):
             continue
-        models = called_models(ctx, loop)
-        if not models:
+        if not _called_with_grad(ctx, scope):
             continue
+        models = called_models(ctx, loop)
         evaluated = models & in_eval_mode(scope, loop.lineno)
         over_loader = isinstance(loop, (ast.For, ast.AsyncFor)) and facts.is_loader(loop.iter)
-        if (evaluated or over_loader) and _called_with_grad(ctx, scope):
+        if (models and (evaluated or over_loader)) or _acting_loop(ctx, loop, scope, made):
             yield Report(loop)
 
 
@@ -117,6 +327,14 @@ in the functions it calls) and is not under `torch.no_grad()`, `torch.inference_
 `torch.set_grad_enabled(False)`: a loop after `model.eval()`, or one over a DataLoader. A
 function's loop is flagged only when the function is called in the same file without such a
 context.
+
+Also a reinforcement-learning *acting* loop: one that steps an environment (`env.step(a)`)
+and runs the policy or Q-network only to choose the action, where every output of the model
+becomes a host value within the step (`.item()`, `.numpy()`, `.detach()`, a distribution's
+`sample()`) and none is stored, handed to other code, returned or read after the loop; the
+update later recomputes what it trains on. Not flagged: REINFORCE-style loops that keep
+`m.log_prob(a)` (or any output with its graph) for the loss, and loops that sum outputs into a
+loss read after the loop.
 
 ## Why is this slow
 With autograd on, every operation saves its inputs for a backward pass that never comes, so
