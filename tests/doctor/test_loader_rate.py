@@ -52,16 +52,17 @@ def test_k_workers_make_a_sleeping_datasets_batches_k_times_as_fast() -> None:
 
 @pytest.mark.serial  # plants its own load; another test's work beside it would add to it
 @pytest.mark.skipif(not Path("/proc/stat").exists(), reason="other processes' load needs /proc")
-def test_other_processes_load_over_the_probe_is_recorded_and_its_workers_are_not() -> None:
+def test_other_processes_load_over_the_probe_is_recorded() -> None:
     def paced() -> dict[str, Any]:
         rates = measure(source_of(DataLoader(Sleepy(), batch_size=BATCH)))
         assert rates is not None
         return rates
 
-    # The workers are this process's children: their CPU is the probe's own, not other load.
-    assert paced()["other_cores"] < 0.9
     # A planted core of other load; not our child (the shell that starts it exits), as the
-    # probe counts this process's whole tree as its own.
+    # probe counts this process's whole tree, its workers included, as its own (that the
+    # probe leaves its own children out is test_measure's; a bound on the quiet figure here
+    # failed beside two CPU-bound processes, which are other load too). Whatever else runs,
+    # the planted core is at least half a core of other processes' CPU over the probe.
     start = f"'{sys.executable}' -c 'while True: pass' >/dev/null 2>&1 & echo $!"
     hog = int(subprocess.run(["sh", "-c", start], capture_output=True, text=True).stdout)
     try:
