@@ -66,8 +66,10 @@ def test_a_sleeping_dataset_is_measured_as_data_wait_and_ranked_first() -> None:
     data = result["breakdown"]["data"]
     if result["noise"]["noisy"]:
         # Beside CPU-bound processes each of the 4 sleeps wakes a scheduler slice late (36.6
-        # ms seen for 32): never less than the plant, nowhere near a second one.
-        assert sleep_per_step <= data["seconds"]["median"] < 1.5 * sleep_per_step
+        # ms seen for 32, and 61 ms at load average 8): never less than the plant, and a part
+        # of the step; how late the wake-ups come is the load's, so no fixed upper bound.
+        median = data["seconds"]["median"]
+        assert sleep_per_step <= median <= result["step_seconds"]["median"]
     else:
         assert data["seconds"]["median"] == pytest.approx(sleep_per_step, rel=0.10)
         # A share is a phase's total over the kept steps' total (a ratio of totals, not medians).
