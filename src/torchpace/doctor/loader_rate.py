@@ -121,8 +121,8 @@ def measure(source: Source | None) -> dict[str, Any] | None:
     """Seconds per batch by worker count, or None with nothing to measure. A count that fails
     (a dataset that cannot be pickled for spawned workers, a worker error) is left out and named.
     ``other_cores``: other processes' CPU over the probe (the workers are this process's
-    children, so not counted): the probe comes after the measured steps, and a process that
-    started between the two stretched 4 workers' pace on 2 cores from 8 ms a batch to 12.8."""
+    children, so not counted): the probe comes after the measured steps, whose noise judgement
+    does not cover it, and the input estimate reads its pace."""
     if source is None:
         return None
     probe = LoadProbe()

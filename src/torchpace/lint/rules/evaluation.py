@@ -58,6 +58,11 @@ def _a_module(facts: LoopFacts, name: str) -> bool:
     )
 
 
+def _runs_model(facts: LoopFacts, target: str) -> bool:
+    """Calling ``target`` runs a model: a module, or a name that says so (``model``, ``net``)."""
+    return _a_module(facts, target) or bool(MODEL_NAME.search(target.rsplit(".", 1)[-1]))
+
+
 def called_models(ctx: FileContext, loop: Loop) -> set[str]:
     """The targets of calls in the loop that run a model: ``model(x)``, ``self.net(x)``."""
     facts = ctx.loops
@@ -66,9 +71,7 @@ def called_models(ctx: FileContext, loop: Loop) -> set[str]:
         if not isinstance(node, ast.Call):
             continue
         target = dotted(node.func)
-        if target is None:
-            continue
-        if _a_module(facts, target) or MODEL_NAME.search(target.rsplit(".", 1)[-1]):
+        if target is not None and _runs_model(facts, target):
             found.add(target)
     return found
 
@@ -126,6 +129,7 @@ class _Acting:
         self.tainted: set[str] = set()
         self.forwards = 0
         self.escaped = False
+        self._attrs: dict[str, set[str]] = {}  # class -> its module attributes, read once
 
     # A call that runs a model: a module of the file or named as one (``model(x)``), or a
     # method of one whose body runs its layers (``model.pi(s)``, ``q.sample_action(s, eps)``).
@@ -134,7 +138,7 @@ class _Acting:
         target = dotted(call.func)
         if target is None:
             return False, False
-        if _a_module(self.facts, target) or MODEL_NAME.search(target.rsplit(".", 1)[-1]):
+        if _runs_model(self.facts, target):
             return True, False
         if not isinstance(call.func, ast.Attribute):
             return False, False
@@ -153,7 +157,9 @@ class _Acting:
         return True, bool(returns) and all(_host(r.value) for r in returns)
 
     def _runs_layers(self, cls: str, method: Function) -> bool:
-        attrs = _module_attrs(self.facts, cls)
+        if cls not in self._attrs:
+            self._attrs[cls] = _module_attrs(self.facts, cls)
+        attrs = self._attrs[cls]
         for node in walk(method.body):
             if isinstance(node, ast.Assign) and any(
                 (dotted(t) or "").startswith("self.") for t in node.targets
