@@ -1,7 +1,9 @@
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -67,6 +69,24 @@ def run_python(
     return subprocess.run(
         [sys.executable, *args], capture_output=True, text=True, timeout=timeout, cwd=cwd, env=env
     )
+
+
+@contextlib.contextmanager
+def cpu_hogs(n: int = 1) -> Iterator[None]:
+    """``n`` CPU-bound processes that are not ours (the shell that starts each exits): a load
+    probe counts this process's whole tree, DataLoader workers included, as its own work, so
+    only such processes are other load to it."""
+    spin = f"'{sys.executable}' -c 'while True: pass' >/dev/null 2>&1 & echo $!"
+    pids = [
+        int(subprocess.run(["sh", "-c", spin], capture_output=True, text=True).stdout)
+        for _ in range(n)
+    ]
+    try:
+        yield
+    finally:
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
 
 
 def has_cuda() -> bool:

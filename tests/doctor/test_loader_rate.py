@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 import torch
 from torch.utils.data import DataLoader, Dataset, IterableDataset
 
+from conftest import cpu_hogs
 from torchpace.doctor.loader_rate import measure, source_of, step_with_workers
 
 SLEEP_S = 0.004  # per sample: a wait (I/O-like), so workers past the cores still help
@@ -55,23 +51,13 @@ def test_k_workers_make_a_sleeping_datasets_batches_k_times_as_fast() -> None:
 @pytest.mark.serial  # plants its own load; another test's work beside it would add to it
 @pytest.mark.skipif(not Path("/proc/stat").exists(), reason="other processes' load needs /proc")
 def test_other_processes_load_over_the_probe_is_recorded() -> None:
-    def paced() -> dict[str, Any]:
-        rates = measure(source_of(DataLoader(Sleepy(), batch_size=BATCH)))
-        assert rates is not None
-        return rates
-
-    # A planted core of other load; not our child (the shell that starts it exits), as the
-    # probe counts this process's whole tree, its workers included, as its own (that the
-    # probe leaves its own children out is test_measure's; a bound on the quiet figure here
-    # failed beside two CPU-bound processes, which are other load too). Whatever else runs,
-    # the planted core is at least half a core of other processes' CPU over the probe.
-    start = f"'{sys.executable}' -c 'while True: pass' >/dev/null 2>&1 & echo $!"
-    hog = int(subprocess.run(["sh", "-c", start], capture_output=True, text=True).stdout)
-    try:
-        loaded = paced()
-    finally:
-        os.kill(hog, signal.SIGKILL)
-    assert loaded["other_cores"] > 0.5, loaded
+    # A planted core of other load, not our child (conftest.cpu_hogs). That the probe leaves
+    # its own children out is test_measure's: a bound on the quiet figure here failed beside
+    # two CPU-bound processes, which are other load too. Whatever else runs, the planted core
+    # is at least half a core of other processes' CPU over the probe.
+    with cpu_hogs():
+        loaded = measure(source_of(DataLoader(Sleepy(), batch_size=BATCH)))
+    assert loaded is not None and loaded["other_cores"] > 0.5, loaded
 
 
 def test_a_stream_has_no_pace_to_measure() -> None:

@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from conftest import cpu_hogs
 from torchpace.doctor import script
 from torchpace.doctor.evidence import RuntimeFinding
 from torchpace.doctor.noise import judge, withhold
@@ -38,7 +34,7 @@ def test_gains_below_the_spread_of_a_noisy_run_are_withheld() -> None:
 
 def test_load_while_the_loaders_pace_is_measured_makes_the_run_noisy() -> None:
     # The pace is measured after the steps, and the input estimate reads it: a quiet steps
-    # window with a loaded probe (4 workers read 12.8 ms a batch for a planted 8) is noisy.
+    # window with a loaded probe is noisy.
     noise = judge({"step_seconds": {"rel_iqr": 0.05}}, other_cores=0.1, probe_cores=0.9)
     assert noise["noisy"] and noise["other_cores"] == 0.1
     assert "0.90 cores" in noise["reason"] and "loader's pace" in noise["reason"]
@@ -51,17 +47,8 @@ def test_a_run_beside_a_cpu_hog_says_noisy() -> None:
     # Issue 20: on a busy machine the same script gave different top findings with no warning.
     # The hogs are not our children (the shell that starts them exits): the doctor counts its
     # own process tree, DataLoader workers included, as its own work.
-    start = f"'{sys.executable}' -c 'while True: pass' >/dev/null 2>&1 & echo $!"
-    hogs = [
-        int(subprocess.run(["sh", "-c", start], capture_output=True, text=True).stdout)
-        for _ in range(2)
-    ]
-    try:
+    with cpu_hogs(2):
         ran = script.run(str(SCRIPTS / "compute_only.py"), [], steps=12, warmup=2, lint=False)
-    finally:
-        for pid in hogs:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
     assert ran.result is not None
     noise = ran.result["noise"]
     assert noise["noisy"] and noise["other_cores"] > 0.5, noise

@@ -6,18 +6,15 @@ that another process planted beside a trial must show as load."""
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from conftest import cpu_hogs
 from torchpace.measure.stats import summarize
 from torchpace.tune import search
 from torchpace.tune.candidates import Candidate
@@ -36,18 +33,6 @@ def _steady(ms: float) -> tuple[float, ...]:
     return tuple(ms * (1 + d / 100) / 1e3 for d in (0, 1, -1, 0.5, -0.5, 1.5, -1.5, 0, 1, -1))
 
 
-@contextlib.contextmanager
-def _hog() -> Iterator[None]:
-    """A CPU-bound process that is not ours (the shell that starts it exits)."""
-    spin = f"'{sys.executable}' -c 'while True: pass' >/dev/null 2>&1 & echo $!"
-    pid = int(subprocess.run(["sh", "-c", spin], capture_output=True, text=True).stdout)
-    try:
-        yield
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-
-
 def _plant(
     monkeypatch: pytest.MonkeyPatch, step_ms: dict[str, list[float]], hogged: set[tuple[str, int]]
 ) -> list[str]:
@@ -61,7 +46,7 @@ def _plant(
         n = ran.count(spec.name)
         ran.append(spec.name)
         if (spec.name, n) in hogged:
-            with _hog():
+            with cpu_hogs():
                 time.sleep(1.5)
         times = _steady(step_ms[name][min(n, len(step_ms[name]) - 1)])
         s = summarize(list(times))
@@ -235,7 +220,7 @@ def test_require_quiet_waits_for_a_hog_to_leave_and_is_bounded() -> None:
     else:  # still busy at the bound: it stopped there
         assert waited < 8.0 + 2.0
     # A bound shorter than a window returns after one busy window.
-    with _hog():
+    with cpu_hogs():
         t0 = time.monotonic()
         quiet, load = wait_for_quiet(0.1, window_s=0.5)
         assert not quiet and load is not None and load > MAX_FOREIGN_CORES
