@@ -2,8 +2,10 @@
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
-# Pinned first: on a CPU-only machine this resolves to the local CPU wheel; an open range
-# would pull several GB of CUDA packages. The package's own `torch>=2.4` then installs nothing.
+# Pinned beside the package: on a CPU-only machine this resolves to the local CPU wheel; an open
+# range would pull several GB of CUDA packages. The package's own `torch>=2.4` adds nothing to it.
+# One pip run resolves both (10 s less than two here). The venv's own pip is kept where it can do
+# an editable install from pyproject.toml (PEP 660: 21.3); an older one is upgraded first.
 TORCH_PIN ?= torch==2.13.0
 STAMP := $(VENV)/.installed
 # `make test` runs the suite this many tests at a time (pytest-xdist), then the tests marked
@@ -19,9 +21,8 @@ TEST_THREADS ?= 1
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet "$(TORCH_PIN)"
-	$(PY) -m pip install --quiet -e ".[dev]"
+	$(PY) -m pip install --quiet "pip>=21.3"
+	$(PY) -m pip install --quiet "$(TORCH_PIN)" -e ".[dev]"
 	touch $(STAMP)
 
 demo: $(STAMP)

@@ -295,11 +295,14 @@ def test_verify_measures_loader_workers_on_a_serial_input_as_estimated(tmp_path)
     assert paces["2"] > 0.8 * paces["0"]  # one sample at a time, whatever the workers
     (workers,) = [f for f in result["findings"] if f["technique"] == "loader-workers"]
     if workers["source"] == "lint":
-        # Beside two CPU-bound processes the workers' measured pace leaves no free core, so
-        # the run's input finding is "fast-input-format" and only lint's TP101 names workers
-        # (seen in make test beside two hogs at 819f4fb): a loaded run, said so, not a verdict.
-        assert result["noise"]["noisy"], result["noise"]
-        assert any(f["technique"] == "fast-input-format" for f in result["findings"])
+        # Workers hide only the rest of this step, a few percent of it: the measured paces can
+        # put that under the line of a finding (5%), quiet (a clean clone at 97c7f75: no other
+        # load, steps spread 8%) or beside two CPU-bound processes (819f4fb). Then the run's
+        # input finding is the samples' cost, from the same measured pace, and only lint's TP101
+        # names workers. Either way, never the 8x that the wait alone promised.
+        (cost,) = [f for f in result["findings"] if f["technique"] == "fast-input-format"]
+        assert cost["source"] != "lint" and cost["measured"]["basis"] == "measured worker pace"
+        assert "loader workers would not shorten it" in cost["message"], cost["message"]
         return
     assert workers["measured"]["basis"] == "measured worker pace"
     if result["verify"]["tried"] == []:
