@@ -73,6 +73,13 @@ class FileContext:
 
         return env_bound(self)
 
+    @cached_property
+    def launch_bound(self) -> frozenset[int]:
+        """``id`` of the nodes of training loops whose models are all small (lint.scale)."""
+        from torchpace.lint.scale import launch_bound
+
+        return launch_bound(self)
+
     def of_type(self, *types: type) -> list[Any]:
         """The file's nodes of exactly these AST classes, in walk order per class.
 

@@ -137,20 +137,45 @@ def _field_value(value: ast.expr | None) -> ast.expr | None:
     return value
 
 
+def _unpacked(target: ast.expr, value: ast.expr, name: str) -> ast.expr | None:
+    """What ``name`` is bound to by ``target = value``: the value itself, or its element in a
+    tuple assignment of as many values (``D, H, C = 2, 100, 3``); None if not bound there."""
+    if isinstance(target, ast.Name):
+        return value if target.id == name else None
+    pairs = (
+        zip(target.elts, value.elts, strict=True)
+        if isinstance(target, (ast.Tuple, ast.List))
+        and isinstance(value, (ast.Tuple, ast.List))
+        and len(target.elts) == len(value.elts)
+        else ()
+    )
+    return next((v for t, v in pairs if isinstance(t, ast.Name) and t.id == name), None)
+
+
+def _binds(node: ast.AST, name: str) -> bool:
+    targets = node.targets if isinstance(node, ast.Assign) else [node.target]  # type: ignore[attr-defined]
+    return any(
+        isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store)
+        for t in targets
+        for n in ast.walk(t)
+    )
+
+
 def _module_constant(ctx: FileContext, name: str) -> list[Origin]:
+    """A module-level name bound once: ``X = literal``, or unpacked from a tuple of values."""
     tree = ctx.tree
     body = tree.body if isinstance(tree, ast.Module) else []
-    assigned = [
-        n
-        for n in ctx.of_type(ast.Assign, ast.AnnAssign, ast.AugAssign)
-        if any(
-            isinstance(t, ast.Name) and t.id == name
-            for t in (n.targets if isinstance(n, ast.Assign) else [n.target])  # type: ignore[attr-defined]
-        )
-    ]
+    assigned = [n for n in ctx.of_type(ast.Assign, ast.AnnAssign, ast.AugAssign) if _binds(n, name)]
     if len(assigned) != 1 or assigned[0] not in body or isinstance(assigned[0], ast.AugAssign):
         return []
-    return [Origin(assigned[0].value, "constant")]  # type: ignore[attr-defined]
+    node = assigned[0]
+    if isinstance(node, ast.AnnAssign):
+        return [Origin(node.value, "constant")]
+    for target in node.targets:
+        value = _unpacked(target, node.value, name)
+        if value is not None:
+            return [Origin(value, "constant")]
+    return []
 
 
 def origin(ctx: FileContext, node: ast.expr | None) -> Origin | None:

@@ -49,7 +49,7 @@ No fix: a program that shares the device with another process may rely on it.
 {REFERENCES}; "7個提升PyTorch性能的技巧" (PyTorch Lightning team), on not calling
 `torch.cuda.empty_cache()` needlessly.
 """,
-    check=check_calls_to("torch.cuda.empty_cache"),
+    check=check_calls_to("torch.cuda.empty_cache", waits=False),
 )
 
 
@@ -249,7 +249,7 @@ def _host_data(ctx: FileContext, node: ast.expr) -> bool:
 
 
 def _check_host_created_then_moved(ctx: FileContext) -> Iterator[Report]:
-    for call, _, scope in hot_calls(ctx):
+    for call, _, scope in hot_calls(ctx, waits=False):  # a copy costs a small step too
         func = call.func
         if _cuda_typed(ctx, func) and call.args and _host_data(ctx, call.args[0]):
             yield Report(call)  # numpy data copied into a CUDA tensor on every step

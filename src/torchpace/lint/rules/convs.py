@@ -23,6 +23,7 @@ from torchpace.lint.rule import (
     replace,
     start_of,
 )
+from torchpace.lint.scale import SMALL_MODELS_DOC
 
 _CONVS = {f"torch.nn.Conv{d}" for d in ("1d", "2d", "3d")}
 _CONV_MODULES = _CONVS | {f"torch.nn.ConvTranspose{d}" for d in ("1d", "2d", "3d")}
@@ -108,6 +109,14 @@ def _builds_conv_net_here(ctx: FileContext) -> list[ast.Call]:
     return []
 
 
+def _trains_small_models_only(ctx: FileContext) -> bool:
+    facts, small = ctx.loops, ctx.launch_bound
+    training = [
+        loop for loop in facts.step_loops if facts.trains(loop.body, facts.scope_of[id(loop)])
+    ]
+    return bool(training) and all(id(loop) in small for loop in training)
+
+
 def _check_cudnn_benchmark(ctx: FileContext) -> Iterator[Report]:
     convs = [call for call, name in ctx.calls if name in _CONV_MODULES]
     if not ctx.loops.step_loops:
@@ -116,6 +125,8 @@ def _check_cudnn_benchmark(ctx: FileContext) -> Iterator[Report]:
         return
     if _chooses_cudnn_setup(ctx) or not uses_cuda(ctx):
         return
+    if _trains_small_models_only(ctx):
+        return  # every training loop runs a small model (lint.scale): nothing worth autotuning
     convs = convs or _builds_conv_net_here(ctx)
     if convs:
         yield Report(min(convs, key=start_of))
@@ -127,7 +138,7 @@ CUDNN_BENCHMARK_NOT_ENABLED = Rule(
     message="Convolutions run on CUDA without the cuDNN auto-tuner "
     "(`torch.backends.cudnn.benchmark = True`)",
     technique="cudnn-benchmark",
-    doc="""\
+    doc=f"""\
 ## What it does
 Flags the first convolution layer (`nn.Conv1d/2d/3d`, `nn.ConvTranspose1d/2d/3d`) of a file
 that trains (it has a training loop) on a CUDA device (`.cuda()`, `.to("cuda")`,
@@ -145,6 +156,8 @@ turns cuDNN off, uses `torch.backends.cudnn.flags(...)`, or calls anything with
 its own is flagged at the construction of a conv net it trains: a torchvision model, or a class that
 another file of the project (beside it or up to three directories above, imported by name,
 through its module, relatively or with `*`) builds from conv layers.
+
+{SMALL_MODELS_DOC}
 
 ## Why is this slow
 cuDNN has several algorithms for each convolution; by default PyTorch picks one by heuristics.

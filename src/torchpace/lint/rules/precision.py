@@ -22,6 +22,7 @@ from torchpace.lint.rule import (
     start_of,
 )
 from torchpace.lint.rules.evaluation import called_models
+from torchpace.lint.scale import SMALL_MODELS_DOC
 
 _DEPRECATED_AMP = {"torch.cuda.amp.autocast": "autocast", "torch.cuda.amp.GradScaler": "GradScaler"}
 # The torch release that added each `torch.amp` form (release notes: torch.amp.autocast with a
@@ -354,6 +355,10 @@ def _check_cuda_loop_without_autocast(ctx: FileContext) -> Iterator[Report]:
         # Reinforcement learning: the network is small and the step time is the
         # environment's (lint.environment); autocast would not make such a run faster.
         return
+    # A model small enough that its step is kernel launches (lint.scale): casts only add some.
+    training = [loop for loop in training if id(loop) not in ctx.launch_bound]
+    if not training:
+        return
     # One finding per file, on the first training loop the file puts on a device: the fix is
     # one change. A notebook that trains on the CPU first and on CUDA later (issue 32: four
     # false findings on a tutorial's CPU cells) is told by its later loop; a file that shows no
@@ -389,12 +394,14 @@ CUDA_LOOP_WITHOUT_AUTOCAST = Rule(
     name="cuda-training-without-autocast",
     message="The CUDA training loop runs every op in float32 (no autocast)",
     technique="amp-bf16",
-    doc="""\
+    doc=f"""\
 ## What it does
 Flags the first training loop of a file that trains on CUDA and never uses `torch.autocast`
 (nor `.half()` / `.bfloat16()` / float16 dtypes, nor a framework that manages precision). Not
 in a file that steps an environment (reinforcement learning): there the step time is the
 environment's and the network that picks actions is small.
+
+{SMALL_MODELS_DOC}
 
 ## Why is this slow
 Tensor cores run bfloat16 and float16 matrix multiplies and convolutions many times faster

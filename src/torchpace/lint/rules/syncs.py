@@ -15,23 +15,29 @@ from collections.abc import Iterator
 from torchpace.lint.device import may_use_accelerator
 from torchpace.lint.loops import Scope, dotted
 from torchpace.lint.rule import Check, FileContext, Report, Rule
+from torchpace.lint.scale import SMALL_MODELS_DOC
 from torchpace.lint.tensors import TensorFacts
 
 REFERENCES = 'PyTorch Performance Tuning Guide, "Avoid unnecessary CPU-GPU synchronization"'
 
 
-def _hot(ctx: FileContext) -> Iterator[tuple[ast.AST, Scope]]:
+def _hot(ctx: FileContext, *, waits: bool = True) -> Iterator[tuple[ast.AST, Scope]]:
     """The hot code, in a file that may use an accelerator: on the CPU alone nothing runs
-    asynchronously, so nothing waits for a device."""
+    asynchronously, so nothing waits for a device. For a rule about waiting for the device
+    (``waits``), not the loops of a small model (lint.scale): its kernels take microseconds, so
+    the queue a sync waits on is about empty."""
     if ctx.loops.hot and (ctx.entries or may_use_accelerator(ctx)):  # entries: see lint.project
         bound = ctx.env_bound  # an RL interaction loop reads its action back every step anyway
+        small = ctx.launch_bound if waits else frozenset()
         for node, scope in ctx.loops.hot.values():
-            if id(node) not in bound:
+            if id(node) not in bound and id(node) not in small:
                 yield node, scope
 
 
-def hot_calls(ctx: FileContext) -> Iterator[tuple[ast.Call, str | None, Scope]]:
-    for node, scope in _hot(ctx):
+def hot_calls(
+    ctx: FileContext, *, waits: bool = True
+) -> Iterator[tuple[ast.Call, str | None, Scope]]:
+    for node, scope in _hot(ctx, waits=waits):
         if isinstance(node, ast.Call):
             yield node, ctx.names.qualname(node.func), scope
 
@@ -113,6 +119,8 @@ a logging cadence (`if step % 100 == 0:`, `if step % 100 == 0 or step == last:`)
 loop, and in evaluation loops (under `torch.no_grad()`, after `model.eval()`, in a function
 named for evaluation) are not flagged; the optimizer step of gradient accumulation
 (`if (i + 1) % accumulate == 0: optimizer.step()`) is training, and is.
+
+{SMALL_MODELS_DOC}
 
 ## Why is this slow
 The host cannot read a value the device has not computed yet, so it blocks until the device's
@@ -219,6 +227,8 @@ TENSOR_FORMATTED_IN_LOOP = Rule(
 ## What it does
 Flags a tensor passed to `print`, `str`, `repr`, `str.format` or `%`, or placed in an f-string,
 inside a training loop, unless a logging cadence (`if step % N == 0:`) gates it.
+
+{SMALL_MODELS_DOC}
 
 ## Why is this slow
 Formatting a tensor reads its values on the host, which waits for every queued kernel to
@@ -327,6 +337,8 @@ Flags `nonzero()`, single-argument `torch.where`, `masked_select`, `argwhere` an
 a boolean mask (`x[x > 0]`, `x[mask]` where `mask` is a comparison) inside a training loop.
 Assigning through a mask (`x[mask] = 0`) is not flagged.
 
+{SMALL_MODELS_DOC}
+
 ## Why is this slow
 The size of the result is only known once the device has computed the mask, so PyTorch copies
 the count to the host and waits before it can allocate the output. Under `torch.compile` the
@@ -387,6 +399,8 @@ TENSOR_BRANCH_IN_LOOP = Rule(
 Flags `if`, `while`, conditional expressions and `assert` whose condition is a tensor, such as
 `if loss > 10:` or `if torch.isnan(loss).any():`, inside a training loop.
 
+{SMALL_MODELS_DOC}
+
 ## Why is this slow
 Python needs a `bool`, so the tensor is copied to the host, which waits for the device to
 finish everything queued before it. Under `torch.compile` the branch also breaks the graph.
@@ -437,13 +451,13 @@ def _aliases(ctx: FileContext, name: str) -> set[str]:
     return out
 
 
-def check_calls_to(name: str) -> Check:
+def check_calls_to(name: str, *, waits: bool) -> Check:
     """A check reporting every hot call of the function ``name``, by its name or through a
-    name bound to it (:func:`_aliases`)."""
+    name bound to it (:func:`_aliases`); ``waits``: see :func:`_hot`."""
 
     def check(ctx: FileContext) -> Iterator[Report]:
         aliases: set[str] | None = None
-        for call, qual, _ in hot_calls(ctx):
+        for call, qual, _ in hot_calls(ctx, waits=waits):
             if qual == name:
                 yield Report(call)
                 continue
@@ -466,6 +480,8 @@ SYNCHRONIZE_IN_LOOP = Rule(
 Flags `torch.cuda.synchronize()` inside a training loop, unless a logging cadence gates it.
 A name bound to the function (`sync = torch.cuda.synchronize if cuda else noop`) counts as
 the function.
+
+{SMALL_MODELS_DOC}
 
 ## Why is this slow
 The host stops queueing work until the device has finished all of it, so the device then waits
@@ -492,7 +508,7 @@ No fix: code that times steps with the host clock needs the synchronisation to b
 ## References
 {REFERENCES}.
 """,
-    check=check_calls_to("torch.cuda.synchronize"),
+    check=check_calls_to("torch.cuda.synchronize", waits=True),
 )
 
 RULES = (

@@ -1,0 +1,221 @@
+"""Small models (lint.scale): sizes read, never guessed, and the rules that leave such loops alone.
+
+The shapes of the models here are those of the lint corpus's tutorials and examples (issue 32):
+a 2-100-3 MLP built from unpacked constants, a 784-400-20 VAE, LeNet, a DCGAN whose widths are
+module constants, a network passed to a ``train(model, loader)`` function, and the ways a model
+hides its size (``nn.Sequential(*layers)``, a comprehension, a library model, unpacking).
+"""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+
+import pytest
+
+from torchpace.lint import RULES, FileResult, lint_source
+from torchpace.lint.engine import context
+from torchpace.lint.scale import TINY_WEIGHTS, launch_bound, model_weights
+
+HEAD = """\
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+device = torch.device("cuda")
+"""
+
+LOOP = """
+for x, y in loader:
+    x, y = x.to(device), y.to(device)
+    loss = criterion(model(x), y)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    print(loss.item())
+"""
+
+
+def _ctx(body: str):
+    source = (HEAD + textwrap.dedent(body)).encode()
+    return context("train.py", source, ast.parse(source))
+
+
+def _codes(body: str) -> set[str]:
+    source = HEAD + textwrap.dedent(body)
+    result = lint_source("train.py", source.encode(), RULES)
+    assert isinstance(result, FileResult), result
+    return {f.code for f in result.findings}
+
+
+SPIRAL = """
+D, H, C = 2, 100, 3
+model = nn.Sequential(nn.Linear(D, H), nn.ReLU(), nn.Linear(H, C)).to(device)
+criterion = nn.CrossEntropyLoss()
+optimizer = torch.optim.Adam(model.parameters())
+"""
+
+VAE = """
+class VAE(nn.Module):
+    def __init__(self, hidden=400, latent=20):
+        super().__init__()
+        self.latent = latent
+        self.fc1 = nn.Linear(784, hidden)
+        self.fc21 = nn.Linear(hidden, self.latent)
+        self.fc22 = nn.Linear(hidden, self.latent)
+        self.fc3 = nn.Linear(self.latent, hidden)
+        self.fc4 = nn.Linear(hidden, 28 * 28)
+
+    def forward(self, x):
+        h = F.relu(self.fc1(x.view(-1, 784)))
+        return self.fc4(F.relu(self.fc3(self.fc21(h))))
+
+model = VAE().to(device)
+criterion = nn.MSELoss()
+optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+"""
+
+LENET = """
+class LeNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Conv2d(1, 6, kernel_size=5), nn.Sigmoid(), nn.AvgPool2d(2, 2),
+            nn.Conv2d(6, 16, (5, 5)), nn.Sigmoid(), nn.AvgPool2d(2, 2),
+        )
+        self.head = nn.Sequential(nn.Linear(16 * 5 * 5, 120), nn.Linear(120, 84), nn.Linear(84, 10))
+
+    def forward(self, x):
+        return self.head(self.features(x).flatten(1))
+
+model = LeNet().to(device)
+criterion = nn.CrossEntropyLoss()
+optimizer = torch.optim.SGD(model.parameters(), lr=0.9)
+"""
+
+DCGAN = """
+nz, ngf = 100, 64
+
+class Generator(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.main = nn.Sequential(
+            nn.ConvTranspose2d(nz, ngf * 8, 4, 1, 0, bias=False),
+            nn.BatchNorm2d(ngf * 8),
+            nn.ConvTranspose2d(ngf * 8, 3, 4, 2, 1, bias=False),
+        )
+
+model = Generator().to(device)
+criterion = nn.BCELoss()
+optimizer = torch.optim.Adam(model.parameters())
+"""
+
+
+def test_weights_are_counted_from_what_the_file_spells_out() -> None:
+    assert model_weights(_ctx(SPIRAL), "model") == 2 * 100 + 100 * 3
+    assert model_weights(_ctx(VAE), "model") == 784 * 400 + 2 * 400 * 20 + 20 * 400 + 400 * 784
+    assert model_weights(_ctx(LENET), "model") == 6 * 25 + 6 * 16 * 25 + 400 * 120 + 120 * 84 + 840
+    assert model_weights(_ctx(SPIRAL), "criterion") == 0  # a loss: no weights
+    assert model_weights(_ctx(DCGAN), "model") is None  # 512-channel convs: the image decides
+
+
+def test_constructor_arguments_override_defaults_and_unknown_ones_stay_unknown() -> None:
+    body = VAE.replace("model = VAE()", "model = VAE(hidden=4096)")
+    assert model_weights(_ctx(body), "model") > TINY_WEIGHTS  # type: ignore[operator]
+    body = VAE.replace("model = VAE()", "model = VAE(hidden=args.hidden)")
+    assert model_weights(_ctx(body), "model") is None  # no --hidden option in this file
+
+
+@pytest.mark.parametrize(
+    "model",
+    [
+        "nn.Sequential(*layers)",  # built elsewhere
+        "nn.Sequential(*[nn.Linear(8, 8) for _ in range(depth)])",
+        "torchvision.models.resnet18(num_classes=10)",  # a library's model
+        "Net()",  # a class of another file
+        "nn.Transformer(d_model=32)",  # its defaults are not read here
+        "nn.Linear(8, n_classes)",  # a size the file does not give
+    ],
+)
+def test_a_model_whose_size_is_not_spelled_out_is_unknown(model: str) -> None:
+    body = f"import torchvision\nfrom models import Net\nmodel = {model}\n"
+    assert model_weights(_ctx(body), "model") is None
+
+
+def test_a_class_that_repeats_its_blocks_or_derives_from_a_library_is_unknown() -> None:
+    repeated = """
+    class MLP(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layers = nn.ModuleList([nn.Linear(8, 8) for _ in range(depth)])
+    model = MLP()
+    """
+    assert model_weights(_ctx(repeated), "model") is None
+    derived = """
+    from transformers import PreTrainedModel
+    class Head(PreTrainedModel):
+        def __init__(self, config):
+            super().__init__(config)
+            self.fc = nn.Linear(8, 2)
+    model = Head(config)
+    """
+    assert model_weights(_ctx(derived), "model") is None
+
+
+def test_a_name_also_bound_by_unpacking_is_unknown() -> None:
+    body = SPIRAL + "model, optimizer = fabric.setup(model, optimizer)\n"
+    assert model_weights(_ctx(body), "model") is None
+
+
+def _small_loops(body: str) -> list[bool]:
+    ctx = _ctx(body)
+    small = launch_bound(ctx)
+    return [id(loop) in small for loop in ctx.loops.step_loops]
+
+
+def test_a_training_loop_is_small_when_every_module_it_calls_is() -> None:
+    assert _small_loops(SPIRAL + LOOP) == [True]
+    assert _small_loops(LENET + LOOP) == [True]
+    assert _small_loops(DCGAN + LOOP) == [False]
+    # A second network the loop calls, of a size the file does not give: not small.
+    other = SPIRAL + "critic = build_critic()\n" + LOOP.replace("print(", "critic(x); print(")
+    assert _small_loops(other) == [False]
+    # Only a loss function is recognised (the networks are unpacked from a framework): not small.
+    hidden = "criterion = nn.MSELoss()\nnet, optimizer = fabric.setup(Net(), opt)\n"
+    assert _small_loops(hidden + LOOP.replace("model(x)", "net(x)")) == [False]
+
+
+def test_a_model_passed_to_a_train_function_is_read_at_every_call() -> None:
+    train = """
+    def train(net, loader):
+        for x, y in loader:
+            loss = criterion(net(x.to(device)), y.to(device))
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            print(loss.item())
+    """
+    train = textwrap.dedent(train)
+    calls = "train(model, train_loader)\n"
+    assert _small_loops(SPIRAL + train + calls) == [True]
+    big = "wide = nn.Linear(4096, 4096)\ntrain(wide, train_loader)\n"
+    assert _small_loops(SPIRAL + train + calls + big) == [False]
+    assert _small_loops(SPIRAL + train) == [False]  # never called here: cannot tell
+
+
+def test_the_rules_leave_a_small_models_loop_alone_and_report_the_same_loop_at_scale() -> None:
+    small = _codes(SPIRAL + LOOP)
+    wide = _codes(SPIRAL.replace("D, H, C = 2, 100, 3", "D, H, C = 2, 4096, 3000") + LOOP)
+    assert {"TP201", "TP302"} <= wide
+    assert not {"TP201", "TP302"} & small
+    convs = _codes(LENET + LOOP)
+    assert not {"TP201", "TP302", "TP303"} & convs
+    assert {"TP201", "TP302", "TP303"} <= _codes(
+        LENET.replace("nn.Conv2d(6, 16", "nn.Conv2d(6, 256").replace("16 * 5 * 5", "256 * 5 * 5")
+        + LOOP
+    )
+
+
+def test_a_copy_to_the_device_is_still_reported_in_a_small_models_loop() -> None:
+    # TP207 is about the copy, which a small step pays in full; only waits are left alone.
+    loop = LOOP.replace("print(loss.item())", "h = torch.zeros(8, 100).to(device)")
+    assert "TP207" in _codes(SPIRAL + loop)
