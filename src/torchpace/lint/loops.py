@@ -204,7 +204,7 @@ def _assignments(nodes: Iterable[ast.AST]) -> Iterator[tuple[str, ast.expr]]:
                 yield name, node.value
 
 
-def _strip_moves(value: ast.expr) -> ast.expr:
+def strip_moves(value: ast.expr) -> ast.expr:
     """``Net().to(device).train()`` → ``Net()``: calls that return the module they are called on."""
     while (
         isinstance(value, ast.Call)
@@ -555,7 +555,7 @@ def _collect_bindings(facts: LoopFacts, tree: ast.Module, by_type: dict[type, li
     for target, value in _assignments(
         [*by_type.get(ast.Assign, ()), *by_type.get(ast.AnnAssign, ())]
     ):
-        value = _strip_moves(value)
+        value = strip_moves(value)
         if not isinstance(value, ast.Call):
             seen.setdefault(target, set()).add("?")
             continue

@@ -25,7 +25,7 @@ import builtins
 import math
 from collections.abc import Iterator, Sequence
 
-from torchpace.lint.loops import LOOPS, Function, dotted, walk
+from torchpace.lint.loops import LOOPS, Function, dotted, strip_moves, walk
 from torchpace.lint.rule import FileContext, argument
 from torchpace.lint.values import int_value
 
@@ -320,7 +320,7 @@ class _Sizer:
         values = [v for _, v in plain]
         total = 0
         for value in values:
-            value = _strip_moves(value)
+            value = strip_moves(value)
             if not isinstance(value, ast.Call):
                 raise _Unknown
             name = self.ctx.names.qualname(value.func) or ""
@@ -354,16 +354,6 @@ class _Sizer:
                 raise _Unknown
             total = max(total, self.model(name, self.ctx.enclosing_scope(call), seen))
         return total
-
-
-def _strip_moves(value: ast.expr) -> ast.expr:
-    while (
-        isinstance(value, ast.Call)
-        and isinstance(value.func, ast.Attribute)
-        and value.func.attr in {"to", "cuda", "cpu", "train", "eval", "float", "double"}
-    ):
-        value = value.func.value
-    return value
 
 
 def _assigned(ctx: FileContext, target: str) -> Iterator[tuple[ast.AST, ast.expr]]:
