@@ -34,7 +34,7 @@ def main():
     train_set = dataset("train", seed=args.seed, cifar_root=args.cifar_root)
     val_set = dataset("val", seed=args.seed, cifar_root=args.cifar_root)
     # SLOW: no worker processes, no pinned memory.
-    train_loader = DataLoader(  # SLOW(TP101, TP102)
+    train_loader = DataLoader(  # SLOW(TP101): no workers (pinning comes with them, TP102)
         train_set, batch_size=args.batch_size, shuffle=True
     )
     val_loader = DataLoader(val_set, batch_size=256)  # evaluation only: no TP101/TP102
