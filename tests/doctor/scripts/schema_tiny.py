@@ -16,7 +16,11 @@ torch.manual_seed(0)
 train = DataLoader(TensorDataset(torch.randn(256, 16), torch.randint(0, 4, (256,))), batch_size=8)
 val = DataLoader(TensorDataset(torch.randn(32, 16), torch.randint(0, 4, (32,))), batch_size=8)
 device = "cuda" if torch.cuda.is_available() else "cpu"  # as real scripts choose it
-model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 4)).to(device)
+# Just over a million weights: lint leaves a smaller model's syncs alone (lint.scale), and the
+# result must hold a finding that lint and the run both make (TP201 on the .item() below).
+model = nn.Sequential(
+    nn.Linear(16, 1024), nn.ReLU(), nn.Linear(1024, 1024), nn.ReLU(), nn.Linear(1024, 4)
+).to(device)
 opt = torch.optim.SGD(model.parameters(), lr=0.1)
 step = 0
 while step < steps:
