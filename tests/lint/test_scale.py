@@ -219,3 +219,17 @@ def test_a_copy_to_the_device_is_still_reported_in_a_small_models_loop() -> None
     # TP207 is about the copy, which a small step pays in full; only waits are left alone.
     loop = LOOP.replace("print(loss.item())", "h = torch.zeros(8, 100).to(device)")
     assert "TP207" in _codes(SPIRAL + loop)
+
+
+def test_a_loop_that_also_runs_an_object_of_unknown_size_through_a_method_is_not_small() -> None:
+    # Distillation: the small student is called, the teacher only through a submodule.
+    teacher = SPIRAL + "teacher = torchvision.models.resnet50()\nimport torchvision\n"
+    loop = LOOP.replace("print(", "teacher.fc(x); print(")
+    assert _small_loops(teacher + loop) == [False]
+    # Methods of what torch made for other ends (the optimizer, a scaler) change nothing.
+    scaled = (
+        SPIRAL
+        + "scaler = torch.amp.GradScaler()\n"
+        + LOOP.replace("print(", "scaler.update(); print(")
+    )
+    assert _small_loops(scaled) == [True]

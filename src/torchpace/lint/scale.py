@@ -415,7 +415,19 @@ def _callables(ctx: FileContext, nodes: Sequence[ast.AST], scope: ast.AST | None
             target = f"self.{func.attr}"
             if _stores(ctx, target):
                 out.add(target)
+        elif isinstance(func, ast.Attribute):
+            # A method or a submodule of an object the file builds (``teacher.backbone(x)``,
+            # ``ema.update()``): that object is sized too, unless torch made it for something
+            # other than a model (an optimizer, a scaler, a writer: ``opt.step()``).
+            root = (dotted(func.value) or "").split(".")[0]
+            owner = facts.instances.get(root, "")
+            if root and owner and not (owner.startswith("torch.") and not _is_nn(owner)):
+                out.add(root)
     return out
+
+
+def _is_nn(path: str) -> bool:
+    return path.startswith("torch.nn.") and path.count(".") == 2
 
 
 def _parameters(scope: ast.AST | None) -> set[str]:
