@@ -351,6 +351,10 @@ class LoopFacts:
             )
         return self._loops_in[key]
 
+    def training_loops(self) -> list[Loop]:
+        """The step loops that train: they call ``backward()`` or step an optimizer."""
+        return [loop for loop in self.step_loops if self.trains(loop.body, self.scope_of[id(loop)])]
+
     def trains(self, nodes: Iterable[ast.AST], scope: Scope) -> bool:
         """Whether running ``nodes`` calls ``backward()`` or an optimizer step, here or in a
         same-file function they call (nested loops included)."""

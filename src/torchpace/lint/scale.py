@@ -23,7 +23,9 @@ from __future__ import annotations
 import ast
 import builtins
 import math
-from collections.abc import Iterator, Sequence
+from collections import defaultdict
+from collections.abc import Sequence
+from functools import cached_property
 
 from torchpace.lint.loops import LOOPS, Function, dotted, strip_moves, walk
 from torchpace.lint.rule import FileContext, argument
@@ -67,6 +69,7 @@ _TENSOR_FACTORIES = frozenset(
 )
 
 _CONTAINERS = frozenset({"Sequential", "ModuleList", "ModuleDict"})
+_CONTAINER_PATHS = frozenset(f"torch.nn.{c}" for c in _CONTAINERS)
 _REPEATS = (ast.ListComp, ast.GeneratorExp, ast.DictComp, ast.SetComp)
 _BUILTINS = frozenset({"int", "float", "bool", "str", "len", "max", "min", "sum", "round", "abs"})
 
@@ -86,6 +89,40 @@ class _Sizer:
         self.classes = {n.name: n for n in ctx.of_type(ast.ClassDef)}
         self._classes: dict[tuple[str, tuple[tuple[str, int | None], ...]], int] = {}
         self._building: set[str] = set()
+
+    # Where names are bound, indexed once per file.
+
+    @cached_property
+    def assigned(self) -> dict[str, list[ast.expr]]:
+        """``target = value`` assignments by target, one per target written (``a = b = f()``
+        gives ``a`` and ``b`` the value)."""
+        out: dict[str, list[ast.expr]] = defaultdict(list)
+        for node in self.ctx.of_type(ast.Assign):
+            for t in node.targets:
+                name = dotted(t)
+                if name is not None:
+                    out[name].append(node.value)
+        return out
+
+    @cached_property
+    def stores(self) -> dict[str, int]:
+        """How many nodes bind each target: assignment, loop and ``with`` targets, unpacking,
+        augmented assignment."""
+        out: dict[str, int] = defaultdict(int)
+        for kind in (ast.Name, ast.Attribute):
+            for n in self.ctx.of_type(kind):
+                name = dotted(n) if isinstance(n.ctx, ast.Store) else None
+                if name is not None:
+                    out[name] += 1
+        return out
+
+    @cached_property
+    def not_modules(self) -> frozenset[str]:
+        """Names a call cannot run a module through: this file's functions and classes, and
+        what it imports."""
+        facts = self.ctx.loops
+        keys = facts.functions.keys() | facts.classes.keys() | self.ctx.names.bindings.keys()
+        return frozenset(keys)
 
     # Sizes.
 
@@ -124,6 +161,12 @@ class _Sizer:
             raise _Unknown
         return value
 
+    def _size_or_none(self, node: ast.expr | None, env: Env) -> int | None:
+        try:
+            return self.size(node, env)
+        except _Unknown:
+            return None
+
     def _kernel(self, node: ast.expr | None, env: Env, dims: int) -> int:
         if isinstance(node, (ast.Tuple, ast.List)):
             return math.prod(self.size(e, env) for e in node.elts)
@@ -136,9 +179,7 @@ class _Sizer:
         if kind in _LIGHT or kind.endswith("Loss"):
             return 0
         arg = lambda name, pos: argument(call, name, pos)  # noqa: E731
-        if kind in ("Linear", "Bilinear", "LazyLinear"):
-            if kind != "Linear":
-                raise _Unknown
+        if kind == "Linear":
             return self.size(arg("in_features", 0), env) * self.size(arg("out_features", 1), env)
         if kind in ("Embedding", "EmbeddingBag"):
             n = self.size(arg("num_embeddings", 0), env)
@@ -162,7 +203,7 @@ class _Sizer:
             per_layer = _RNN_GATES[kind] * (inputs + hidden) * hidden
             deeper = _RNN_GATES[kind] * (hidden * directions + hidden) * hidden
             return directions * (per_layer + (layers - 1) * deeper)
-        if kind in ("MultiheadAttention",):
+        if kind == "MultiheadAttention":
             return 4 * self.size(arg("embed_dim", 0), env) ** 2
         raise _Unknown  # a Transformer's defaults, or a layer not in this table
 
@@ -197,7 +238,7 @@ class _Sizer:
             local = call.func.id if isinstance(call.func, ast.Name) else None
             if name in ("torch.nn.Parameter", "torch.nn.parameter.Parameter"):
                 weights = self._parameter(call, env)
-            elif name.startswith("torch.nn.") and name.count(".") == 2 and name[9:10].isupper():
+            elif _is_nn(name):
                 weights = self.layer(call, name[9:], env)
                 if name[9:] in _CONTAINERS and any(
                     not isinstance(a, (ast.Call, ast.List, ast.Tuple, ast.IfExp)) for a in call.args
@@ -230,7 +271,7 @@ class _Sizer:
             parent = self.ctx.parents.get(id(parent))
         if isinstance(parent, ast.Call):
             name = self.ctx.names.qualname(parent.func) or ""
-            return name in ("torch.nn.Sequential", "torch.nn.ModuleList", "torch.nn.ModuleDict")
+            return name in _CONTAINER_PATHS
         return False
 
     def _init(self, cls: str) -> Function | None:
@@ -248,12 +289,7 @@ class _Sizer:
         defaults = init.args.defaults
         bound: Env = {}
 
-        def value(node: ast.expr | None, where: Env) -> int | None:
-            try:
-                return self.size(node, where)
-            except _Unknown:
-                return None
-
+        value = self._size_or_none
         first_default = len(params) - len(defaults)
         for i, p in enumerate(params):
             passed = call.args[i] if i < len(call.args) else None
@@ -287,10 +323,7 @@ class _Sizer:
                     if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
                         target = dotted(stmt.targets[0]) or ""
                         if target.startswith("self.") and not isinstance(stmt.value, ast.Call):
-                            try:
-                                scope[target] = self.size(stmt.value, scope)
-                            except _Unknown:
-                                scope[target] = None
+                            scope[target] = self._size_or_none(stmt.value, scope)
             if any(self._foreign_base(b) for b in node.bases):
                 raise _Unknown
             weights = self.built(node, scope, owner=cls)
@@ -314,10 +347,9 @@ class _Sizer:
             if target in seen:
                 raise _Unknown
             return self._through_parameter(target, scope, seen | {target})  # type: ignore[arg-type]
-        plain = list(_assigned(self.ctx, target))
-        if not plain or len(plain) != len(_stores(self.ctx, target)):
+        values = self.assigned.get(target, [])
+        if not values or len(values) != self.stores.get(target, 0):
             raise _Unknown  # also bound by unpacking, a loop, ``with``: not read here
-        values = [v for _, v in plain]
         total = 0
         for value in values:
             value = strip_moves(value)
@@ -327,7 +359,7 @@ class _Sizer:
             local = value.func.id if isinstance(value.func, ast.Name) else None
             if local is not None and local in self.classes:
                 weights = self.of_class(local, self._bind(local, value, {}))
-            elif name.startswith("torch.nn.") and name.count(".") == 2:
+            elif _is_nn(name):
                 weights = self.built(value, {})  # the call itself and what it is given
             else:
                 raise _Unknown
@@ -354,14 +386,6 @@ class _Sizer:
                 raise _Unknown
             total = max(total, self.model(name, self.ctx.enclosing_scope(call), seen))
         return total
-
-
-def _assigned(ctx: FileContext, target: str) -> Iterator[tuple[ast.AST, ast.expr]]:
-    """``target = value`` assignments, one per target written (``a = b = f()`` is two)."""
-    for node in ctx.of_type(ast.Assign):
-        for t in node.targets:
-            if dotted(t) == target:
-                yield node, node.value
 
 
 def model_weights(ctx: FileContext, target: str, scope: ast.AST | None = None) -> int | None:
@@ -395,11 +419,12 @@ def launch_bound(ctx: FileContext) -> frozenset[int]:
     return frozenset(out)
 
 
-def _callables(ctx: FileContext, nodes: Sequence[ast.AST], scope: ast.AST | None) -> set[str]:
-    """What ``nodes`` call that could be a module: a name or ``self.x`` this file binds to a
-    value, or a parameter of ``scope``; not a function or class of this file, an import or a
-    builtin, nor a method of some object (``opt.step()``, ``x.view()``)."""
-    facts = ctx.loops
+def _callables(sizer: _Sizer, nodes: Sequence[ast.AST], scope: ast.AST | None) -> set[str]:
+    """What ``nodes`` call that could be a module, to be sized: a name that is not a function
+    or class of this file, an import or a builtin; ``self.x`` where the file binds it; and the
+    object a method or submodule is called on, where the file builds it (not what torch builds
+    for other ends: ``opt.step()``, ``scaler.update()``)."""
+    facts = sizer.ctx.loops
     params = _parameters(scope)
     out = set()
     for node in nodes:
@@ -408,12 +433,13 @@ def _callables(ctx: FileContext, nodes: Sequence[ast.AST], scope: ast.AST | None
         func = node.func
         if isinstance(func, ast.Name):
             name = func.id
-            known = facts.functions.keys() | facts.classes.keys() | ctx.names.bindings.keys()
-            if name not in known and not (hasattr(builtins, name) and name not in params):
+            if name not in sizer.not_modules and not (
+                hasattr(builtins, name) and name not in params
+            ):
                 out.add(name)  # a module, a loss, or a callable this file cannot tell: sized
         elif isinstance(func, ast.Attribute) and dotted(func.value) == "self":
             target = f"self.{func.attr}"
-            if _stores(ctx, target):
+            if sizer.stores.get(target):
                 out.add(target)
         elif isinstance(func, ast.Attribute):
             # A method or a submodule of an object the file builds (``teacher.backbone(x)``,
@@ -427,7 +453,8 @@ def _callables(ctx: FileContext, nodes: Sequence[ast.AST], scope: ast.AST | None
 
 
 def _is_nn(path: str) -> bool:
-    return path.startswith("torch.nn.") and path.count(".") == 2
+    """``torch.nn.Linear``, not ``torch.nn.functional.relu`` nor ``torch.nn.init``."""
+    return path.startswith("torch.nn.") and path.count(".") == 2 and path[9:10].isupper()
 
 
 def _parameters(scope: ast.AST | None) -> set[str]:
@@ -437,24 +464,12 @@ def _parameters(scope: ast.AST | None) -> set[str]:
     return {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)}
 
 
-def _stores(ctx: FileContext, target: str) -> list[ast.AST]:
-    """Every node that binds ``target``: assignment targets, loop and ``with`` targets,
-    unpacking, augmented assignment."""
-    kinds = (ast.Name, ast.Attribute)
-    return [
-        n
-        for kind in kinds
-        for n in ctx.of_type(kind)
-        if isinstance(n.ctx, ast.Store) and dotted(n) == target
-    ]
-
-
 def _small(sizer: _Sizer, runs: Sequence[tuple[Sequence[ast.AST], ast.AST | None]]) -> bool:
     """Every module the code runs is known and small, and it runs one with weights."""
     weights = []
     try:
         for nodes, scope in runs:
-            for target in _callables(sizer.ctx, nodes, scope):
+            for target in _callables(sizer, nodes, scope):
                 weights.append(sizer.model(target, scope, frozenset()))
     except _Unknown:
         return False

@@ -110,11 +110,8 @@ def _builds_conv_net_here(ctx: FileContext) -> list[ast.Call]:
 
 
 def _trains_small_models_only(ctx: FileContext) -> bool:
-    facts, small = ctx.loops, ctx.launch_bound
-    training = [
-        loop for loop in facts.step_loops if facts.trains(loop.body, facts.scope_of[id(loop)])
-    ]
-    return bool(training) and all(id(loop) in small for loop in training)
+    training = ctx.loops.training_loops()
+    return bool(training) and all(id(loop) in ctx.launch_bound for loop in training)
 
 
 def _check_cudnn_benchmark(ctx: FileContext) -> Iterator[Report]:

@@ -345,10 +345,7 @@ def _manages_precision(ctx: FileContext) -> bool:
 
 
 def _check_cuda_loop_without_autocast(ctx: FileContext) -> Iterator[Report]:
-    facts = ctx.loops
-    training = [
-        loop for loop in facts.step_loops if facts.trains(loop.body, facts.scope_of[id(loop)])
-    ]
+    training = ctx.loops.training_loops()
     if not training or _manages_precision(ctx) or not uses_cuda(ctx):
         return
     if ctx.env_bound:
