@@ -404,10 +404,8 @@ def launch_bound(ctx: FileContext) -> frozenset[int]:
         return frozenset()
     sizer = _Sizer(ctx)
     out: set[int] = set()
-    for loop in facts.step_loops:
-        scope = facts.scope_of.get(id(loop))
-        if not facts.trains(loop.body, scope):  # type: ignore[arg-type]
-            continue
+    for loop in facts.training_loops():
+        scope = facts.scope_of[id(loop)]
         nodes = list(walk(loop.body))
         runs = [(nodes, scope)]
         for call in (n for n in nodes if isinstance(n, ast.Call)):
