@@ -13,10 +13,10 @@ A finding is judged only when its trials say the machine held still, or that its
 not change the verdict (``tune.noise.trials_noise``): beside another heavy job a VAE's fused
 optimizer measured 0.34x against the first baseline and 1.14x against the second, whose median
 step was 3.4x the first's. Then the verdict is "noisy: not judged" with the reasons, and the
-finding keeps its estimate and its place. Like the tune, the speed-up is against the first
-baseline alone, not the two pooled: the change's trial runs from its seed (the same batches, in a
-script that does not seed itself), and once the two agree, within their spread, pooling would
-move the median by less than that.
+finding keeps its estimate and its place. Like the tune, the speed-up is against the baselines
+run just before and just after the change's trial (seed 0, its seed: the same batches in a
+script that does not seed itself), their geometric mean; ``speedup_second_baseline`` is the one
+against the baseline after it.
 
 The trials share the tune's cache for this script and arguments, so a later ``torchpace tune``
 of the same run reuses them.
@@ -25,7 +25,7 @@ of the same run reuses them.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -34,10 +34,11 @@ from torchpace.tune.search import MIN_GAIN
 
 if TYPE_CHECKING:
     from torchpace.report.tune_table import Row
+    from torchpace.tune.search import Pair
     from torchpace.tune.trial import TrialResult
 
 # 3: the top findings a verification tries, the doctor's terminal shows ten. Each costs two
-# trials (each seed of the baseline is shared), a few minutes on a 2-core CPU.
+# trials (its own and the baseline run after it), a few minutes on a 2-core CPU.
 TOP = 3
 
 
@@ -69,9 +70,11 @@ def annotate(
     *,
     trials: Sequence[TrialResult],
     baselines: Sequence[TrialResult],
+    pairs: Mapping[str, Pair] | None = None,
 ) -> None:
-    """Each verified finding gets ``verified``: the measured speed-up alone (against the first
-    of ``baselines``, and against the second), its spread, the promised one, the estimated
+    """Each verified finding gets ``verified``: the measured speed-up alone (against the two
+    baselines its trial was judged between: its row's in ``pairs``, else ``baselines``, and
+    against the second of them), its spread, the promised one, the estimated
     gain, the noise that kept it from being judged, and the verdict. Its ``gain`` becomes the
     measured one (``1 - 1 / speed-up``), so the findings rank by what was measured; one measured
     no faster, not worth it or rejected keeps no gain and is demoted below the rest; one whose
@@ -105,7 +108,13 @@ def annotate(
         trial = (
             None if row is None else next((r for r in reversed(trials) if r.name == row.name), None)
         )
-        if trial is not None and trial.median_step_s and len(baselines) == 2 and not failed:
+        pair = None if row is None else (pairs or {}).get(row.name)
+        if trial is not None and trial.median_step_s and pair is not None and not failed:
+            # the tune's own judgement of the trial, between the baselines next to it
+            if pair.after.median_step_s:
+                entry["speedup_second_baseline"] = pair.after.median_step_s / trial.median_step_s
+            entry["noise"] = list(pair.noise)
+        elif trial is not None and trial.median_step_s and len(baselines) == 2 and not failed:
             # A guard's rejection or a crash is not a timing; only a timing can be noise.
             base, other = baselines
             if other.median_step_s:
@@ -182,7 +191,14 @@ def verify(
         baseline=Plan.as_written(),
         after_baseline=only_findings,
     )
-    annotate(findings, outcome.rows, tried, trials=outcome.trials, baselines=outcome.baselines)
+    annotate(
+        findings,
+        outcome.rows,
+        tried,
+        trials=outcome.trials,
+        baselines=outcome.baselines,
+        pairs=outcome.pairs,
+    )
     return {
         "tried": tried,
         "elapsed_s": outcome.elapsed_s,

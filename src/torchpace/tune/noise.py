@@ -49,14 +49,18 @@ def trials_noise(
     base: TrialResult, other: TrialResult, trial: TrialResult, *, min_gain: float
 ) -> list[str]:
     """Why a change's ``trial`` cannot be judged against the script as written, or [] when it
-    can: the baseline it is compared with (``base``) or the trial ran beside other processes'
-    work; the two baselines (``base`` and ``other``, its second seed) disagree so that the
-    verdict depends on which is taken; or the steps of ``base`` or ``trial``, the two runs
-    compared, spread wider than the script's own. (``other`` vouches for ``base`` by its
-    median, which a load in a few of its steps does not move: a planted script's second
-    baseline went from 81 to 104 ms in its last 6 steps, spread 28%, median 81 ms as the
-    first's.) ``min_gain``: the speed-up below which a change is not worth it."""
-    reasons = load_noise([("first baseline", base), ("change's trial", trial)])
+    can: one of the two baselines it is compared with (the tune's: run just before and just
+    after it; ``doctor --verify`` on stored trials: the two seeds) or the trial ran beside other
+    processes' work; the two baselines (``base`` and ``other``) disagree so that the verdict
+    depends on which is taken; or the steps of ``base`` or ``trial`` spread wider than the
+    script's own. (``other`` vouches for ``base`` by its median, which a load in a few of its
+    steps does not move: a planted script's second baseline went from 81 to 104 ms in its last
+    6 steps, spread 28%, median 81 ms as the first's.) ``min_gain``: the speed-up below which a
+    change is not worth it."""
+    roles = [("first baseline", base), ("change's trial", trial)]
+    if other is not base:
+        roles.insert(1, ("second baseline", other))
+    reasons = load_noise(roles)
     spreads = {"first baseline": base.rel_iqr, "change's trial": trial.rel_iqr}
     own = [s for s in (spreads["first baseline"], other.rel_iqr) if s is not None]
     m0, m1 = base.median_step_s, other.median_step_s

@@ -1,6 +1,11 @@
 """The tune search: baseline twice, each technique alone, a greedy combination, the batch size,
 the loader, and a paired confirmation, in that order, inside a time budget.
 
+Every timed trial is followed by the script as written again (``_Baselines``), so that each is
+compared with the baselines run just before and just after it (ABAB, as ``torchpace bench``
+does): a machine whose speed drifts between trials moves both sides, and two neighbours that
+disagree make the comparison noisy instead of a verdict (issue 29).
+
 Every trial is a ``TrialSpec`` run in a fresh process (``runner.run_trial``) unless the results
 file already holds its key: a killed tune restarted, or an unchanged re-run, runs no finished
 trial again. Every verdict goes through the convergence guard.
@@ -9,6 +14,7 @@ trial again. Every verdict goes through the convergence guard.
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 import statistics
 import sys
@@ -134,6 +140,8 @@ class Outcome:
     baselines: tuple[TrialResult, ...] = ()
     # The rows whose verdict the machine's noise kept from being drawn (tune.noise).
     noisy: list[str] = field(default_factory=list)
+    # Each timed row's baselines, before and after its trial, by the row's name.
+    pairs: dict[str, Pair] = field(default_factory=dict)
 
 
 Progress = Callable[[str, float], None]  # (what runs now, share of the budget used)
@@ -165,10 +173,11 @@ class _Runner:
     def left(self) -> float:
         return self.s.budget_s - self.spent
 
-    def affordable(self, compile_trial: bool = False) -> bool:
-        """Whether another trial fits: the median cost so far (×2 for a compile) is left."""
+    def affordable(self, compile_trial: bool = False, paired: bool = False) -> bool:
+        """Whether another trial fits: the median cost so far (×2.5 for a compile) is left, and
+        one more for the baseline after it when it is ``paired``."""
         typical = statistics.median(self.costs) if self.costs else 10.0
-        return self.left() > typical * (2.5 if compile_trial else 1.0)
+        return self.left() > typical * ((2.5 if compile_trial else 1.0) + (1.0 if paired else 0.0))
 
     def run(
         self,
@@ -230,6 +239,44 @@ class _Runner:
         self.spent += result.wall_seconds
         self.trials.append(result)
         return result
+
+
+@dataclass(frozen=True)
+class Pair:
+    """The two baselines a timed trial is compared with (``before`` and ``after`` it in time)
+    and why that comparison cannot be judged ([] when it can)."""
+
+    before: TrialResult
+    after: TrialResult
+    noise: list[str]
+
+    @property
+    def reference(self) -> TrialResult:
+        """The baseline the trial's speed-up is against: ``before`` with the geometric mean of
+        the two median steps, so a machine that drifted between them moves both sides."""
+        m0, m1 = self.before.median_step_s, self.after.median_step_s
+        if not (m0 and m1) or self.after is self.before:
+            return self.before
+        return dataclasses.replace(self.before, median_step_s=math.sqrt(m0 * m1))
+
+
+class _Baselines:
+    """The script as written, run again after each timed trial (seed 0, attempts 2, 3, ...: a
+    re-run tune recalls the same ones): the newest is the next trial's baseline before it."""
+
+    def __init__(self, runner: _Runner, plan: Plan, last: TrialResult):
+        self.runner, self.plan, self.last, self.runs = runner, plan, last, 1
+
+    def pair(self, r: TrialResult) -> Pair:
+        """Run the baseline after ``r`` and judge ``r`` between it and the one before."""
+        before = self.last
+        self.runs += 1
+        after = self.runner.run(f"baseline, after {r.name}", self.plan, attempt=self.runs)
+        if after.status == "ok" and after.median_step_s:
+            self.last = after
+        else:  # a baseline that failed now says nothing of the machine: the one before stands
+            after = before
+        return Pair(before, after, trials_noise(before, after, r, min_gain=MIN_GAIN))
 
 
 def _speedup(base: TrialResult, r: TrialResult) -> tuple[float, float, float]:
@@ -347,26 +394,33 @@ def _search(
     ]
     out = Outcome(none, rows, band, runner.trials, baselines=(base, other))
 
-    def judge_noise(
+    # seed 0's baseline is the first trial's baseline before it: the trials run seed 0's data
+    baselines = _Baselines(runner, none, base)
+
+    def paired(
         name: str, plan: Plan, techniques: tuple[str, ...], r: TrialResult, timed: bool
-    ) -> tuple[TrialResult, list[str]]:
-        """``r`` and why its timing cannot be judged against the baselines ([] when it can).
-        A trial the machine's noise spoiled runs once more (a second attempt) when the budget
-        allows; ``timed``: its verdict rests on its timing (the guard passed)."""
+    ) -> tuple[TrialResult, TrialResult, list[str]]:
+        """``r``, the baseline its speed-up is against, and why its timing cannot be judged
+        ([] when it can). A ``timed`` trial (the guard passed: its verdict rests on its timing)
+        is judged between the baselines before and after it; one the machine's noise spoiled
+        runs once more (a second attempt, with its own baseline after it) when the budget
+        allows. An untimed one is shown against the newest baseline."""
         if not timed:
-            return r, []
-        noise = trials_noise(base, other, r, min_gain=MIN_GAIN)
-        if noise and runner.affordable():
+            return r, baselines.last, []
+        pair = baselines.pair(r)
+        if pair.noise and runner.affordable(paired=True):
             again = runner.run(name, plan, techniques, attempt=2)
             if again.status == "ok":
-                r, noise = again, trials_noise(base, other, again, min_gain=MIN_GAIN)
-        return r, noise
+                r, pair = again, baselines.pair(again)
+        out.pairs[name] = pair
+        return r, pair.reference, pair.noise
 
     # 2. Each technique alone.
     runner.stage = "2/6 each technique alone"
-    alone: dict[str, tuple[Candidate, TrialResult, float]] = {}  # converged, may join greedy
+    # converged, may join greedy: (candidate, trial, effective speed-up, its baseline)
+    alone: dict[str, tuple[Candidate, TrialResult, float, TrialResult]] = {}
     for c in cands:
-        if not runner.affordable(compile_trial="compile" in c.changes):
+        if not runner.affordable(compile_trial="compile" in c.changes, paired=True):
             out.skipped_for_budget.append(c.name)
             rows.append(Row(c.name, c.techniques, verdict="not run: out of budget"))
             continue
@@ -379,9 +433,9 @@ def _search(
             rows.append(Row(c.name, c.techniques, verdict=not_applicable(why_not)))
             continue
         v = _judge(r, base, band, c.techniques, s.accept_lower)
-        r, noise = judge_noise(c.name, none.replace(**c.changes), c.techniques, r, v.ok)
-        gain, lo, hi = _speedup(base, r)
-        effective = _effective(base, r, s.run_steps)
+        r, ref, noise = paired(c.name, none.replace(**c.changes), c.techniques, r, v.ok)
+        gain, lo, hi = _speedup(ref, r)
+        effective = _effective(ref, r, s.run_steps)
         if not v.ok:
             verdict = trained_lower(v.reason, False) if v.lower else rejected(v.reason)
         elif noise:
@@ -392,7 +446,7 @@ def _search(
             if r.compile_seconds:
                 verdict += f", with {r.compile_seconds:.0f} s of compile over {s.run_steps} steps"
             if effective >= GREEDY_FLOOR or r.compile_seconds:
-                alone[c.name] = (c, r, effective)  # tried again in combination below
+                alone[c.name] = (c, r, effective, ref)  # tried again in combination below
         else:
             verdict = (
                 trained_lower(v.reason, True)
@@ -401,7 +455,7 @@ def _search(
                 if v.reason
                 else "kept alone"
             )
-            alone[c.name] = (c, r, effective)
+            alone[c.name] = (c, r, effective, ref)
         rows.append(
             Row(
                 c.name, c.techniques, gain, lo, hi, None, r.peak_memory_bytes, v.loss_delta, verdict
@@ -416,8 +470,10 @@ def _search(
 
     # 3. Greedy: add the winners, best first, keeping each only if the whole still gains.
     runner.stage = "3/6 combining the winners"
-    best_plan, best = none, base
-    for c, measured, _ in sorted(alone.values(), key=lambda t: -t[2]):
+    # the best so far, and the baseline it was measured against: a combination's gain over the
+    # best is the ratio of the two speed-ups, each against the baselines next to it in time
+    best_plan, best, best_ref = none, base, base
+    for c, measured, _, measured_ref in sorted(alone.values(), key=lambda t: -t[2]):
         trial_plan = best_plan.replace(**c.changes)
         if trial_plan == best_plan:
             continue
@@ -425,8 +481,8 @@ def _search(
         if best_plan == none:
             # The first addition is the technique alone, measured in step 2: no trial to repeat,
             # so a budget spent by step 2 still keeps the best single technique.
-            r = measured
-        elif not runner.affordable(compile_trial="compile" in c.changes):
+            r, ref = measured, measured_ref
+        elif not runner.affordable(compile_trial="compile" in c.changes, paired=True):
             out.skipped_for_budget.append(f"+ {c.name}")
             continue
         else:
@@ -438,11 +494,11 @@ def _search(
             continue
         v = _judge(r, base, band, techniques, s.accept_lower)
         if r is not measured:
-            r, noise = judge_noise(f"+ {c.name}", trial_plan, techniques, r, v.ok)
+            r, ref, noise = paired(f"+ {c.name}", trial_plan, techniques, r, v.ok)
         else:  # the technique alone, judged in step 2
             noise = []
-        gain_vs_best = _effective(best, r, s.run_steps)
-        cumulative, lo, hi = _speedup(base, r)
+        gain_vs_best = _effective(ref, r, s.run_steps) / _effective(best_ref, best, s.run_steps)
+        cumulative, lo, hi = _speedup(ref, r)
         keep = v.ok and not noise and gain_vs_best >= MIN_GAIN
         verdict = (
             "kept"
@@ -471,7 +527,12 @@ def _search(
             )
         )
         if keep:
-            best_plan, best = trial_plan, r
+            best_plan, best, best_ref = trial_plan, r, ref
+
+    def pair_noise(r: TrialResult) -> list[str]:
+        """The noise of ``r`` between the baselines before and after it (run now)."""
+        out.pairs[r.name] = pair = baselines.pair(r)
+        return pair.noise
 
     runner.stage = "4/6 the batch size"
     # 4. The batch size: doubling while it pays and converges, bisecting after an OOM; unless
@@ -481,7 +542,7 @@ def _search(
     else:
         found = search_batch(
             lambda name, plan, steps: runner.run(name, plan, TECHNIQUE_BATCH, steps=steps),
-            runner.affordable,
+            lambda: runner.affordable(paired=True),
             plan=best_plan,
             best=best,
             base=base,
@@ -490,7 +551,7 @@ def _search(
             steps=max(s.steps // 2, band.tail),
             lr_scaling=s.lr_scaling,
             memory_budget=s.memory_budget_bytes,
-            noise=lambda r: trials_noise(base, other, r, min_gain=MIN_GAIN),
+            noise=lambda r: pair_noise(r),
         )
         best_plan, best = found.plan, found.best
         rows.extend(found.rows)
@@ -522,7 +583,11 @@ def _search(
             # Then workers, doubling up to the cores left beside the main process, with the
             # device's pinning, persistence and prefetch (loader_settings); stop at no gain.
             workers = 1
-            while ceiling < 1.5 and workers < max(2, usable_cores()) and runner.affordable():
+            while (
+                ceiling < 1.5
+                and workers < max(2, usable_cores())
+                and runner.affordable(paired=True)
+            ):
                 more = best_plan.replace(loader="auto", loader_workers=workers)
                 name = f"loader, {workers} worker{'s' if workers > 1 else ''}"
                 r = runner.run(name, more, ("loader-workers",))
@@ -530,7 +595,7 @@ def _search(
                     rows.append(Row(name, ("loader-workers",), verdict=rejected(r.reason)))
                     break
                 g = best.median_step_s / r.median_step_s
-                noise = trials_noise(base, other, r, min_gain=MIN_GAIN)
+                noise = pair_noise(r)
                 keep = g >= MIN_GAIN and not noise
                 verdict = "kept" if keep else not_judged(noise) if noise else not_worth_it(g)
                 if noise:
