@@ -83,7 +83,8 @@ class Tuned:
 
 
 def _settings(recipe: str, **kw: Any) -> Settings:
-    return Settings(recipe=recipe, steps=STEPS, warmup=WARMUP, **kw)
+    # the device as `torchpace tune` names it in its trials: resolved, not "auto"
+    return Settings(recipe=recipe, steps=STEPS, warmup=WARMUP, device="cpu", **kw)
 
 
 @pytest.fixture(scope="module")

@@ -216,7 +216,6 @@ def _verify(
         args.script,
         script_args,
         budget_s=args.verify_budget,
-        steps=max(args.steps, 8) if args.steps else 20,
         warmup=args.warmup,
     )
 

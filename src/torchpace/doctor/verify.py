@@ -145,11 +145,12 @@ def verify(
     args: list[str],
     *,
     budget_s: float,
-    steps: int,
     warmup: int,
 ) -> dict[str, Any]:
     """Run the verification trials for ``result``'s top findings and annotate them in place;
-    return what the verification did (``result["verify"]``)."""
+    return what the verification did (``result["verify"]``). The trials are the tune's, with
+    its default steps and the resolved device, so a later ``torchpace tune`` of the same script
+    and arguments (at its default ``--steps``, and this ``--warmup``) recalls them."""
     import torch
 
     from torchpace.train.plan import Plan
@@ -169,7 +170,6 @@ def verify(
     settings = Settings(
         recipe=target,
         budget_s=budget_s,
-        steps=steps,
         warmup=warmup,
         device=device,
         script_args=tuple(args),

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from torchpace._args import positive_int
 from torchpace.train import lr as lr_rules
+from torchpace.tune.trial import TrialSpec
 
 if TYPE_CHECKING:
     from torchpace.tune.convergence import Band
@@ -75,8 +76,18 @@ def add_parser(sub: Any) -> None:
         "train.py with its arguments after --",
     )
     p.add_argument("--budget", type=parse_duration, default=300.0, help="time for the search (5m)")
-    p.add_argument("--steps", type=positive_int, default=20, help="measured steps per trial (20)")
-    p.add_argument("--warmup", type=positive_int, default=3, help="warm-up steps per trial (3)")
+    p.add_argument(
+        "--steps",
+        type=positive_int,
+        default=TrialSpec.steps,
+        help=f"measured steps per trial ({TrialSpec.steps})",
+    )
+    p.add_argument(
+        "--warmup",
+        type=positive_int,
+        default=TrialSpec.warmup,
+        help=f"warm-up steps per trial ({TrialSpec.warmup})",
+    )
     p.add_argument(
         "--run-steps",
         type=int,
@@ -218,7 +229,8 @@ def run(args: argparse.Namespace) -> int:
         steps=args.steps,
         warmup=args.warmup,
         run_steps=args.run_steps,
-        device=args.device,
+        # resolved, as doctor --verify's trials name it: a later tune recalls them (same keys)
+        device=str(device),
         memory_budget_bytes=args.memory_budget,
         lr_scaling=args.lr_scaling,
         script_args=tuple(script_args or ()) if is_script else None,

@@ -87,8 +87,8 @@ def trial_timeout(
 class Settings:
     recipe: str
     budget_s: float = 300.0
-    steps: int = 20  # measured steps per trial
-    warmup: int = 3
+    steps: int = TrialSpec.steps  # measured steps per trial
+    warmup: int = TrialSpec.warmup
     run_steps: int = 1000  # the planned run length, over which a compile must pay off
     seeds: tuple[int, int] = (0, 1)
     device: str = "auto"
@@ -202,6 +202,7 @@ class _Runner:
             args=self.s.script_args,
             cwd=self.s.cwd,
             attempt=kw.get("attempt", 1),
+            follows=kw.get("follows"),
         )
         used = 1 - max(self.left(), 0) / self.s.budget_s
         self.progress(f"{self.stage}: {name} (trial {len(self.trials) + 1})", used)
@@ -261,17 +262,18 @@ class Pair:
 
 
 class _Baselines:
-    """The script as written, run again after each timed trial (seed 0, attempts 2, 3, ...: a
-    re-run tune recalls the same ones): the newest is the next trial's baseline before it."""
+    """The script as written, run again after each timed trial (seed 0, keyed by the trial it
+    follows: a tune or ``doctor --verify`` that recalls the trial recalls the baseline measured
+    next to it): the newest is the next trial's baseline before it. Where a recalled pair comes
+    from other times than its neighbours, they disagree and the trial is noise, run again."""
 
     def __init__(self, runner: _Runner, plan: Plan, last: TrialResult):
-        self.runner, self.plan, self.last, self.runs = runner, plan, last, 1
+        self.runner, self.plan, self.last = runner, plan, last
 
     def pair(self, r: TrialResult) -> Pair:
         """Run the baseline after ``r`` and judge ``r`` between it and the one before."""
         before = self.last
-        self.runs += 1
-        after = self.runner.run(f"baseline, after {r.name}", self.plan, attempt=self.runs)
+        after = self.runner.run(f"baseline, after {r.name}", self.plan, follows=r.key)
         if after.status == "ok" and after.median_step_s:
             self.last = after
         else:  # a baseline that failed now says nothing of the machine: the one before stands

@@ -43,13 +43,16 @@ class TrialSpec:
     # 2: the same trial run again because the machine's noise spoiled the first (tune.noise);
     # a trial of its own in the cache, so that a resumed tune replays the same decisions.
     attempt: int = 1
+    # The key of the trial this run of the script as written follows (the tune's baseline after
+    # each timed trial): a cached one is recalled with the trial it was measured next to.
+    follows: str | None = None
 
     def key(self) -> str:
         """A stable hash of what the trial runs (the name and techniques are labels only)."""
         body = asdict(self)
         for label in ("name", "techniques"):
             body.pop(label)
-        for added in ("args", "cwd"):  # recipe trials keep the keys they had before scripts
+        for added in ("args", "cwd", "follows"):  # older trials keep the keys they had
             if body[added] is None:
                 body.pop(added)
         if body["attempt"] == 1:  # and first attempts the keys they had before re-runs
