@@ -158,6 +158,48 @@ def test_samples_padded_to_a_fixed_length_are_told_to_trim_before_bucketing() ->
         assert ("pad in the collate instead" in hit.fix) is trims
         assert ("reordering them alone removes nothing" in hit.message) is trims
         assert hit.plan_applies is not trims  # no plan trims: neither tune nor --verify tries
+    # Padded in __getitem__ to a length some sample in every batch reaches: no padding is past
+    # the longest row, but the dataset's samples come padded (loaders.padded_in_dataset).
+    ev = _evidence({"forward": 0.4, "backward": 0.5, "data": 0.1})
+    ev.summary["padding"] = {**ragged, "past_longest_share": 0.0, "padded_in_dataset": True}
+    (hit,) = [f for f in diagnose(ev)[0] if f.pattern == "padding-waste"]
+    assert "the dataset's samples come padded to a fixed length" in hit.message
+    assert "pad in the collate instead" in hit.fix and not hit.plan_applies
+
+
+def test_the_probe_tells_samples_padded_in_the_dataset_and_moves_no_random_stream() -> None:
+    import random
+
+    import numpy as np
+    import torch
+
+    from torchpace.doctor.loaders import padded_in_dataset
+
+    lines = [list(range(1, 1 + n)) for n in (5, 12, 3, 9, 16, 7)]
+
+    class Padded(torch.utils.data.Dataset[torch.Tensor]):
+        def __len__(self) -> int:
+            return len(lines)
+
+        def __getitem__(self, i: int) -> torch.Tensor:
+            random.random()  # an augmentation's draw: the probe must put every stream back
+            np.random.rand()
+            torch.rand(1)
+            row = lines[i][:12]  # capped at 12: the longest rows of a batch carry no padding
+            return torch.tensor(row + [0] * (12 - len(row)))
+
+    class Ragged(Padded):
+        def __getitem__(self, i: int) -> torch.Tensor:
+            return torch.tensor(lines[i])  # padded by the collate, to each batch's longest
+
+    states = (torch.get_rng_state(), random.getstate(), np.random.get_state()[1].copy())
+    assert padded_in_dataset(Padded(), 12, 0)
+    assert torch.equal(torch.get_rng_state(), states[0]) and random.getstate() == states[1]
+    assert (np.random.get_state()[1] == states[2]).all()
+    assert not padded_in_dataset(Ragged(), 12, 0)
+    assert not padded_in_dataset(Padded(), 16, 0)  # not the batches' width
+    assert not padded_in_dataset(Padded(), 12, 99)  # no sample ends with that pad
+    assert not padded_in_dataset(iter(lines), 12, 0)  # no len(): cannot tell
 
 
 def test_syncs_are_reported_only_when_on_every_step() -> None:

@@ -3,6 +3,10 @@ safety margin, and the convergence guard at equal samples."""
 
 from __future__ import annotations
 
+import math
+
+import pytest
+
 from torchpace.train.plan import Plan
 from torchpace.tune.batch import SAFETY_MARGIN, search_batch
 from torchpace.tune.convergence import Band
@@ -97,3 +101,55 @@ def test_a_size_that_breaks_convergence_is_rejected_and_stops_the_search() -> No
     assert tried == [32, 64]
     assert found.plan.batch_size == 32
     assert found.rows[-1].verdict.startswith("rejected: loss ")
+
+
+def test_a_size_is_judged_against_the_baselines_next_to_it_not_a_best_measured_earlier() -> None:
+    # Planted: the machine ran 1.3x slower from the best's trial on. Batch 32 gives 1.2x the
+    # samples/s of the script next to it in time, but only 0.92x of the best's figure measured
+    # before the slow-down: against its neighbours it is kept; against the old best it was not.
+    slow = 1.3
+
+    def run(name: str, plan: Plan, steps: int) -> TrialResult:
+        size = plan.batch_size
+        assert size is not None
+        per_step = size // 16
+        losses = tuple(BASE_LOSSES[min(i * per_step, 19)] for i in range(steps + 3))
+        speed = 100.0 * 1.2 ** math.log2(size / 16) / slow  # 1.2x a doubling, slowed
+        return TrialResult("k", name, "ok", batch_size=size, samples_per_s=speed, losses=losses)
+
+    judged: list[str] = []
+
+    def judge(r: TrialResult, line: float, floor: float) -> tuple[float | None, list[str]]:
+        judged.append(r.name)  # the baselines next to it run at 100 / slow samples/s
+        assert r.samples_per_s is not None
+        return r.samples_per_s / (100.0 / slow), []
+
+    found = search_batch(
+        run,
+        lambda: True,
+        plan=Plan(),
+        best=BASE,
+        base=BASE,
+        band=BAND,
+        steps=10,
+        lr_scaling="sqrt",
+        memory_budget=None,
+        judge=judge,
+        best_gain=1.0,
+    )
+    assert found.tried[0]["gain"] == pytest.approx(1.2)
+    assert found.plan.batch_size == 128 and found.best_gain == pytest.approx(1.2**3)
+    assert judged == ["batch 32", "batch 64", "batch 128"]
+    # without the pairing, the same trials against the best measured before the slow-down
+    direct = search_batch(
+        run,
+        lambda: True,
+        plan=Plan(),
+        best=BASE,
+        base=BASE,
+        band=BAND,
+        steps=10,
+        lr_scaling="sqrt",
+        memory_budget=None,
+    )
+    assert direct.plan.batch_size is None and direct.tried[0]["gain"] == pytest.approx(1.2 / slow)

@@ -72,3 +72,24 @@ def test_the_margin_shrinks_with_more_steps_and_guesses_ten_when_unknown() -> No
     assert spread_margin(10) == pytest.approx(4.1, abs=0.05)
     assert spread_margin(20) == pytest.approx(2.7, abs=0.05)
     assert spread_margin(0) == spread_margin(10) > spread_margin(40) > 1.5
+
+
+def test_process_noise_is_read_from_consecutive_runs_and_ignores_one_change_of_speed() -> None:
+    import math
+
+    from torchpace.tune.noise import process_sigma, settles
+
+    assert process_sigma([0.1]) == 0.0
+    assert process_sigma([0.1, 0.1, 0.1]) == 0.0
+    # a machine that changed speed once: one difference of four, the median ignores it
+    assert process_sigma([0.1, 0.1, 0.14, 0.14, 0.14]) == 0.0
+    jitter = process_sigma([0.1, 0.08, 0.12, 0.085, 0.118])
+    assert 0.3 < jitter < 0.4
+    # kept: the mean reaches the line and stands clear above 1; not kept: clear below the line
+    assert settles([math.log(1.3)], 0.02, line=1.03)
+    assert settles([math.log(0.9)], 0.02, line=1.03)
+    assert not settles([math.log(1.1)], jitter, line=1.03)
+    # more runs narrow it: 1.1x beside 5% process noise, settled after three runs only
+    assert not settles([math.log(1.1)], 0.05, line=1.03)
+    assert settles([math.log(1.1)] * 3, 0.05, line=1.03)
+    assert not settles([], 0.0, line=1.03)

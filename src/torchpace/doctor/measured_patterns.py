@@ -238,14 +238,16 @@ def padding_match(ev: Evidence) -> list[RuntimeFinding]:
     )
     measured: dict[str, Any] = {"padding_share": share, "compute_share": compute}
     past = float(padding.get("past_longest_share") or 0.0)
-    if past >= PADDED_TO_FIXED * share:
+    if past >= PADDED_TO_FIXED * share or padding.get("padded_in_dataset"):
         # Issue 29: a dataset padding every sample to a fixed length in __getitem__ was
         # promised 1.71x by bucketing, which alone changed nothing (every batch stays as wide);
         # trimming in the collate, then bucketing, measured 1.24x.
         message += (
-            f"; {past / share:.0%} of that padding is past each batch's longest sequence: the "
-            "samples come padded to a fixed length, so reordering them alone removes nothing"
-        )
+            "; the dataset's samples come padded to a fixed length"
+            if padding.get("padded_in_dataset")
+            else f"; {past / share:.0%} of that padding is past each batch's longest sequence: "
+            "the samples come padded to a fixed length"
+        ) + ", so reordering them alone removes nothing"
         bucket = (
             "pad in the collate instead, each batch to its own longest sequence (return the "
             "samples unpadded from __getitem__, or trim the fixed padding in collate_fn), then "

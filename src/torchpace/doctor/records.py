@@ -92,6 +92,9 @@ class Records:
     flops_uncounted: dict[str, int] = field(default_factory=dict)  # heavy ops, no formula
     compute_calls: Any = None  # precision.ComputeCalls of the probe step, timed after the run
     loader_sources: dict[int, Any] = field(default_factory=dict)  # key -> loader_rate.Source
+    # loaders whose dataset returns its samples already padded (loaders.padded_in_dataset)
+    padded_in_dataset: set[int] = field(default_factory=set)
+    probed_datasets: set[int] = field(default_factory=set)  # loaders whose samples were read
     settings: dict[str, Any] = field(default_factory=dict)
     # the doctor's own instruments that failed inside the script's calls, caught and noted
     instrument_errors: list[str] = field(default_factory=list)

@@ -120,9 +120,14 @@ def sync_table(steps: list[Step], *, measured_time: bool) -> list[dict[str, Any]
     return sorted(rows, key=lambda r: (-r["per_step"], r["path"], r["line"]))
 
 
-def padding_summary(kept: list[Step], train: set[int]) -> dict[str, Any] | None:
+def padding_summary(
+    kept: list[Step],
+    train: set[int],
+    in_dataset: set[int] = frozenset(),  # type: ignore[assignment]
+) -> dict[str, Any] | None:
     """The share of padding in the training batches of token ids (loaders.padding_of), over
-    the kept steps; None when no such batch was fed."""
+    the kept steps; None when no such batch was fed. ``in_dataset``: the loaders whose samples
+    come padded from the dataset (loaders.padded_in_dataset)."""
     fetches = [f for s in kept for f in s.fetches if f.loader in train]
     tokens = sum(f.tokens for f in fetches)
     if not tokens:
@@ -134,6 +139,8 @@ def padding_summary(kept: list[Step], train: set[int]) -> dict[str, Any] | None:
         "padded_per_step": padded / len(kept),
         # padding past each batch's longest row: samples padded to a fixed length
         "past_longest_share": sum(f.past_longest for f in fetches) / tokens,
+        # the dataset's __getitem__ returns its samples padded to the batches' width
+        "padded_in_dataset": bool(train & in_dataset),
     }
 
 
@@ -184,7 +191,7 @@ def summarize_steps(records: Records, *, cuda: bool) -> dict[str, Any]:
         # the dataset and collate_fn without workers) rather than waiting on workers or I/O.
         out["data_cpu_fraction"] = min(1.0, sum(f.cpu for f in waits) / waited)
         out["data_batches_per_step"] = len(waits) / len(kept)
-    padding = padding_summary(kept, train)
+    padding = padding_summary(kept, train, records.padded_in_dataset)
     if padding is not None:
         out["padding"] = padding
     out["hot_spots"] = hot_spots(records.samples, {s.index for s in kept})

@@ -36,6 +36,7 @@ Run = Callable[[str, Plan, int], TrialResult]  # (name, plan, steps) -> result
 class BatchSearch:
     plan: Plan
     best: TrialResult
+    best_gain: float = 1.0  # the best's samples/s over the baselines next to it
     rows: list[Row] = field(default_factory=list)
     tried: list[dict[str, Any]] = field(default_factory=list)
 
@@ -51,11 +52,18 @@ def search_batch(
     steps: int,
     lr_scaling: str,
     memory_budget: int | None,
-    noise: Callable[[TrialResult], list[str]] = lambda r: [],
+    judge: Callable[[TrialResult, float, float], tuple[float | None, list[str]]] = (
+        lambda r, line, floor: (None, [])
+    ),
+    best_gain: float = 1.0,
 ) -> BatchSearch:
-    """Double the batch size while it pays and converges, bisect after an OOM. ``noise``: why
-    a trial's timing cannot be judged (tune.noise); such a trial ends the search, said so."""
-    out = BatchSearch(plan, best)
+    """Double the batch size while it pays and converges, bisect after an OOM. ``judge``: a
+    trial's samples/s over the script as written measured next to it, and why its timing
+    cannot be judged against the gain that keeps it and the best's (tune.noise; such a trial
+    ends the search, said so); ``best_gain``: the
+    same for ``best``. A size's gain is the ratio of the two, so a machine that drifted since
+    ``best`` ran moves neither (None from ``judge``: against ``best`` directly)."""
+    out = BatchSearch(plan, best, best_gain)
     good = best.batch_size or 0
     if not good:
         return out
@@ -80,7 +88,6 @@ def search_batch(
                 Row(f"batch {size}", TECHNIQUE, verdict=rejected(f"{r.status}: {r.reason}"))
             )
             return "stop"
-        gain = r.samples_per_s / out.best.samples_per_s
         v = check_at_equal_samples(
             r.losses,
             result_batch=size,
@@ -89,8 +96,12 @@ def search_batch(
             band=band,
             scaler_skip_rate=r.scaler_skip_rate,
         )
+        # only a size that converged is timed (and gets the baseline after it)
+        line = out.best_gain * MIN_BATCH_GAIN
+        paired, noisy = judge(r, line, out.best_gain) if v.ok else (None, [])
+        direct = r.samples_per_s / out.best.samples_per_s
+        gain = paired / out.best_gain if paired is not None else direct
         entry.update(samples_per_s=r.samples_per_s, gain=gain, converged=v.ok, guard=v.reason)
-        noisy = noise(r) if v.ok else []
         keep = v.ok and not noisy and gain >= MIN_BATCH_GAIN
         verdict = (
             f"kept (LR scaled by {lr_scaling})"
@@ -118,6 +129,7 @@ def search_batch(
         )
         if keep:
             out.plan, out.best = candidate, r
+            out.best_gain = paired if paired is not None else out.best_gain * gain
         return "kept" if keep else "stop"
 
     for _ in range(MAX_BATCH_DOUBLINGS):

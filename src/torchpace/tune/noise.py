@@ -12,7 +12,9 @@ than the script's own is "noisy: not judged" instead. No torch here.
 
 from __future__ import annotations
 
+import itertools
 import math
+import statistics
 from collections.abc import Sequence
 
 from torchpace.measure.noise import MAX_FOREIGN_CORES, MAX_RATIO_REL_IQR
@@ -72,8 +74,14 @@ def trials_noise(
     # baselines 3-5% apart, and fused Adam measured 1.09-1.17x against either.
     allowed = max(min_gain - 1.0, *own)
     mt = trial.median_step_s
+    # a trial of another batch size is judged by samples/s: its step does that much more work
+    work = (
+        trial.samples_per_step / base.samples_per_step
+        if trial.samples_per_step and base.samples_per_step
+        else 1.0
+    )
     if m0 and m1 and mt and max(m0, m1) / min(m0, m1) - 1.0 > allowed:
-        s0, s1 = m0 / mt, m1 / mt
+        s0, s1 = m0 * work / mt, m1 * work / mt
         if _verdict_class(s0, min_gain) != _verdict_class(s1, min_gain):
             reasons.append(
                 f"the two baselines' median steps differ {max(m0, m1) / min(m0, m1):.2f}x "
@@ -113,3 +121,51 @@ def spread_margin(steps: int) -> float:
 def not_judged(reasons: Sequence[str]) -> str:
     """The verdict of a trial the machine's noise kept from being judged."""
     return f"{NOISY}: {'; '.join(reasons)}"
+
+
+# How many standard errors a trial's mean speed-up must stand from a verdict's line.
+PROCESS_Z = 2.0
+
+
+def process_sigma(medians: Sequence[float]) -> float:
+    """The script's own noise from one process to the next: the standard deviation of the log
+    of its median step, from the runs of the script as written in the order they ran. Issue 29:
+    on a quiet machine (0.01 cores of other work) a small GPT's baselines ran 43-66 ms a step from
+    one process to the next, 20 steps each, each run steady; fused AdamW, worth about 6%, read
+    1.25x between two of them and 0.79x and 1.11x in the paired rounds. The estimate is the
+    median of the consecutive runs' differences (a machine that changed speed once, between
+    two of them, moves one difference, not the median), over 0.6745 (the median of a half-
+    normal) and sqrt(2) (a difference of two). 0 with fewer than two runs."""
+    logs = [math.log(m) for m in medians if m > 0]
+    diffs = [abs(b - a) for a, b in itertools.pairwise(logs)]
+    if not diffs:
+        return 0.0
+    return statistics.median(diffs) / (0.6745 * math.sqrt(2.0))
+
+
+def settles(log_gains: Sequence[float], sigma: float, *, line: float, floor: float = 1.0) -> bool:
+    """Whether ``log_gains`` (the log speed-ups of k runs of one trial, each against the two
+    baselines next to it) settle its verdict against ``line`` (the speed-up it must reach to
+    be kept) beside the script's process noise ``sigma``: kept when their mean reaches the line
+    and stands PROCESS_Z standard errors above ``floor`` (faster than what it is compared
+    with); not kept when it stands PROCESS_Z standard errors below the line. A trial's run
+    against the geometric mean of two baselines varies by sigma * sqrt(1 + 1/2)."""
+    if not log_gains:
+        return False
+    m = statistics.fmean(log_gains)
+    se = sigma * math.sqrt(1.5 / len(log_gains))
+    kept = m >= math.log(line) and m - PROCESS_Z * se > math.log(floor)
+    return kept or m + PROCESS_Z * se < math.log(line)
+
+
+def unsettled(log_gains: Sequence[float], sigma: float, baselines: int, line: float) -> str:
+    """Why ``log_gains`` do not settle a verdict (settles), as the table says it."""
+    m = statistics.fmean(log_gains)
+    se = sigma * math.sqrt(1.5 / len(log_gains))
+    lo, hi = math.exp(m - PROCESS_Z * se), math.exp(m + PROCESS_Z * se)
+    runs = len(log_gains)
+    return (
+        f"the script as written varies {math.exp(sigma) - 1:.0%} from one process to the next "
+        f"({baselines} runs of it), so {runs} run{'s' if runs > 1 else ''} of this trial "
+        f"({math.exp(m):.2f}×, {lo:.2f}–{hi:.2f}×) do not settle whether it reaches {line:.2f}×"
+    )

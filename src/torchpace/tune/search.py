@@ -46,7 +46,15 @@ from torchpace.tune.convergence import (
     changes_random_stream,
     check,
 )
-from torchpace.tune.noise import NOISY, load_noise, not_judged, trials_noise
+from torchpace.tune.noise import (
+    NOISY,
+    load_noise,
+    not_judged,
+    process_sigma,
+    settles,
+    trials_noise,
+    unsettled,
+)
 from torchpace.tune.results import ResultsFile
 from torchpace.tune.runner import run_trial
 from torchpace.tune.trial import TrialResult, TrialSpec
@@ -61,6 +69,9 @@ GREEDY_FLOOR = 0.97
 TECHNIQUE_BATCH = ("max-batch-size",)
 KEPT_AS_WRITTEN = "not searched: the batch size is kept as written (--keep-batch-size)"
 CONFIRM_PAIRS = 2  # baseline/best pairs, interleaved (A B, B A)
+# A timed trial runs at most this many times (each with a baseline after it) before its verdict
+# is settled against the script's process noise or said to be noisy.
+MAX_ATTEMPTS = 3
 
 
 # The shortest trial whose load is read: a real trial takes seconds (a process, torch's import).
@@ -258,7 +269,11 @@ class Pair:
         m0, m1 = self.before.median_step_s, self.after.median_step_s
         if not (m0 and m1) or self.after is self.before:
             return self.before
-        return dataclasses.replace(self.before, median_step_s=math.sqrt(m0 * m1))
+        m = math.sqrt(m0 * m1)
+        n = self.before.samples_per_step
+        return dataclasses.replace(
+            self.before, median_step_s=m, samples_per_s=n / m if n else self.before.samples_per_s
+        )
 
 
 class _Baselines:
@@ -267,8 +282,14 @@ class _Baselines:
     next to it): the newest is the next trial's baseline before it. Where a recalled pair comes
     from other times than its neighbours, they disagree and the trial is noise, run again."""
 
-    def __init__(self, runner: _Runner, plan: Plan, last: TrialResult):
+    def __init__(self, runner: _Runner, plan: Plan, runs: list[TrialResult], last: TrialResult):
         self.runner, self.plan, self.last = runner, plan, last
+        # every run of the script as written so far, in the order they ran: its process noise
+        self.medians = [r.median_step_s for r in runs if r.median_step_s]
+
+    def sigma(self) -> float:
+        """The script's own process-to-process noise so far (tune.noise.process_sigma)."""
+        return process_sigma(self.medians)
 
     def pair(self, r: TrialResult) -> Pair:
         """Run the baseline after ``r`` and judge ``r`` between it and the one before."""
@@ -276,9 +297,17 @@ class _Baselines:
         after = self.runner.run(f"baseline, after {r.name}", self.plan, follows=r.key)
         if after.status == "ok" and after.median_step_s:
             self.last = after
+            self.medians.append(after.median_step_s)
         else:  # a baseline that failed now says nothing of the machine: the one before stands
             after = before
         return Pair(before, after, trials_noise(before, after, r, min_gain=MIN_GAIN))
+
+
+def _throughput(base: TrialResult, r: TrialResult) -> float | None:
+    """Samples/s of ``r`` over ``base``'s (a batch size's gain), None where either is unknown."""
+    if not (r.samples_per_s and base.samples_per_s):
+        return None
+    return r.samples_per_s / base.samples_per_s
 
 
 def _speedup(base: TrialResult, r: TrialResult) -> tuple[float, float, float]:
@@ -397,25 +426,58 @@ def _search(
     out = Outcome(none, rows, band, runner.trials, baselines=(base, other))
 
     # seed 0's baseline is the first trial's baseline before it: the trials run seed 0's data
-    baselines = _Baselines(runner, none, base)
+    baselines = _Baselines(runner, none, [base, other], last=base)
 
     def paired(
         name: str, plan: Plan, techniques: tuple[str, ...], r: TrialResult, timed: bool
     ) -> tuple[TrialResult, TrialResult, list[str]]:
         """``r``, the baseline its speed-up is against, and why its timing cannot be judged
         ([] when it can). A ``timed`` trial (the guard passed: its verdict rests on its timing)
-        is judged between the baselines before and after it; one the machine's noise spoiled
-        runs once more (a second attempt, with its own baseline after it) when the budget
-        allows. An untimed one is shown against the newest baseline."""
+        is judged between the baselines before and after it. It runs again, each time with a
+        baseline after it, while the budget allows and its verdict is not settled: a run the
+        machine's noise spoiled (tune.noise.trials_noise) is set aside, at most twice, and the
+        runs that count are pooled until their mean speed-up stands clear of the script's
+        own process-to-process noise (tune.noise.settles), at most MAX_ATTEMPTS runs. The
+        baseline returned carries the pooled speed-up. An untimed one is shown against the
+        newest baseline."""
         if not timed:
             return r, baselines.last, []
-        pair = baselines.pair(r)
-        if pair.noise and runner.affordable(paired=True):
-            again = runner.run(name, plan, techniques, attempt=2)
-            if again.status == "ok":
-                r, pair = again, baselines.pair(again)
-        out.pairs[name] = pair
-        return r, pair.reference, pair.noise
+        runs: list[tuple[TrialResult, Pair]] = []
+        while True:
+            pair = baselines.pair(r)
+            runs.append((r, pair))
+            counted = [(t, p) for t, p in runs if not p.noise and t.median_step_s]
+            gains = [
+                math.log((p.reference.median_step_s or 0.0) / (t.median_step_s or 1.0))
+                for t, p in counted
+            ]
+            settled = settles(gains, baselines.sigma(), line=MIN_GAIN)
+            spoiled = len(runs) - len(counted)
+            if (
+                settled
+                or spoiled >= 2
+                or len(runs) >= MAX_ATTEMPTS
+                or not runner.affordable(paired=True)
+            ):
+                break
+            again = runner.run(name, plan, techniques, attempt=len(runs) + 1)
+            if again.status != "ok" or not again.median_step_s:
+                break
+            r = again
+        if not counted:  # every run spoiled: the last one's reasons
+            out.pairs[name] = pair
+            return r, pair.reference, pair.noise
+        t, p = counted[-1]
+        g = math.exp(statistics.fmean(gains))
+        noise = (
+            []
+            if settled
+            else [unsettled(gains, baselines.sigma(), len(baselines.medians), MIN_GAIN)]
+        )
+        out.pairs[name] = dataclasses.replace(p, noise=noise)
+        # the pooled speed-up, as a baseline whose median is the last counted run's times it
+        ref = dataclasses.replace(p.reference, median_step_s=(t.median_step_s or 0.0) * g)
+        return t, ref, noise
 
     # 2. Each technique alone.
     runner.stage = "2/6 each technique alone"
@@ -531,11 +593,23 @@ def _search(
         if keep:
             best_plan, best, best_ref = trial_plan, r, ref
 
-    def pair_noise(r: TrialResult) -> list[str]:
-        """The noise of ``r`` between the baselines before and after it (run now)."""
-        out.pairs[r.name] = pair = baselines.pair(r)
-        return pair.noise
+    def pair_gain(r: TrialResult, line: float, floor: float) -> tuple[float | None, list[str]]:
+        """``r``'s samples/s over the baselines' just before and after it (run now), and why
+        it cannot be judged: its noise between them, or a gain that does not stand clear of
+        the script's process noise against ``line`` (the gain that keeps it) and ``floor``
+        (the best's gain, which it must beat), both over the baselines next to them."""
+        pair = baselines.pair(r)
+        g = _throughput(pair.reference, r)
+        noise = list(pair.noise)
+        sigma = baselines.sigma()
+        if not noise and g and not settles([math.log(g)], sigma, line=line, floor=floor):
+            noise.append(unsettled([math.log(g)], sigma, len(baselines.medians), line))
+        out.pairs[r.name] = dataclasses.replace(pair, noise=noise)
+        return g, noise
 
+    # from here on a trial's gain is in samples/s (its batch may differ): the best's over the
+    # baselines next to it, and each trial's over its own, so a drifting machine moves neither
+    best_gain = _throughput(best_ref, best) or 1.0
     runner.stage = "4/6 the batch size"
     # 4. The batch size: doubling while it pays and converges, bisecting after an OOM; unless
     # the batch size is part of the experiment (--keep-batch-size).
@@ -553,9 +627,10 @@ def _search(
             steps=max(s.steps // 2, band.tail),
             lr_scaling=s.lr_scaling,
             memory_budget=s.memory_budget_bytes,
-            noise=lambda r: pair_noise(r),
+            judge=pair_gain,
+            best_gain=best_gain,
         )
-        best_plan, best = found.plan, found.best
+        best_plan, best, best_gain = found.plan, found.best, found.best_gain
         rows.extend(found.rows)
         out.batch_search = found.tried
         out.noisy += [row.name for row in found.rows if row.verdict.startswith(NOISY)]
@@ -596,8 +671,8 @@ def _search(
                 if r.status != "ok" or not (r.median_step_s and best.median_step_s):
                     rows.append(Row(name, ("loader-workers",), verdict=rejected(r.reason)))
                     break
-                g = best.median_step_s / r.median_step_s
-                noise = pair_noise(r)
+                g_base, noise = pair_gain(r, best_gain * MIN_GAIN, best_gain)
+                g = (g_base or 0.0) / best_gain
                 keep = g >= MIN_GAIN and not noise
                 verdict = "kept" if keep else not_judged(noise) if noise else not_worth_it(g)
                 if noise:
@@ -617,7 +692,7 @@ def _search(
                 )
                 if not keep:
                     break
-                best_plan, best, workers = more, r, workers * 2
+                best_plan, best, best_gain, workers = more, r, g_base or best_gain, workers * 2
 
     # 6. Confirm: baseline and best, interleaved, against each other.
     runner.stage = "6/6 the paired confirmation"
