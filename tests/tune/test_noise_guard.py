@@ -115,6 +115,7 @@ def test_a_technique_planted_1_3x_faster_is_kept_on_a_quiet_run(
     assert out.noisy == []
     assert _verdict(out, "fused optimizer") == "kept alone"
     assert out.plan.fused_optimizer and out.confirm["median"] == pytest.approx(100 / 77)
+    assert out.confirm["confirmed"]
     assert ran.count("fused optimizer") == 1
 
 
@@ -234,6 +235,21 @@ def test_a_gain_inside_the_scripts_own_process_noise_is_noisy_after_more_runs(
     assert "from one process to the next (5 runs of it)" in verdict
     assert not out.plan.fused_optimizer and "fused optimizer" in out.noisy
     assert ran.count("fused optimizer") == 3  # run again while unsettled, up to MAX_ATTEMPTS
+
+
+def test_paired_rounds_on_both_sides_of_1_do_not_confirm_the_plan(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _plant(
+        monkeypatch,
+        {**TIMES, "confirm baseline 2": [100.0], "confirm plan 2": [110.0]},
+        set(),
+    )
+    monkeypatch.setattr(search, "CONFIRM_PAIRS", 2)
+    out = _tune(tmp_path)
+    assert out.confirm["ratios"] == pytest.approx([100 / 77, 100 / 110])
+    assert not out.confirm["confirmed"]  # the plan stays on its trials' verdicts, unconfirmed
+    assert out.plan.fused_optimizer and "withdrawn" not in out.confirm
 
 
 def test_a_clear_gain_beside_a_little_process_noise_is_kept_in_one_run(

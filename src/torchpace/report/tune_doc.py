@@ -77,11 +77,14 @@ def _summary_section(result: dict[str, Any]) -> Section:
     ]
     if confirm.get("median"):
         ratios = ", ".join(f"{r:.2f}×" for r in confirm["ratios"])
+        # results before "confirmed" was stored: every round counted as confirming
+        confirmed = confirm.get("confirmed", not confirm.get("noise"))
         items.append(
             (
-                "confirmed speed-up",
+                "confirmed speed-up" if confirmed else "not confirmed",
                 f"{confirm['median']:.2f}× in samples/s, median of {len(confirm['ratios'])} "
-                f"paired rounds against the baseline ({ratios})",
+                f"paired rounds against the baseline ({ratios})"
+                + ("" if confirmed else ": the rounds do not all find the plan faster"),
             )
         )
     s = result["settings"]

@@ -321,6 +321,9 @@ def run(args: argparse.Namespace) -> int:
         f"baseline's seed band {outcome.band}"
         + (
             f"; confirmed {confirm:.2f}× in samples/s, paired"
+            if confirm and outcome.confirm.get("confirmed")
+            else "; not confirmed: the paired rounds against the baseline read "
+            + ", ".join(f"{r:.2f}×" for r in outcome.confirm["ratios"])
             if confirm and not outcome.confirm.get("noise")
             else ""
         )
@@ -412,7 +415,7 @@ def _whole_run(
 
     per_step = outcome.confirm.get("median")
     base = next((t for t in outcome.trials if t.name == "baseline" and t.median_step_s), None)
-    if not per_step or outcome.confirm.get("noise") or base is None:
+    if not per_step or not outcome.confirm.get("confirmed") or base is None:
         return None
     if surveyed.first_step_s is None or surveyed.step_s is None:
         return None

@@ -713,6 +713,11 @@ def _search(
         "median": statistics.median(ratios) if ratios else None,
         # A paired round beside other processes' work confirms nothing, either way.
         "noise": confirm_noise,
+        # Faster in every paired round, none of them loaded: only then is the median a
+        # confirmed figure. Rounds on both sides of 1 (a small GPT's fused AdamW: 0.79x and
+        # 1.11x on a quiet machine, whose runs vary 20% from one process to the next) leave the
+        # plan on its trials' verdicts, unconfirmed.
+        "confirmed": bool(ratios) and min(ratios) >= 1.0 and not confirm_noise,
     }
     if confirm_noise:
         out.noisy.append("confirmation")
