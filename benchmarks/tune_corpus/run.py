@@ -4,6 +4,7 @@ once on a quiet machine and once beside two CPU-bound processes, and `doctor --v
     python benchmarks/tune_corpus/run.py tune --condition quiet --out /tmp/tc
     python benchmarks/tune_corpus/run.py tune --condition loaded --out /tmp/tc
     python benchmarks/tune_corpus/run.py verify --out /tmp/tc
+    python benchmarks/tune_corpus/run.py ab --out /tmp/tc
     python benchmarks/tune_corpus/run.py judge --out /tmp/tc --json RESULT.json
 
 `tune` and `verify` run one script at a time, each with a cache of its own (`--no-cache`), and
@@ -14,7 +15,9 @@ keep every `torchpace-tune.json` / doctor result under OUT. `judge` reads them b
   that differs is noisy in the loaded run;
 - no "confirmed" figure outside the paired rounds' range, and none from a loaded confirmation;
 - every `--verify` estimate that was judged (not noisy, not failed) against its measure: within
-  ±25% (the measured speed-up over the promised one, 0.8-1.25).
+  ±25% (the measured speed-up over the promised one, 0.8-1.25);
+- the estimates a plan applies (fused AdamW/Adam here) against a hand A/B: `torchpace compare
+  --plan` with the change alone, 5 rounds alternating, time per step.
 
 The load is recorded beside every run (`/proc/loadavg` before and after). Nothing else may run
 on the machine meanwhile: a third process makes "loaded" mean more than two hogs.
@@ -48,6 +51,40 @@ SCRIPTS: dict[str, list[str]] = {
     "toy_bert.py": [],
 }
 HOGS = 2
+# A hand A/B of each estimate --verify can check: the script, shortened, with the change alone
+# (`torchpace compare --plan`, rounds alternating), against the script as written.
+AB: dict[str, tuple[str, list[str]]] = {
+    "tiny_gpt.py": ("fused-optimizer", ["--max-iters", "200"]),
+    "diffusion_2d.py": ("fused-optimizer", ["--epochs", "15"]),
+    "dqn_cartpole.py": ("fused-optimizer", ["--total-steps", "2000"]),
+}
+AB_ROUNDS = 5
+# the plan of the script as written with one change (what tune writes for it alone)
+_AS_WRITTEN = {
+    "version": 1,
+    "amp": "off",
+    "channels_last": False,
+    "fold_conv_bias": False,
+    "fused_optimizer": False,
+    "grad_set_to_none": False,
+    "fast_math": False,
+    "compile": "off",
+    "attention": "default",
+    "loader": "keep",
+    "loader_workers": None,
+    "prefetch": False,
+    "batching": "as-is",
+    "max_tokens": None,
+    "batch_size": None,
+    "lr_scaling": "sqrt",
+    "accumulate": 1,
+    "schedule": "constant",
+    "checkpoint_modules": [],
+    "preallocate": False,
+    "log_every": 50,
+    "techniques": [],
+}
+_CHANGES = {"fused-optimizer": {"fused_optimizer": True}}
 
 
 def _load() -> list[float]:
@@ -119,6 +156,49 @@ def verify(out: Path, budget: str, only: list[str]) -> None:
         print(f"verify {script}: rc {run['rc']}, {run['wall_s']} s", flush=True)
 
 
+def ab(out: Path, only: list[str]) -> None:
+    for script, (technique, args) in AB.items():
+        if only and script not in only:
+            continue
+        dest = out / "ab" / Path(script).stem
+        dest.mkdir(parents=True, exist_ok=True)
+        plan = {**_AS_WRITTEN, **_CHANGES[technique], "techniques": [technique]}
+        (dest / "plan.json").write_text(json.dumps(plan, indent=2) + "\n")
+        cmd = ["compare", script, "--plan", str(dest / "plan.json"), "--rounds", str(AB_ROUNDS)]
+        cmd += ["--json", str(dest / "compare.json"), "--", *args]
+        run = _torchpace(cmd, HERE, dest / "cache", dest / "log.txt")
+        run.update(condition="quiet", command=cmd, source=git_state(), technique=technique)
+        (dest / "run.json").write_text(json.dumps(run, indent=2) + "\n")
+        print(f"ab {script}: rc {run['rc']}, {run['wall_s']} s", flush=True)
+
+
+def judge_ab(out: Path) -> list[dict[str, Any]]:
+    """Each hand A/B's time per step against the doctor's estimate for the same change (the
+    survey of the quiet --verify run)."""
+    report = []
+    for script, (technique, args) in AB.items():
+        dest = out / "ab" / Path(script).stem
+        doctor = out / "verify" / Path(script).stem / "doctor.json"
+        entry: dict[str, Any] = {"script": script, "technique": technique, "args": args}
+        if (dest / "compare.json").exists():
+            c = json.loads((dest / "compare.json").read_text())
+            step = c["ratios"].get("time per step")
+            entry["run"] = json.loads((dest / "run.json").read_text())
+            entry["measured"] = step
+        if doctor.exists():
+            findings = json.loads(doctor.read_text())["findings"]
+            f = next((f for f in findings if f.get("technique") == technique), None)
+            gain = None if f is None else (f.get("verified") or {}).get("estimated_gain")
+            gain = gain if gain is not None else (None if f is None else f.get("gain"))
+            entry["estimated_speedup"] = None if gain is None else 1.0 / (1.0 - gain)
+        got, est = (entry.get("measured") or {}).get("speedup"), entry.get("estimated_speedup")
+        if got and est:
+            entry["ratio"] = round(got / est, 3)
+            entry["within_25"] = 0.8 <= got / est <= 1.25
+        report.append(entry)
+    return report
+
+
 _CLASSES = ("kept", "not worth it", "slower", "rejected", "trained lower", "not applicable")
 
 
@@ -177,8 +257,18 @@ def judge_tunes(out: Path) -> list[dict[str, Any]]:
             problems += differing
             same_plan = sorted(q["plan"]["techniques"]) == sorted(lo["plan"]["techniques"])
             entry["same_plan"] = same_plan
-            if not same_plan and differing:
-                problems.append("the plans differ and a differing verdict is not noisy")
+            # each technique in one plan and not the other: what the other run said of it
+            explained = {}
+            for t in set(q["plan"]["techniques"]) ^ set(lo["plan"]["techniques"]):
+                said = {
+                    c: [r["verdict"] for r in side["rows"] if t in r["techniques"]]
+                    for c, side in (("quiet", q), ("loaded", lo))
+                }
+                explained[t] = said
+                loaded_classes = {verdict_class(v) for v in said["loaded"]}
+                if loaded_classes - {"noisy", "not run"}:
+                    problems.append(f"{t}: in one plan only, and the loaded run drew a verdict")
+            entry["plan_differences"] = explained
             for condition, t in (("quiet", q), ("loaded", lo)):
                 c = t["confirm"]
                 ratios = c.get("ratios") or []
@@ -227,7 +317,7 @@ def judge_verify(out: Path) -> list[dict[str, Any]]:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("what", choices=("tune", "verify", "judge"))
+    p.add_argument("what", choices=("tune", "verify", "ab", "judge"))
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--condition", choices=("quiet", "loaded"), default="quiet")
     p.add_argument("--budget", default="3m")
@@ -238,11 +328,14 @@ def main() -> int:
         tune(a.out, a.condition, a.budget, a.only)
     elif a.what == "verify":
         verify(a.out, "2m" if a.budget == "3m" else a.budget, a.only)
+    elif a.what == "ab":
+        ab(a.out, a.only)
     else:
         result = {
             "source": git_state(),
             "tunes": judge_tunes(a.out),
             "verify": judge_verify(a.out),
+            "ab": judge_ab(a.out),
         }
         text = json.dumps(result, indent=2) + "\n"
         if a.json:

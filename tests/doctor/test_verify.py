@@ -98,6 +98,19 @@ def test_a_finding_measured_no_faster_is_demoted_and_says_so() -> None:
     assert abs(workers_f["verified"]["estimated_speedup"] - 1 / 0.45) < 1e-9
 
 
+def test_a_change_the_plan_cannot_make_here_keeps_its_estimate_and_place() -> None:
+    # A toy BERT's padding: the tune's bucketing needs the dataset's `lengths`. Nothing ran,
+    # so nothing says "not faster" (issue 29).
+    findings = [_finding("length-bucketing", 0.33), _finding("fused-optimizer", 0.1)]
+    baselines = (_trial("baseline", _steady(100)), _trial("baseline, seed 1", _steady(101)))
+    verdict = "not applicable: the dataset has no `lengths`"
+    rows = [Row("length-bucket", ("length-bucketing",), verdict=verdict)]
+    annotate(findings, rows, ["length-bucketing"], trials=list(baselines), baselines=baselines)
+    f = findings[0]
+    assert f["technique"] == "length-bucketing" and f["gain"] == 0.33 and "demoted" not in f
+    assert f["verified"]["verdict"] == verdict and f["verified"]["speedup"] is None
+
+
 def test_a_rejected_change_is_demoted_with_the_guards_reason() -> None:
     findings = [_finding("amp-bf16", 0.3)]
     baselines = (_trial("baseline", _steady(100)), _trial("baseline, seed 1", _steady(300)))

@@ -300,7 +300,8 @@ def test_the_tunes_whole_run_estimate_is_amdahl_over_its_start_up_and_steps(tmp_
     ) == pytest.approx(1.0)
     base = SimpleNamespace(name="baseline", median_step_s=0.1, compile_seconds=None)
     plan = SimpleNamespace(name="plan (1)", median_step_s=0.05, compile_seconds=None)
-    outcome = SimpleNamespace(confirm={"median": 2.0, "noise": []}, trials=[base, plan])
+    confirmed = {"median": 2.0, "noise": [], "confirmed": True}
+    outcome = SimpleNamespace(confirm=confirmed, trials=[base, plan])
     surveyed = SimpleNamespace(first_step_s=10.1, step_s=0.1)
     got = _whole_run(outcome, surveyed, str(PLANTED), ["--max-steps", "100"], 1000)
     assert got is not None and got["steps"] == 100 and got["steps_from"] == "--max-steps 100"
@@ -308,5 +309,15 @@ def test_the_tunes_whole_run_estimate_is_amdahl_over_its_start_up_and_steps(tmp_
     # Without a step option in the arguments the script's default (30) is the run.
     assert _whole_run(outcome, surveyed, str(PLANTED), [], 1000)["steps"] == 30  # type: ignore[index]
     # A noisy confirmation gives no estimate.
-    noisy = SimpleNamespace(confirm={"median": 2.0, "noise": ["loaded"]}, trials=[base, plan])
+    noisy = SimpleNamespace(
+        confirm={"median": 2.0, "noise": ["loaded"], "confirmed": False}, trials=[base, plan]
+    )
     assert _whole_run(noisy, surveyed, str(PLANTED), [], 1000) is None
+    # Rounds on both sides of 1 confirm nothing either: no whole-run figure from their median.
+    split = {"median": 1.05, "ratios": [0.8, 1.3], "noise": [], "confirmed": False}
+    assert (
+        _whole_run(
+            SimpleNamespace(confirm=split, trials=[base, plan]), surveyed, str(PLANTED), [], 1000
+        )
+        is None
+    )

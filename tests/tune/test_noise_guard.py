@@ -342,3 +342,92 @@ def test_the_progress_names_the_stage_the_trial_and_its_number(
         "6/6 the paired confirmation: confirm baseline 1 (trial 5)",
         "6/6 the paired confirmation: confirm plan 1 (trial 6)",
     ]
+
+
+@pytest.mark.skipif(not Path("/proc/stat").exists(), reason="other processes' load needs /proc")
+def test_a_busy_machine_is_said_above_the_table_and_in_the_plan(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Issue 29: beside two CPU-bound processes a small GPT's tune spent its budget on the two
+    # baselines and printed a table of "not run: out of budget" with nothing about the load.
+    # Planted: a hog beside the first baseline; the command says so, and so does the plan.
+    import json
+
+    from torchpace.cli import build_parser
+    from torchpace.tune import command, survey
+
+    _plant(monkeypatch, TIMES, {("baseline", 0)})
+    monkeypatch.setattr(
+        survey, "survey", lambda *a, **kw: survey.Survey([], "doctor: no measured gain")
+    )
+    monkeypatch.setattr(
+        "torchpace.tune.candidates.for_script", lambda base, device, findings: ([FUSED], [])
+    )
+    monkeypatch.setenv("TORCHPACE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "train.py").write_text("print('a training script')\n")
+    args = build_parser().parse_args(
+        ["tune", "--budget", "1m", "--steps", "8", "--warmup", "2", "--out", "out", "train.py"]
+    )
+    args.script_args = []
+    assert command.run(args) == 0
+    err = capsys.readouterr().err
+    assert "torchpace tune: the machine was busy: other processes used more than 0.25 cores" in err
+    assert "during 1 of " in err and "(baseline)" in err
+    plan = json.loads((tmp_path / "out" / "torchpace-plan.json").read_text())
+    assert plan["noisy"]["loaded_trials"] == ["baseline"]
+    assert next(iter(plan)) == "noisy"  # at the top, for whoever applies it
+    from torchpace.train.plan import Plan
+
+    assert Plan.load(tmp_path / "out" / "torchpace-plan.json").fused_optimizer  # still a plan
+    result = json.loads((tmp_path / "out" / "torchpace-tune.json").read_text())
+    assert result["loaded_trials"] == ["baseline"]
+
+
+def test_run_and_apply_say_when_their_plan_was_tuned_on_a_noisy_machine(tmp_path: Path) -> None:
+    import json
+
+    from torchpace.train.plan import Plan
+
+    path = tmp_path / "torchpace-plan.json"
+    plan = {"noisy": {"verdicts_not_drawn": ["compile"], "loaded_trials": ["baseline"]}}
+    path.write_text(json.dumps({**plan, **Plan.as_written().to_dict()}))
+    assert Plan.load(path) == Plan.as_written()
+    assert Plan.noise_note(path) == (
+        f"{path} was tuned on a noisy machine (verdicts not drawn for compile; 1 trial(s) ran "
+        "beside other work): it holds only what could be judged; tune again on a quiet "
+        "machine for the rest"
+    )
+    path.write_text(json.dumps(Plan.as_written().to_dict()))
+    assert Plan.noise_note(path) is None
+
+
+def test_a_batch_search_the_budget_never_reached_is_said(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Beside two CPU-bound processes a char model's tune spent its 3 minutes on four trials:
+    # its table ended without a word on the batch size, which the quiet tune had kept.
+    def fake(spec: TrialSpec, *, timeout_s: float, workdir: str | Path) -> TrialResult:
+        times = _steady(100.0)
+        s = summarize(list(times))
+        return TrialResult(
+            key=spec.key(),
+            name=spec.name,
+            status="ok",
+            step_seconds=times,
+            median_step_s=s.median,
+            q1_step_s=s.q1,
+            q3_step_s=s.q3,
+            samples_per_step=BATCH,
+            samples_per_s=BATCH / s.median,
+            batch_size=BATCH,
+            losses=LOSSES,
+            memory_kind="process-rss",
+            wall_seconds=20.0,  # each trial takes a third of the budget
+        )
+
+    monkeypatch.setattr(search, "run_trial", fake)
+    out = _tune(tmp_path)
+    assert _verdict(out, "fused optimizer") == "not run: out of budget"
+    assert _verdict(out, "batch size") == "not run: out of budget"
+    assert "batch size" in out.skipped_for_budget

@@ -263,9 +263,9 @@ def test_trials_past_the_budget_are_reported_not_run(
         workdir=tmp_path / "work",
     )
     assert len(ran) == 1 and [t.name for t in out.trials] == ["baseline", "baseline, seed 1"]
-    assert out.skipped_for_budget == [c.name for c in tuned.cands]
-    for c in tuned.cands:
-        assert _row(out, c.name).verdict == "not run: out of budget"
+    assert out.skipped_for_budget == [*(c.name for c in tuned.cands), "batch size"]
+    for name in [*(c.name for c in tuned.cands), "batch size"]:
+        assert _row(out, name).verdict == "not run: out of budget"
     assert out.plan == Plan() and out.band is not None
     assert out.batch_search == [] and out.loader == {} and out.confirm["ratios"] == []
 

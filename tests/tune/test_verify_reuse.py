@@ -75,3 +75,18 @@ def test_a_tune_after_doctor_verify_recalls_its_trials(
     assert verify_cache == tune_cache  # one cache file for the script and its arguments
     assert _first_baseline(verified) == _first_baseline(tuned)
     assert (verified.steps, verified.warmup, verified.device) == (tuned.steps, tuned.warmup, "cpu")
+
+
+def test_the_survey_says_when_the_doctors_run_was_noisy(tmp_path: Path) -> None:
+    # Beside other work the doctor withholds gains inside the step-time spread; "no measured
+    # gain" alone read as a verdict on the script.
+    import json
+
+    out = tmp_path / "doctor.json"
+    noise = {"noisy": True, "reason": "noisy: other processes used 1.90 cores"}
+    out.write_text(json.dumps({"findings": [], "noise": noise}))
+    got = survey.survey("train.py", [], out=out, steps=10, warmup=3, timeout_s=60.0)
+    assert got.note == (
+        "doctor: no measured gain (noisy: other processes used 1.90 cores: gains within the "
+        "noise were withheld)"
+    )

@@ -7,7 +7,8 @@ gets the speed-up measured alone next to the one its gain promised (a gain ``g``
 step recovered, promises ``1 / (1 - g)``). A finding whose change measured no faster than the
 script as written, or below the tune's "worth it" line (``MIN_GAIN``), or failed the guard, is
 demoted below every estimated one and says so: on a 2-core CPU the doctor's "loader workers,
-53-62%" for a VAE made its steps slower.
+53-62%" for a VAE made its steps slower. One the plan could not make here ("not applicable":
+nothing was measured) keeps its estimate and its place.
 
 A finding is judged only when its trials say the machine held still, or that its moving could
 not change the verdict (``tune.noise.trials_noise``): beside another heavy job a VAE's fused
@@ -123,6 +124,11 @@ def annotate(
         worthless = row is not None and row.verdict.startswith("not worth it")
         if entry["noise"]:
             entry["verdict"] = not_judged(entry["noise"])
+        elif row is not None and row.verdict.startswith("not applicable"):
+            # The plan could not make this change here (a toy BERT's padding: the tune's
+            # bucketing needs the dataset's `lengths`): nothing was measured, so the finding
+            # keeps its estimate and its place; "not applicable" is not "not faster" (issue 29).
+            pass
         elif failed or worthless or (measured is not None and measured <= 1.0):
             f["demoted"] = (
                 f"--verify measured {measured:.2f}x with the change alone"

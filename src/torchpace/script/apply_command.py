@@ -44,6 +44,8 @@ def run(args: argparse.Namespace) -> int:
     from torchpace.train.plan import Plan
 
     plan = Plan.load(args.plan)
+    if note := Plan.noise_note(args.plan):
+        print(f"torchpace apply: {note}", file=sys.stderr)
     path = str(args.script)
     try:
         data = args.script.read_bytes()

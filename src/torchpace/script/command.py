@@ -83,6 +83,8 @@ def run(args: argparse.Namespace) -> int:
     from torchpace.train.plan import Plan
 
     plan = Plan.load(args.plan)
+    if note := Plan.noise_note(args.plan):
+        print(f"torchpace run: {note}", file=sys.stderr)
     if not Path(args.script).is_file():
         raise FileNotFoundError(f"script not found: {args.script}")
     if kind_of(args.script) == "recipe":

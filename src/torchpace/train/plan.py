@@ -119,9 +119,11 @@ class Plan:
                 f"{source}: plan version {version!r} is not supported (this torchpace reads "
                 f"version {PLAN_VERSION}); re-run `torchpace tune` to write a current plan"
             )
-        # "techniques" and "expected" (the tune's estimate of what the plan buys) are notes
-        # for the reader: written by to_dict and the tune, never settings.
-        body = {k: v for k, v in data.items() if k not in ("version", "techniques", "expected")}
+        # "techniques", "expected" (the tune's estimate of what the plan buys) and "noisy" (what
+        # the machine's noise kept it from judging) are notes for the reader: written by
+        # to_dict and the tune, never settings.
+        notes = ("version", "techniques", "expected", "noisy")
+        body = {k: v for k, v in data.items() if k not in notes}
         unknown = sorted(set(body) - {f.name for f in fields(cls)})
         if unknown:
             raise PlanError(f"{source}: unknown field(s) {', '.join(unknown)}; known: {_known()}")
@@ -146,6 +148,28 @@ class Plan:
         except json.JSONDecodeError as e:
             raise PlanError(f"{path}: not JSON ({e.msg} at line {e.lineno})") from None
         return cls.from_dict(data, source=str(path))
+
+    @staticmethod
+    def noise_note(path: str | Path) -> str | None:
+        """What a plan file says the machine's noise kept its tune from judging (its "noisy"
+        note), as one line for ``run`` and ``apply`` to print; None when it says nothing."""
+        try:
+            noisy = json.loads(Path(path).read_text(encoding="utf-8")).get("noisy")
+        except (OSError, ValueError, AttributeError):
+            return None
+        if not isinstance(noisy, dict):
+            return None
+        parts = []
+        if noisy.get("verdicts_not_drawn"):
+            parts.append(f"verdicts not drawn for {', '.join(noisy['verdicts_not_drawn'])}")
+        if noisy.get("loaded_trials"):
+            parts.append(f"{len(noisy['loaded_trials'])} trial(s) ran beside other work")
+        if not parts:
+            return None
+        return (
+            f"{path} was tuned on a noisy machine ({'; '.join(parts)}): it holds only what "
+            "could be judged; tune again on a quiet machine for the rest"
+        )
 
     @classmethod
     def preset(cls, name: str) -> Plan:

@@ -311,7 +311,14 @@ def run(args: argparse.Namespace) -> int:
         whole = _whole_run(outcome, surveyed, args.recipe, list(script_args or ()), args.run_steps)
         if whole is not None:
             plan_dict["expected"] = whole
-    atomic_write_text(plan_path, json.dumps(plan_dict, indent=2) + "\n")
+    from torchpace.measure.noise import MAX_FOREIGN_CORES
+    from torchpace.tune.noise import load_noise
+
+    loaded = [t.name for t in outcome.trials if load_noise([("", t)])]
+    # a plan built beside noise says so at the top of its file, for whoever applies it later
+    noisy = {"noisy": {"verdicts_not_drawn": outcome.noisy, "loaded_trials": loaded}}
+    plan_file = {**noisy, **plan_dict} if outcome.noisy or loaded else plan_dict
+    atomic_write_text(plan_path, json.dumps(plan_file, indent=2) + "\n")
     confirm = outcome.confirm.get("median")
     caption = (
         f"{outcome.elapsed_s:.0f} s, {len(outcome.trials)} trials ({outcome.cached_trials} from "
@@ -329,6 +336,15 @@ def run(args: argparse.Namespace) -> int:
         )
         + _band_note(outcome.band)
     )
+    if loaded:
+        # Said above the table even where no verdict was drawn to call noisy (a busy machine
+        # can spend the budget on the baselines alone): the table below ran beside other work.
+        print(
+            f"torchpace tune: the machine was busy: other processes used more than "
+            f"{MAX_FOREIGN_CORES:.2f} cores during {len(loaded)} of {len(outcome.trials)} "
+            f"trials ({', '.join(dict.fromkeys(loaded))}); no verdict is drawn from such a trial",
+            file=sys.stderr,
+        )
     if outcome.noisy:
         # Said above the table: the plan below rests on the verdicts that could be drawn.
         print(
@@ -369,6 +385,7 @@ def run(args: argparse.Namespace) -> int:
         "loader": outcome.loader,
         "confirm": outcome.confirm,
         "noisy": outcome.noisy,
+        "loaded_trials": loaded,
         "skipped_for_budget": outcome.skipped_for_budget,
         "elapsed_s": outcome.elapsed_s,
         "cached_trials": outcome.cached_trials,

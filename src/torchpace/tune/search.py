@@ -4,7 +4,9 @@ the loader, and a paired confirmation, in that order, inside a time budget.
 Every timed trial is followed by the script as written again (``_Baselines``), so that each is
 compared with the baselines run just before and just after it (ABAB, as ``torchpace bench``
 does): a machine whose speed drifts between trials moves both sides, and two neighbours that
-disagree make the comparison noisy instead of a verdict (issue 29).
+disagree make the comparison noisy instead of a verdict (issue 29). A trial runs again until
+its pooled speed-up stands clear of the script's own process-to-process noise, measured from
+those baselines (``tune.noise.settles``), or says it could not.
 
 Every trial is a ``TrialSpec`` run in a fresh process (``runner.run_trial``) unless the results
 file already holds its key: a killed tune restarted, or an unchanged re-run, runs no finished
@@ -429,7 +431,13 @@ def _search(
     baselines = _Baselines(runner, none, [base, other], last=base)
 
     def paired(
-        name: str, plan: Plan, techniques: tuple[str, ...], r: TrialResult, timed: bool
+        name: str,
+        plan: Plan,
+        techniques: tuple[str, ...],
+        r: TrialResult,
+        timed: bool,
+        line: float = MIN_GAIN,
+        floor: float = 1.0,
     ) -> tuple[TrialResult, TrialResult, list[str]]:
         """``r``, the baseline its speed-up is against, and why its timing cannot be judged
         ([] when it can). A ``timed`` trial (the guard passed: its verdict rests on its timing)
@@ -437,9 +445,10 @@ def _search(
         baseline after it, while the budget allows and its verdict is not settled: a run the
         machine's noise spoiled (tune.noise.trials_noise) is set aside, at most twice, and the
         runs that count are pooled until their mean speed-up stands clear of the script's
-        own process-to-process noise (tune.noise.settles), at most MAX_ATTEMPTS runs. The
-        baseline returned carries the pooled speed-up. An untimed one is shown against the
-        newest baseline."""
+        own process-to-process noise (tune.noise.settles) against ``line`` (the speed-up over
+        the script as written that keeps it) and ``floor`` (what it must beat: 1, or the
+        best combination's), at most MAX_ATTEMPTS runs. The baseline returned carries the
+        pooled speed-up. An untimed one is shown against the newest baseline."""
         if not timed:
             return r, baselines.last, []
         runs: list[tuple[TrialResult, Pair]] = []
@@ -451,7 +460,7 @@ def _search(
                 math.log((p.reference.median_step_s or 0.0) / (t.median_step_s or 1.0))
                 for t, p in counted
             ]
-            settled = settles(gains, baselines.sigma(), line=MIN_GAIN)
+            settled = settles(gains, baselines.sigma(), line=line, floor=floor)
             spoiled = len(runs) - len(counted)
             if (
                 settled
@@ -470,9 +479,7 @@ def _search(
         t, p = counted[-1]
         g = math.exp(statistics.fmean(gains))
         noise = (
-            []
-            if settled
-            else [unsettled(gains, baselines.sigma(), len(baselines.medians), MIN_GAIN)]
+            [] if settled else [unsettled(gains, baselines.sigma(), len(baselines.medians), line)]
         )
         out.pairs[name] = dataclasses.replace(p, noise=noise)
         # the pooled speed-up, as a baseline whose median is the last counted run's times it
@@ -558,7 +565,11 @@ def _search(
             continue
         v = _judge(r, base, band, techniques, s.accept_lower)
         if r is not measured:
-            r, ref, noise = paired(f"+ {c.name}", trial_plan, techniques, r, v.ok)
+            # it must beat the best so far, not the script as written
+            over = _effective(best_ref, best, s.run_steps)
+            r, ref, noise = paired(
+                f"+ {c.name}", trial_plan, techniques, r, v.ok, over * MIN_GAIN, over
+            )
         else:  # the technique alone, judged in step 2
             noise = []
         gain_vs_best = _effective(ref, r, s.run_steps) / _effective(best_ref, best, s.run_steps)
@@ -632,6 +643,10 @@ def _search(
         )
         best_plan, best, best_gain = found.plan, found.best, found.best_gain
         rows.extend(found.rows)
+        if not found.tried and best.batch_size and not runner.affordable(paired=True):
+            # said, not left out: a busy machine's slow trials can spend the budget before it
+            out.skipped_for_budget.append("batch size")
+            rows.append(Row("batch size", TECHNIQUE_BATCH, verdict="not run: out of budget"))
         out.batch_search = found.tried
         out.noisy += [row.name for row in found.rows if row.verdict.startswith(NOISY)]
 

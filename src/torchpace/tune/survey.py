@@ -78,6 +78,11 @@ def survey(
         if isinstance(f.get("gain"), (int, float)) and f.get("technique")
     )
     note = f"doctor: {ranked}" if ranked else "doctor: no measured gain"
+    noise = result.get("noise") if isinstance(result, dict) else None
+    if isinstance(noise, dict) and noise.get("noisy"):
+        # its gains below the step-time spread were withheld: say so, or "no measured gain"
+        # reads as a verdict on a script that was only measured beside other work
+        note += f" ({noise.get('reason') or 'noisy'}: gains within the noise were withheld)"
     number = (int, float)
     return Survey(
         findings,
