@@ -59,6 +59,14 @@ AB: dict[str, tuple[str, list[str]]] = {
     "dqn_cartpole.py": ("fused-optimizer", ["--total-steps", "2000"]),
 }
 AB_ROUNDS = 5
+# Estimates no plan applies, checked against the change made by hand (ab/): the script as
+# written at a commit of a scratch repository, the variant as its working tree
+# (`torchpace compare SCRIPT --against HEAD`, rounds alternating; ratios are as written over the
+# variant, so > 1 is the variant faster).
+AB_BY_HAND: dict[str, tuple[str, str, list[str]]] = {
+    "char_padded.py": ("length-bucketing", "ab/char_padded_trimmed.py", ["--steps", "150"]),
+    "toy_bert.py": ("length-bucketing", "ab/toy_bert_bucketed.py", ["--steps", "150"]),
+}
 # the plan of the script as written with one change (what tune writes for it alone)
 _AS_WRITTEN = {
     "version": 1,
@@ -172,11 +180,37 @@ def ab(out: Path, only: list[str]) -> None:
         print(f"ab {script}: rc {run['rc']}, {run['wall_s']} s", flush=True)
 
 
+def ab_by_hand(out: Path, only: list[str]) -> None:
+    import shutil
+
+    for script, (technique, variant, args) in AB_BY_HAND.items():
+        if only and script not in only:
+            continue
+        dest = out / "ab" / Path(script).stem
+        repo = dest / "repo"
+        shutil.rmtree(repo, ignore_errors=True)
+        repo.mkdir(parents=True)
+        shutil.copy(HERE / script, repo / script)
+        git = ["git", "-c", "user.name=ab", "-c", "user.email=ab@localhost"]
+        for cmd in (["init", "-q"], ["add", script], ["commit", "-qm", "as written"]):
+            subprocess.run([*git, *cmd], cwd=repo, check=True)
+        shutil.copy(HERE / variant, repo / script)  # the change by hand, in the working tree
+        cmd = ["compare", script, "--against", "HEAD", "--rounds", str(AB_ROUNDS)]
+        cmd += ["--json", str(dest / "compare.json"), "--", *args]
+        run = _torchpace(cmd, repo, dest / "cache", dest / "log.txt")
+        run.update(condition="quiet", command=cmd, source=git_state(), technique=technique)
+        run["variant"] = variant
+        (dest / "run.json").write_text(json.dumps(run, indent=2) + "\n")
+        print(f"ab by hand {script}: rc {run['rc']}, {run['wall_s']} s", flush=True)
+
+
 def judge_ab(out: Path) -> list[dict[str, Any]]:
     """Each hand A/B's time per step against the doctor's estimate for the same change (the
     survey of the quiet --verify run)."""
     report = []
-    for script, (technique, args) in AB.items():
+    plans = {k: (t, a) for k, (t, a) in AB.items()}
+    by_hand = {k: (t, a) for k, (t, _, a) in AB_BY_HAND.items()}
+    for script, (technique, args) in {**plans, **by_hand}.items():
         dest = out / "ab" / Path(script).stem
         doctor = out / "verify" / Path(script).stem / "doctor.json"
         entry: dict[str, Any] = {"script": script, "technique": technique, "args": args}
@@ -330,6 +364,7 @@ def main() -> int:
         verify(a.out, "2m" if a.budget == "3m" else a.budget, a.only)
     elif a.what == "ab":
         ab(a.out, a.only)
+        ab_by_hand(a.out, a.only)
     else:
         result = {
             "source": git_state(),
