@@ -54,7 +54,7 @@ def fake(fits_up_to: int, *, peak_per_sample: int = 0, bad_loss_from: int = 10**
     return run, tried
 
 
-def search(run, memory_budget=None):  # type: ignore[no-untyped-def]
+def search(run, memory_budget=None, **kw):  # type: ignore[no-untyped-def]
     return search_batch(
         run,
         lambda: True,
@@ -65,6 +65,7 @@ def search(run, memory_budget=None):  # type: ignore[no-untyped-def]
         steps=10,
         lr_scaling="sqrt",
         memory_budget=memory_budget,
+        **kw,
     )
 
 
@@ -124,32 +125,10 @@ def test_a_size_is_judged_against_the_baselines_next_to_it_not_a_best_measured_e
         assert r.samples_per_s is not None
         return r.samples_per_s / (100.0 / slow), []
 
-    found = search_batch(
-        run,
-        lambda: True,
-        plan=Plan(),
-        best=BASE,
-        base=BASE,
-        band=BAND,
-        steps=10,
-        lr_scaling="sqrt",
-        memory_budget=None,
-        judge=judge,
-        best_gain=1.0,
-    )
+    found = search(run, judge=judge, best_gain=1.0)
     assert found.tried[0]["gain"] == pytest.approx(1.2)
     assert found.plan.batch_size == 128 and found.best_gain == pytest.approx(1.2**3)
     assert judged == ["batch 32", "batch 64", "batch 128"]
     # without the pairing, the same trials against the best measured before the slow-down
-    direct = search_batch(
-        run,
-        lambda: True,
-        plan=Plan(),
-        best=BASE,
-        base=BASE,
-        band=BAND,
-        steps=10,
-        lr_scaling="sqrt",
-        memory_budget=None,
-    )
+    direct = search(run)
     assert direct.plan.batch_size is None and direct.tried[0]["gain"] == pytest.approx(1.2 / slow)
