@@ -60,9 +60,9 @@ def search_batch(
     """Double the batch size while it pays and converges, bisect after an OOM. ``judge``: a
     trial's samples/s over the script as written measured next to it, and why its timing
     cannot be judged against the gain that keeps it and the best's (tune.noise; such a trial
-    ends the search, said so); ``best_gain``: the
-    same for ``best``. A size's gain is the ratio of the two, so a machine that drifted since
-    ``best`` ran moves neither (None from ``judge``: against ``best`` directly)."""
+    ends the search, said so); ``best_gain``: the same for ``best``. A size's gain is the
+    ratio of the two, so a machine that drifted since ``best`` ran moves neither (None from
+    ``judge``: against ``best`` directly)."""
     out = BatchSearch(plan, best, best_gain)
     good = best.batch_size or 0
     if not good:
