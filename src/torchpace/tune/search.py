@@ -70,6 +70,7 @@ MIN_GAIN = 1.03
 GREEDY_FLOOR = 0.97
 TECHNIQUE_BATCH = ("max-batch-size",)
 KEPT_AS_WRITTEN = "not searched: the batch size is kept as written (--keep-batch-size)"
+OUT_OF_BUDGET = "not run: out of budget"
 CONFIRM_PAIRS = 2  # baseline/best pairs, interleaved (A B, B A)
 # A timed trial runs at most this many times (each with a baseline after it) before its verdict
 # is settled against the script's process noise or said to be noisy.
@@ -493,7 +494,7 @@ def _search(
     for c in cands:
         if not runner.affordable(compile_trial="compile" in c.changes, paired=True):
             out.skipped_for_budget.append(c.name)
-            rows.append(Row(c.name, c.techniques, verdict="not run: out of budget"))
+            rows.append(Row(c.name, c.techniques, verdict=OUT_OF_BUDGET))
             continue
         r = runner.run(c.name, none.replace(**c.changes), c.techniques)
         if r.status != "ok":
@@ -535,6 +536,7 @@ def _search(
     for n in not_here:
         rows.append(Row(n.name, n.techniques, verdict=not_applicable(n.reason)))
     if s.alone_only:
+        _budget_spent_on_load(out)
         out.elapsed_s = time.perf_counter() - runner.t0
         out.cached_trials = runner.cached
         return out
@@ -646,7 +648,7 @@ def _search(
         if not found.tried and best.batch_size and not runner.affordable(paired=True):
             # said, not left out: a busy machine's slow trials can spend the budget before it
             out.skipped_for_budget.append("batch size")
-            rows.append(Row("batch size", TECHNIQUE_BATCH, verdict="not run: out of budget"))
+            rows.append(Row("batch size", TECHNIQUE_BATCH, verdict=OUT_OF_BUDGET))
         out.batch_search = found.tried
         out.noisy += [row.name for row in found.rows if row.verdict.startswith(NOISY)]
 
@@ -751,6 +753,24 @@ def _search(
         out.confirm["withdrawn"] = best_plan.to_dict()
         best_plan = none
     out.plan = best_plan
+    _budget_spent_on_load(out)
     out.elapsed_s = time.perf_counter() - runner.t0
     out.cached_trials = runner.cached
     return out
+
+
+def _budget_spent_on_load(out: Outcome) -> None:
+    """Rows the budget never reached, on a search whose trials ran beside other processes'
+    work, are noise, not a plain "not run": the load made the trials slow (beside two CPU-bound
+    processes a small GPT's steps took 4x as long, and its 3 minutes went to its two
+    baselines), so a quiet run would have judged them."""
+    loaded = [t.name for t in out.trials if load_noise([("", t)])]
+    if not loaded:
+        return
+    why = not_judged(
+        [f"not run: the budget went to {len(loaded)} trial(s) beside other processes' work"]
+    )
+    for i, row in enumerate(out.rows):
+        if row.verdict == OUT_OF_BUDGET:
+            out.rows[i] = dataclasses.replace(row, verdict=why)
+            out.noisy.append(row.name)
