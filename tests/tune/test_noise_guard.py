@@ -402,29 +402,34 @@ def test_run_and_apply_say_when_their_plan_was_tuned_on_a_noisy_machine(tmp_path
     assert Plan.noise_note(path) is None
 
 
+def _slow_trial(spec: TrialSpec, wall_seconds: float) -> TrialResult:
+    """A steady 100 ms trial of the planted batch that took ``wall_seconds`` of the budget."""
+    times = _steady(100.0)
+    s = summarize(list(times))
+    return TrialResult(
+        key=spec.key(),
+        name=spec.name,
+        status="ok",
+        step_seconds=times,
+        median_step_s=s.median,
+        q1_step_s=s.q1,
+        q3_step_s=s.q3,
+        samples_per_step=BATCH,
+        samples_per_s=BATCH / s.median,
+        batch_size=BATCH,
+        losses=LOSSES,
+        memory_kind="process-rss",
+        wall_seconds=wall_seconds,
+    )
+
+
 def test_a_batch_search_the_budget_never_reached_is_said(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Beside two CPU-bound processes a char model's tune spent its 3 minutes on four trials:
     # its table ended without a word on the batch size, which the quiet tune had kept.
     def fake(spec: TrialSpec, *, timeout_s: float, workdir: str | Path) -> TrialResult:
-        times = _steady(100.0)
-        s = summarize(list(times))
-        return TrialResult(
-            key=spec.key(),
-            name=spec.name,
-            status="ok",
-            step_seconds=times,
-            median_step_s=s.median,
-            q1_step_s=s.q1,
-            q3_step_s=s.q3,
-            samples_per_step=BATCH,
-            samples_per_s=BATCH / s.median,
-            batch_size=BATCH,
-            losses=LOSSES,
-            memory_kind="process-rss",
-            wall_seconds=20.0,  # each trial takes a third of the budget
-        )
+        return _slow_trial(spec, 20.0)  # each trial takes a third of the budget
 
     monkeypatch.setattr(search, "run_trial", fake)
     out = _tune(tmp_path)
@@ -446,22 +451,7 @@ def test_rows_the_budget_never_reached_beside_load_are_noisy(
         if len(calls) == 1:
             with cpu_hogs():
                 time.sleep(1.5)
-        times = _steady(100.0)
-        s = summarize(list(times))
-        return TrialResult(
-            key=spec.key(),
-            name=spec.name,
-            status="ok",
-            step_seconds=times,
-            median_step_s=s.median,
-            q1_step_s=s.q1,
-            q3_step_s=s.q3,
-            samples_per_step=BATCH,
-            samples_per_s=BATCH / s.median,
-            losses=LOSSES,
-            memory_kind="process-rss",
-            wall_seconds=25.0,  # slowed by the load: two trials spend the budget
-        )
+        return _slow_trial(spec, 25.0)  # slowed by the load: two trials spend the budget
 
     monkeypatch.setattr(search, "run_trial", slow)
     out = _tune(tmp_path)
