@@ -312,9 +312,8 @@ def run(args: argparse.Namespace) -> int:
         if whole is not None:
             plan_dict["expected"] = whole
     from torchpace.measure.noise import MAX_FOREIGN_CORES
-    from torchpace.tune.noise import load_noise
 
-    loaded = [t.name for t in outcome.trials if load_noise([("", t)])]
+    loaded = outcome.loaded_trials
     # a plan built beside noise says so at the top of its file, for whoever applies it later
     noisy = {"noisy": {"verdicts_not_drawn": outcome.noisy, "loaded_trials": loaded}}
     plan_file = {**noisy, **plan_dict} if outcome.noisy or loaded else plan_dict

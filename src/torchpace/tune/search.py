@@ -156,6 +156,8 @@ class Outcome:
     noisy: list[str] = field(default_factory=list)
     # Each timed row's baselines, before and after its trial, by the row's name.
     pairs: dict[str, Pair] = field(default_factory=dict)
+    # The trials that ran beside other processes' work (tune.noise.load_noise), by name.
+    loaded_trials: list[str] = field(default_factory=list)
 
 
 Progress = Callable[[str, float], None]  # (what runs now, share of the budget used)
@@ -763,13 +765,12 @@ def _budget_spent_on_load(out: Outcome) -> None:
     """Rows the budget never reached, on a search whose trials ran beside other processes'
     work, are noise, not a plain "not run": the load made the trials slow (beside two CPU-bound
     processes a small GPT's steps took 4x as long, and its 3 minutes went to its two
-    baselines), so a quiet run would have judged them."""
-    loaded = [t.name for t in out.trials if load_noise([("", t)])]
-    if not loaded:
+    baselines), so a quiet run would have judged them. Sets ``out.loaded_trials``."""
+    out.loaded_trials = [t.name for t in out.trials if load_noise([("", t)])]
+    if not out.loaded_trials:
         return
-    why = not_judged(
-        [f"not run: the budget went to {len(loaded)} trial(s) beside other processes' work"]
-    )
+    n = len(out.loaded_trials)
+    why = not_judged([f"not run: the budget went to {n} trial(s) beside other processes' work"])
     for i, row in enumerate(out.rows):
         if row.verdict == OUT_OF_BUDGET:
             out.rows[i] = dataclasses.replace(row, verdict=why)
