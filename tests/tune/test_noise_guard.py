@@ -461,3 +461,21 @@ def test_rows_the_budget_never_reached_beside_load_are_noisy(
         f"{NOISY}: not run: the budget went to 1 trial(s) beside other processes' work"
     )
     assert "fused optimizer" in out.noisy
+
+
+def test_a_trials_baseline_reads_the_same_speed_in_steps_and_in_samples() -> None:
+    # The pooled speed-up of a technique (step times) is what a batch size's gain is later
+    # divided by (samples/s): the baseline carrying it must say the same in both.
+    from torchpace.tune.search import Pair, _at_median
+
+    def trial(ms: float) -> TrialResult:
+        return TrialResult(
+            "k", "baseline", "ok", median_step_s=ms / 1e3, samples_per_step=BATCH,
+            samples_per_s=BATCH / (ms / 1e3),
+        )  # fmt: skip
+
+    ref = Pair(trial(100.0), trial(121.0), []).reference
+    assert ref.median_step_s == pytest.approx(0.110)
+    assert ref.samples_per_s == pytest.approx(BATCH / 0.110)
+    pooled = _at_median(ref, 0.125)
+    assert pooled.samples_per_s == pytest.approx(BATCH / 0.125)

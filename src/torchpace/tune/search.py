@@ -274,11 +274,18 @@ class Pair:
         m0, m1 = self.before.median_step_s, self.after.median_step_s
         if not (m0 and m1) or self.after is self.before:
             return self.before
-        m = math.sqrt(m0 * m1)
-        n = self.before.samples_per_step
-        return dataclasses.replace(
-            self.before, median_step_s=m, samples_per_s=n / m if n else self.before.samples_per_s
-        )
+        return _at_median(self.before, math.sqrt(m0 * m1))
+
+
+def _at_median(t: TrialResult, median_step_s: float) -> TrialResult:
+    """``t`` as a baseline whose median step is ``median_step_s``, its samples/s to match (a
+    batch size's gain reads the one, a technique's the other)."""
+    n = t.samples_per_step
+    return dataclasses.replace(
+        t,
+        median_step_s=median_step_s,
+        samples_per_s=n / median_step_s if n and median_step_s else t.samples_per_s,
+    )
 
 
 class _Baselines:
@@ -486,7 +493,7 @@ def _search(
         )
         out.pairs[name] = dataclasses.replace(p, noise=noise)
         # the pooled speed-up, as a baseline whose median is the last counted run's times it
-        ref = dataclasses.replace(p.reference, median_step_s=(t.median_step_s or 0.0) * g)
+        ref = _at_median(p.reference, (t.median_step_s or 0.0) * g)
         return t, ref, noise
 
     # 2. Each technique alone.
