@@ -31,11 +31,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from torchpace.tune.noise import not_judged, trials_noise
-from torchpace.tune.search import MIN_GAIN
+from torchpace.tune.search import MIN_GAIN, Pair
 
 if TYPE_CHECKING:
     from torchpace.report.tune_table import Row
-    from torchpace.tune.search import Pair
     from torchpace.tune.trial import TrialResult
 
 # 3: the top findings a verification tries, the doctor's terminal shows ten. Each costs two
@@ -109,18 +108,19 @@ def annotate(
         trial = (
             None if row is None else next((r for r in reversed(trials) if r.name == row.name), None)
         )
-        pair = None if row is None else (pairs or {}).get(row.name)
-        if trial is not None and trial.median_step_s and pair is not None and not failed:
-            # the tune's own judgement of the trial, between the baselines next to it
-            if pair.after.median_step_s:
-                entry["speedup_second_baseline"] = pair.after.median_step_s / trial.median_step_s
-            entry["noise"] = list(pair.noise)
-        elif trial is not None and trial.median_step_s and len(baselines) == 2 and not failed:
-            # A guard's rejection or a crash is not a timing; only a timing can be noise.
-            base, other = baselines
-            if other.median_step_s:
-                entry["speedup_second_baseline"] = other.median_step_s / trial.median_step_s
-            entry["noise"] = trials_noise(base, other, trial, min_gain=MIN_GAIN)
+        # A guard's rejection or a crash is not a timing; only a timing can be noise.
+        if trial is not None and trial.median_step_s and not failed:
+            # the tune's own judgement of the trial, between the baselines next to it; a row
+            # without one (a caller that passes no pairs) is judged between ``baselines``
+            pair = (pairs or {}).get(row.name) if row is not None else None
+            if pair is None and len(baselines) == 2:
+                base, other = baselines
+                pair = Pair(base, other, trials_noise(base, other, trial, min_gain=MIN_GAIN))
+            if pair is not None:
+                after = pair.after.median_step_s
+                if after:
+                    entry["speedup_second_baseline"] = after / trial.median_step_s
+                entry["noise"] = list(pair.noise)
         worthless = row is not None and row.verdict.startswith("not worth it")
         if entry["noise"]:
             entry["verdict"] = not_judged(entry["noise"])
