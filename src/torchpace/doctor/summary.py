@@ -121,9 +121,7 @@ def sync_table(steps: list[Step], *, measured_time: bool) -> list[dict[str, Any]
 
 
 def padding_summary(
-    kept: list[Step],
-    train: set[int],
-    in_dataset: set[int] = frozenset(),  # type: ignore[assignment]
+    kept: list[Step], train: set[int], in_dataset: set[int]
 ) -> dict[str, Any] | None:
     """The share of padding in the training batches of token ids (loaders.padding_of), over
     the kept steps; None when no such batch was fed. ``in_dataset``: the loaders whose samples
