@@ -40,6 +40,11 @@ def _f(default: Any, technique: str, choices: tuple[str, ...] = (), **kw: Any) -
     return field(default=default, metadata={"technique": technique, "choices": choices}, **kw)
 
 
+# The key of a plan file's note on what the machine's noise kept its tune from judging
+# ({"verdicts_not_drawn": [...], "loaded_trials": [...]}), written by the tune.
+NOISE_NOTE = "noisy"
+
+
 @dataclass(frozen=True)
 class Plan:
     """Technique settings. The defaults apply nothing beyond what ``fit()`` always does (free
@@ -122,7 +127,7 @@ class Plan:
         # "techniques", "expected" (the tune's estimate of what the plan buys) and "noisy" (what
         # the machine's noise kept it from judging) are notes for the reader: written by
         # to_dict and the tune, never settings.
-        notes = ("version", "techniques", "expected", "noisy")
+        notes = ("version", "techniques", "expected", NOISE_NOTE)
         body = {k: v for k, v in data.items() if k not in notes}
         unknown = sorted(set(body) - {f.name for f in fields(cls)})
         if unknown:
@@ -154,7 +159,7 @@ class Plan:
         """What a plan file says the machine's noise kept its tune from judging (its "noisy"
         note), as one line for ``run`` and ``apply`` to print; None when it says nothing."""
         try:
-            noisy = json.loads(Path(path).read_text(encoding="utf-8")).get("noisy")
+            noisy = json.loads(Path(path).read_text(encoding="utf-8")).get(NOISE_NOTE)
         except (OSError, ValueError, AttributeError):
             return None
         if not isinstance(noisy, dict):

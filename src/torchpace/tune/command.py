@@ -182,7 +182,7 @@ def run(args: argparse.Namespace) -> int:
     from torchpace.measure.env import fingerprint
     from torchpace.recipes import load_recipe
     from torchpace.report.tune_table import render, to_text
-    from torchpace.train.plan import Plan
+    from torchpace.train.plan import NOISE_NOTE, Plan
     from torchpace.tune.candidates import Candidate, NotApplicable, candidates
     from torchpace.tune.convergence import DEFAULT_TAIL
     from torchpace.tune.progress import TuneProgress
@@ -315,7 +315,7 @@ def run(args: argparse.Namespace) -> int:
 
     loaded = outcome.loaded_trials
     # a plan built beside noise says so at the top of its file, for whoever applies it later
-    noisy = {"noisy": {"verdicts_not_drawn": outcome.noisy, "loaded_trials": loaded}}
+    noisy = {NOISE_NOTE: {"verdicts_not_drawn": outcome.noisy, "loaded_trials": loaded}}
     plan_file = {**noisy, **plan_dict} if outcome.noisy or loaded else plan_dict
     atomic_write_text(plan_path, json.dumps(plan_file, indent=2) + "\n")
     confirm = outcome.confirm.get("median")
