@@ -150,7 +150,7 @@ def test_another_batch_is_judged_at_the_baselines_samples() -> None:
 
 
 def test_a_plan_that_doubles_the_batch_of_a_step_bounded_script_says_so(tmp_path: Path) -> None:
-    base = [planted_run(batch=16, round_=i) for i in range(2)]
+    base = [planted_run(batch=16, round_=i) for i in range(3)]
     cand = [planted_run(batch=32, round_=i, step=0.15, decay=0.95**2) for i in range(2)]
     c = compare_runs(
         base, cand, base_name="as written", cand_name="plan", flags=[("--max-steps", 40)]
@@ -163,6 +163,30 @@ def test_a_plan_that_doubles_the_batch_of_a_step_bounded_script_says_so(tmp_path
     assert c.ratios["whole run"].verdict in ("other work", "noisy")
     assert c.ratios["time to the baseline's samples"].median > 1
     assert not c.regressed
+
+
+def _drifting(n: int, rate: float, **kw: object) -> list[Run]:
+    """The same run n times, in the order A B A B ... A, on a machine that gets ``rate`` faster
+    from one run to the next (a tune's processes ending, a neighbour leaving)."""
+    runs = [planted_run(start=2.0 * (1 - rate) ** i, step=0.1 * (1 - rate) ** i,
+                        after=1.0 * (1 - rate) ** i, **kw) for i in range(n)]  # type: ignore[arg-type]  # fmt: skip
+    return runs
+
+
+def test_a_machine_that_speeds_up_steadily_does_not_make_an_a_a_comparison_faster() -> None:
+    # Three A/A comparisons right after a tune read 1.06-1.09x "faster" by the median: the
+    # machine sped up about 3% from one run to the next, and ABBA over 3 rounds put the
+    # candidate later in 2 of them. Each candidate run between two baseline runs cancels it.
+    runs = _drifting(7, 0.03)
+    base, cand = runs[0::2], runs[1::2]  # A B A B A B A
+    c = compare_runs(base, cand, base_name="as written", cand_name="as written again")
+    for name in ("whole run", "training steps", "time per step"):
+        assert c.ratios[name].median == pytest.approx(1.0, abs=0.002), name
+        assert c.ratios[name].verdict == "within", name
+    # The same runs judged against the baseline before each alone read 3% faster every round.
+    assert base[0].wall_s / cand[0].wall_s == pytest.approx(1 / 0.97, rel=1e-3)
+    with pytest.raises(ValueError, match="one baseline run more than rounds"):
+        compare_runs(base[:3], cand, base_name="a", cand_name="b")
 
 
 def test_step_flags_are_read_from_the_scripts_argparse(tmp_path: Path) -> None:
@@ -258,7 +282,7 @@ def test_a_compare_result_renders_in_the_report(tmp_path: Path) -> None:
     from torchpace.script.compare import SCHEMA
 
     assert SCHEMA == COMPARE_SCHEMA
-    base = [planted_run(side="as written", round_=i) for i in range(2)]
+    base = [planted_run(side="as written", round_=i) for i in range(3)]
     cand = [planted_run(side="with the plan", round_=i, step=0.08) for i in range(2)]
     c = compare_runs(base, cand, base_name="as written", cand_name="with the plan")
     assert c.ratios["time per step"].verdict == "faster" and not c.regressed

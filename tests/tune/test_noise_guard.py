@@ -102,6 +102,7 @@ TIMES = {
     "fused optimizer": [77.0],  # 1.3x faster
     "confirm baseline 1": [100.0],
     "confirm plan 1": [77.0],
+    "confirm baseline 2": [100.0],
 }
 
 
@@ -191,6 +192,7 @@ def test_each_trial_is_judged_against_the_baselines_next_to_it_in_time(
             "baseline, after fused optimizer": [slow],
             "confirm baseline 1": [slow],
             "confirm plan 1": [slow / 1.3],
+            "confirm baseline 2": [slow],
         },
         set(),
     )
@@ -242,7 +244,7 @@ def test_paired_rounds_on_both_sides_of_1_do_not_confirm_the_plan(
 ) -> None:
     _plant(
         monkeypatch,
-        {**TIMES, "confirm baseline 2": [100.0], "confirm plan 2": [110.0]},
+        {**TIMES, "confirm plan 2": [110.0], "confirm baseline 3": [100.0]},
         set(),
     )
     monkeypatch.setattr(search, "CONFIRM_PAIRS", 2)
@@ -341,7 +343,24 @@ def test_the_progress_names_the_stage_the_trial_and_its_number(
         "2/6 each technique alone: baseline, after fused optimizer (trial 4)",
         "6/6 the paired confirmation: confirm baseline 1 (trial 5)",
         "6/6 the paired confirmation: confirm plan 1 (trial 6)",
+        "6/6 the paired confirmation: confirm baseline 2 (trial 7)",
     ]
+
+
+def test_a_machine_speeding_up_through_the_confirmation_confirms_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The machine gets 10% faster from one confirmation run to the next; the plan is 2% slower
+    # than the script as written would be at its time. Against the baseline before it alone it
+    # read 1.09x, confirmed; between its two baselines (100 and 81 ms: 90) it is 0.98x.
+    _plant(
+        monkeypatch,
+        {**TIMES, "confirm plan 1": [91.8], "confirm baseline 2": [81.0]},
+        set(),
+    )
+    out = _tune(tmp_path)
+    assert out.confirm["ratios"] == pytest.approx([90 / 91.8])
+    assert not out.confirm["confirmed"]
 
 
 @pytest.mark.skipif(not Path("/proc/stat").exists(), reason="other processes' load needs /proc")

@@ -3,6 +3,7 @@ skew a mean)."""
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -37,3 +38,10 @@ def summarize(values: Sequence[float]) -> Summary:
     else:
         q1, _, q3 = statistics.quantiles(xs, n=4, method="inclusive")
     return Summary(n=len(xs), median=statistics.median(xs), q1=q1, q3=q3, min=xs[0], max=xs[-1])
+
+
+def between(before: float, after: float) -> float:
+    """The reference for a run measured between two runs of the baseline: their geometric mean,
+    so a machine that speeds up or slows down at a steady rate moves the reference as much as
+    the run between them (the tune's paired trials, its confirmation and ``compare``)."""
+    return math.sqrt(before * after)

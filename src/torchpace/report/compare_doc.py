@@ -123,7 +123,7 @@ def build(result: dict[str, Any]) -> Document:
         (
             ("script", " ".join([result["script"], *result["args"]])),
             ("compared", f"{result['candidate']} against {result['baseline']}"),
-            ("rounds", f"{result['rounds']}, alternating which side runs first"),
+            ("rounds", f"{result['rounds']}, each candidate run between two baseline runs"),
         )
     )
     return Document(

@@ -5,19 +5,22 @@ A user lives the whole run, not a step: a plan that is 1.23x faster per step mad
 GPT run 0.93x, because evaluation and generation were not sped up (issue 30). So each run is
 split into the time inside its training steps and the time outside them, and the two sides are
 compared on the wall time of the whole run, the time per training step, and the time to reach the
-loss the baseline ends at, each as paired ratios over alternating rounds, with their range.
+loss the baseline ends at, each as paired ratios over rounds (each candidate run against the
+baseline runs just before and just after it), with their range.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from torchpace.measure.noise import MAX_FOREIGN_CORES
+from torchpace.measure.stats import between
 from torchpace.runtime.work import batch_work_note
 from torchpace.tune.convergence import DEFAULT_TAIL, Band
 
@@ -236,13 +239,15 @@ def judge_times(
     loaded: bool,
 ) -> Ratio | None:
     """Paired ratios of one time (wall, step, time to loss) over rounds, and a verdict.
+    ``base[i]`` is round i's reference (the geometric mean of the baseline runs around
+    ``cand[i]``).
 
-    "slower": every round's candidate took over ``1 + max_slowdown`` times its baseline, and the
-    median slowdown exceeds each side's own round-to-round spread (twice it, when other
-    processes ran beside the runs); "faster" likewise the other way; "noisy" when the median
-    says one thing and the rounds or the spread do not; "within" otherwise. The load alone never
-    makes a verdict: a sleep-bound step measures the same beside a busy core, and its verdict
-    stands.
+        "slower": every round's candidate took over ``1 + max_slowdown`` times its baseline, and the
+        median slowdown exceeds each side's own round-to-round spread (twice it, when other
+        processes ran beside the runs); "faster" likewise the other way; "noisy" when the median
+        says one thing and the rounds or the spread do not; "within" otherwise. The load alone never
+        makes a verdict: a sleep-bound step measures the same beside a busy core, and its verdict
+        stands.
     """
     pairs = [(b, c) for b, c in zip(base, cand, strict=True) if b > 0 and c > 0]
     if not pairs:
@@ -384,7 +389,7 @@ class Comparison:
             "args": list(args),
             "plan": plan,
             "against": against,
-            "rounds": len(self.base),
+            "rounds": len(self.cand),
             **self.to_dict(),
         }
 
@@ -414,11 +419,15 @@ def compare_runs(
     flags: Sequence[tuple[str, int | None]] = (),
     args: Sequence[str] = (),
 ) -> Comparison:
-    """Everything ``compare`` reports, from the rounds' runs (base[i] and cand[i] ran in the same
-    round). ``flags`` are the script's step-count options
-    (:func:`torchpace.runtime.work.step_flags`)."""
-    if not base or len(base) != len(cand):
-        raise ValueError(f"need one run per side per round; got {len(base)} and {len(cand)}")
+    """Everything ``compare`` reports, from the runs in the order they ran: cand[i] between
+    base[i] and base[i + 1] (one baseline run more than rounds). Each time of cand[i] is judged
+    against the geometric mean of its two neighbours' (``measure.stats.between``). ``flags``
+    are the script's step-count options (:func:`torchpace.runtime.work.step_flags`)."""
+    if not cand or len(base) != len(cand) + 1:
+        raise ValueError(
+            "need each candidate run between two baseline runs (one baseline run more than "
+            f"rounds); got {len(base)} baseline and {len(cand)} candidate runs"
+        )
     loaded = [
         f"other processes used {r.foreign_cores:.2f} cores during {r.side} round {r.round + 1}"
         for r in (*base, *cand)
@@ -426,28 +435,26 @@ def compare_runs(
     ]
     ratios: dict[str, Ratio] = {}
 
-    def add(name: str, b: list[float | None], c: list[float | None]) -> None:
+    def add(name: str, of: Callable[[Run], float | None]) -> None:
+        b, c = [of(r) for r in base], [of(r) for r in cand]
         if any(x is None for x in (*b, *c)):
             return
-        got = judge_times(name, b, c, max_slowdown=max_slowdown, loaded=bool(loaded))  # type: ignore[arg-type]
+        ref = [between(x, y) for x, y in itertools.pairwise(b)]  # type: ignore[arg-type]
+        got = judge_times(name, ref, c, max_slowdown=max_slowdown, loaded=bool(loaded))  # type: ignore[arg-type]
         if got is not None:
             ratios[name] = got
 
     work = work_notes(base, cand, flags, args)
-    add("whole run", [r.wall_s for r in base], [r.wall_s for r in cand])
+    add("whole run", lambda r: r.wall_s)
     if not work:
-        add("training steps", [r.in_steps_s for r in base], [r.in_steps_s for r in cand])
-        add("time per step", [r.median_step_s for r in base], [r.median_step_s for r in cand])
+        add("training steps", lambda r: r.in_steps_s)
+        add("time per step", lambda r: r.median_step_s)
     else:
         # Steps of another size are not compared step for step: per sample, and to the
         # baseline's samples, instead. The whole run trains other work: shown, not judged.
-        add("time per sample", [_per_sample(r) for r in base], [_per_sample(r) for r in cand])
+        add("time per sample", _per_sample)
         target_samples = min(r.samples_total for r in base)
-        add(
-            "time to the baseline's samples",
-            [r.time_to_samples(target_samples) for r in base],
-            [r.time_to_samples(target_samples) for r in cand],
-        )
+        add("time to the baseline's samples", lambda r: r.time_to_samples(target_samples))
         whole = ratios.get("whole run")
         if whole is not None and whole.verdict != "noisy":
             ratios["whole run"] = dataclasses.replace(
@@ -456,11 +463,7 @@ def compare_runs(
     finals = [r.final_loss for r in base]
     target = max(finals) if finals and all(f is not None for f in finals) else None  # type: ignore[type-var]
     if target is not None:
-        add(
-            "time to the baseline's loss",
-            [r.time_to_loss(target) for r in base],
-            [r.time_to_loss(target) for r in cand],
-        )
+        add("time to the baseline's loss", lambda r: r.time_to_loss(target))
     return Comparison(
         tuple(base),
         tuple(cand),

@@ -1,5 +1,6 @@
 """``torchpace compare SCRIPT.py (--plan PLAN | --against GIT_REF) -- ARGS``: the whole run, as a
-user lives it, on both sides, in fresh processes, rounds alternating.
+user lives it, on both sides, in fresh processes, each run of the candidate between two runs of
+the baseline.
 
 ``--plan``: the script as written against the script with the plan applied (as ``torchpace run``
 applies it). ``--against REF``: the script at another commit (a git worktree, removed after)
@@ -30,8 +31,10 @@ Put the script's own arguments after `--`; both sides get the same ones:
   torchpace compare train.py --plan torchpace-plan.json -- --epochs 2
   torchpace compare train.py --against origin/main --format github -- --max-steps 200
 
-Round i seeds torch, random and numpy with --seed + i on both sides (a script that seeds itself
-keeps its own seed), so the rounds give the loss's seed band.
+The sides run A B A B ... A: each candidate run between two runs of the baseline, and judged
+against both, so a machine that drifts moves both sides alike. Round i seeds torch, random and
+numpy with --seed + i on both sides (a script that seeds itself keeps its own seed), and the
+baseline's --rounds + 1 runs give the loss's seed band.
 
 exit status: 0 when the candidate is not slower beyond the noise and its loss stays in the band
 ("noisy" verdicts do not fail); 1 when it regressed; 2 for a script, plan or ref that cannot be
@@ -67,7 +70,8 @@ def add_parser(sub: Any) -> None:
         "compare",
         help="the whole run, as written against a plan or another commit: wall time, time to "
         "the same loss, a gate for CI",
-        description="Run the whole script on both sides in fresh processes, rounds alternating, "
+        description="Run the whole script on both sides in fresh processes, each candidate run "
+        "between two runs of the baseline, "
         "and compare wall time, time inside and outside the training steps, samples, the loss "
         "curve and the time to the loss the baseline ends at.",
         epilog=EPILOG,
@@ -80,7 +84,12 @@ def add_parser(sub: Any) -> None:
         metavar="GIT_REF",
         help="compare the working tree's script with the same script at this commit",
     )
-    p.add_argument("--rounds", type=_rounds, default=3, help="rounds, each side once (default 3)")
+    p.add_argument(
+        "--rounds",
+        type=_rounds,
+        default=3,
+        help="rounds: the candidate runs this often, the baseline once more (default 3)",
+    )
     p.add_argument("--seed", type=int, default=0, help="round i seeds with SEED + i (default 0)")
     p.add_argument(
         "--max-slowdown",
@@ -217,17 +226,21 @@ def _one_run(
 
 
 def measure(base: Side, cand: Side, args: argparse.Namespace) -> tuple[list[Run], list[Run]]:
-    """Rounds alternating which side runs first (ABBA…), each run a fresh process."""
+    """Each run of the candidate between two runs of the baseline (A B A B … A: ``--rounds``
+    candidate runs, one baseline more), each a fresh process; ``compare_runs`` judges each
+    candidate run against the geometric mean of its two neighbours. A machine that speeds up
+    or slows down steadily over the rounds then moves both sides alike. An ABBA order over an
+    odd number of rounds did not: three A/A comparisons run right after a tune read 1.06-1.09x
+    as the machine sped up from one run to the next."""
     work = Path(tempfile.mkdtemp(prefix="torchpace-compare-"))
-    b: list[Run] = []
+    b: list[Run] = [_one_run(base, 0, args, work)]
     c: list[Run] = []
     for i in range(args.rounds):
-        order = [(base, b), (cand, c)] if i % 2 == 0 else [(cand, c), (base, b)]
-        for side, into in order:
-            into.append(_one_run(side, i, args, work))
+        c.append(_one_run(cand, i, args, work))
+        b.append(_one_run(base, i + 1, args, work))
         print(
-            f"torchpace compare: round {i + 1}/{args.rounds}: {base.name} {b[-1].wall_s:.1f} s, "
-            f"{cand.name} {c[-1].wall_s:.1f} s",
+            f"torchpace compare: round {i + 1}/{args.rounds}: {base.name} {b[-2].wall_s:.1f} s, "
+            f"{cand.name} {c[-1].wall_s:.1f} s, {base.name} {b[-1].wall_s:.1f} s",
             file=sys.stderr,
             flush=True,
         )

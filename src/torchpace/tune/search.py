@@ -29,6 +29,7 @@ from typing import Any
 from torchpace._lock import exclusive
 from torchpace.measure.cores import usable_cores
 from torchpace.measure.noise import LoadProbe
+from torchpace.measure.stats import between
 from torchpace.report.tune_table import (
     Row,
     confirm_trial,
@@ -71,7 +72,7 @@ GREEDY_FLOOR = 0.97
 TECHNIQUE_BATCH = ("max-batch-size",)
 KEPT_AS_WRITTEN = "not searched: the batch size is kept as written (--keep-batch-size)"
 OUT_OF_BUDGET = "not run: out of budget"
-CONFIRM_PAIRS = 2  # baseline/best pairs, interleaved (A B, B A)
+CONFIRM_PAIRS = 2  # runs of the best plan, each between two of the baseline (A B A B A)
 # A timed trial runs at most this many times (each with a baseline after it) before its verdict
 # is settled against the script's process noise or said to be noisy.
 MAX_ATTEMPTS = 3
@@ -274,7 +275,7 @@ class Pair:
         m0, m1 = self.before.median_step_s, self.after.median_step_s
         if not (m0 and m1) or self.after is self.before:
             return self.before
-        return _at_median(self.before, math.sqrt(m0 * m1))
+        return _at_median(self.before, between(m0, m1))
 
 
 def _at_median(t: TrialResult, median_step_s: float) -> TrialResult:
@@ -723,17 +724,26 @@ def _search(
     # 6. Confirm: baseline and best, interleaved, against each other.
     runner.stage = "6/6 the paired confirmation"
     ratios, confirm_noise = [], []
-    if best_plan != none:
+    if best_plan != none and runner.affordable(paired=True):
+        # A B A B A: each run of the plan between two of the baseline, against their geometric
+        # mean, so a machine that speeds up or slows down over the rounds does not confirm (or
+        # withdraw) a plan; A B A B put every plan run later than its baseline.
+        a = runner.run(confirm_trial("baseline", 1), none, seed=100)
+        confirm_runs = [a]
         for i in range(CONFIRM_PAIRS):
-            if not runner.affordable():
+            if not runner.affordable(paired=True):
                 break
-            a = runner.run(confirm_trial("baseline", i + 1), none, seed=100 + i)
             b = runner.run(
                 confirm_trial("plan", i + 1), best_plan, best_plan.techniques(), seed=100 + i
             )
-            if a.status == b.status == "ok" and a.samples_per_s and b.samples_per_s:
-                ratios.append(b.samples_per_s / a.samples_per_s)
-                confirm_noise += load_noise([(a.name, a), (b.name, b)])
+            after = runner.run(confirm_trial("baseline", i + 2), none, seed=101 + i)
+            around = [x.samples_per_s for x in (a, after) if x.status == "ok" and x.samples_per_s]
+            if b.status == "ok" and b.samples_per_s and around:
+                ratios.append(b.samples_per_s / between(around[0], around[-1]))
+            confirm_runs += [b, after]
+            a = after
+        if ratios:
+            confirm_noise = load_noise([(x.name, x) for x in confirm_runs])
     out.confirm = {
         "ratios": ratios,
         "median": statistics.median(ratios) if ratios else None,
