@@ -197,6 +197,64 @@ def main(args):
     assert '"--learning-rate", type=float, default=0.0006)' in out
 
 
+def test_an_optimizer_over_parameter_groups_has_its_lr_changed_with_the_batch():
+    # Cut from the tune corpus's toy BERT: AdamW over two weight-decay groups, so no optimizer
+    # is built over model.parameters(). apply said "by hand: ... the LR scaled by the sqrt rule
+    # (x 1.41)", with no LR value, though both are options.
+    source = b"""import argparse
+import torch
+from torch.utils.data import DataLoader
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--lr", type=float, default=3e-3)
+    args = parser.parse_args()
+    loader = DataLoader(ds, batch_size=args.batch_size, shuffle=True, collate_fn=collate)
+    model = ToyBert()
+    no_decay = ["bias", "norm"]
+    params = [
+        {"params": [p for n, p in model.named_parameters() if not any(d in n for d in no_decay)],
+         "weight_decay": 0.01},
+        {"params": [p for n, p in model.named_parameters() if any(d in n for d in no_decay)],
+         "weight_decay": 0.0},
+    ]
+    optimizer = torch.optim.AdamW(params, lr=args.lr)
+"""
+    findings, notes = plan_edits(source, "x.py", Plan(batch_size=64, lr_scaling="sqrt"))
+    assert notes == [] and len(findings) == 1, notes
+    out = _applied(source, Plan(batch_size=64, lr_scaling="sqrt")).decode()
+    assert '"--batch-size", type=int, default=64)' in out
+    assert '"--lr", type=float, default=0.00424264)' in out  # 3e-3 * 2 ** 0.5
+    assert "batch_size=args.batch_size," in out and "lr=args.lr)" in out
+    # Two optimizers over groups (a GAN's G and D): which LR goes with the batch is not known.
+    two = source.replace(b"    optimizer = torch", b"    other = torch.optim.SGD(params, lr=0.1)\n"
+                         b"    optimizer = torch")  # fmt: skip
+    findings, notes = plan_edits(two, "x.py", Plan(batch_size=64, lr_scaling="sqrt"))
+    assert findings == [] and [n.technique for n in notes] == ["max-batch-size"]
+
+
+def test_a_batch_that_no_loader_shows_is_an_instruction_with_both_values_and_the_flags():
+    # Cut from the tune corpus's small GPT: batches sliced at random, no DataLoader. apply said
+    # "train with batch size 64 and the LR scaled by the sqrt rule", with no value or flag.
+    source = b"""import argparse
+import torch
+parser = argparse.ArgumentParser()
+parser.add_argument("--max-iters", type=int, default=500)
+parser.add_argument("--batch-size", type=int, default=16)
+parser.add_argument("--lr", type=float, default=3e-3)
+args = parser.parse_args()
+model = GPT()
+optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.1)
+for it in range(args.max_iters):
+    xb, yb = get_batch("train", args.batch_size)
+"""
+    findings, notes = plan_edits(source, "x.py", Plan(batch_size=64, lr_scaling="sqrt"))
+    assert findings == [] and len(notes) == 2, notes
+    assert "--batch-size 64 --lr 0.006" in notes[0].text  # 3e-3 * (64 / 16) ** 0.5
+    assert "pass --max-iters 125" in notes[1].text
+
+
 def test_click_options_change_together_as_lint_reads_them():
     # apply reads a value's origin with lint's own reader (lint.values.origin, issue 31: it
     # had a copy of its own that knew argparse only), so a click option's default is an option

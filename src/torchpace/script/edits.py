@@ -473,6 +473,15 @@ def _origin(s: _Script, node: ast.expr) -> _Origin | None:
     return _Origin(default, where.kind, where.flag)
 
 
+def _batch_option(s: _Script) -> _Origin | None:
+    """The script's one batch-size option with a number default, where no loader's call shows
+    the batch (a GPT that slices its batches, a replay buffer's sample): the instruction then
+    still gives the command line with both values."""
+    found = [o for o in values.options(s.ctx) if o.dest in ("batch_size", "train_batch_size")]
+    default = _number(found[0].default) if len(found) == 1 else None
+    return None if default is None else _Origin(default, "flag", found[0].flag)
+
+
 def _scaled(value: float, factor: float) -> str:
     """``value * factor`` as a literal that reads well: 0.0003, 6e-05, 0.1."""
     return f"{value * factor:.6g}"
@@ -497,18 +506,14 @@ def _batch_size(s: _Script, plan: Plan) -> tuple[list[Finding], list[Instruction
     found = _trained_model(s)
     loader = loaders[0] if len(loaders) == 1 else None
     size = None if loader is None else keyword(loader, "batch_size")
-    opt = None
-    if found is not None:
-        opt = next(
-            (
-                c
-                for c in s.calls
-                if _OPTIMIZERS.match(s.qualname(c)) and s.statement_of(c) is found[1]
-            ),
-            None,
-        )
+    opts = [c for c in s.calls if _OPTIMIZERS.match(s.qualname(c))]
+    # The optimizer over the trained model's parameters; else the script's only optimizer (one
+    # built over parameter groups, weight decay apart: a toy BERT's AdamW(groups, lr=args.lr)).
+    opt = next((c for c in opts if found is not None and s.statement_of(c) is found[1]), None)
+    if opt is None and len(opts) == 1:
+        opt = opts[0]
     lr = None if opt is None else keyword(opt, "lr")
-    batch = None if size is None else _origin(s, size.value)
+    batch = _batch_option(s) if size is None else _origin(s, size.value)
     lr_at = None if lr is None else _origin(s, lr.value)
     if batch is not None and batch.value == new:
         return [], []  # applied before
@@ -531,7 +536,8 @@ def _batch_size(s: _Script, plan: Plan) -> tuple[list[Finding], list[Instruction
         and (both_defaults or opt.lineno > loader.lineno)
     )
     if not placeable:
-        return [], [_batch_instruction(s, plan, batch, lr_at, factor)]
+        work = _work(s, batch, new) if batch is not None else []
+        return [], [_batch_instruction(s, plan, batch, lr_at, factor), *work]
     assert size is not None and lr is not None and batch is not None and loader is not None
     text = s.source.decode("utf-8", "replace")
     size_text = ast.get_source_segment(text, size.value) or ""
