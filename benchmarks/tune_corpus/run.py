@@ -49,6 +49,7 @@ SCRIPTS: dict[str, list[str]] = {
     "diffusion_2d.py": [],
     "dqn_cartpole.py": [],
     "toy_bert.py": [],
+    "io_images.py": [],
 }
 HOGS = 2
 # A hand A/B of each estimate --verify can check: the script, shortened, with the change alone

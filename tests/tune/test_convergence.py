@@ -9,6 +9,7 @@ import pytest
 from torchpace.tune.convergence import (
     DEFAULT_MARGIN,
     PRESERVING_RTOL,
+    PROGRESS_SHARE,
     Band,
     Verdict,
     changes_numerics,
@@ -44,13 +45,28 @@ def test_default_margin_is_five_percent_of_the_centre() -> None:
 
 
 def test_identical_baselines_still_give_a_band_of_nonzero_width() -> None:
-    b = Band.from_baselines([SEED0, SEED0], tail=2, margin=0.0)
+    level = [1.5, 1.5, 1.5, 1.5]  # no fall: the floor is a share of the centre
+    b = Band.from_baselines([level, level], tail=2, margin=0.0)
     assert b.spread == 0.0  # the seeds agree: the recipe may ignore its seed
     assert b.lo == pytest.approx(1.5 - PRESERVING_RTOL * 1.5)
     assert b.hi == pytest.approx(1.5 + PRESERVING_RTOL * 1.5)
-    zero = Band.from_baselines([[1.0, 0.0], [1.0, 0.0]], tail=1, margin=0.0)
+    zero = Band.from_baselines([[0.0, 0.0], [0.0, 0.0]], tail=1, margin=0.0)
     assert (zero.lo, zero.hi) == (-1e-6, 1e-6)
     assert zero.delta(0.0) is None
+
+
+def test_a_loss_that_falls_near_zero_keeps_a_band_of_a_share_of_its_fall() -> None:
+    # Cut from the tune corpus's io_images: cross-entropy from 2.3 to 0.0013, the same in every
+    # round (the script seeds itself). 5% of the centre is 0.00006: a loader that reshuffled its
+    # second epoch ended at 0.0016, both at 100% accuracy, and failed compare's gate.
+    run = [2.3] * 8 + [0.5] * 20 + [0.0013] * 8
+    band = Band.from_baselines([run, run], tail=8)
+    assert band.hi == pytest.approx(0.0013 + PROGRESS_SHARE * (2.3 - 0.0013))
+    assert band.lo <= 0.0013 <= 0.0016 <= band.hi
+    assert not band.lo <= 0.05 <= band.hi  # 2% of the fall higher has not trained as well
+    # Where the loss stays far from 0 the share of the centre is the wider: unchanged.
+    flat = [2.3] * 8 + [2.0] * 8
+    assert Band.from_baselines([flat, flat], tail=8).hi == pytest.approx(2.0 * 1.05)
 
 
 @pytest.mark.parametrize(
