@@ -334,9 +334,18 @@ def test_the_tunes_whole_run_estimate_is_amdahl_over_its_start_up_and_steps(tmp_
     assert _whole_run(outcome, surveyed, str(PLANTED), [], 1000)["steps"] == 30  # type: ignore[index]
     # A noisy confirmation gives no estimate.
     noisy = SimpleNamespace(
-        confirm={"median": 2.0, "noise": ["loaded"], "confirmed": False}, trials=[base, plan]
+        confirm={"median": 2.0, "ratios": [2.0], "noise": ["loaded"], "confirmed": False},
+        trials=[base, plan],
     )
     assert _whole_run(noisy, surveyed, str(PLANTED), [], 1000) is None
+    # No confirmation ran (the budget ran out first: io_images' tune kept loader workers at
+    # 1.19x and wrote no whole-run effect): the trials' gain, said to be unconfirmed.
+    unconfirmed = SimpleNamespace(confirm={"ratios": []}, trials=[base, plan], plan_gain=2.0)
+    got = _whole_run(unconfirmed, surveyed, str(PLANTED), ["--max-steps", "100"], 1000)
+    assert got is not None and got["confirmed"] is False
+    assert got["whole_run"] == pytest.approx(20 / 15) and "paired confirmation" in got["text"]
+    as_written = SimpleNamespace(confirm={}, trials=[base], plan_gain=None)
+    assert _whole_run(as_written, surveyed, str(PLANTED), [], 1000) is None
     # Rounds on both sides of 1 confirm nothing either: no whole-run figure from their median.
     split = {"median": 1.05, "ratios": [0.8, 1.3], "noise": [], "confirmed": False}
     assert (

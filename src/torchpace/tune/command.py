@@ -424,14 +424,23 @@ def run(args: argparse.Namespace) -> int:
 def _whole_run(
     outcome: Any, surveyed: Any, script: str, script_args: list[str], run_steps: int
 ) -> dict[str, Any] | None:
-    """What the confirmed per-step speed-up buys the whole run (issue 30): Amdahl over the
+    """What the plan's per-step speed-up buys the whole run (issue 30): Amdahl over the
     survey's start-up and the run's steps (the script's step option, else --run-steps), with the
-    plan's compile added once. None without a confirmed speed-up or a survey to go on."""
+    plan's compile added once. The per-step figure is the paired confirmation's; where the
+    budget ran out before one, the plan's trials' gain, said to be unconfirmed (a plan written
+    without its whole-run effect left io_images' user to guess). None for the script as
+    written, for paired rounds that did not confirm the plan, or without a survey to go on."""
     from torchpace.runtime.work import flag_value, step_flags, whole_run_effect
 
-    per_step = outcome.confirm.get("median")
+    confirmed = bool(outcome.confirm.get("confirmed"))
+    if confirmed:
+        per_step = outcome.confirm.get("median")
+    elif outcome.confirm.get("ratios"):
+        return None  # paired rounds on both sides of 1: no figure to draw
+    else:
+        per_step = outcome.plan_gain
     base = next((t for t in outcome.trials if t.name == "baseline" and t.median_step_s), None)
-    if not per_step or not outcome.confirm.get("confirmed") or base is None:
+    if not per_step or base is None:
         return None
     if surveyed.first_step_s is None or surveyed.step_s is None:
         return None
@@ -454,7 +463,13 @@ def _whole_run(
         compile_s=compile_s,
     )
     text = (
-        f"{per_step:.2f}× per step; over {steps} steps ({basis}) after {startup:.1f} s of "
+        f"{per_step:.2f}× per step"
+        + (
+            ""
+            if confirmed
+            else " (its trials' gain: the budget ran out before the paired confirmation)"
+        )
+        + f"; over {steps} steps ({basis}) after {startup:.1f} s of "
         f"start-up the plan does not speed up"
         + (f", and {compile_s:.0f} s of compile" if compile_s else "")
         + f", about {effect:.2f}× for the whole run. Evaluation, generation and other work "
@@ -463,6 +478,7 @@ def _whole_run(
     )
     return {
         "per_step": per_step,
+        "confirmed": confirmed,
         "whole_run": effect,
         "steps": steps,
         "steps_from": basis,

@@ -159,6 +159,9 @@ class Outcome:
     pairs: dict[str, Pair] = field(default_factory=dict)
     # The trials that ran beside other processes' work (tune.noise.load_noise), by name.
     loaded_trials: list[str] = field(default_factory=list)
+    # The plan's gain in samples/s from its trials, each against the baselines next to it (None
+    # for the script as written): the per-step figure where no paired confirmation ran.
+    plan_gain: float | None = None
 
 
 Progress = Callable[[str, float], None]  # (what runs now, share of the budget used)
@@ -772,6 +775,7 @@ def _search(
         out.confirm["withdrawn"] = best_plan.to_dict()
         best_plan = none
     out.plan = best_plan
+    out.plan_gain = best_gain if best_plan != none else None
     _budget_spent_on_load(out)
     out.elapsed_s = time.perf_counter() - runner.t0
     out.cached_trials = runner.cached
