@@ -37,12 +37,14 @@ PRESERVING_RTOL = 2e-3
 # at least 1e-6 absolute, since a centre of 0 has no scale to take a share of. Two baselines that
 # land on the same tail mean therefore never give a zero-width band.
 MIN_WIDEN_ABS = 1e-6
-# 1% of how far the baseline's loss fell (its first tail's mean less its last): a run that seeds
-# itself gives every baseline the same final loss and a band of the margin alone, and a loss that
-# falls near 0 makes that margin vanish. A CNN whose cross-entropy fell from 2.3 to 0.0013 failed
-# `compare` at 0.0016 with a loader that reshuffled its epochs differently: both runs were at 100%
-# accuracy. A run that ends 1% of its whole fall higher has not trained as well.
-PROGRESS_SHARE = 0.01
+# Two standard errors of the difference between two tail means, each as noisy as the baseline's
+# (its losses' standard deviation over the tail, over the square root of the tail, times the
+# square root of 2): the losses of single batches vary, and a tail mean carries that noise. A run
+# that seeds itself gives every baseline the same final loss and a band of the margin alone, and
+# a loss that falls near 0 leaves the margin no width: a CNN whose cross-entropy fell from 2.3 to
+# 0.00128 (its last 8 batches' losses spread 0.0004) failed `compare` at 0.00156 with a loader
+# whose persistent workers reshuffled the second epoch otherwise, both runs at 100% accuracy.
+TAIL_SES = 2.0
 # 5% of steps: GradScaler skips a step whose gradients overflowed and halves the scale (PyTorch
 # AMP docs, "Gradient Scaling"). A healthy fp16 run skips a handful of early steps while the scale
 # falls from 2**16 to what its gradients tolerate, then almost never; a run that keeps skipping
@@ -94,12 +96,12 @@ class Band:
             _require_finite(t, f"baseline run {i}")
         tails = tuple(_mean(t[-tail:]) for t in trajectories)
         centre = (min(tails) + max(tails)) / 2
-        fell = min(_mean(t[:tail]) - _mean(t[-tail:]) for t in trajectories)
+        se = max(_sd(t[-tail:]) for t in trajectories) / math.sqrt(tail)
         widen = max(
             margin * abs(centre),
             PRESERVING_RTOL * abs(centre),
             MIN_WIDEN_ABS,
-            PROGRESS_SHARE * max(fell, 0.0),
+            TAIL_SES * math.sqrt(2) * se,
         )
         return cls(min(tails) - widen, max(tails) + widen, centre, tail, lengths[0], tails)
 
@@ -274,6 +276,14 @@ def check_at_equal_samples(
 # -- helpers ------------------------------------------------------------------------------------
 def _mean(values: Sequence[float]) -> float:
     return math.fsum(values) / len(values)
+
+
+def _sd(values: Sequence[float]) -> float:
+    """The sample standard deviation; 0 for one value."""
+    if len(values) < 2:
+        return 0.0
+    m = _mean(values)
+    return math.sqrt(math.fsum((v - m) ** 2 for v in values) / (len(values) - 1))
 
 
 def _first_non_finite(losses: Sequence[float]) -> tuple[int, float] | None:
