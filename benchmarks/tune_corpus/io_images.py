@@ -79,12 +79,13 @@ def main():
     parser.add_argument("--n-train", type=int, default=4096)
     parser.add_argument("--n-val", type=int, default=1024)
     parser.add_argument("--eval-every", type=int, default=100)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0, help="-1: do not seed (a fresh run each time)")
     args = parser.parse_args()
 
-    random.seed(args.seed)
-    np.random.seed(args.seed)
-    torch.manual_seed(args.seed)
+    if args.seed >= 0:
+        random.seed(args.seed)
+        np.random.seed(args.seed)
+        torch.manual_seed(args.seed)
 
     train_set = SlowImages(args.n_train, args.read_ms)
     val_set = SlowImages(args.n_val, args.read_ms, offset=args.n_train)
