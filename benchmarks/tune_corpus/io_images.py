@@ -79,7 +79,7 @@ def main():
     parser.add_argument("--n-train", type=int, default=4096)
     parser.add_argument("--n-val", type=int, default=1024)
     parser.add_argument("--eval-every", type=int, default=100)
-    parser.add_argument("--seed", type=int, default=0, help="-1: do not seed (a fresh run each time)")
+    parser.add_argument("--seed", type=int, default=0, help="-1: leave the run unseeded")
     args = parser.parse_args()
 
     if args.seed >= 0:
