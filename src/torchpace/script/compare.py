@@ -242,12 +242,12 @@ def judge_times(
     ``base[i]`` is round i's reference (the geometric mean of the baseline runs around
     ``cand[i]``).
 
-        "slower": every round's candidate took over ``1 + max_slowdown`` times its baseline, and the
-        median slowdown exceeds each side's own round-to-round spread (twice it, when other
-        processes ran beside the runs); "faster" likewise the other way; "noisy" when the median
-        says one thing and the rounds or the spread do not; "within" otherwise. The load alone never
-        makes a verdict: a sleep-bound step measures the same beside a busy core, and its verdict
-        stands.
+    "slower": every round's candidate took over ``1 + max_slowdown`` times its baseline, and the
+    median slowdown exceeds each side's own round-to-round spread (twice it, when other
+    processes ran beside the runs); "faster" likewise the other way; "noisy" when the median
+    says one thing and the rounds or the spread do not; "within" otherwise. The load alone never
+    makes a verdict: a sleep-bound step measures the same beside a busy core, and its verdict
+    stands.
     """
     pairs = [(b, c) for b, c in zip(base, cand, strict=True) if b > 0 and c > 0]
     if not pairs:
