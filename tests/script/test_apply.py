@@ -82,8 +82,10 @@ def test_write_rewrites_in_place_keeping_permissions_and_diff_prints(tmp_path, c
     assert main(["apply", str(plan), str(script), "--write"]) == 0
     assert script.read_bytes() == (DATA / "apply.out.py").read_bytes()
     assert stat.S_IMODE(script.stat().st_mode) == 0o750
+    capsys.readouterr()
     assert main(["apply", str(plan), str(script), "--write"]) == 0
-    assert "already has every edit" in capsys.readouterr().err
+    err = capsys.readouterr().err  # a second apply changes nothing; amp is by hand
+    assert "has every edit apply can make for this plan; the rest is by hand" in err
 
 
 def test_a_script_that_does_not_parse_is_a_one_line_error(tmp_path, capsys):
@@ -253,6 +255,22 @@ for it in range(args.max_iters):
     assert findings == [] and len(notes) == 2, notes
     assert "--batch-size 64 --lr 0.006" in notes[0].text  # 3e-3 * (64 / 16) ** 0.5
     assert "pass --max-iters 125" in notes[1].text
+
+
+def test_a_plan_left_by_hand_is_not_said_to_be_applied(tmp_path: Path, capsys) -> None:
+    # apply said "already has every edit the plan makes" above a by-hand batch instruction.
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import torch\nfrom torch.utils.data import DataLoader\n"
+        "def make(ds):\n    return DataLoader(ds, batch_size=16, shuffle=True)\n"
+        "opt = torch.optim.SGD(model.parameters(), lr=0.1)\nloader = make(ds)\n"
+    )
+    plan = tmp_path / "plan.json"
+    Plan(batch_size=32).save(plan)
+    assert main(["apply", str(plan), str(script)]) == 0
+    err = capsys.readouterr().err
+    assert "every edit the plan makes" not in err and "the rest is by hand" in err
+    assert "by hand: max-batch-size: train with batch size 32" in err
 
 
 def test_click_options_change_together_as_lint_reads_them():

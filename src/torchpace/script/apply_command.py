@@ -66,6 +66,9 @@ def run(args: argparse.Namespace) -> int:
             print(f"torchpace apply: wrote {path} ({techniques})", file=sys.stderr)
         else:
             sys.stdout.write(unified_diff(path, data, fixed.source))
+    elif notes:  # not "every edit the plan makes": the rest of the plan is by hand
+        print(f"torchpace apply: {path} has every edit apply can make for this plan; the rest "
+              "is by hand:", file=sys.stderr)  # fmt: skip
     else:
         print(f"torchpace apply: {path} already has every edit the plan makes", file=sys.stderr)
     for n in notes:
