@@ -22,6 +22,7 @@ import torch
 
 from torchpace.measure import memory
 from torchpace.measure.steps import StepClock
+from torchpace.runtime.events import on_scaler_update
 from torchpace.runtime.stop import DoctorStop
 from torchpace.script.interpose import Interposer
 from torchpace.script.main import run_as_main
@@ -133,15 +134,9 @@ def run(spec: TrialSpec) -> TrialResult:
     ip.on_forward = steps.on_forward
     ip.on_backward = steps.on_backward
     ip.after_backward = steps.after_backward
-    scaler_update = torch.amp.GradScaler.update
-
-    def counted_update(self: Any, new_scale: Any = None) -> None:
-        scaler_update(self, new_scale)
-        steps.on_scaler_update()
-
     memory.reset_peak(dev)
     ip.install()
-    ip.patches.set(torch.amp.GradScaler, "update", counted_update)
+    on_scaler_update(ip.patches, steps.on_scaler_update)
     ip.patches.on_undo(register_optimizer_step_post_hook(steps.on_step).remove)
     started = [time.perf_counter()]
     # Step 1 starts at the first training forward: the script's set-up before it (imports, data,

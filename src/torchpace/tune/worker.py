@@ -135,22 +135,17 @@ def _time_fit(
     clock: StepClock,
 ) -> tuple[float, tuple[float, ...]]:
     """Train ``total`` steps with fit(); returns the start time and every step's loss."""
-    import torch
     from torch.optim.optimizer import register_optimizer_step_post_hook
 
+    from torchpace.runtime.events import on_scaler_update
+    from torchpace.runtime.patching import Patches
     from torchpace.train import fit
-
-    scaler_cls = torch.amp.GradScaler
-    update = scaler_cls.update
-
-    def counted_update(self: Any, new_scale: Any = None) -> None:
-        update(self, new_scale)
-        clock.on_scaler_update()
 
     # fit() makes its GradScaler inside; this process runs one trial, so patching the class
     # for the length of the run touches nothing else.
-    scaler_cls.update = counted_update  # type: ignore[method-assign]
-    handle = register_optimizer_step_post_hook(clock.on_step)
+    patches = Patches()
+    on_scaler_update(patches, clock.on_scaler_update)
+    patches.on_undo(register_optimizer_step_post_hook(clock.on_step).remove)
     try:
         t0 = time.perf_counter()
         result = fit(
@@ -166,8 +161,7 @@ def _time_fit(
             count_samples=count,
         )
     finally:
-        handle.remove()
-        scaler_cls.update = update  # type: ignore[method-assign]
+        patches.undo()
     return t0, tuple(result.losses)
 
 
