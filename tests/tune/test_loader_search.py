@@ -112,3 +112,31 @@ def test_hand_written_attention_is_named_instead_of_no_attention_layers(monkeypa
     _, plain = for_script(SimpleNamespace(extra={"facts": facts}), torch.device("cpu"), [])
     (attention,) = [n for n in plain if "attention-backend" in n.techniques]
     assert attention.reason == "no attention layers"
+
+
+def test_the_loader_trial_starts_from_the_workers_the_doctor_measured_fastest(monkeypatch):
+    # io_images: each image waits 2 ms to be read. On 2 cores the trial took one worker (one a
+    # core, the main process keeping one): 1.19x; two workers made the script 2.3x faster, as
+    # the doctor's measured pace by worker count had said.
+    from types import SimpleNamespace
+
+    import torch
+
+    from torchpace.tune.candidates import for_script
+
+    monkeypatch.setattr("torchpace.measure.cores.usable_cores", lambda: 2)
+    loader = {"dataset": "SlowImages", "shuffled": True, "batch_size": 32, "num_workers": 0}
+    facts = {"optimizers": ["SGD"], "loaders": [loader]}
+    base = SimpleNamespace(extra={"facts": facts})
+    measured = {"basis": "measured worker pace", "workers": 2, "data_share": 0.6}
+    found = [{"technique": "loader-workers", "gain": 0.5, "measured": measured}]
+
+    def workers(findings: list) -> int:
+        cands, _ = for_script(base, torch.device("cpu"), findings)
+        (c,) = [c for c in cands if c.name == "loader workers"]
+        return c.changes["loader_workers"]
+
+    assert workers(found) == 2
+    assert workers([]) == 1  # no pace measured: one a core, the main process keeping one
+    guessed = [{"technique": "loader-workers", "measured": measured | {"basis": "wait and cores"}}]
+    assert workers(guessed) == 1

@@ -171,6 +171,7 @@ def input_match(ev: Evidence) -> list[RuntimeFinding]:
         share, basis, best = _with_workers(ev, wait, cpu, cores)
         paced = bool((ev.loader_rates or {}).get("seconds_per_batch"))
         measured["basis"] = "measured worker pace" if paced else "wait and cores"
+        measured["workers"] = best  # the tune's loader trial starts from it where measured
     else:
         measured["basis"] = "the wait"
     if share >= MODERATE:
