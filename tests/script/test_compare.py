@@ -24,6 +24,7 @@ from torchpace.script.compare import (
     judge_times,
     tail_for,
 )
+from torchpace.train.plan import Plan
 
 HERE = Path(__file__).parent
 PLANTED = HERE / "scripts" / "planted_whole_run.py"
@@ -323,9 +324,10 @@ def test_the_tunes_whole_run_estimate_is_amdahl_over_its_start_up_and_steps(tmp_
         startup_s=10, step_s=0.1, steps=100, per_step=2.0, compile_s=5
     ) == pytest.approx(1.0)
     base = SimpleNamespace(name="baseline", median_step_s=0.1, compile_seconds=None)
-    plan = SimpleNamespace(name="plan (1)", median_step_s=0.05, compile_seconds=None)
+    plan = SimpleNamespace(name="confirm plan 1", median_step_s=0.05, compile_seconds=None)
     confirmed = {"median": 2.0, "noise": [], "confirmed": True}
-    outcome = SimpleNamespace(confirm=confirmed, trials=[base, plan])
+    eager = Plan()
+    outcome = SimpleNamespace(confirm=confirmed, trials=[base, plan], plan=eager)
     surveyed = SimpleNamespace(first_step_s=10.1, step_s=0.1)
     got = _whole_run(outcome, surveyed, str(PLANTED), ["--max-steps", "100"], 1000)
     assert got is not None and got["steps"] == 100 and got["steps_from"] == "--max-steps 100"
@@ -336,16 +338,35 @@ def test_the_tunes_whole_run_estimate_is_amdahl_over_its_start_up_and_steps(tmp_
     noisy = SimpleNamespace(
         confirm={"median": 2.0, "ratios": [2.0], "noise": ["loaded"], "confirmed": False},
         trials=[base, plan],
+        plan=eager,
     )
     assert _whole_run(noisy, surveyed, str(PLANTED), [], 1000) is None
     # No confirmation ran (the budget ran out first: io_images' tune kept loader workers at
     # 1.19x and wrote no whole-run effect): the trials' gain, said to be unconfirmed.
-    unconfirmed = SimpleNamespace(confirm={"ratios": []}, trials=[base, plan], plan_gain=2.0)
+    unconfirmed = SimpleNamespace(
+        confirm={"ratios": []}, trials=[base, plan], plan_gain=2.0, plan=eager
+    )
     got = _whole_run(unconfirmed, surveyed, str(PLANTED), ["--max-steps", "100"], 1000)
     assert got is not None and got["confirmed"] is False
     assert got["whole_run"] == pytest.approx(20 / 15) and "paired confirmation" in got["text"]
-    as_written = SimpleNamespace(confirm={}, trials=[base], plan_gain=None)
+    as_written = SimpleNamespace(confirm={}, trials=[base], plan_gain=None, plan=eager)
     assert _whole_run(as_written, surveyed, str(PLANTED), [], 1000) is None
+    # A compiled plan pays its compile once: the confirmation's plan trial's, else the compiled
+    # trials' (io_images kept compile unconfirmed and its estimate counted 0 s: 4.66x stated,
+    # 2.22x measured).
+    compiled = Plan(compile="default")
+    trial = SimpleNamespace(name="+ compile", median_step_s=0.05, compile_seconds=5.0)
+    kept = SimpleNamespace(
+        confirm={"ratios": []}, trials=[base, trial], plan_gain=2.0, plan=compiled
+    )
+    got = _whole_run(kept, surveyed, str(PLANTED), ["--max-steps", "100"], 1000)
+    assert got is not None and got["compile_s"] == 5.0 and got["whole_run"] == pytest.approx(1.0)
+    plan.compile_seconds = 3.0  # the confirmation's plan trial, when it ran, is the figure
+    confirmed_compile = SimpleNamespace(
+        confirm=confirmed, trials=[base, trial, plan], plan=compiled
+    )
+    got = _whole_run(confirmed_compile, surveyed, str(PLANTED), ["--max-steps", "100"], 1000)
+    assert got is not None and got["compile_s"] == 3.0
     # Rounds on both sides of 1 confirm nothing either: no whole-run figure from their median.
     split = {"median": 1.05, "ratios": [0.8, 1.3], "noise": [], "confirmed": False}
     assert (
