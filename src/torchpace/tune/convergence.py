@@ -10,6 +10,7 @@ This module does not import torch.
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
@@ -96,7 +97,9 @@ class Band:
             _require_finite(t, f"baseline run {i}")
         tails = tuple(_mean(t[-tail:]) for t in trajectories)
         centre = (min(tails) + max(tails)) / 2
-        se = max(_sd(t[-tail:]) for t in trajectories) / math.sqrt(tail)
+        # the losses' spread over the tail (none for a tail of one step)
+        sd = max(statistics.stdev(t[-tail:]) if tail > 1 else 0.0 for t in trajectories)
+        se = sd / math.sqrt(tail)
         widen = max(
             margin * abs(centre),
             PRESERVING_RTOL * abs(centre),
@@ -276,14 +279,6 @@ def check_at_equal_samples(
 # -- helpers ------------------------------------------------------------------------------------
 def _mean(values: Sequence[float]) -> float:
     return math.fsum(values) / len(values)
-
-
-def _sd(values: Sequence[float]) -> float:
-    """The sample standard deviation; 0 for one value."""
-    if len(values) < 2:
-        return 0.0
-    m = _mean(values)
-    return math.sqrt(math.fsum((v - m) ** 2 for v in values) / (len(values) - 1))
 
 
 def _first_non_finite(losses: Sequence[float]) -> tuple[int, float] | None:
