@@ -50,27 +50,42 @@ def _plant(
         if (spec.name, n) in hogged:
             with cpu_hogs():
                 time.sleep(1.5)
-        times = _steady(step_ms[name][min(n, len(step_ms[name]) - 1)])
-        s = summarize(list(times))
-        return TrialResult(
-            key=spec.key(),
-            name=spec.name,
-            status="ok",
-            step_seconds=times,
-            median_step_s=s.median,
-            q1_step_s=s.q1,
-            q3_step_s=s.q3,
-            samples_per_step=BATCH,
-            samples_per_s=BATCH / s.median,
-            losses=LOSSES,
-            applied=spec.techniques,
-            memory_kind="process-rss",
-            wall_seconds=0.1,
-        )
+        ms = step_ms[name][min(n, len(step_ms[name]) - 1)]
+        return _result(spec, ms, wall_seconds=0.1, applied=spec.techniques)
 
     monkeypatch.setattr(search, "run_trial", fake)
     monkeypatch.setattr(search, "CONFIRM_PAIRS", 1)
     return ran
+
+
+def _result(
+    spec: TrialSpec,
+    ms: float,
+    *,
+    wall_seconds: float,
+    batch_size: int | None = None,
+    applied: tuple[str, ...] = (),
+) -> TrialResult:
+    """A planted trial of ``spec``: steady steps of about ``ms`` of the planted batch, which
+    took ``wall_seconds`` of the budget."""
+    times = _steady(ms)
+    s = summarize(list(times))
+    return TrialResult(
+        key=spec.key(),
+        name=spec.name,
+        status="ok",
+        step_seconds=times,
+        median_step_s=s.median,
+        q1_step_s=s.q1,
+        q3_step_s=s.q3,
+        samples_per_step=BATCH,
+        samples_per_s=BATCH / s.median,
+        batch_size=batch_size,
+        losses=LOSSES,
+        applied=applied,
+        memory_kind="process-rss",
+        wall_seconds=wall_seconds,
+    )
 
 
 def _tune(tmp_path: Path, progress: Any = lambda name, used: None) -> Outcome:
@@ -423,23 +438,7 @@ def test_run_and_apply_say_when_their_plan_was_tuned_on_a_noisy_machine(tmp_path
 
 def _slow_trial(spec: TrialSpec, wall_seconds: float) -> TrialResult:
     """A steady 100 ms trial of the planted batch that took ``wall_seconds`` of the budget."""
-    times = _steady(100.0)
-    s = summarize(list(times))
-    return TrialResult(
-        key=spec.key(),
-        name=spec.name,
-        status="ok",
-        step_seconds=times,
-        median_step_s=s.median,
-        q1_step_s=s.q1,
-        q3_step_s=s.q3,
-        samples_per_step=BATCH,
-        samples_per_s=BATCH / s.median,
-        batch_size=BATCH,
-        losses=LOSSES,
-        memory_kind="process-rss",
-        wall_seconds=wall_seconds,
-    )
+    return _result(spec, 100.0, wall_seconds=wall_seconds, batch_size=BATCH)
 
 
 def test_a_batch_search_the_budget_never_reached_is_said(
