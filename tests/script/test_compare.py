@@ -17,14 +17,13 @@ import pytest
 
 from torchpace.runtime.work import step_flags
 from torchpace.script.compare import (
-    Run,
     compare_runs,
     equal_samples_window,
     judge_loss,
     judge_times,
-    tail_for,
 )
 from torchpace.train.plan import Plan
+from torchpace.tune.whole_run import Run, tail_for
 
 HERE = Path(__file__).parent
 PLANTED = HERE / "scripts" / "planted_whole_run.py"

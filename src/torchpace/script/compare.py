@@ -16,179 +16,22 @@ import itertools
 import math
 import statistics
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from torchpace.measure.noise import MAX_FOREIGN_CORES
 from torchpace.measure.stats import between
 from torchpace.runtime.work import batch_work_note
-from torchpace.tune.convergence import DEFAULT_TAIL, Band
+from torchpace.tune.convergence import Band
+from torchpace.tune.whole_run import Run, tail_for
 
 SCHEMA = "torchpace.compare/1"
-# A gap between two step ends longer than 3 median steps holds other work (evaluation, a
-# checkpoint, generation, a compilation): it counts one median step as training and the rest as
-# outside the steps. 3: a step of a varying-length batch is rarely 3x the median one.
-GAP_STEPS = 3.0
 # The slowdown a gate allows before it fails, by default: 5% of the baseline's time.
 DEFAULT_MAX_SLOWDOWN = 0.05
 # Two runs trained "the same work" when their samples differ by at most 1%.
 SAME_WORK = 0.01
 
 Verdict = Literal["faster", "within", "slower", "noisy", "other work"]
-
-
-@dataclass(frozen=True)
-class Run:
-    """One whole run of one side, as the parent saw it. Times are seconds since the parent
-    started the process (``start_s`` of them before the worker entered Python code)."""
-
-    side: str
-    round: int
-    wall_s: float
-    start_s: float
-    exit_code: int
-    outcome: str
-    first_forward_s: float | None
-    step_ends_s: tuple[float, ...]
-    losses: tuple[float, ...]
-    samples: tuple[int, ...]
-    foreign_cores: float | None = None
-    batch_size: int | None = None
-    applied: tuple[str, ...] = ()
-    not_applied: dict[str, str] = field(default_factory=dict)
-    seed: int | None = None
-
-    @classmethod
-    def from_worker(
-        cls,
-        side: str,
-        round_: int,
-        out: dict[str, Any],
-        *,
-        spawned_epoch: float,
-        wall_s: float,
-        foreign_cores: float | None,
-        seed: int | None,
-    ) -> Run:
-        start = max(float(out["entered"]) - spawned_epoch, 0.0)
-        ff = out.get("first_forward_s")
-        return cls(
-            side=side,
-            round=round_,
-            wall_s=wall_s,
-            start_s=start,
-            exit_code=int(out["exit_code"]),
-            outcome=str(out["outcome"]),
-            first_forward_s=None if ff is None else start + float(ff),
-            step_ends_s=tuple(start + float(t) for t in out["step_ends_s"]),
-            losses=tuple(float(x) for x in out["losses"]),
-            samples=tuple(int(n) for n in out["samples"]),
-            foreign_cores=foreign_cores,
-            batch_size=out.get("batch_size"),
-            applied=tuple(out.get("applied") or ()),
-            not_applied=dict(out.get("not_applied") or {}),
-            seed=seed,
-        )
-
-    @property
-    def steps(self) -> int:
-        return len(self.step_ends_s)
-
-    @property
-    def samples_total(self) -> int:
-        return sum(self.samples)
-
-    def gaps(self) -> list[float]:
-        """Each step's length: from the previous step's end (the first: from the first training
-        forward) to its own end."""
-        if not self.step_ends_s:
-            return []
-        first = self.first_forward_s
-        starts = [first if first is not None else self.step_ends_s[0], *self.step_ends_s[:-1]]
-        return [max(e - s, 0.0) for s, e in zip(starts, self.step_ends_s, strict=True)]
-
-    @property
-    def median_step_s(self) -> float | None:
-        gaps = self.gaps()
-        # The first step holds one-off work (allocator growth, cuDNN autotuning, compilation).
-        steady = gaps[1:] or gaps
-        return statistics.median(steady) if steady else None
-
-    @property
-    def in_steps_s(self) -> float:
-        """Time inside training steps: every step's length, a long gap counted as one median
-        step (:data:`GAP_STEPS`)."""
-        m = self.median_step_s
-        if m is None:
-            return 0.0
-        return math.fsum(g if g <= GAP_STEPS * m else m for g in self.gaps())
-
-    @property
-    def outside_s(self) -> float:
-        """Everything else: start-up before the first step, evaluation, generation, checkpoints,
-        compilation, and what runs after the last step."""
-        return max(self.wall_s - self.in_steps_s, 0.0)
-
-    @property
-    def final_loss(self) -> float | None:
-        """The mean loss of the last :func:`tail_for` steps."""
-        if not self.losses:
-            return None
-        k = tail_for(len(self.losses))
-        return math.fsum(self.losses[-k:]) / k
-
-    def time_to_loss(self, target: float) -> float | None:
-        """Seconds from the process's start to the first step end at which the mean loss of the
-        last :func:`tail_for` steps (this run's window, as its final loss) is at most ``target``;
-        None when the run never gets there."""
-        k = tail_for(len(self.losses))
-        window = 0.0
-        for i, (loss, end) in enumerate(zip(self.losses, self.step_ends_s, strict=False)):
-            window += loss
-            if i >= k:
-                window -= self.losses[i - k]
-            if i >= k - 1 and window / k <= target:
-                return end
-        return None
-
-    def time_to_samples(self, samples: int) -> float | None:
-        """Seconds from the process's start to the end of the step that brought the samples
-        trained to ``samples``; None when the run trained fewer."""
-        seen = 0
-        for n, end in zip(self.samples, self.step_ends_s, strict=False):
-            seen += n
-            if seen >= samples:
-                return end
-        return None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "side": self.side,
-            "round": self.round,
-            "seed": self.seed,
-            "wall_s": self.wall_s,
-            "start_s": self.start_s,
-            "in_steps_s": self.in_steps_s,
-            "outside_s": self.outside_s,
-            "steps": self.steps,
-            "median_step_s": self.median_step_s,
-            "samples": self.samples_total,
-            "batch_size": self.batch_size,
-            "final_loss": self.final_loss,
-            "foreign_cores": self.foreign_cores,
-            "exit_code": self.exit_code,
-            "outcome": self.outcome,
-            "applied": list(self.applied),
-            "not_applied": self.not_applied,
-            # The curve: step-end times and losses, for the report's loss-against-time chart.
-            "step_ends_s": list(self.step_ends_s),
-            "losses": list(self.losses),
-        }
-
-
-def tail_for(steps: int) -> int:
-    """The steps a final loss averages: the tune's tail (8), or a quarter of a short run."""
-    return max(1, min(DEFAULT_TAIL, steps // 4))
 
 
 @dataclass(frozen=True)

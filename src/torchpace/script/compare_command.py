@@ -17,13 +17,13 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from torchpace.script.compare import DEFAULT_MAX_SLOWDOWN, Run
+from torchpace.script.compare import DEFAULT_MAX_SLOWDOWN
+from torchpace.tune.whole_run import Run
 
 EPILOG = """\
 Put the script's own arguments after `--`; both sides get the same ones:
@@ -165,63 +165,25 @@ def _one_run(
     args: argparse.Namespace,
     work: Path,
 ) -> Run:
-    from torchpace.measure.noise import LoadProbe
-    from torchpace.tune.runner import _env, _kill_group
+    from torchpace.tune.whole_run import whole_run
 
     slug = "".join(ch if ch.isalnum() else "-" for ch in side.name)[:40]
-    stem = work / f"round{round_ + 1}-{slug}"
-    spec_path, out_path = stem.with_suffix(".spec.json"), stem.with_suffix(".out.json")
-    log = stem.with_suffix(".log")
-    seed = args.seed + round_
     spec = {
         "script": side.script,
         "args": list(args.script_args or ()),
         "cwd": side.cwd,
         "plan": side.plan,
-        "seed": seed,
+        "seed": args.seed + round_,
         "device": args.device,
     }
-    spec_path.write_text(json.dumps(spec, indent=2) + "\n", encoding="utf-8")
-    cmd = [sys.executable, "-m", "torchpace.script.compare_worker", str(spec_path), str(out_path)]
-    probe = LoadProbe()
-    spawned = time.time()
-    t0 = time.perf_counter()
-    with log.open("wb") as f:
-        proc = subprocess.Popen(
-            cmd,
-            stdin=subprocess.DEVNULL,
-            stdout=f,
-            stderr=subprocess.STDOUT,
-            env=_env(),
-            cwd=side.cwd,
-            start_new_session=os.name == "posix",
-        )
-        try:
-            code = proc.wait(timeout=args.run_timeout)
-        except subprocess.TimeoutExpired:
-            _kill_group(proc)
-            raise RuntimeError(
-                f"{side.name} round {round_ + 1}: no end after {args.run_timeout:g} s "
-                f"(--run-timeout); its output: {log}"
-            ) from None
-        except BaseException:
-            _kill_group(proc)
-            raise
-    wall = time.perf_counter() - t0
-    load = probe.foreign_cores()
-    if code != 0 or not out_path.exists():
-        raise RuntimeError(f"{side.name} round {round_ + 1}: the run failed; its output: {log}")
-    out = json.loads(out_path.read_text(encoding="utf-8"))
-    if out["exit_code"] != 0:
-        raise RuntimeError(f"{side.name} round {round_ + 1}: {out['outcome']}; its output: {log}")
-    if not out["step_ends_s"]:
-        raise RuntimeError(
-            f"{side.name} round {round_ + 1}: the script ran to its end without a training step "
-            "(no optimizer.step() or backward()); is this the training script, with arguments "
-            f"that train? Its output: {log}"
-        )
-    return Run.from_worker(
-        side.name, round_, out, spawned_epoch=spawned, wall_s=wall, foreign_cores=load, seed=seed
+    # a WholeRunError is a RuntimeError: the command line prints it and exits 2
+    return whole_run(
+        spec,
+        side=side.name,
+        round_=round_,
+        stem=work / f"round{round_ + 1}-{slug}",
+        timeout_s=args.run_timeout,
+        timeout_option="--run-timeout",
     )
 
 

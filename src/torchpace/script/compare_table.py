@@ -10,7 +10,8 @@ from rich.text import Text
 
 from torchpace._terminal import printable
 from torchpace.report.tune_table import to_text
-from torchpace.script.compare import Comparison, Run
+from torchpace.script.compare import Comparison
+from torchpace.tune.whole_run import Run
 
 _DASH = "–"
 
