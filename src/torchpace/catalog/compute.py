@@ -137,6 +137,7 @@ ENTRIES: tuple[Technique, ...] = (
         ),
         measured="",
         changes_numerics=False,
+        process_wide=True,
         devices=CUDA,
         guides=("tuning-guide", "faster-training-memo", "single-gpu-ru", "faster-on-gpus"),
         how=code(

@@ -171,6 +171,7 @@ ENTRIES: tuple[Technique, ...] = (
             "error against float64 0.39 on entries of size ~32 (median of 15 runs, 4 repeats)."
         ),
         changes_numerics=True,
+        process_wide=True,
         devices=BOTH,
         guides=("tuning-guide",),
         how=code(

@@ -72,6 +72,10 @@ class Technique:
     # seed the main generator gives each epoch's workers), so a seeded run's dropout masks and
     # augmentations differ from the baseline's. The guard then judges by the seed band.
     changes_random_stream: bool = False
+    # A setting of the whole process (a backend flag), not of the training step: it also
+    # changes evaluation, generation and whatever else the script runs outside its steps, for
+    # better or worse. The tune measures such a plan's whole run when the run is short enough.
+    process_wide: bool = False
 
 
 def code(text: str) -> str:

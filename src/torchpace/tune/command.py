@@ -33,6 +33,7 @@ from torchpace.tune.trial import TrialSpec
 
 if TYPE_CHECKING:
     from torchpace.tune.convergence import Band
+    from torchpace.tune.whole_run import Measured
 
 RESULT_VERSION = 1
 
@@ -93,6 +94,14 @@ def add_parser(sub: Any) -> None:
         type=int,
         default=1000,
         help="the length of the run the plan is for: a compile must pay off over it (1000)",
+    )
+    p.add_argument(
+        "--whole-run",
+        choices=("auto", "yes", "no"),
+        default="auto",
+        help="for a script, after the search: run it whole, as written (and with a plan that "
+        "sets the whole process), to count the time outside its steps in the plan's whole-run "
+        "effect; auto (default) when those runs take at most a third of --budget",
     )
     p.add_argument("--memory-budget", type=parse_bytes, help="peak memory a trial may use (CPU)")
     p.add_argument("--lr-scaling", choices=lr_rules.RULES, default=lr_rules.DEFAULT)
@@ -309,6 +318,8 @@ def run(args: argparse.Namespace) -> int:
     whole = None
     if is_script and surveyed is not None:
         whole = _whole_run(outcome, surveyed, args.recipe, list(script_args or ()), args.run_steps)
+        if whole is not None and args.whole_run != "no":
+            whole = _measure_whole(whole, outcome, surveyed, plan_dict, args, cwd, str(device))
         if whole is not None:
             plan_dict["expected"] = whole
     from torchpace.measure.noise import MAX_FOREIGN_CORES
@@ -422,14 +433,22 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _whole_run(
-    outcome: Any, surveyed: Any, script: str, script_args: list[str], run_steps: int
+    outcome: Any,
+    surveyed: Any,
+    script: str,
+    script_args: list[str],
+    run_steps: int,
+    measured: Measured | None = None,
 ) -> dict[str, Any] | None:
-    """What the plan's per-step speed-up buys the whole run (issue 30): Amdahl over the
-    survey's start-up and the run's steps (the script's step option, else --run-steps), with the
-    plan's compile added once. The per-step figure is the paired confirmation's; where the
-    budget ran out before one, the plan's trials' gain, said to be unconfirmed (a plan written
-    without its whole-run effect left io_images' user to guess). None for the script as
-    written, for paired rounds that did not confirm the plan, or without a survey to go on."""
+    """What the plan's per-step speed-up buys the whole run (issue 30): Amdahl over the time the
+    plan does not speed up and the time it does. With ``measured`` whole runs, those are the
+    as-written run's time outside its training steps (start-up, evaluation, generation) and
+    inside them, and a process-wide plan's own time outside them; without, the survey's
+    start-up and the run's steps (the script's step option, else --run-steps). The plan's
+    compile is added once. The per-step figure is the paired confirmation's; where the budget
+    ran out before one, the plan's trials' gain, said to be unconfirmed (a plan written without
+    its whole-run effect left io_images' user to guess). None for the script as written, for
+    paired rounds that did not confirm the plan, or without a survey to go on."""
     from torchpace.runtime.work import flag_value, step_flags, whole_run_effect
 
     confirmed = bool(outcome.confirm.get("confirmed"))
@@ -454,6 +473,22 @@ def _whole_run(
             steps = int(given or default)  # type: ignore[arg-type]
             basis = f"{flag} {steps}"
     compile_s = _compile_seconds(outcome)
+    gain = f"{per_step:.2f}× per step" + (
+        ""
+        if confirmed
+        else " (its trials' gain: the budget ran out before the paired confirmation)"
+    )
+    got: dict[str, Any] = {
+        "per_step": per_step,
+        "confirmed": confirmed,
+        "steps": steps,
+        "steps_from": basis,
+        "startup_s": startup,
+        "compile_s": compile_s,
+        "measured": False,
+    }
+    if measured is not None:
+        return got | _measured_effect(measured, per_step, compile_s, gain)
     effect = whole_run_effect(
         startup_s=startup,
         step_s=base.median_step_s,
@@ -462,29 +497,126 @@ def _whole_run(
         compile_s=compile_s,
     )
     text = (
-        f"{per_step:.2f}× per step"
-        + (
-            ""
-            if confirmed
-            else " (its trials' gain: the budget ran out before the paired confirmation)"
-        )
-        + f"; over {steps} steps ({basis}) after {startup:.1f} s of "
+        f"{gain}; over {steps} steps ({basis}) after {startup:.1f} s of "
         f"start-up the plan does not speed up"
         + (f", and {compile_s:.0f} s of compile" if compile_s else "")
         + f", about {effect:.2f}× for the whole run. Evaluation, generation and other work "
         "outside the steps are not counted: `torchpace compare SCRIPT --plan PLAN -- ARGS` "
         "measures the whole run"
     )
-    return {
-        "per_step": per_step,
-        "confirmed": confirmed,
-        "whole_run": effect,
-        "steps": steps,
-        "steps_from": basis,
-        "startup_s": startup,
-        "compile_s": compile_s,
-        "text": text,
+    return got | {"whole_run": effect, "text": text}
+
+
+def _measure_whole(
+    whole: dict[str, Any],
+    outcome: Any,
+    surveyed: Any,
+    plan_dict: dict[str, Any],
+    args: argparse.Namespace,
+    cwd: str,
+    device: str,
+) -> dict[str, Any]:
+    """The whole-run figure from whole runs of the script, when they fit the budget
+    (``--whole-run``); else the estimate, saying why it was not measured."""
+    from torchpace.tune.whole_run import measure
+
+    step_s = next(
+        t.median_step_s for t in outcome.trials if t.name == "baseline" and t.median_step_s
+    )
+    measured, why = measure(
+        plan_dict,
+        script=os.path.abspath(args.recipe),
+        args=list(args.script_args or ()),
+        cwd=cwd,
+        device=device,
+        workdir=args.out / "whole-runs",
+        expected_s=whole["startup_s"] + whole["steps"] * step_s,
+        budget_s=args.budget,
+        always=args.whole_run == "yes",
+        say=lambda m: print(f"torchpace tune: {m}", flush=True),
+    )
+    if measured is None:
+        return whole | {"not_measured": why, "text": f"{whole['text']} (not measured whole: {why})"}
+    got = _whole_run(
+        outcome,
+        surveyed,
+        args.recipe,
+        list(args.script_args or ()),
+        args.run_steps,
+        measured,
+    )
+    return whole if got is None else got
+
+
+def _measured_effect(
+    measured: Measured, per_step: float, compile_s: float, gain: str
+) -> dict[str, Any]:
+    """The whole-run figure over measured whole runs: Amdahl with the time outside the steps
+    as the script spends it, not guessed from the survey's start-up (a script that evaluates
+    every 100 steps spends that time too). A process-wide plan's time outside the steps is its
+    own run's (its compile is in it), judged against the as-written runs either side."""
+    from torchpace.measure.noise import MAX_FOREIGN_CORES
+    from torchpace.measure.stats import between
+    from torchpace.tune.whole_run import OUTSIDE_SLOWER, OUTSIDE_SLOWER_S
+
+    b = measured.base
+    wall = between(b[0].wall_s, b[-1].wall_s)
+    inside = between(b[0].in_steps_s, b[-1].in_steps_s)
+    outside = max(wall - inside, 0.0)
+    got: dict[str, Any] = {
+        "measured": True,
+        "steps": b[0].steps,
+        "steps_from": "one whole run as written" if len(b) == 1 else "two whole runs as written",
+        "as_written_s": wall,
+        "in_steps_s": inside,
+        "outside_s": outside,
     }
+    text = (
+        f"{gain}; the script as written ran {wall:.1f} s whole: {inside:.1f} s in its "
+        f"{b[0].steps} training steps and {outside:.1f} s outside them (start-up, evaluation, "
+        "generation…)"
+    )
+    if measured.plan is None:
+        after = outside + compile_s + inside / per_step
+        text += ", which the plan does not speed up" + (
+            f", and {compile_s:.0f} s of compile" if compile_s else ""
+        )
+    else:
+        p = measured.plan
+        after = p.outside_s + inside / per_step
+        ratio = p.outside_s / outside if outside > 0 else None
+        lo, hi = sorted((b[0].outside_s, b[-1].outside_s))
+        spread = hi / lo if lo > 0 else float("inf")
+        slower = (
+            ratio is not None
+            and ratio > max(1 + OUTSIDE_SLOWER, spread)
+            and p.outside_s - outside > OUTSIDE_SLOWER_S
+        )
+        got |= {
+            "process_wide": list(measured.process_wide),
+            "plan_outside_s": p.outside_s,
+            "outside_ratio": ratio,
+            "outside_slower": slower,
+            "one_pair": wall / p.wall_s if p.wall_s > 0 else None,
+        }
+        text += (
+            f"; with the plan ({', '.join(measured.process_wide)} set the whole process) the "
+            f"time outside them was {p.outside_s:.1f} s"
+            + (", compile included" if compile_s else "")
+            + (
+                f": SLOWER outside the steps ({ratio:.2f}× as long, beyond the as-written runs' "
+                f"own {spread:.2f}×), which this figure counts"
+                if slower
+                else ""
+            )
+        )
+    effect = wall / after if after > 0 else float("inf")
+    text += f", about {effect:.2f}× for the whole run"
+    loaded = measured.loaded(MAX_FOREIGN_CORES)
+    if loaded:
+        text += f" (measured beside other processes' work: {', '.join(loaded)})"
+    got |= {"whole_run": effect, "text": text, "loaded": loaded}
+    return got
 
 
 def _compile_seconds(outcome: Any) -> float:

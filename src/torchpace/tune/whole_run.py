@@ -14,6 +14,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -181,6 +182,15 @@ def tail_for(steps: int) -> int:
     return max(1, min(DEFAULT_TAIL, steps // 4))
 
 
+def _last_line(log: Path) -> str:
+    """The log's last line, said after a failure ("…: status 1 (FileNotFoundError: data/)")."""
+    try:
+        lines = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()
+    except OSError:
+        return ""
+    return f" ({lines[-1].strip()[:300]})" if lines else ""
+
+
 class WholeRunError(RuntimeError):
     """A whole run that failed, ran past its time, or trained no step; the message names its
     log."""
@@ -233,10 +243,10 @@ def whole_run(
     wall = time.perf_counter() - t0
     load = probe.foreign_cores()
     if code != 0 or not out_path.exists():
-        raise WholeRunError(f"{what}: the run failed; its output: {log}")
+        raise WholeRunError(f"{what}: the run failed{_last_line(log)}; its output: {log}")
     out = json.loads(out_path.read_text(encoding="utf-8"))
     if out["exit_code"] != 0:
-        raise WholeRunError(f"{what}: {out['outcome']}; its output: {log}")
+        raise WholeRunError(f"{what}: {out['outcome']}{_last_line(log)}; its output: {log}")
     if not out["step_ends_s"]:
         raise WholeRunError(
             f"{what}: the script ran to its end without a training step (no optimizer.step() or "
@@ -247,3 +257,106 @@ def whole_run(
     return Run.from_worker(
         side, round_, out, spawned_epoch=spawned, wall_s=wall, foreign_cores=load, seed=seed
     )
+
+
+# The tune runs a script whole, after its search, when the runs it needs are expected to take at
+# most this share of --budget (``--whole-run yes`` runs them whatever they take, ``no`` never).
+WHOLE_SHARE = 1 / 3
+# A process-wide plan whose time outside the steps is this much longer than as written, and
+# longer than the two as-written runs differ from each other, is said to slow that time.
+OUTSIDE_SLOWER = 0.10
+# ... and by at least this many seconds: a run with next to nothing outside its steps has ratios
+# that mean nothing.
+OUTSIDE_SLOWER_S = 0.5
+
+
+@dataclass(frozen=True)
+class Measured:
+    """Whole runs the tune took to state a plan's whole-run effect: one run of the script as
+    written, or, for a plan with process-wide settings, the plan's run between two of them."""
+
+    base: tuple[Run, ...]
+    plan: Run | None = None
+    process_wide: tuple[str, ...] = ()
+
+    def loaded(self, limit: float) -> list[str]:
+        runs = (*self.base, *((self.plan,) if self.plan else ()))
+        return [
+            f"{r.side} ({r.foreign_cores:.2f} cores of other work)"
+            for r in runs
+            if r.foreign_cores is not None and r.foreign_cores > limit
+        ]
+
+
+def process_wide(techniques: Sequence[str]) -> tuple[str, ...]:
+    """The plan's techniques that set the whole process (the catalogue's ``process_wide``)."""
+    from torchpace.catalog import get
+
+    return tuple(t for t in techniques if get(t).process_wide)
+
+
+def measure(
+    plan: dict[str, Any],
+    *,
+    script: str,
+    args: Sequence[str],
+    cwd: str,
+    device: str,
+    workdir: Path,
+    expected_s: float,
+    budget_s: float,
+    always: bool,
+    say: Callable[[str], None],
+) -> tuple[Measured | None, str]:
+    """The whole runs behind the tune's whole-run figure (issue 30: the estimate left out
+    evaluation and generation, and a process-wide setting's effect on them). Returns them, or
+    None and why they did not run (too long for the budget, a failure, a timeout)."""
+    wide = process_wide(plan.get("techniques") or ())
+    runs = 3 if wide else 1
+    allowed = WHOLE_SHARE * budget_s
+    if not always and expected_s * runs > allowed:
+        return None, (
+            f"{runs} whole run(s) of about {expected_s:.0f} s each would take more than a third "
+            "of --budget (--whole-run yes runs them)"
+        )
+    workdir.mkdir(parents=True, exist_ok=True)
+    what = "the script as written" + (
+        f", then with the plan ({', '.join(wide)} set the whole process), then as written again"
+        if wide
+        else ""
+    )
+    say(
+        f"one whole run of {what} (about {expected_s:.0f} s each), to measure the time outside "
+        "the training steps (--whole-run no skips it)"
+    )
+    # each run may take the allowance of all of them: evaluation is not in expected_s
+    timeout = None if always else max(allowed, 2 * expected_s)
+    spec: dict[str, Any] = {
+        "script": script,
+        "args": list(args),
+        "cwd": cwd,
+        "plan": None,
+        "seed": 0,
+        "device": device,
+    }
+    sides: list[tuple[str, dict[str, Any] | None]] = [("as written", None)]
+    if wide:
+        sides += [("with the plan", plan), ("as written", None)]
+    done: list[Run] = []
+    try:
+        for i, (side, p) in enumerate(sides):
+            done.append(
+                whole_run(
+                    {**spec, "plan": p},
+                    side=side,
+                    round_=i,
+                    stem=workdir / f"whole-{i + 1}-{side.replace(' ', '-')}",
+                    timeout_s=timeout,
+                    timeout_option="--whole-run yes for no limit",
+                )
+            )
+    except WholeRunError as e:
+        return None, f"the whole run did not give a figure: {e}"
+    if wide:
+        return Measured((done[0], done[2]), done[1], wide), ""
+    return Measured((done[0],)), ""
