@@ -39,6 +39,7 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
     from torch.optim.optimizer import register_optimizer_step_post_hook
 
     from torchpace.measure.clock import resolve_device
+    from torchpace.runtime.events import on_scaler_update
     from torchpace.script.interpose import Interposer
     from torchpace.script.main import run_as_main
     from torchpace.script.trial import ScriptSteps, seed_everything
@@ -64,16 +65,10 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
     ip.on_forward = steps.on_forward
     ip.on_backward = on_backward
     ip.after_backward = steps.after_backward
-    scaler_update = torch.amp.GradScaler.update
-
-    def counted_update(self: Any, new_scale: Any = None) -> None:
-        scaler_update(self, new_scale)
-        steps.on_scaler_update()
-
     first_forward: list[float] = []
     ip.on_first_forward = lambda: first_forward.append(_since(time.perf_counter()))
     ip.install()
-    ip.patches.set(torch.amp.GradScaler, "update", counted_update)
+    on_scaler_update(ip.patches, steps.on_scaler_update)
     ip.patches.on_undo(register_optimizer_step_post_hook(steps.on_step).remove)
     try:
         ended = run_as_main(spec["script"], list(spec.get("args") or ()))
