@@ -441,14 +441,14 @@ def _whole_run(
     measured: Measured | None = None,
 ) -> dict[str, Any] | None:
     """What the plan's per-step speed-up buys the whole run (issue 30): Amdahl over the time the
-    plan does not speed up and the time it does. With ``measured`` whole runs, those are the
-    as-written run's time outside its training steps (start-up, evaluation, generation) and
-    inside them, and a process-wide plan's own time outside them; without, the survey's
-    start-up and the run's steps (the script's step option, else --run-steps). The plan's
-    compile is added once. The per-step figure is the paired confirmation's; where the budget
-    ran out before one, the plan's trials' gain, said to be unconfirmed (a plan written without
-    its whole-run effect left io_images' user to guess). None for the script as written, for
-    paired rounds that did not confirm the plan, or without a survey to go on."""
+    plan does not speed up and the time it does. With ``measured`` whole runs, the as-written
+    runs' time inside their training steps and the plan's run's time outside them (start-up,
+    evaluation, generation, its compile); without, the survey's start-up and the run's steps
+    (the script's step option, else --run-steps), the plan's compile added once. The per-step
+    figure is the paired confirmation's; where the budget ran out before one, the plan's
+    trials' gain, said to be unconfirmed (a plan written without its whole-run effect left
+    io_images' user to guess). None for the script as written, for paired rounds that did not
+    confirm the plan, or without a survey to go on."""
     from torchpace.runtime.work import flag_value, step_flags, whole_run_effect
 
     confirmed = bool(outcome.confirm.get("confirmed"))
@@ -488,7 +488,7 @@ def _whole_run(
         "measured": False,
     }
     if measured is not None:
-        return got | _measured_effect(measured, per_step, compile_s, gain)
+        return got | _measured_effect(measured, per_step, gain)
     effect = whole_run_effect(
         startup_s=startup,
         step_s=base.median_step_s,
@@ -523,6 +523,7 @@ def _measure_whole(
     step_s = next(
         t.median_step_s for t in outcome.trials if t.name == "baseline" and t.median_step_s
     )
+    steps_s = whole["steps"] * step_s
     measured, why = measure(
         plan_dict,
         script=os.path.abspath(args.recipe),
@@ -530,7 +531,8 @@ def _measure_whole(
         cwd=cwd,
         device=device,
         workdir=args.out / "whole-runs",
-        expected_s=whole["startup_s"] + whole["steps"] * step_s,
+        expected_s=whole["startup_s"] + steps_s,
+        expected_plan_s=whole["startup_s"] + whole["compile_s"] + steps_s / whole["per_step"],
         budget_s=args.budget,
         always=args.whole_run == "yes",
         say=lambda m: print(f"torchpace tune: {m}", flush=True),
@@ -548,75 +550,62 @@ def _measure_whole(
     return whole if got is None else got
 
 
-def _measured_effect(
-    measured: Measured, per_step: float, compile_s: float, gain: str
-) -> dict[str, Any]:
-    """The whole-run figure over measured whole runs: Amdahl with the time outside the steps
-    as the script spends it, not guessed from the survey's start-up (a script that evaluates
-    every 100 steps spends that time too). A process-wide plan's time outside the steps is its
-    own run's (its compile is in it), judged against the as-written runs either side."""
+def _measured_effect(measured: Measured, per_step: float, gain: str) -> dict[str, Any]:
+    """The whole-run figure over measured whole runs: Amdahl with the time inside the steps as
+    the script as written spends it, made ``per_step`` times faster, and the time outside them
+    as the plan's own run spends it (its start-up, evaluation, generation, compile), each
+    as-written figure the geometric mean of the runs either side of the plan's."""
     from torchpace.measure.noise import MAX_FOREIGN_CORES
     from torchpace.measure.stats import between
     from torchpace.tune.whole_run import OUTSIDE_SLOWER, OUTSIDE_SLOWER_S
 
-    b = measured.base
-    wall = between(b[0].wall_s, b[-1].wall_s)
-    inside = between(b[0].in_steps_s, b[-1].in_steps_s)
+    (b1, b2), p = measured.base, measured.plan
+    wall = between(b1.wall_s, b2.wall_s)
+    inside = between(b1.in_steps_s, b2.in_steps_s)
     outside = max(wall - inside, 0.0)
-    got: dict[str, Any] = {
-        "measured": True,
-        "steps": b[0].steps,
-        "steps_from": "one whole run as written" if len(b) == 1 else "two whole runs as written",
-        "as_written_s": wall,
-        "in_steps_s": inside,
-        "outside_s": outside,
-    }
+    ratio = p.outside_s / outside if outside > 0 else None
+    lo, hi = sorted((b1.outside_s, b2.outside_s))
+    spread = hi / lo if lo > 0 else float("inf")
+    slower = (
+        ratio is not None
+        and ratio > max(1 + OUTSIDE_SLOWER, spread)
+        and p.outside_s - outside > OUTSIDE_SLOWER_S
+    )
+    after = p.outside_s + inside / per_step
+    effect = wall / after if after > 0 else float("inf")
     text = (
         f"{gain}; the script as written ran {wall:.1f} s whole: {inside:.1f} s in its "
-        f"{b[0].steps} training steps and {outside:.1f} s outside them (start-up, evaluation, "
-        "generation…)"
+        f"{b1.steps} training steps and {outside:.1f} s outside them (start-up, evaluation, "
+        f"generation…); with the plan the time outside them was {p.outside_s:.1f} s"
     )
-    if measured.plan is None:
-        after = outside + compile_s + inside / per_step
-        text += ", which the plan does not speed up" + (
-            f", and {compile_s:.0f} s of compile" if compile_s else ""
-        )
-    else:
-        p = measured.plan
-        after = p.outside_s + inside / per_step
-        ratio = p.outside_s / outside if outside > 0 else None
-        lo, hi = sorted((b[0].outside_s, b[-1].outside_s))
-        spread = hi / lo if lo > 0 else float("inf")
-        slower = (
-            ratio is not None
-            and ratio > max(1 + OUTSIDE_SLOWER, spread)
-            and p.outside_s - outside > OUTSIDE_SLOWER_S
-        )
-        got |= {
-            "process_wide": list(measured.process_wide),
-            "plan_outside_s": p.outside_s,
-            "outside_ratio": ratio,
-            "outside_slower": slower,
-            "one_pair": wall / p.wall_s if p.wall_s > 0 else None,
-        }
+    if slower:
+        wide = measured.process_wide
         text += (
-            f"; with the plan ({', '.join(measured.process_wide)} set the whole process) the "
-            f"time outside them was {p.outside_s:.1f} s"
-            + (", compile included" if compile_s else "")
-            + (
-                f": SLOWER outside the steps ({ratio:.2f}× as long, beyond the as-written runs' "
-                f"own {spread:.2f}×), which this figure counts"
-                if slower
-                else ""
-            )
+            f": SLOWER outside the steps ({ratio:.2f}× as long, beyond the as-written runs' own "
+            f"{spread:.2f}×"
+            + (f"; {', '.join(wide)} set the whole process" if wide else "")
+            + "), which this figure counts"
         )
-    effect = wall / after if after > 0 else float("inf")
-    text += f", about {effect:.2f}× for the whole run"
+    text += f"; about {effect:.2f}× for the whole run (one paired run: {wall / p.wall_s:.2f}×)"
     loaded = measured.loaded(MAX_FOREIGN_CORES)
     if loaded:
         text += f" (measured beside other processes' work: {', '.join(loaded)})"
-    got |= {"whole_run": effect, "text": text, "loaded": loaded}
-    return got
+    return {
+        "measured": True,
+        "steps": b1.steps,
+        "steps_from": "the whole runs",
+        "as_written_s": wall,
+        "in_steps_s": inside,
+        "outside_s": outside,
+        "plan_outside_s": p.outside_s,
+        "outside_ratio": ratio,
+        "outside_slower": slower,
+        "process_wide": list(measured.process_wide),
+        "one_pair": wall / p.wall_s if p.wall_s > 0 else None,
+        "whole_run": effect,
+        "text": text,
+        "loaded": loaded,
+    }
 
 
 def _compile_seconds(outcome: Any) -> float:
