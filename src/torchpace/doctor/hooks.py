@@ -26,6 +26,7 @@ from torchpace.doctor.recorder import Recorder
 from torchpace.doctor.records import OptimizerInfo
 from torchpace.doctor.sites import user_site
 from torchpace.runtime.batches import batch_size, token_count
+from torchpace.runtime.modules import keep_out_of_saves
 from torchpace.runtime.patching import Patches
 
 _SITE = "_torchpace_doctor_site"
@@ -103,6 +104,7 @@ class ModuleHooks:
             mp.register_module_forward_hook(self._post, always_call=True),
         ]
         patches.on_undo(self._remove_global)
+        keep_out_of_saves(patches)  # the roots' hooks: not in the script's torch.save(model)
 
     def _remove_global(self) -> None:
         for handle in self._global:

@@ -33,6 +33,7 @@ import torch
 from torch import nn
 
 from torchpace.runtime.batches import batch_size
+from torchpace.runtime.modules import keep_out_of_saves
 from torchpace.runtime.patching import Patches
 from torchpace.runtime.user_code import is_internal
 from torchpace.script.loaders import LoaderPatch
@@ -133,6 +134,7 @@ class Interposer:
             else:
                 self._precision = precision
         self.loader_patch.install(self.patches)
+        keep_out_of_saves(self.patches)  # the root's hook, a compiled forward: not in a save
         self._patch_optimizer()
         self._patch_backward()
         mp = nn.modules.module

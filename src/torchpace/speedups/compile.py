@@ -11,6 +11,9 @@ from torch import nn
 from torchpace.speedups.applied import Applied, done, skipped
 
 TECHNIQUE = "torch-compile"
+# Set on a forward compiled in place by compile_forward: what the module pickles leaves it out
+# (runtime.modules), so a script's torch.save(model) or copy.deepcopy(model) still works.
+COMPILED_HERE = "_torchpace_compiled_forward"
 MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 
 
@@ -46,7 +49,9 @@ def compile_forward(model: nn.Module, *, mode: str = "default") -> Applied:
     # nn.Module's own setattr, not the model's: a wrapper that hands attribute writes on to the
     # module it wraps (Lightning Fabric's _FabricModule does) would make the inner module's
     # forward call the wrapper's compiled forward, which calls the inner one: a RecursionError.
-    nn.Module.__setattr__(model, "forward", torch.compile(model.forward, mode=mode))  # type: ignore[arg-type]
+    compiled = torch.compile(model.forward, mode=mode)  # type: ignore[arg-type]
+    setattr(compiled, COMPILED_HERE, True)
+    nn.Module.__setattr__(model, "forward", compiled)  # type: ignore[arg-type]
     return done(TECHNIQUE, [f"{type(model).__name__}.forward compiled on first call ({mode})"])
 
 
