@@ -302,7 +302,7 @@ def test_the_work_note_reads_the_step_option_from_the_command_line_first() -> No
     assert batch_work_note(flags, [], 64, 64) is None
     assert "pass --max-steps 150" in (batch_work_note(flags, [], 64, 128) or "")
     assert "pass --max-steps 50" in (batch_work_note(flags, ["--max-steps", "100"], 64, 128) or "")
-    assert "pass --max-steps 25" in (batch_work_note(flags, ["--max-steps=50"], 64, 128) or "")
+    assert "pass --max-steps=25" in (batch_work_note(flags, ["--max-steps=50"], 64, 128) or "")
     assert "scale --iters by 0.5" in (batch_work_note([("--iters", None)], [], 64, 128) or "")
     unbounded = batch_work_note([], [], 64, 128) or ""
     assert "2× the samples" in unbounded and "torchpace compare" in unbounded
@@ -374,3 +374,21 @@ def test_the_tunes_whole_run_estimate_is_amdahl_over_its_start_up_and_steps(tmp_
         )
         is None
     )
+
+
+def test_a_step_option_given_on_the_command_line_counts_without_add_argument() -> None:
+    """Config systems take options no add_argument declares: minGPT's
+    ``--trainer.max_iters=1001`` and nanoGPT's configurator's ``--max_iters=120`` (the corpus's
+    command lines). The note names the option as the command line writes it."""
+    from torchpace.runtime.work import batch_work_note, step_flags
+
+    mingpt = ["--trainer.max_iters=1001", "--trainer.batch_size=64"]
+    flags = step_flags(PLANTED, mingpt)
+    assert flags == [("--max-steps", 30), ("--trainer.max_iters", None)]
+    note = batch_work_note(flags[1:], mingpt, 64, 128) or ""
+    assert "--trainer.max_iters=1001 steps" in note and "pass --trainer.max_iters=500" in note
+    nanogpt = ["config/train_shakespeare_char.py", "--max_iters=120", "--eval_iters=5",
+               "--lr_decay_iters=120", "--warmup_iters=10"]  # fmt: skip
+    assert step_flags(PLANTED, nanogpt)[1:] == [("--max_iters", None)]
+    # declared ones are not counted twice
+    assert step_flags(PLANTED, ["--max-steps", "100"]) == [("--max-steps", 30)]

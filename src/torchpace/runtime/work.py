@@ -11,16 +11,32 @@ from collections.abc import Sequence
 from pathlib import Path
 
 _STEP_FLAG = re.compile(r"^--?(max|num|n|total|train)?[-_]?(steps?|iters?|iterations?)$")
+# The same on a command line, where a config system may prefix the key with its section
+# (minGPT's ``--trainer.max_iters=1001``; nanoGPT's configurator takes ``--max_iters=120``
+# with no add_argument to read).
+_GIVEN_STEP_FLAG = re.compile(
+    r"^(--?(?:[A-Za-z_][\w-]*\.)*(?:max|num|n|total|train)?[-_]?(?:steps?|iters?|iterations?))"
+    r"(?:=.*)?$"
+)
 
 
-def step_flags(script: str | Path) -> list[tuple[str, int | None]]:
+def step_flags(script: str | Path, args: Sequence[str] = ()) -> list[tuple[str, int | None]]:
     """The script's command-line options that set how many steps it trains (``--max-steps``,
     ``--max_iters``, ``--num-iterations``…) with their integer defaults, read from its
-    ``add_argument`` calls without running it."""
+    ``add_argument`` calls without running it; then those its command line ``args`` gives that
+    no ``add_argument`` declares (a config system's ``--trainer.max_iters=1001``), with no
+    default."""
     try:
-        return step_flags_in(Path(script).read_text(encoding="utf-8"))
+        found = step_flags_in(Path(script).read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return []
+        found = []
+    known = {flag for flag, _ in found}
+    for a in args:
+        m = _GIVEN_STEP_FLAG.match(a)
+        if m and m.group(1) not in known:
+            known.add(m.group(1))
+            found.append((m.group(1), None))
+    return found
 
 
 def step_flags_in(source: str) -> list[tuple[str, int | None]]:
@@ -59,6 +75,14 @@ def flag_value(args: Sequence[str], flag: str) -> int | None:
     return None
 
 
+def flag_text(args: Sequence[str], flag: str, value: int) -> str:
+    """``flag`` with ``value`` as the command line ``args`` writes it: ``--max_iters=120`` where
+    it was given so (a config system may take no other form), else ``--max-steps 150``."""
+    if any(a.startswith(flag + "=") for a in args):
+        return f"{flag}={value}"
+    return f"{flag} {value}"
+
+
 def batch_work_note(
     flags: Sequence[tuple[str, int | None]], args: Sequence[str], old: int | None, new: int | None
 ) -> str | None:
@@ -83,8 +107,9 @@ def batch_work_note(
         return note + f"; scale {flag} by {1 / ratio:.3g} to train on as many samples as before"
     want = max(1, round(steps * old / new))
     return note + (
-        f"; the script stops after {flag} {steps} steps, so the run trains {ratio:.3g}× the "
-        f"samples: pass {flag} {want} to train on as many as before"
+        f"; the script stops after {flag_text(args, flag, steps)} steps, so the run trains "
+        f"{ratio:.3g}× the samples: pass {flag_text(args, flag, want)} to train on as many as "
+        "before"
     )
 
 

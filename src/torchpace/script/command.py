@@ -64,7 +64,7 @@ def _work_notes(ip: Any, args: argparse.Namespace) -> list[str]:
     """What a batch-size change does to a run bounded by steps (``compare.batch_work_note``)."""
     from torchpace.runtime.work import batch_work_note, step_flags
 
-    flags = step_flags(args.script)
+    flags = step_flags(args.script, list(args.script_args or ()))
     out = []
     for info in ip.loaders:
         note = batch_work_note(

@@ -238,7 +238,7 @@ def run(args: argparse.Namespace) -> int:
         base_name=base_name,
         cand_name=cand_name,
         max_slowdown=args.max_slowdown,
-        flags=step_flags(script),
+        flags=step_flags(script, list(args.script_args or ())),
         args=list(args.script_args or ()),
     )
     doc = result.to_json(
