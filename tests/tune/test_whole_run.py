@@ -109,6 +109,18 @@ def test_a_plan_that_slows_the_time_outside_the_steps_says_so() -> None:
     assert got is not None and got["outside_slower"] is False and "SLOWER" not in got["text"]
 
 
+def test_a_plan_whose_whole_run_is_slower_says_so() -> None:
+    # Steps twice as fast, but 30 s of evaluation where the script as written takes 8.
+    b1, b2 = _as_written()
+    slow = _run("with the plan", start=2.0, steps=100, step_s=0.05, eval_s=30.0, round_=1)
+    got = _whole_run(_outcome(Plan()), SURVEY, str(SCRIPT), [], 1000, Measured((b1, b2), slow))
+    assert got is not None and got["whole_run"] < 1 and got["slower"] is True
+    assert "SLOWER than the script as written" in got["text"]
+    fast = _run("with the plan", start=2.0, steps=100, step_s=0.05, eval_s=8.0, round_=1)
+    got = _whole_run(_outcome(Plan()), SURVEY, str(SCRIPT), [], 1000, Measured((b1, b2), fast))
+    assert got is not None and got["slower"] is False and "SLOWER" not in got["text"]
+
+
 def test_the_whole_run_is_measured_in_a_fresh_process(tmp_path: Path) -> None:
     said: list[str] = []
     # 30 steps sleeping 20 ms each, and 3 evaluations sleeping 300 ms: at least 0.9 s outside.

@@ -416,7 +416,7 @@ def run(args: argparse.Namespace) -> int:
             (t.batch_size for t in outcome.trials if t.name == "baseline" and t.batch_size), None
         )
         note = batch_work_note(
-            step_flags(args.recipe),
+            step_flags(args.recipe, list(script_args or ())),
             list(script_args or ()),
             as_written_batch,
             outcome.plan.batch_size,
@@ -464,7 +464,7 @@ def _whole_run(
     if surveyed.first_step_s is None or surveyed.step_s is None:
         return None
     startup = max(surveyed.first_step_s - surveyed.step_s, 0.0)
-    flags = step_flags(script)
+    flags = step_flags(script, script_args)
     steps, basis = run_steps, f"--run-steps {run_steps}"
     if flags:
         flag, default = flags[0]
@@ -478,6 +478,14 @@ def _whole_run(
         if confirmed
         else " (its trials' gain: the budget ran out before the paired confirmation)"
     )
+    batch = getattr(outcome.plan, "batch_size", None)
+    # The gain is in samples/s: with a larger batch, the same samples in fewer steps.
+    samples = (
+        f" to train the as-written run's samples (batch {batch}: a run bounded by steps trains "
+        "more data in as many steps instead; see the work note)"
+        if batch is not None
+        else ""
+    )
     got: dict[str, Any] = {
         "per_step": per_step,
         "confirmed": confirmed,
@@ -487,8 +495,11 @@ def _whole_run(
         "compile_s": compile_s,
         "measured": False,
     }
+    if batch is not None:
+        got["at_equal_samples"] = True
     if measured is not None:
-        return got | _measured_effect(measured, per_step, gain)
+        whole = got | _measured_effect(measured, per_step, gain)
+        return whole | {"text": whole["text"] + samples}
     effect = whole_run_effect(
         startup_s=startup,
         step_s=base.median_step_s,
@@ -500,11 +511,22 @@ def _whole_run(
         f"{gain}; over {steps} steps ({basis}) after {startup:.1f} s of "
         f"start-up the plan does not speed up"
         + (f", and {compile_s:.0f} s of compile" if compile_s else "")
-        + f", about {effect:.2f}× for the whole run. Evaluation, generation and other work "
-        "outside the steps are not counted: `torchpace compare SCRIPT --plan PLAN -- ARGS` "
-        "measures the whole run"
+        + f", about {effect:.2f}× for the whole run{samples}{_slower_whole(effect)}. Evaluation, "
+        "generation and other work outside the steps are not counted: `torchpace compare "
+        "SCRIPT --plan PLAN -- ARGS` measures the whole run"
     )
-    return got | {"whole_run": effect, "text": text}
+    return got | {"whole_run": effect, "slower": effect < 1, "text": text}
+
+
+def _slower_whole(effect: float) -> str:
+    """Said of a plan whose whole run is slower than the script as written, faster steps or not
+    (issue 30: no plan may make a whole run slower without saying so)."""
+    if effect >= 1:
+        return ""
+    return (
+        ": SLOWER than the script as written over this run (what the plan costs outside the "
+        "steps, or its compile, outweighs what it saves in them); keep it only for longer runs"
+    )
 
 
 def _measure_whole(
@@ -586,7 +608,10 @@ def _measured_effect(measured: Measured, per_step: float, gain: str) -> dict[str
             + (f"; {', '.join(wide)} set the whole process" if wide else "")
             + "), which this figure counts"
         )
-    text += f"; about {effect:.2f}× for the whole run (one paired run: {wall / p.wall_s:.2f}×)"
+    text += (
+        f"; about {effect:.2f}× for the whole run (one paired run: {wall / p.wall_s:.2f}×)"
+        + _slower_whole(effect)
+    )
     loaded = measured.loaded(MAX_FOREIGN_CORES)
     if loaded:
         text += f" (measured beside other processes' work: {', '.join(loaded)})"
@@ -603,6 +628,7 @@ def _measured_effect(measured: Measured, per_step: float, gain: str) -> dict[str
         "process_wide": list(measured.process_wide),
         "one_pair": wall / p.wall_s if p.wall_s > 0 else None,
         "whole_run": effect,
+        "slower": effect < 1,
         "text": text,
         "loaded": loaded,
     }
