@@ -392,3 +392,18 @@ def test_a_step_option_given_on_the_command_line_counts_without_add_argument() -
     assert step_flags(PLANTED, nanogpt)[1:] == [("--max_iters", None)]
     # declared ones are not counted twice
     assert step_flags(PLANTED, ["--max-steps", "100"]) == [("--max-steps", 30)]
+
+
+def test_runs_whose_work_follows_their_seed_are_the_same_work() -> None:
+    """pytorch/examples' regression stops on its loss: each seed trains its own number of steps
+    (830, 287, 396, 252 in one compare). Round i of each side draws the same seed, so an A/A
+    comparison trains the same work in each round, whatever the medians over the sides say."""
+    from torchpace.script.compare import work_notes
+
+    steps = [830, 287, 396, 252]  # the baseline's last run is the spare, with a seed of its own
+    base = [planted_run(side="a", round_=i, steps=n) for i, n in enumerate(steps)]
+    cand = [planted_run(side="b", round_=i, steps=n) for i, n in enumerate(steps[:3])]
+    assert work_notes(base, cand, []) == []
+    bigger = [planted_run(side="b", round_=i, steps=n, batch=32) for i, n in enumerate(steps[:3])]
+    notes = work_notes(base, bigger, [])
+    assert notes and "the work changes" in notes[0] and "batch 16 → 32" in notes[0]
