@@ -121,22 +121,37 @@ def test_a_plan_whose_whole_run_is_slower_says_so() -> None:
     assert got is not None and got["slower"] is False and "SLOWER" not in got["text"]
 
 
-def test_the_whole_run_is_measured_in_a_fresh_process(tmp_path: Path) -> None:
-    said: list[str] = []
-    # 30 steps sleeping 20 ms each, and 3 evaluations sleeping 300 ms: at least 0.9 s outside.
-    measured, why = measure(
-        Plan().to_dict(),
-        script=str(SCRIPT),
-        args=["--max-steps", "30", "--step-ms", "20", "--eval-ms", "300"],
+def _measure(
+    tmp_path: Path,
+    *,
+    plan: Plan | None = None,
+    script: Path = SCRIPT,
+    args: tuple[str, ...] = (),
+    expected_s: float = 5.0,
+    expected_plan_s: float = 5.0,
+    budget_s: float = 300.0,
+    said: list[str] | None = None,
+) -> tuple[Measured | None, str]:
+    return measure(
+        (plan or Plan()).to_dict(),
+        script=str(script),
+        args=list(args),
         cwd=str(tmp_path),
         device="cpu",
         workdir=tmp_path / "whole",
-        expected_s=5.0,
-        expected_plan_s=5.0,
-        budget_s=300.0,
+        expected_s=expected_s,
+        expected_plan_s=expected_plan_s,
+        budget_s=budget_s,
         always=False,
-        say=said.append,
+        say=(said if said is not None else []).append,
     )
+
+
+def test_the_whole_run_is_measured_in_a_fresh_process(tmp_path: Path) -> None:
+    said: list[str] = []
+    # 30 steps sleeping 20 ms each, and 3 evaluations sleeping 300 ms: at least 0.9 s outside.
+    args = ("--max-steps", "30", "--step-ms", "20", "--eval-ms", "300")
+    measured, why = _measure(tmp_path, args=args, said=said)
     assert why == "" and measured is not None
     for run in (*measured.base, measured.plan):
         assert run.steps == 30 and run.in_steps_s >= 30 * 0.020
@@ -151,19 +166,8 @@ def test_the_whole_run_is_measured_in_a_fresh_process(tmp_path: Path) -> None:
 
 
 def test_whole_runs_longer_than_half_the_budget_are_not_run(tmp_path: Path) -> None:
-    measured, why = measure(
-        Plan(fast_math=True).to_dict(),
-        script=str(SCRIPT),
-        args=[],
-        cwd=str(tmp_path),
-        device="cpu",
-        workdir=tmp_path / "whole",
-        expected_s=40.0,  # 40 + 20 + 40 s: over half of 180 s
-        expected_plan_s=20.0,
-        budget_s=180.0,
-        always=False,
-        say=lambda m: None,
-    )
+    # 40 + 20 + 40 s: over half of 180 s
+    measured, why = _measure(tmp_path, expected_s=40.0, expected_plan_s=20.0, budget_s=180.0)
     assert measured is None and "three whole runs" in why and "--whole-run yes" in why
     assert not (tmp_path / "whole").exists()
 
@@ -171,19 +175,7 @@ def test_whole_runs_longer_than_half_the_budget_are_not_run(tmp_path: Path) -> N
 def test_a_failing_whole_run_gives_the_reason_and_its_log(tmp_path: Path) -> None:
     bad = tmp_path / "bad.py"
     bad.write_text("raise SystemExit('no data at ./data')\n")
-    measured, why = measure(
-        Plan().to_dict(),
-        script=str(bad),
-        args=[],
-        cwd=str(tmp_path),
-        device="cpu",
-        workdir=tmp_path / "whole",
-        expected_s=1.0,
-        expected_plan_s=1.0,
-        budget_s=300.0,
-        always=False,
-        say=lambda m: None,
-    )
+    measured, why = _measure(tmp_path, script=bad, expected_s=1.0, expected_plan_s=1.0)
     assert measured is None and "no data at ./data" in why and ".log" in why
 
 

@@ -99,9 +99,9 @@ def add_parser(sub: Any) -> None:
         "--whole-run",
         choices=("auto", "yes", "no"),
         default="auto",
-        help="for a script, after the search: run it whole, as written (and with a plan that "
-        "sets the whole process), to count the time outside its steps in the plan's whole-run "
-        "effect; auto (default) when those runs take at most a third of --budget",
+        help="for a script, after the search: run it whole as written, with the plan, and as "
+        "written again, to count the time outside its steps (evaluation, generation) in the "
+        "plan's whole-run effect; auto (default) when those runs take at most half of --budget",
     )
     p.add_argument("--memory-budget", type=parse_bytes, help="peak memory a trial may use (CPU)")
     p.add_argument("--lr-scaling", choices=lr_rules.RULES, default=lr_rules.DEFAULT)
