@@ -497,3 +497,40 @@ def test_a_trials_baseline_reads_the_same_speed_in_steps_and_in_samples() -> Non
     assert ref.samples_per_s == pytest.approx(BATCH / 0.110)
     pooled = _at_median(ref, 0.125)
     assert pooled.samples_per_s == pytest.approx(BATCH / 0.125)
+
+
+def test_a_tune_stopped_during_its_whole_runs_keeps_its_plan(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The whole runs come after the search and may take half of --budget: the plan is written
+    with its estimate before them, so a Ctrl-C there loses no finished search."""
+    import json
+
+    from torchpace.cli import build_parser
+    from torchpace.tune import command, survey
+
+    _plant(monkeypatch, TIMES, set())
+    monkeypatch.setattr(survey, "survey", lambda *a, **kw: survey.Survey([], "surveyed", 2.1, 0.1))
+    monkeypatch.setattr(
+        "torchpace.tune.candidates.for_script", lambda base, device, findings: ([FUSED], [])
+    )
+    monkeypatch.setenv("TORCHPACE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "train.py").write_text("print('a training script')\n")
+    asked: list[dict] = []
+
+    def interrupted(whole: dict, *a: object) -> dict:
+        asked.append(whole)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(command, "_measure_whole", interrupted)
+    args = build_parser().parse_args(
+        ["tune", "--budget", "1m", "--steps", "8", "--warmup", "2", "--out", "out", "train.py"]
+    )
+    args.script_args = []
+    with pytest.raises(KeyboardInterrupt):
+        command.run(args)
+    assert asked and asked[0]["measured"] is False
+    plan = json.loads((tmp_path / "out" / "torchpace-plan.json").read_text())
+    assert plan["fused_optimizer"] is True
+    assert plan["expected"]["measured"] is False and plan["expected"]["whole_run"] > 1

@@ -315,20 +315,27 @@ def run(args: argparse.Namespace) -> int:
         plan_dict["techniques"] = [t for t in plan_dict["techniques"] if t not in FIT_ONLY]
     import json
 
-    whole = None
-    if is_script and surveyed is not None:
-        whole = _whole_run(outcome, surveyed, args.recipe, list(script_args or ()), args.run_steps)
-        if whole is not None and args.whole_run != "no":
-            whole = _measure_whole(whole, outcome, surveyed, plan_dict, args, cwd, str(device))
-        if whole is not None:
-            plan_dict["expected"] = whole
     from torchpace.measure.noise import MAX_FOREIGN_CORES
 
     loaded = outcome.loaded_trials
     # a plan built beside noise says so at the top of its file, for whoever applies it later
     noisy = {NOISE_NOTE: {"verdicts_not_drawn": outcome.noisy, "loaded_trials": loaded}}
-    plan_file = {**noisy, **plan_dict} if outcome.noisy or loaded else plan_dict
-    atomic_write_text(plan_path, json.dumps(plan_file, indent=2) + "\n")
+
+    def write_plan() -> None:
+        plan_file = {**noisy, **plan_dict} if outcome.noisy or loaded else plan_dict
+        atomic_write_text(plan_path, json.dumps(plan_file, indent=2) + "\n")
+
+    whole = None
+    if is_script and surveyed is not None:
+        whole = _whole_run(outcome, surveyed, args.recipe, list(script_args or ()), args.run_steps)
+        if whole is not None:
+            plan_dict["expected"] = whole
+        if whole is not None and args.whole_run != "no":
+            # written first with the estimate: a tune stopped during the whole runs keeps its plan
+            write_plan()
+            whole = _measure_whole(whole, outcome, surveyed, plan_dict, args, cwd, str(device))
+            plan_dict["expected"] = whole
+    write_plan()
     confirm = outcome.confirm.get("median")
     caption = (
         f"{outcome.elapsed_s:.0f} s, {len(outcome.trials)} trials ({outcome.cached_trials} from "
