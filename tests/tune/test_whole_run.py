@@ -208,12 +208,13 @@ def test_the_tune_command_states_the_measured_whole_run_or_why_not(
                                   run_steps=1000)  # fmt: skip
 
     plan = Plan().to_dict()
-    got = _measure_whole(guessed, outcome, SURVEY, plan, args("yes"), str(tmp_path), "cpu")
+    work = tmp_path / "cache-work"
+    got = _measure_whole(guessed, outcome, SURVEY, plan, args("yes"), str(tmp_path), "cpu", work)
     assert got["measured"] is True and got["steps"] == 100 and got["per_step"] == 2.0
     # 2 s of start-up and 100 steps of 0.1 s as written; 100 of 0.05 s with the plan
     assert asked[0]["expected_s"] == pytest.approx(12.0)
     assert asked[0]["expected_plan_s"] == pytest.approx(7.0)
-    assert asked[0]["budget_s"] == 60.0 and asked[0]["workdir"] == tmp_path / "whole-runs"
-    short = _measure_whole(guessed, outcome, SURVEY, plan, args("auto"), str(tmp_path), "cpu")
+    assert asked[0]["budget_s"] == 60.0 and asked[0]["workdir"] == work / "whole"
+    short = _measure_whole(guessed, outcome, SURVEY, plan, args("auto"), str(tmp_path), "cpu", work)
     assert short["measured"] is False and short["not_measured"] == "too long"
     assert "(not measured whole: too long)" in short["text"]

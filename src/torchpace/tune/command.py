@@ -333,7 +333,9 @@ def run(args: argparse.Namespace) -> int:
         if whole is not None and args.whole_run != "no":
             # written first with the estimate: a tune stopped during the whole runs keeps its plan
             write_plan()
-            whole = _measure_whole(whole, outcome, surveyed, plan_dict, args, cwd, str(device))
+            whole = _measure_whole(
+                whole, outcome, surveyed, plan_dict, args, cwd, str(device), path.parent / "work"
+            )
             plan_dict["expected"] = whole
     write_plan()
     confirm = outcome.confirm.get("median")
@@ -544,9 +546,12 @@ def _measure_whole(
     args: argparse.Namespace,
     cwd: str,
     device: str,
+    workdir: Path,
 ) -> dict[str, Any]:
     """The whole-run figure from whole runs of the script, when they fit the budget
-    (``--whole-run``); else the estimate, saying why it was not measured."""
+    (``--whole-run``); else the estimate, saying why it was not measured. The runs' specs,
+    results and output go to ``workdir/whole`` beside the trials' (the cache's), not into the
+    user's --out."""
     from torchpace.tune.whole_run import measure
 
     step_s = next(
@@ -559,7 +564,7 @@ def _measure_whole(
         args=list(args.script_args or ()),
         cwd=cwd,
         device=device,
-        workdir=args.out / "whole-runs",
+        workdir=workdir / "whole",
         expected_s=whole["startup_s"] + steps_s,
         expected_plan_s=whole["startup_s"] + whole["compile_s"] + steps_s / whole["per_step"],
         budget_s=args.budget,
