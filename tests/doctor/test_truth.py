@@ -93,10 +93,12 @@ def test_a_sleeping_dataset_is_measured_as_data_wait_and_ranked_first() -> None:
         for k in (1, 2):  # a core each: the plant's pace
             assert paces[str(k)] == pytest.approx(sleep_per_step / k, rel=0.25)
         # Four workers share two cores with the training process: the plant is the floor (a
-        # sleep is never shorter), and they are faster than two; 10.2 and 12.8 ms for the
-        # planted 8 failed a 25% bound on a quiet machine.
-        assert 0.9 * sleep_per_step / 4 <= paces["4"] < paces["2"], paces
-        best = max(rest, sleep_per_step / 4)  # 4 workers, the most tried
+        # sleep is never shorter), and they are faster than one; 10.2 and 12.8 ms for the
+        # planted 8 failed a 25% bound on a quiet machine, and faster than two failed on a
+        # quiet clean clone at 88f81bc (19.3 ms against 17.8: four processes' collating and
+        # hand-over on two cores).
+        assert 0.9 * sleep_per_step / 4 <= paces["4"] < paces["1"], paces
+        best = max(rest, min(paces[k] for k in ("1", "2", "4")))  # the pace measured best
         assert _gain(top) == pytest.approx(1 - best / step, abs=0.06)
         # the fewest workers that reach the best step: 2 or 4, the rest of the step near 16 ms
         assert re.search(r"N=[24] was fastest here", top["fix"])
