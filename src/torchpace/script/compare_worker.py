@@ -36,10 +36,8 @@ def _since(perf: float) -> float:
 
 def run(spec: dict[str, Any]) -> dict[str, Any]:
     import torch
-    from torch.optim.optimizer import register_optimizer_step_post_hook
 
     from torchpace.measure.clock import resolve_device
-    from torchpace.runtime.events import on_scaler_update
     from torchpace.script.interpose import Interposer
     from torchpace.script.main import run_as_main
     from torchpace.script.trial import ScriptSteps, seed_everything
@@ -62,14 +60,9 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
             chunks.append(torch.stack(steps.losses).float())
             steps.losses.clear()
 
-    ip.on_forward = steps.on_forward
-    ip.on_backward = on_backward
-    ip.after_backward = steps.after_backward
     first_forward: list[float] = []
     ip.on_first_forward = lambda: first_forward.append(_since(time.perf_counter()))
-    ip.install()
-    on_scaler_update(ip.patches, steps.on_scaler_update)
-    ip.patches.on_undo(register_optimizer_step_post_hook(steps.on_step).remove)
+    steps.install(on_backward)
     try:
         ended = run_as_main(spec["script"], list(spec.get("args") or ()))
     finally:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import random
 import time
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -58,6 +59,21 @@ class ScriptSteps:
         self._recorded_in_step = False
         self._counted_in_step = False
         self._stepped = False
+
+    def install(self, on_backward: Callable[[torch.Tensor], None] | None = None) -> None:
+        """Install the interposer with these step callbacks, then watch the step's two ends it
+        does not see: an optimizer's step and a GradScaler's update (a skipped fp16 step).
+        ``on_backward`` stands in for :meth:`on_backward` where the caller keeps the losses its
+        own way (compare's worker stacks them in chunks)."""
+        from torch.optim.optimizer import register_optimizer_step_post_hook
+
+        ip = self.ip
+        ip.on_forward = self.on_forward
+        ip.on_backward = on_backward or self.on_backward
+        ip.after_backward = self.after_backward
+        ip.install()
+        on_scaler_update(ip.patches, self.on_scaler_update)
+        ip.patches.on_undo(register_optimizer_step_post_hook(self.on_step).remove)
 
     def on_forward(self, samples: int) -> None:
         if self.ip.in_step:  # an LBFGS closure re-evaluates the same batch
@@ -118,8 +134,6 @@ class ScriptSteps:
 
 def run(spec: TrialSpec) -> TrialResult:
     """Run the script trial ``spec`` describes in this process and return what it measured."""
-    from torch.optim.optimizer import register_optimizer_step_post_hook
-
     from torchpace.measure.clock import resolve_device
 
     assert spec.args is not None
@@ -131,13 +145,8 @@ def run(spec: TrialSpec) -> TrialResult:
     seed_everything(spec.seed)
     ip = Interposer(plan, device=dev)
     steps = ScriptSteps(total, dev, ip)
-    ip.on_forward = steps.on_forward
-    ip.on_backward = steps.on_backward
-    ip.after_backward = steps.after_backward
     memory.reset_peak(dev)
-    ip.install()
-    on_scaler_update(ip.patches, steps.on_scaler_update)
-    ip.patches.on_undo(register_optimizer_step_post_hook(steps.on_step).remove)
+    steps.install()
     started = [time.perf_counter()]
     # Step 1 starts at the first training forward: the script's set-up before it (imports, data,
     # the model) is alike in every trial and is not a step.
