@@ -25,6 +25,7 @@ LAYERS = (
     "speedups",
     "measure",
     "lint",
+    "techniques",
     "catalog",
 )
 VERBS = ("doctor", "script", "tune", "report", "runtime", "train")

@@ -365,13 +365,13 @@ def test_a_factory_returning_the_wrong_type_is_named(
 
 def test_every_candidate_technique_is_one_the_doctor_says_tune_applies() -> None:
     from torchpace.recipes import load_recipe
-    from torchpace.tune import APPLIES
+    from torchpace.techniques import tune_applies
     from torchpace.workloads import NAMES
 
     for name in NAMES:
         yes, no = candidates_module.candidates(load_recipe(name), torch.device("cpu"))
         for c in [*yes, *no]:
-            assert set(c.techniques) <= APPLIES, (name, c.name)
+            assert set(c.techniques) <= tune_applies(), (name, c.name)
 
 
 def test_a_compiled_best_pays_its_compile_too_when_a_compiled_trial_is_judged() -> None:

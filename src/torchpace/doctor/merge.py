@@ -14,45 +14,23 @@ import os
 from collections.abc import Iterable
 from typing import Any
 
+from torchpace import techniques
 from torchpace.catalog import get as technique
 from torchpace.doctor.evidence import NOT_PAYING, RuntimeFinding, estimated
 from torchpace.doctor.sites import Site
 from torchpace.findings import Finding
 
-# technique id -> the prepare() verb that applies it (torchpace.speedups); named in a finding
-# only once that verb exists in the installed torchpace.
-VERBS = {
-    "amp-bf16": "autocast",
-    "amp-fp16": "autocast",
-    "channels-last": "use_channels_last",
-    "conv-bias-before-bn": "fold_conv_bias",
-    "fused-optimizer": "fuse_optimizer",
-    "loader-workers": "tuned_loader",
-    "persistent-workers": "tuned_loader",
-    "pinned-memory": "DevicePrefetcher",
-    "async-prefetch": "DevicePrefetcher",
-    "torch-compile": "compile_model",
-    "tf32": "set_fast_math",
-    "cudnn-benchmark": "set_fast_math",
-    "length-bucketing": "LengthBucketBatchSampler",
-    "fixed-shapes": "preallocate",
-    "activation-checkpointing": "checkpoint_activations",
-}
-
 
 def applies(technique_id: str | None) -> dict[str, Any]:
-    """How torchpace can apply a technique to the doctor's target, a script: the verb, from
-    what is installed, and whether a script tune can try it (tune.SCRIPT_APPLIES)."""
-    verb = VERBS.get(technique_id or "")
+    """How torchpace can apply a technique to the doctor's target, a script: its verb (once the
+    installed torchpace has it) and whether a script tune can try it, from the registry."""
+    verb = techniques.verb(technique_id or "")
     try:
         speedups = importlib.import_module("torchpace.speedups")
     except ImportError:
         speedups = None
     has_verb = verb is not None and speedups is not None and hasattr(speedups, verb)
-    try:
-        tune = technique_id in importlib.import_module("torchpace.tune").SCRIPT_APPLIES
-    except ImportError:
-        tune = False
+    tune = techniques.script_tunable(technique_id or "")
     return {"verb": f"torchpace.speedups.{verb}" if has_verb else None, "tune": tune}
 
 

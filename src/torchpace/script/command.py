@@ -96,9 +96,9 @@ def run(args: argparse.Namespace) -> int:
     from torchpace.script.interpose import Interposer
     from torchpace.script.main import run_as_main
     from torchpace.script.trial import seed_everything
-    from torchpace.tune import FIT_ONLY
+    from torchpace.techniques import fit_only
 
-    wanted = [t for t in plan.techniques() if t not in FIT_ONLY]
+    wanted = [t for t in plan.techniques() if t not in fit_only()]
     say = sys.stderr
     print(
         f"torchpace run: {args.script} with {args.plan}: {', '.join(wanted) or 'nothing'}",

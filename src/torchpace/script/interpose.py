@@ -45,25 +45,9 @@ from torchpace.speedups.memory_format import in_effect, use_channels_last
 from torchpace.speedups.optim import fuse_optimizer
 from torchpace.speedups.precision import Precision, choose_precision
 from torchpace.speedups.surgery import fold_conv_bias
+from torchpace.techniques import fit_only, not_for_scripts
 from torchpace.train.apply_plan import drop_removed_params
-from torchpace.train.plan import Plan
-from torchpace.tune import FIT_ONLY
-
-# Plan fields an interposer cannot apply to a script, and why (each names what to use instead).
-NOT_FOR_SCRIPTS = {
-    "prefetch": (
-        "async-prefetch",
-        "the script copies its batches itself; prefetching needs torchpace.speedups."
-        "DevicePrefetcher around its loader",
-    ),
-    "preallocate": ("fixed-shapes", "preallocation needs the loss function; use a recipe"),
-    "checkpoint_modules": (
-        "activation-checkpointing",
-        "use torchpace.speedups.checkpoint_activations in the script",
-    ),
-    "accumulate": ("ddp-no-sync", "the script's own loop decides its micro-batches"),
-    "schedule": ("lr-schedule", "the script's own loop decides its LR schedule"),
-}
+from torchpace.train.plan import Plan, fields_of
 
 
 def _training(module: nn.Module) -> bool:
@@ -120,9 +104,9 @@ class Interposer:
 
     def _install(self) -> None:
         plan = self.plan
-        for name, (technique, why) in NOT_FOR_SCRIPTS.items():
-            value = getattr(plan, name)
-            if value not in (False, None, (), "as-is", "constant", 1):
+        off = Plan()
+        for technique, why in not_for_scripts().items():  # when the plan sets one of its fields
+            if any(getattr(plan, f) != getattr(off, f) for f in fields_of(technique)):
                 self.applied.append(skipped(technique, why, warn=False))
         if plan.fast_math:
             self._fast = set_fast_math(self.device)
@@ -478,7 +462,7 @@ class Interposer:
             if not a.changed and a.technique not in changed and a.reason:
                 out.setdefault(a.technique, a.reason)
         for tid in self.plan.techniques():
-            if tid not in changed and tid not in out and tid not in FIT_ONLY:
+            if tid not in changed and tid not in out and tid not in fit_only():
                 out[tid] = "the script never reached the code this applies to"
         return out
 

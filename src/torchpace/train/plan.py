@@ -192,6 +192,11 @@ def technique_of(name: str) -> str:
     raise PlanError(f"unknown plan field {name!r}; known: {_known()}")
 
 
+def fields_of(technique: str) -> tuple[str, ...]:
+    """The plan fields that set or qualify a catalogue technique, in field order."""
+    return tuple(f.name for f in fields(Plan) if f.metadata["technique"] == technique)
+
+
 def _known() -> str:
     return ", ".join(f.name for f in fields(Plan))
 

@@ -20,6 +20,7 @@ from torch import nn
 from torchpace.catalog import fused_on
 from torchpace.measure.env import bf16_supported
 from torchpace.speedups.bucketed_loader import length_quantiles
+from torchpace.techniques import trial_order
 from torchpace.train.build import build
 
 
@@ -38,26 +39,8 @@ class NotApplicable:
     reason: str
 
 
-# Measured alone against naive on the 2-core AMX Xeon (benchmarks/README.md, "Speed-ups
-# library"): bf16 2.12x and bucketing 7x where they apply, channels_last 1.19x, compile 1.26x,
-# fused 1.08x, folding 1.04x. Cheap, likely gains first; compile last of the model techniques
-# as each compile trial costs ~15-20 s. Keyed by catalogue id (issue 31: it was keyed by the
-# candidates' display names); a candidate of several techniques sorts by its last one, so bf16
-# with the math attention backend comes after bf16 alone, and the candidates of one technique
-# (length buckets, then a token budget) keep the order they are offered in.
-PRIORITY = (
-    "length-bucketing",
-    "amp-bf16",
-    "amp-fp16",
-    "attention-backend",
-    "channels-last",
-    "fused-optimizer",
-    "conv-bias-before-bn",
-    "tf32",
-    "torch-compile",
-)
-
-
+# The tune's order: each technique's Trial facet (torchpace.techniques), cheap likely gains first.
+PRIORITY = trial_order()
 _RANK = {tid: i for i, tid in enumerate(PRIORITY)}
 
 

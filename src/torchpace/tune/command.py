@@ -310,9 +310,9 @@ def run(args: argparse.Namespace) -> int:
     plan_path = args.out / "torchpace-plan.json"
     plan_dict = outcome.plan.to_dict()
     if is_script:  # what only fit() applies (its log cadence) is not applied to a script
-        from torchpace.tune import FIT_ONLY
+        from torchpace.techniques import fit_only
 
-        plan_dict["techniques"] = [t for t in plan_dict["techniques"] if t not in FIT_ONLY]
+        plan_dict["techniques"] = [t for t in plan_dict["techniques"] if t not in fit_only()]
     import json
 
     from torchpace.measure.noise import MAX_FOREIGN_CORES
