@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from torchpace.runtime.steps import BACKWARD, OPTIMIZER
 from torchpace.script import trial
 from torchpace.train.plan import Plan
 from torchpace.tune.trial import TrialSpec
@@ -38,11 +39,11 @@ def _truth(path: Path) -> list[float]:
 @pytest.mark.parametrize(
     "shape, args, mode",
     [
-        ("optimizer steps", (), "optimizer"),
-        ("gradient accumulation", ("--accumulate", "4"), "optimizer"),
-        ("manual update, no optimizer", ("--manual",), "backward"),
-        ("LBFGS closure", ("--lbfgs",), "optimizer"),
-        ("evaluation inside the loop", ("--eval-every", "2"), "optimizer"),
+        ("optimizer steps", (), OPTIMIZER),
+        ("gradient accumulation", ("--accumulate", "4"), OPTIMIZER),
+        ("manual update, no optimizer", ("--manual",), BACKWARD),
+        ("LBFGS closure", ("--lbfgs",), OPTIMIZER),
+        ("evaluation inside the loop", ("--eval-every", "2"), OPTIMIZER),
     ],
 )
 def test_each_loop_shape_is_stepped_with_the_scripts_own_losses(tmp_path, shape, args, mode):

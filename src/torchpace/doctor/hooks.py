@@ -1,9 +1,9 @@
 """Optimizer, module and autograd instruments: where a step begins and ends, and its forward,
 backward and optimizer phases.
 
-Models are found during warm-up with global module hooks (a module called while no other module
-is running is a root: the model, or a loss module). Global hooks slow every submodule call, so at
-the end of warm-up they are replaced by hooks on the roots alone.
+The roots (a module called while no other module runs: the model, or a loss module) are found
+during warm-up by ``runtime.models.RootWatch``, which also says which call is a model training;
+at the end of warm-up its global hooks give way to hooks on the roots alone.
 """
 
 from __future__ import annotations
@@ -26,7 +26,8 @@ from torchpace.doctor.recorder import Recorder
 from torchpace.doctor.records import OptimizerInfo
 from torchpace.doctor.sites import user_site
 from torchpace.runtime.batches import batch_size, token_count
-from torchpace.runtime.modules import keep_out_of_saves
+from torchpace.runtime.events import on_backward, on_optimizer_built, on_scaler_update
+from torchpace.runtime.models import RootWatch, trains
 from torchpace.runtime.patching import Patches
 
 _SITE = "_torchpace_doctor_site"
@@ -44,12 +45,9 @@ def _optimizer_info(opt: torch.optim.Optimizer) -> OptimizerInfo:
 
 
 def install_optimizer(rec: Recorder, patches: Patches) -> None:
-    init = torch.optim.Optimizer.__init__
-
-    def __init__(self: torch.optim.Optimizer, *args: Any, **kwargs: Any) -> None:
-        init(self, *args, **kwargs)
-        self.__dict__[_SITE] = user_site()
-        rec.optimizers_built += 1
+    def built(opt: torch.optim.Optimizer) -> None:
+        opt.__dict__[_SITE] = user_site()
+        rec.steps_by.optimizer_built()
 
     def pre(opt: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
         rec.guarded("an optimizer step's start", _pre, opt)
@@ -70,107 +68,76 @@ def install_optimizer(rec: Recorder, patches: Patches) -> None:
     def _post(opt: torch.optim.Optimizer) -> None:
         rec.in_optimizer_step = False
         rec.clock.exit()
-        if rec.is_boundary(opt):
-            rec.boundary()
+        rec.optimizer_stepped(opt)
 
-    patches.set(torch.optim.Optimizer, "__init__", __init__)
+    on_optimizer_built(patches, built)
     patches.on_undo(register_optimizer_step_pre_hook(pre).remove)
     patches.on_undo(register_optimizer_step_post_hook(post).remove)
+    # an fp16 step whose optimizer step the scaler skipped ends at its update()
+    on_scaler_update(patches, lambda: rec.guarded("a GradScaler's update", rec.scaler_updated))
 
 
 class ModuleHooks:
-    """Forward phases of the root modules; autocast and input format seen in training."""
+    """Forward phases of the root modules (runtime/models.py); autocast and input format seen
+    in the trained model's calls."""
 
     def __init__(self, rec: Recorder, patches: Patches) -> None:
         self.rec = rec
-        self.patches = patches
-        self.depth = 0
-        self.data_depth = 0  # module calls open inside a DataLoader fetch
         self._in_eval = False
         # Told when a model call without autograd (evaluation) starts and ends: the probe step
         # does not count its FLOPs.
         self.on_eval: Callable[[bool], None] = lambda started: None
         self.roots: dict[int, weakref.ref[nn.Module]] = {}
-        self.has_params: dict[int, bool] = {}
-        self._trained: set[int] = set()  # roots whose training call site is recorded
+        self._trained: set[int] = set()  # models whose training call site is recorded
         self.autocast: set[str] = set()
         self.channels_last_input: bool | None = None
-        self.discovering = True
-        self._is_compiling = torch.compiler.is_compiling
         self._cuda = torch.cuda.is_available()
-        mp = nn.modules.module
-        self._global = [
-            mp.register_module_forward_pre_hook(self._pre),
-            mp.register_module_forward_hook(self._post, always_call=True),
-        ]
-        patches.on_undo(self._remove_global)
-        keep_out_of_saves(patches)  # the roots' hooks: not in the script's torch.save(model)
+        self.watch = RootWatch(patches, self._call, self._return)
 
-    def _remove_global(self) -> None:
-        for handle in self._global:
-            handle.remove()
-        self._global = []
+    def _call(self, module: nn.Module, args: tuple[Any, ...]) -> None:
+        self.rec.guarded("a model's forward start", self._call_body, module, args)
 
-    def _pre(self, module: nn.Module, args: tuple[Any, ...]) -> None:
-        if self._is_compiling() or threading.get_ident() != self.rec.main_thread:
-            return
-        self.rec.guarded("a model's forward start", self._pre_body, module, args)
-
-    def _pre_body(self, module: nn.Module, args: tuple[Any, ...]) -> None:
-        if self.data_depth or (self.depth == 0 and self.rec.clock.current == "data"):
-            # Called while a DataLoader fetches (a dataset's or collate_fn's nn.Module
-            # transforms, torchvision's among them): loading, not a model. Its time stays data.
-            self.data_depth += 1
-            return
-        compiled = False
-        if self.depth == 0:
-            key = id(module)
-            if self.discovering and key not in self.roots:
-                self.roots[key] = weakref.ref(module)
-                self.has_params[key] = any(True for _ in module.parameters())
-                site = user_site()
-                if site is not None:
-                    self.rec.records.forward_sites.add(site)
-            compiled = self.discovering and _compiled(module)
-            training = torch.is_grad_enabled() and not torch.is_inference_mode_enabled()
-            if training:
-                if self.has_params.get(key) and key not in self._trained:
-                    # The line a training finding points at: a model's first call with autograd
-                    # on, not its first call (nanoGPT evaluates before it trains).
+    def _call_body(self, module: nn.Module, args: tuple[Any, ...]) -> None:
+        key = id(module)
+        discovering = self.watch.discovering
+        if discovering and key not in self.roots:
+            self.roots[key] = weakref.ref(module)
+            site = user_site()
+            if site is not None:
+                self.rec.records.forward_sites.add(site)
+        # The phase is what the call costs: autograd recorded or not. Whether it is the model
+        # training is the shared definition (a loss module's call is forward time, not a model).
+        if torch.is_grad_enabled() and not torch.is_inference_mode_enabled():
+            if trains(module):
+                if key not in self._trained:
+                    # The line a training finding points at: a model's first training call,
+                    # not its first call (nanoGPT evaluates before it trains).
                     self._trained.add(key)
                     site = user_site()
                     if site is not None:
                         self.rec.records.train_forward_sites.add(site)
-                if self.has_params.get(key, False) and args:
+                if args:
                     self.rec.forward_batch(batch_size(args[0]), token_count(args[0]))
-                    if self.discovering:
+                    if discovering:
                         self._observe(args[0])
-                self.rec.clock.enter("forward")
-            else:
-                self.rec.eval_calls += 1
-                self.rec.clock.enter("eval")
-                self._in_eval = True
-                self.on_eval(True)
-        self.depth += 1
-        if compiled:
+            self.rec.clock.enter("forward")
+        else:
+            self.rec.eval_calls += 1
+            self.rec.clock.enter("eval")
+            self._in_eval = True
+            self.on_eval(True)
+        if discovering and _compiled(module):
             # This call's own post hook, registered now, still runs: it closes the phase.
             self.to_roots()
 
-    def _post(self, module: nn.Module, args: tuple[Any, ...], output: Any) -> None:
-        if self._is_compiling() or threading.get_ident() != self.rec.main_thread:
-            return
-        self.rec.guarded("a model's forward end", self._post_body, module, output)
+    def _return(self, module: nn.Module) -> None:
+        self.rec.guarded("a model's forward end", self._return_body)
 
-    def _post_body(self, module: nn.Module, output: Any) -> None:
-        if self.data_depth:
-            self.data_depth -= 1
-            return
-        self.depth = max(0, self.depth - 1)
-        if self.depth == 0:
-            self.rec.clock.exit()
-            if self._in_eval:
-                self._in_eval = False
-                self.on_eval(False)
+    def _return_body(self) -> None:
+        self.rec.clock.exit()
+        if self._in_eval:
+            self._in_eval = False
+            self.on_eval(False)
 
     def _observe(self, first: Any) -> None:
         for device in ("cpu", "cuda") if self._cuda else ("cpu",):
@@ -186,19 +153,14 @@ class ModuleHooks:
         on the first call of a compiled model, so that dynamo never traces it with global
         hooks in place (torch warns at every call, and its guards may recompile once they
         go); later roots, a loss module say, are then not discovered."""
-        if not self.discovering:
+        if not self.watch.discovering:
             return
-        self._remove_global()
-        self.discovering = False
         for ref in self.roots.values():
             module = ref()
-            if module is None:
-                continue
-            self.rec.records.roots.append(type(module).__name__)
-            pre = module.register_forward_pre_hook(self._pre)
-            post = module.register_forward_hook(self._post, always_call=True)
-            self.patches.on_undo(pre.remove)
-            self.patches.on_undo(post.remove)
+            if module is not None:
+                self.rec.records.roots.append(type(module).__name__)
+                self.watch.watch(module)
+        self.watch.end()
 
     def modules(self) -> list[nn.Module]:
         return [m for m in (r() for r in self.roots.values()) if m is not None]
@@ -212,40 +174,20 @@ def _compiled(module: nn.Module) -> bool:
     )
 
 
-def _timed_backward(
-    rec: Recorder, original: Callable[..., Any], state: dict[str, bool]
-) -> Callable[..., Any]:
-    """``Tensor.backward`` calls ``torch.autograd.backward``: both wrappers share ``state`` so
-    one backward counts once."""
-    main = rec.main_thread
+def install_backward(rec: Recorder, patches: Patches) -> None:
     sites = rec.records.backward_sites
 
-    @functools.wraps(original)
-    def backward(*args: Any, **kwargs: Any) -> Any:
-        if state["inside"] or threading.get_ident() != main:
-            return original(*args, **kwargs)
-        state["inside"] = True
+    def before(loss: Any, method: bool, args: Any, kwargs: Any) -> Any:
         rec.backward_calls += 1
         if rec.phase != "measured":
             site = user_site()
             if site is not None:
                 sites.add(site)
         rec.clock.enter("backward")
-        try:
-            out = original(*args, **kwargs)
-        finally:
-            rec.clock.exit()
-            state["inside"] = False
-        rec.backward_ended()  # may end the step, and the run (DoctorStop)
-        return out
+        return args, kwargs
 
-    return backward
-
-
-def install_backward(rec: Recorder, patches: Patches) -> None:
-    state = {"inside": False}
-    patches.set(torch.Tensor, "backward", _timed_backward(rec, torch.Tensor.backward, state))
-    patches.set(torch.autograd, "backward", _timed_backward(rec, torch.autograd.backward, state))
+    # backward_ended may end the step, and the run (DoctorStop)
+    on_backward(patches, before, after=rec.backward_ended, done=rec.clock.exit)
 
 
 def _to_cuda(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:

@@ -25,10 +25,8 @@ from typing import Any
 from torchpace.doctor.phases import PhaseClock
 from torchpace.doctor.records import Fetch, Records, Step
 from torchpace.doctor.sites import Site
+from torchpace.runtime.steps import StepMarker
 from torchpace.runtime.stop import DoctorStop
-
-OPTIMIZER = "optimizer.step()"
-BACKWARD = "backward()"
 
 
 class Recorder:
@@ -46,18 +44,14 @@ class Recorder:
         self.clock = PhaseClock(cuda=False)
         self.main_thread = threading.get_ident()
         self.boundaries = 0
-        self.optimizers_built = 0  # counted by the instruments' Optimizer.__init__
         self.in_optimizer_step = False  # set by the instruments' step pre/post hooks
-        # What ends a step: "optimizer.step()" or "backward()", decided at the first backward()'s
-        # end (or the first optimizer step, if one comes before any backward()).
-        self.marker: str | None = None
+        self.steps_by = StepMarker()  # what ends a step (runtime/steps.py)
         self.finished = False
         # Host reads in the DataLoader fetch in progress, and the loaders whose fetches run with
         # the read instruments out (doctor/syncs.py, SWAP_READS).
         self.fetch_reads = 0
         self.quiet_loaders: set[int] = set()
         self.tensor_reads: Any = None  # syncs.TensorReads, once installed
-        self._primary: int | None = None
         self._started = perf_counter()
         self._step_start = self._started
         self._last_loader: int | None = None
@@ -131,21 +125,18 @@ class Recorder:
                 self.records.instrument_errors.append(note)
 
     # -- boundaries -------------------------------------------------------------------------------
-    def is_boundary(self, optimizer: object) -> bool:
-        if self.marker is None:
-            self.marker = OPTIMIZER
-        if self.marker != OPTIMIZER:
-            return False  # an optimizer built after hand-made updates began: time in a step
-        if self._primary is None:
-            self._primary = id(optimizer)
-        return id(optimizer) == self._primary
+    def optimizer_stepped(self, optimizer: object) -> None:
+        if self.steps_by.optimizer_step(optimizer):
+            self.boundary()
 
     def backward_ended(self) -> None:
-        """A top-level ``backward()`` returned on the main thread: with no optimizer built by
-        the first one, backward() marks the steps from here on."""
-        if self.marker is None:
-            self.marker = OPTIMIZER if self.optimizers_built else BACKWARD
-        if self.marker == BACKWARD:
+        """A top-level ``backward()`` returned on the main thread."""
+        if self.steps_by.backward():
+            self.boundary()
+
+    def scaler_updated(self) -> None:
+        """A GradScaler's ``update()``: it ends an fp16 step whose optimizer step it skipped."""
+        if self.steps_by.scaler_update():
             self.boundary()
 
     def boundary(self) -> None:

@@ -214,7 +214,7 @@ def build(
             "warmup": session.rec.warmup,
             "steps_requested": session.rec.steps,
             "optimizer_steps_seen": session.rec.boundaries,  # steps, whatever marks them
-            "steps_marked_by": session.rec.marker,
+            "steps_marked_by": session.rec.steps_by.by,
             "child_processes": [c.to_dict() for c in records.children],
             "first_step_s": records.first_step_s,
         },

@@ -7,8 +7,8 @@ at the end), and each technique reuses its ``torchpace.speedups`` verb:
 - constructors: ``DataLoader(...)`` gets the plan's loader settings and batch size
   (``script/loaders.py``); optimizers get the LR scaled for that batch size, and their fused
   kernel at their first ``step()``; ``zero_grad`` frees gradients (set_to_none);
-- the trained root modules, found on their first call (a module with parameters called in
-  training mode with grad enabled while no other module runs): conv-bias folding, channels_last
+- the models, found at their first training call (``runtime.models``: the definition the
+  doctor uses too): conv-bias folding, channels_last
   weights, the attention backend and ``torch.compile`` of their forward; on every training call,
   4-d inputs in channels_last and autocast entered for the forward *and* the loss, left at
   ``backward()``, as torch's AMP recipe places it (with a GradScaler for fp16);
@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import functools
 import sys
-import threading
 import types
 import weakref
 from collections.abc import Callable
@@ -33,7 +32,8 @@ import torch
 from torch import nn
 
 from torchpace.runtime.batches import batch_size
-from torchpace.runtime.modules import keep_out_of_saves
+from torchpace.runtime.events import on_backward, on_optimizer_built
+from torchpace.runtime.models import RootWatch, trains
 from torchpace.runtime.patching import Patches
 from torchpace.runtime.user_code import is_internal
 from torchpace.script.loaders import LoaderPatch
@@ -48,10 +48,6 @@ from torchpace.speedups.surgery import fold_conv_bias
 from torchpace.techniques import fit_only, not_for_scripts
 from torchpace.train.apply_plan import drop_removed_params
 from torchpace.train.plan import Plan, fields_of
-
-
-def _training(module: nn.Module) -> bool:
-    return module.training and torch.is_grad_enabled() and not torch.is_inference_mode_enabled()
 
 
 class Interposer:
@@ -77,9 +73,8 @@ class Interposer:
         self.on_forward: Callable[[int], None] = lambda samples: None  # the first root's batches
         self.on_first_forward: Callable[[], None] = lambda: None
         self.after_backward: Callable[[], None] = lambda: None
-        self._main = threading.get_ident()
-        self._depth = 0
-        self._seen: set[int] = set()
+        self.on_optimizer: Callable[[torch.optim.Optimizer], None] = lambda opt: None
+        self._root_ids: set[int] = set()
         self._autocast: Any = None  # the autocast context we entered, until backward()
         self._precision: Precision | None = None
         self._scaler: Any = None  # our GradScaler, fp16 only
@@ -87,10 +82,9 @@ class Interposer:
         self._lr_factor: float | None = None
         self._lr_done: weakref.WeakSet[torch.optim.Optimizer] = weakref.WeakSet()
         self._fused: weakref.WeakSet[torch.optim.Optimizer] = weakref.WeakSet()
-        self._global: list[Any] = []
+        self.watch: RootWatch | None = None
         self._fast: FastMath | None = None
         self._in_step = False
-        self._backward_state = {"inside": False}
         self._scaled_grads = False  # fp16: a backward since the last update ran scaled
         self._unscaled: weakref.WeakSet[torch.optim.Optimizer] = weakref.WeakSet()
 
@@ -118,15 +112,10 @@ class Interposer:
             else:
                 self._precision = precision
         self.loader_patch.install(self.patches)
-        keep_out_of_saves(self.patches)  # the root's hook, a compiled forward: not in a save
         self._patch_optimizer()
         self._patch_backward()
-        mp = nn.modules.module
-        self._global = [
-            mp.register_module_forward_pre_hook(self._global_pre),
-            mp.register_module_forward_hook(self._global_post, always_call=True),
-        ]
-        self.patches.on_undo(self._remove_global)
+        # the models (runtime/models.py); their hooks and a compiled forward stay out of saves
+        self.watch = RootWatch(self.patches, self._root_call)
 
     def uninstall(self) -> None:
         self._leave_autocast()
@@ -135,39 +124,32 @@ class Interposer:
             self._fast.restore()
             self._fast = None
 
-    def _remove_global(self) -> None:
-        for h in self._global:
-            h.remove()
-        self._global = []
+    @property
+    def discovering(self) -> bool:
+        return self.watch is not None and self.watch.discovering
 
     def end_discovery(self) -> None:
         """The first step is over: its roots are the trained models; stop watching every module
         (global hooks slow each submodule call, and compiled code guards on them)."""
-        self._remove_global()
+        if self.watch is not None:
+            self.watch.end()
 
     # -- the root modules ----------------------------------------------------------------------
-    def _global_pre(self, module: nn.Module, args: tuple[Any, ...]) -> Any:
-        if threading.get_ident() != self._main or torch.compiler.is_compiling():
-            return None
-        self._depth += 1
-        if self._depth != 1 or not _training(module) or id(module) in self._seen:
-            return None
-        self._seen.add(id(module))
-        if not any(True for _ in module.parameters()):
-            return None  # a loss module, or a parameter-free transform
-        first = not self.roots
-        self._new_root(module)
-        out = self._root_pre(module, args)  # its own hook runs from the next call on
-        if first:
-            self.on_first_forward()
-        return out
-
-    def _global_post(self, module: nn.Module, args: Any, output: Any) -> None:
-        if threading.get_ident() == self._main and not torch.compiler.is_compiling():
-            self._depth = max(0, self._depth - 1)
+    def _root_call(self, module: nn.Module, args: tuple[Any, ...]) -> Any:
+        if id(module) not in self._root_ids:
+            if not trains(module):
+                return None  # a loss module, an evaluation, a teacher in eval()
+            first = not self.roots
+            self._new_root(module)
+            out = self._root_pre(module, args)
+            if first:
+                self.on_first_forward()
+            return out
+        return self._root_pre(module, args)
 
     def _new_root(self, root: nn.Module) -> None:
         self.roots.append(weakref.ref(root))
+        self._root_ids.add(id(root))
         mods = list(root.modules())
         self.facts.setdefault("models", []).append(type(root).__name__)
         self.facts["has_conv"] = self.facts.get("has_conv", False) or any(
@@ -197,11 +179,11 @@ class Interposer:
             self.applied.append(use_attention_backend(root, backend=plan.attention))
         if plan.compile != "off":
             self.applied.append(compile_forward(root, mode=plan.compile))
-        pre = root.register_forward_pre_hook(self._root_pre)
-        self.patches.on_undo(pre.remove)
+        assert self.watch is not None
+        self.watch.watch(root)
 
     def _root_pre(self, module: nn.Module, args: tuple[Any, ...]) -> Any:
-        if threading.get_ident() != self._main or not _training(module):
+        if not trains(module):
             return None
         if self.roots and self.roots[0]() is module and args:
             self.on_forward(batch_size(args[0]))
@@ -248,7 +230,6 @@ class Interposer:
 
     # -- backward: the loss, autocast's end, fp16 scaling ---------------------------------------
     def _patch_backward(self) -> None:
-        state = self._backward_state
         scale = torch.amp.GradScaler.scale
         scaled = self._scaled
 
@@ -261,35 +242,23 @@ class Interposer:
 
         self.patches.set(torch.amp.GradScaler, "scale", scale_and_remember)
 
-        def wrap(original: Callable[..., Any], method: bool) -> Callable[..., Any]:
-            @functools.wraps(original)
-            def backward(*args: Any, **kwargs: Any) -> Any:
-                if state["inside"] or threading.get_ident() != self._main:
-                    return original(*args, **kwargs)
-                state["inside"] = True
-                try:
-                    tensor = args[0] if args else kwargs.get("tensors", kwargs.get("self"))
-                    loss = tensor if isinstance(tensor, torch.Tensor) else None
-                    self._leave_autocast()
-                    if loss is not None and loss.numel() == 1:
-                        s = self._scaled.pop(id(loss), None)
-                        value = loss.detach().float().reshape(())
-                        self.on_backward(value / s.float().reshape(()) if s is not None else value)
-                    if self._scaler is not None and not self.script_scales:
-                        args, kwargs = _scaled_backward(self._scaler, method, args, kwargs)
-                        self._scaled_grads = True
-                    out = original(*args, **kwargs)
-                finally:
-                    state["inside"] = False
-                if self.roots and self._global and not len(self.optimizers):
-                    self.end_discovery()  # a manual update: its first backward ends step 1
-                self.after_backward()
-                return out
+        def before(loss: Any, method: bool, args: Any, kwargs: Any) -> Any:
+            self._leave_autocast()
+            if loss is not None and loss.numel() == 1:
+                s = self._scaled.pop(id(loss), None)
+                value = loss.detach().float().reshape(())
+                self.on_backward(value / s.float().reshape(()) if s is not None else value)
+            if self._scaler is not None and not self.script_scales:
+                args, kwargs = _scaled_backward(self._scaler, method, args, kwargs)
+                self._scaled_grads = True
+            return args, kwargs
 
-            return backward
+        def after() -> None:
+            if self.roots and self.discovering and not len(self.optimizers):
+                self.end_discovery()  # a manual update: its first backward ends step 1
+            self.after_backward()
 
-        self.patches.set(torch.Tensor, "backward", wrap(torch.Tensor.backward, True))
-        self.patches.set(torch.autograd, "backward", wrap(torch.autograd.backward, False))
+        on_backward(self.patches, before, after)
         if self._scaler is not None:
             self._patch_gradient_reads()
 
@@ -333,20 +302,18 @@ class Interposer:
 
     # -- optimizers ----------------------------------------------------------------------------
     def _patch_optimizer(self) -> None:
-        init = torch.optim.Optimizer.__init__
-        interposer = self
         if self._precision is not None and self._precision.name == "fp16":
             self._scaler = self._precision.make_scaler()
 
-        def __init__(opt: torch.optim.Optimizer, *args: Any, **kwargs: Any) -> None:
-            init(opt, *args, **kwargs)
-            interposer.optimizers.add(opt)
-            interposer.facts.setdefault("optimizers", []).append(type(opt).__name__)
-            interposer._scale_lr(opt)
-            if interposer._scaler is not None:
-                interposer._step_through_scaler(opt)
+        def built(opt: torch.optim.Optimizer) -> None:
+            self.optimizers.add(opt)
+            self.on_optimizer(opt)
+            self.facts.setdefault("optimizers", []).append(type(opt).__name__)
+            self._scale_lr(opt)
+            if self._scaler is not None:
+                self._step_through_scaler(opt)
 
-        self.patches.set(torch.optim.Optimizer, "__init__", __init__)
+        on_optimizer_built(self.patches, built)
         from torch.optim.optimizer import (
             register_optimizer_step_post_hook,
             register_optimizer_step_pre_hook,
@@ -366,7 +333,7 @@ class Interposer:
 
     def _step_post(self, opt: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
         self._in_step = False
-        if self.roots and self._global:
+        if self.roots and self.discovering:
             self.end_discovery()
 
     @property

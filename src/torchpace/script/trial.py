@@ -24,6 +24,7 @@ import torch
 from torchpace.measure import memory
 from torchpace.measure.steps import StepClock
 from torchpace.runtime.events import on_scaler_update
+from torchpace.runtime.steps import OPTIMIZER, StepMarker
 from torchpace.runtime.stop import DoctorStop
 from torchpace.script.interpose import Interposer
 from torchpace.script.main import run_as_main
@@ -49,8 +50,7 @@ class ScriptSteps:
         self.total = total
         self.clock = StepClock(device)
         self.ip = interposer
-        self.mode: str | None = None  # "optimizer" or "backward", at the first backward()
-        self.primary: int | None = None  # id of the optimizer whose steps mark steps
+        self.steps_by = StepMarker()  # what ends a step (runtime/steps.py)
         self.backward_calls = 0
         self.losses: list[torch.Tensor] = []  # one per step, on the device
         self.samples: list[int] = []  # per step
@@ -58,7 +58,6 @@ class ScriptSteps:
         self._samples = 0
         self._recorded_in_step = False
         self._counted_in_step = False
-        self._stepped = False
 
     def install(self, on_backward: Callable[[torch.Tensor], None] | None = None) -> None:
         """Install the interposer with these step callbacks, then watch the step's two ends it
@@ -71,6 +70,7 @@ class ScriptSteps:
         ip.on_forward = self.on_forward
         ip.on_backward = on_backward or self.on_backward
         ip.after_backward = self.after_backward
+        ip.on_optimizer = lambda opt: self.steps_by.optimizer_built()
         ip.install()
         on_scaler_update(ip.patches, self.on_scaler_update)
         ip.patches.on_undo(register_optimizer_step_post_hook(self.on_step).remove)
@@ -84,8 +84,6 @@ class ScriptSteps:
 
     def on_backward(self, loss: torch.Tensor) -> None:
         self.backward_calls += 1
-        if self.mode is None:
-            self.mode = "optimizer" if len(self.ip.optimizers) else "backward"
         if self.ip.in_step:  # an LBFGS closure: the step's loss is its first evaluation
             if self._recorded_in_step:
                 return
@@ -93,27 +91,20 @@ class ScriptSteps:
         self._micro.append(loss)
 
     def after_backward(self) -> None:
-        if self.mode == "backward":
+        if self.steps_by.backward():
             self._close()
 
     def on_step(self, opt: Any, args: Any, kwargs: Any) -> None:
-        if self.mode == "backward":
-            return
-        self.mode = "optimizer"
-        if self.primary is None:
-            self.primary = id(opt)
-        if id(opt) != self.primary:
-            return
-        self._stepped = True
-        self._close()
+        if self.steps_by.optimizer_step(opt):
+            self._close()
 
     def on_scaler_update(self) -> None:
         """A GradScaler's ``update()`` ends every fp16 step, including one it skipped (no
         ``optimizer.step()``): the skipped one is stamped here."""
-        self.clock.skipped.append(not self._stepped)
-        if not self._stepped and self.mode == "optimizer":
+        ends = self.steps_by.scaler_update()
+        self.clock.skipped.append(self.steps_by.skipped)
+        if ends:
             self._close()
-        self._stepped = False
 
     def _close(self) -> None:
         self.clock.stamp()
@@ -179,7 +170,7 @@ def _incomplete(
             "script's steps by its optimizer's step() (or by backward() when it builds no "
             "optimizer); is this the training script, with arguments that train?"
         )
-    elif steps.mode == "optimizer" and n == 0:
+    elif steps.steps_by.by == OPTIMIZER and n == 0:
         why = (
             f"{ended.outcome}: backward() ran {steps.backward_calls} times but no optimizer "
             "ever stepped; a script that updates its weights by hand while holding an "
@@ -196,7 +187,7 @@ def _incomplete(
 def _extra(spec: TrialSpec, steps: ScriptSteps, ip: Interposer) -> dict[str, Any]:
     return {
         "entry": "script",
-        "step_mode": steps.mode,
+        "step_mode": steps.steps_by.by,
         "facts": ip.facts | {"loaders": ip.loaders, "own_autocast": ip.own_autocast},
         "not_applied": ip.not_applied(),
     }
