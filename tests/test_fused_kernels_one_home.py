@@ -26,16 +26,16 @@ def test_the_table_is_torchs() -> None:
 def test_the_doctor_reads_it() -> None:
     from torchpace.doctor.evidence import Evidence
     from torchpace.doctor.measured_patterns import fused_skip
+    from torchpace.doctor.run_facts import OptimizerSetting, RunSummary, Settings
 
     ev = Evidence(
-        summary={},
-        settings={"optimizers": [{"class": "Adagrad", "fused": False}]},
-        loaders=[],
+        summary=RunSummary(0.1, {}, None, measured_steps=10, compiled_steps=0),
+        settings=Settings(optimizers=(OptimizerSetting("Adagrad", False, None),)),
+        loaders=(),
         device="cuda",
         peaks={},
         flops_per_step=None,
         forward_site=None,
-        memory={},
     )
     assert fused_skip(ev) == "Adagrad has no fused kernel on cuda"
     assert fused_skip(dataclasses.replace(ev, device="cpu")) is None

@@ -137,15 +137,10 @@ def _distillation() -> tuple[torch.nn.Module, ...]:
     transform = _Transform()
     loader = DataLoader([torch.randn(4) for _ in range(8)], batch_size=4, collate_fn=None)
 
-    class Fetched:
-        def __iter__(self):  # type: ignore[no-untyped-def]
-            for x in loader:
-                yield x
-
     student, teacher, loss_fn = _Student(4, 2), _Teacher(4, 2).eval(), torch.nn.MSELoss()
     opt = torch.optim.SGD(student.parameters(), lr=0.1)
     loader.collate_fn = lambda xs: transform(torch.stack(xs))  # called inside the fetch
-    for x in Fetched():
+    for x in loader:
         target = teacher(x).detach()
         loss = loss_fn(student(x), target)
         opt.zero_grad()

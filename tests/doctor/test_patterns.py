@@ -2,15 +2,26 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
 
 from torchpace.doctor.patterns import HIGH, MODERATE, Evidence, RuntimeFinding, diagnose, rank
+from torchpace.doctor.run_facts import Settings
 from torchpace.runtime.phases import PHASES
 
+_TRAIN_LOADER = {
+    "role": "train",
+    "num_workers": 0,
+    "pin_memory": False,
+    "site": {"path": "/x/train.py", "line": 7},
+}
 
-def _summary(shares: dict[str, float], step_s: float = 0.1, syncs: Any = ()) -> dict[str, Any]:
+
+def _summary(
+    shares: dict[str, float], step_s: float = 0.1, syncs: Any = (), padding: Any = None
+) -> dict[str, Any]:
     breakdown = {
         p: {"share": shares.get(p, 0.0), "seconds": {"median": shares.get(p, 0.0) * step_s}}
         for p in PHASES
@@ -20,21 +31,15 @@ def _summary(shares: dict[str, float], step_s: float = 0.1, syncs: Any = ()) -> 
         "step_seconds": {"median": step_s},
         "breakdown": breakdown,
         "syncs": list(syncs),
+        "padding": padding,
     }
 
 
 def _evidence(shares: dict[str, float], **kw: Any) -> Evidence:
     base: dict[str, Any] = {
-        "summary": _summary(shares, syncs=kw.pop("syncs", ())),
+        "summary": _summary(shares, syncs=kw.pop("syncs", ()), padding=kw.pop("padding", None)),
         "settings": {"autocast": [], "optimizers": []},
-        "loaders": [
-            {
-                "role": "train",
-                "num_workers": 0,
-                "pin_memory": False,
-                "site": {"path": "/x/train.py", "line": 7},
-            }
-        ],
+        "loaders": [_TRAIN_LOADER],
         "device": "cpu",
         "peaks": {"fp32": 0.3, "bf16": 2.0},
         "flops_per_step": None,
@@ -42,7 +47,7 @@ def _evidence(shares: dict[str, float], **kw: Any) -> Evidence:
         "memory": {},
     }
     base.update(kw)
-    return Evidence(**base)
+    return Evidence.of(**base)
 
 
 def _patterns(findings: list[RuntimeFinding]) -> list[str]:
@@ -67,8 +72,7 @@ def test_input_bound_thresholds(share: float, expected: str | None) -> None:
 
 
 def test_input_bound_with_workers_points_at_the_input_format() -> None:
-    ev = _evidence({"data": 0.3, "forward": 0.7})
-    loaders = [{**ev.loaders[0], "num_workers": 4}]
+    loaders = [{**_TRAIN_LOADER, "num_workers": 4}]
     found, _ = diagnose(_evidence({"data": 0.3, "forward": 0.7}, loaders=loaders))
     (hit,) = [f for f in found if f.pattern == "input-bound"]
     assert hit.technique == "fast-input-format"
@@ -94,8 +98,7 @@ def test_the_input_advice_reads_the_dataset_and_the_workers_already_there(
     from torchpace.doctor import measured_patterns
 
     monkeypatch.setattr(measured_patterns, "usable_cores", lambda: 2)
-    ev = _evidence({"data": 0.3, "forward": 0.7})
-    loaders = [{**ev.loaders[0], "num_workers": workers, "dataset": dataset}]
+    loaders = [{**_TRAIN_LOADER, "num_workers": workers, "dataset": dataset}]
     # the dataset's pace: slower in workers than the whole step (a shared lock, say), so they
     # cannot shorten the wait and the advice is the format's
     rates = {"seconds_per_batch": {"0": 0.03, "1": 0.2, "2": 0.2}}
@@ -127,7 +130,7 @@ def test_amp_gain_is_the_flops_time_saved_capped_by_compute() -> None:
 
 def test_amp_is_skipped_when_autocast_is_on_or_there_is_no_fast_bf16() -> None:
     on = _evidence({"forward": 1.0}, flops_per_step=int(3e10))
-    on = Evidence(**{**on.__dict__, "settings": {"autocast": ["cpu:bfloat16"], "optimizers": []}})
+    on = dataclasses.replace(on, settings=Settings(autocast=("cpu:bfloat16",)))
     assert diagnose(on)[1]["float32-compute"] == "autocast is already on"
     no_bf16 = _evidence({"forward": 1.0}, flops_per_step=int(3e10), peaks={"fp32": 0.3})
     assert "float32-compute" in diagnose(no_bf16)[1]
@@ -151,8 +154,7 @@ def test_samples_padded_to_a_fixed_length_are_told_to_trim_before_bucketing() ->
     ragged = {"share": 0.4, "tokens_per_step": 1000, "padded_per_step": 400}
     fixed = {**ragged, "past_longest_share": 0.3}  # 3/4 of the padding past each batch's longest
     for padding, trims in ((ragged, False), (fixed, True)):
-        ev = _evidence({"forward": 0.4, "backward": 0.5, "data": 0.1})
-        ev.summary["padding"] = padding
+        ev = _evidence({"forward": 0.4, "backward": 0.5, "data": 0.1}, padding=padding)
         (hit,) = [f for f in diagnose(ev)[0] if f.pattern == "padding-waste"]
         assert hit.gain == pytest.approx(0.4 * 0.9)  # trimmed and bucketed, all of it goes
         assert ("pad in the collate instead" in hit.fix) is trims
@@ -160,8 +162,8 @@ def test_samples_padded_to_a_fixed_length_are_told_to_trim_before_bucketing() ->
         assert hit.plan_applies is not trims  # no plan trims: neither tune nor --verify tries
     # Padded in __getitem__ to a length some sample in every batch reaches: no padding is past
     # the longest row, but the dataset's samples come padded (loaders.padded_in_dataset).
-    ev = _evidence({"forward": 0.4, "backward": 0.5, "data": 0.1})
-    ev.summary["padding"] = {**ragged, "past_longest_share": 0.0, "padded_in_dataset": True}
+    padded = {**ragged, "past_longest_share": 0.0, "padded_in_dataset": True}
+    ev = _evidence({"forward": 0.4, "backward": 0.5, "data": 0.1}, padding=padded)
     (hit,) = [f for f in diagnose(ev)[0] if f.pattern == "padding-waste"]
     assert "the dataset's samples come padded to a fixed length" in hit.message
     assert "pad in the collate instead" in hit.fix and not hit.plan_applies

@@ -300,7 +300,7 @@ def _planted(device: str, dtype: str) -> Any:
         "param_dtypes": [dtype],
     }
     loader = {"role": "train", "num_workers": 0, "pin_memory": False, "site": site, "key": 1}
-    return Evidence(
+    return Evidence.of(
         summary=summary,
         settings=settings,
         loaders=[loader],

@@ -7,6 +7,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from torchpace.doctor.run_facts import (
+    LoaderSetting,
+    RunSummary,
+    Settings,
+    worker_paces,
+)
 from torchpace.doctor.sites import Site
 
 # 5%: the PyTorch profiler's TensorBoard plugin flags input loading above 5% of step time
@@ -26,31 +32,53 @@ NOT_PAYING = "would not pay"
 
 @dataclass(frozen=True)
 class Evidence:
-    summary: dict[str, Any]
-    settings: dict[str, Any]
-    loaders: list[dict[str, Any]]  # LoaderInfo.to_dict() plus "key"
+    """What diagnosis works from, typed (doctor/run_facts.py); ``Evidence.of`` builds it from
+    the result's dicts."""
+
+    summary: RunSummary
+    settings: Settings
+    loaders: tuple[LoaderSetting, ...]
     device: str  # "cpu" or "cuda"
     peaks: dict[str, float]  # TFLOP/s by math mode: "fp32", "bf16", "tf32"
     flops_per_step: int | None
     forward_site: Site | None
-    memory: dict[str, Any]
+    alloc_retries: int = 0  # the CUDA allocator's retries during the measured steps
     precision: dict[str, Any] | None = None  # precision.estimate(): bf16 timed on this model
-    loader_rates: dict[str, Any] | None = None  # loader_rate.measure(): the training dataset
+    worker_paces: dict[int, float] = field(default_factory=dict)  # the dataset's, by workers
     threads: int | None = None  # torch's intra-op threads (env "torch_threads")
     # The run's own files put tensors or modules on a CUDA device (lint's reading), or it ran on
     # one: host reads would block there. None: not known (evidence built by hand).
     uses_accelerator: bool | None = None
 
-    def share(self, phase: str) -> float:
-        breakdown = self.summary.get("device_breakdown") or self.summary.get("breakdown") or {}
-        return float(breakdown.get(phase, {}).get("share", 0.0))
+    @classmethod
+    def of(
+        cls,
+        *,
+        summary: dict[str, Any],
+        settings: dict[str, Any],
+        loaders: list[dict[str, Any]],
+        memory: dict[str, Any] | None = None,
+        loader_rates: dict[str, Any] | None = None,
+        **rest: Any,
+    ) -> Evidence:
+        """From the result's own dicts: the summary, settings, loaders (``LoaderInfo.to_dict()``
+        plus "key"), memory and the loader pace (``loader_rate.measure()``)."""
+        return cls(
+            summary=RunSummary.of(summary),
+            settings=Settings.of(settings),
+            loaders=tuple(LoaderSetting.of(ld) for ld in loaders),
+            alloc_retries=int((memory or {}).get("alloc_retries") or 0),
+            worker_paces=worker_paces(loader_rates),
+            **rest,
+        )
 
-    def host_share(self, phase: str) -> float:
-        return float(self.summary.get("breakdown", {}).get(phase, {}).get("share", 0.0))
+    def share(self, phase: str) -> float:
+        found = self.summary.timed.get(phase)
+        return found.share if found is not None else 0.0
 
     @property
     def step_s(self) -> float:
-        return float(self.summary["step_seconds"]["median"])
+        return self.summary.step_s
 
 
 @dataclass(frozen=True)
@@ -89,10 +117,6 @@ class Pattern:
     description: str  # states the fix
     skip: Callable[[Evidence], str | None]
     match: Callable[[Evidence], list[RuntimeFinding]]
-
-
-def site_of(d: dict[str, Any] | None) -> Site | None:
-    return None if d is None else (d["path"], d["line"])
 
 
 def times(n: float) -> str:

@@ -14,10 +14,10 @@ from torchpace.doctor.evidence import (
     Evidence,
     RuntimeFinding,
     severity,
-    site_of,
     times,
 )
 from torchpace.doctor.loader_rate import step_with_workers
+from torchpace.doctor.run_facts import HotSpot
 from torchpace.measure.cores import usable_cores
 
 # -- input ---------------------------------------------------------------------------------------
@@ -30,20 +30,19 @@ _INPUT_NAME = re.compile(
 )
 
 
-def _input_spots(ev: Evidence) -> list[dict[str, Any]]:
+def _input_spots(ev: Evidence) -> list[HotSpot]:
     """The script's own input functions, run outside any DataLoader, holding 5% of the step."""
-    spots = (ev.summary.get("hot_spots") or {}).get("spots") or []
     return [
         s
-        for s in spots
-        if s["phase"] == "other"
-        and s["share"] >= MODERATE
-        and _INPUT_NAME.search(s["function"].rsplit(".", 1)[-1])
+        for s in ev.summary.hot_spots
+        if s.phase == "other"
+        and s.share >= MODERATE
+        and _INPUT_NAME.search(s.function.rsplit(".", 1)[-1])
     ]
 
 
 def input_skip(ev: Evidence) -> str | None:
-    if not any(ld["role"] == "train" for ld in ev.loaders) and not _input_spots(ev):
+    if not any(ld.role == "train" for ld in ev.loaders) and not _input_spots(ev):
         return (
             "no DataLoader feeds the training steps, and no input function of the script's own "
             f"holds {MODERATE:.0%} of the step"
@@ -54,8 +53,8 @@ def input_skip(ev: Evidence) -> str | None:
 def _custom_input(ev: Evidence) -> list[RuntimeFinding]:
     out = []
     for spot in _input_spots(ev):
-        share, name = spot["share"], spot["function"]
-        where = f"{os.path.basename(spot['path'])}:{spot['line']}"
+        share, name = spot.share, spot.function
+        where = f"{os.path.basename(spot.path)}:{spot.line}"
         out.append(
             RuntimeFinding(
                 pattern="input-bound",
@@ -70,9 +69,9 @@ def _custom_input(ev: Evidence) -> list[RuntimeFinding]:
                     "__getitem__ under DataLoader(..., num_workers=N, persistent_workers=True), "
                     "or in a background thread"
                 ),
-                site=(spot["path"], spot["line"]),
+                site=(spot.path, spot.line),
                 gain=share,
-                measured={"input_share": share, "function": name, "sampled": spot["samples"]},
+                measured={"input_share": share, "function": name, "sampled": spot.samples},
             )
         )
     return out
@@ -85,24 +84,22 @@ def _with_workers(ev: Evidence, wait: float, cpu: float, cores: int) -> tuple[fl
     rest = ev.step_s * (1 - wait)
     wait_s = ev.step_s * wait
     free = max(0.0, cores - (ev.threads or cores))  # the cores torch's threads leave
-    rates = (ev.loader_rates or {}).get("seconds_per_batch") or {}
-    batches = float(ev.summary.get("data_batches_per_step") or 1.0)
+    rates = ev.worker_paces
+    batches = ev.summary.data_batches_per_step
     # A worker's time for a batch is its CPU time when the dataset computes; it carries the
     # transfer to this process that loading in-process does not.
-    per_batch = float(rates.get("1", wait_s / batches))
+    per_batch = rates.get(1, wait_s / batches)
     load_cpu = max(wait_s, batches * per_batch) * cpu
-    if "0" in rates and len(rates) > 1:
+    if 0 in rates and len(rates) > 1:
         steps = {
-            int(k): max(
-                step_with_workers(rest, load_cpu, cores, free, int(k)), batches * float(pace)
-            )
+            k: max(step_with_workers(rest, load_cpu, cores, free, k), batches * pace)
             for k, pace in rates.items()
-            if k != "0"
+            if k != 0
         }
         best = min(steps, key=lambda k: steps[k])  # the fewest workers for the best step
-        paces = ", ".join(f"{float(v) * 1e3:.1f} ms with {k}" for k, v in rates.items() if k != "0")
+        paces = ", ".join(f"{v * 1e3:.1f} ms with {k}" for k, v in rates.items() if k != 0)
         basis = (
-            f"the dataset alone makes a batch in {rates['0'] * 1e3:.1f} ms in this process, "
+            f"the dataset alone makes a batch in {rates[0] * 1e3:.1f} ms in this process, "
             f"{paces} workers (measured after the run)"
         )
     else:
@@ -148,28 +145,27 @@ def _cheaper_samples(dataset: str, workers: int, cores: int) -> str:
 
 
 def input_match(ev: Evidence) -> list[RuntimeFinding]:
-    if not any(ld["role"] == "train" for ld in ev.loaders):
+    if not any(ld.role == "train" for ld in ev.loaders):
         return _custom_input(ev)
     wait = ev.share("data")
     if wait < MODERATE:
         return []
-    cpu = float(ev.summary.get("data_cpu_fraction") or 0.0)
+    cpu = ev.summary.data_cpu_fraction
     cores = usable_cores()
-    loader = next(ld for ld in ev.loaders if ld["role"] == "train")
-    breakdown = ev.summary.get("device_breakdown") or ev.summary["breakdown"]
-    wait_ms = breakdown["data"]["seconds"]["median"] * 1e3
+    loader = next(ld for ld in ev.loaders if ld.role == "train")
+    wait_ms = ev.summary.timed["data"].seconds * 1e3
     measured: dict[str, Any] = {
         "data_share": wait,
         "data_ms_per_step": wait_ms,
         "data_cpu_fraction": cpu,
         "cores": cores,
     }
-    workers = loader["num_workers"]
+    workers = loader.num_workers
     waits = f"the step waits {wait:.0%} of its time for the next batch ({wait_ms:.1f} ms per step"
     share = 0.0  # what more workers recover: only asked of a loader that has none
     if workers == 0:
         share, basis, best = _with_workers(ev, wait, cpu, cores)
-        paced = bool((ev.loader_rates or {}).get("seconds_per_batch"))
+        paced = bool(ev.worker_paces)
         measured["basis"] = "measured worker pace" if paced else "wait and cores"
         measured["workers"] = best  # the tune's loader trial starts from it where measured
     else:
@@ -195,7 +191,7 @@ def input_match(ev: Evidence) -> list[RuntimeFinding]:
             else f", {workers} loader workers): they cannot keep up"
         )
         message = f"{waits}{why}; samples made once, ahead of the loop, remove up to the wait"
-        fix = _cheaper_samples(str(loader.get("dataset") or ""), workers, cores)
+        fix = _cheaper_samples(loader.dataset, workers, cores)
     return [
         RuntimeFinding(
             pattern="input-bound",
@@ -203,7 +199,7 @@ def input_match(ev: Evidence) -> list[RuntimeFinding]:
             severity=severity(gain),
             message=message,
             fix=fix,
-            site=site_of(loader["site"]),
+            site=loader.site,
             gain=gain,
             measured=measured,
         )
@@ -211,14 +207,15 @@ def input_match(ev: Evidence) -> list[RuntimeFinding]:
 
 
 def padding_skip(ev: Evidence) -> str | None:
-    if ev.summary.get("padding") is None:
+    if ev.summary.padding is None:
         return "no training batch of token ids (a 2-D integer tensor first in the batch)"
     return None
 
 
 def padding_match(ev: Evidence) -> list[RuntimeFinding]:
-    padding = ev.summary["padding"]
-    share = float(padding["share"])
+    padding = ev.summary.padding
+    assert padding is not None  # padding_skip
+    share = padding.share
     # The compute spent on padding: forward and backward run over every position, padded or
     # not, so about the padding share of their time (more for attention, whose cost grows with
     # the square of the length: this is the lower figure).
@@ -226,10 +223,10 @@ def padding_match(ev: Evidence) -> list[RuntimeFinding]:
     gain = share * compute
     if gain < MODERATE:
         return []
-    loader = next((ld for ld in ev.loaders if ld["role"] == "train"), None)
+    loader = next((ld for ld in ev.loaders if ld.role == "train"), None)
     message = (
         f"{share:.0%} of the tokens in the training batches are padding "
-        f"({padding['padded_per_step']:,.0f} of {padding['tokens_per_step']:,.0f} per "
+        f"({padding.padded_per_step:,.0f} of {padding.tokens_per_step:,.0f} per "
         f"step), and forward and backward ({compute:.0%} of the step) run over them too"
     )
     bucket = (
@@ -238,14 +235,14 @@ def padding_match(ev: Evidence) -> list[RuntimeFinding]:
         "(torchpace.speedups), padding each batch only to its own longest sequence"
     )
     measured: dict[str, Any] = {"padding_share": share, "compute_share": compute}
-    past = float(padding.get("past_longest_share") or 0.0)
-    if past >= PADDED_TO_FIXED * share or padding.get("padded_in_dataset"):
+    past = padding.past_longest_share
+    if past >= PADDED_TO_FIXED * share or padding.padded_in_dataset:
         # Issue 29: a dataset padding every sample to a fixed length in __getitem__ was
         # promised 1.71x by bucketing, which alone changed nothing (every batch stays as wide);
         # trimming in the collate, then bucketing, measured 1.24x.
         message += (
             "; the dataset's samples come padded to a fixed length"
-            if padding.get("padded_in_dataset")
+            if padding.padded_in_dataset
             else f"; {past / share:.0%} of that padding is past each batch's longest sequence: "
             "the samples come padded to a fixed length"
         ) + ", so reordering them alone removes nothing"
@@ -262,7 +259,7 @@ def padding_match(ev: Evidence) -> list[RuntimeFinding]:
             severity=severity(gain),
             message=message,
             fix=bucket,
-            site=site_of(loader["site"]) if loader else None,
+            site=loader.site if loader else None,
             gain=gain,
             measured=measured,
             plan_applies="past_longest_share" not in measured,
@@ -288,17 +285,17 @@ def sync_skip(ev: Evidence) -> str | None:
 def sync_match(ev: Evidence) -> list[RuntimeFinding]:
     out = []
     cuda = ev.device == "cuda"
-    for row in ev.summary.get("syncs", []):
-        if not row["every_step"]:
+    for row in ev.summary.syncs:
+        if not row.every_step:
             continue
-        blocked = row["blocked_s_per_step"]
+        blocked = row.blocked_s_per_step
         gain = min(blocked / ev.step_s, 1.0) if (cuda and blocked is not None) else None
         if cuda:
             cost = f", blocked {blocked * 1e3:.2f} ms per step" if blocked is not None else ""
-            what = f"{row['call']} syncs with the GPU {times(row['per_step'])} per step{cost}"
+            what = f"{row.call} syncs with the GPU {times(row.per_step)} per step{cost}"
         else:
             what = (
-                f"{row['call']} reads a value to the host {times(row['per_step'])} per step; "
+                f"{row.call} reads a value to the host {times(row.per_step)} per step; "
                 "on a GPU each would wait for all queued work (on this CPU nothing blocks)"
             )
         out.append(
@@ -311,12 +308,12 @@ def sync_match(ev: Evidence) -> list[RuntimeFinding]:
                     "keep the value on the device (accumulate losses in a tensor) and read it "
                     "only at the logging cadence, e.g. every 50 steps"
                 ),
-                site=(row["path"], row["line"]),
+                site=(row.path, row.line),
                 gain=gain,
                 measured={
-                    "per_step": row["per_step"],
+                    "per_step": row.per_step,
                     "blocked_s_per_step": blocked,
-                    "call": row["call"],
+                    "call": row.call,
                 },
             )
         )
@@ -330,8 +327,8 @@ def copy_skip(ev: Evidence) -> str | None:
 
 def copy_match(ev: Evidence) -> list[RuntimeFinding]:
     share = ev.share("copy")
-    train = [ld for ld in ev.loaders if ld["role"] == "train"]
-    if share < MODERATE or (train and train[0]["pin_memory"]):
+    train = [ld for ld in ev.loaders if ld.role == "train"]
+    if share < MODERATE or (train and train[0].pin_memory):
         return []
     return [
         RuntimeFinding(
@@ -340,7 +337,7 @@ def copy_match(ev: Evidence) -> list[RuntimeFinding]:
             severity=severity(share),
             message=f"host-to-device copies take {share:.0%} of the step from pageable memory",
             fix="DataLoader(..., pin_memory=True) and .to(device, non_blocking=True)",
-            site=site_of(train[0]["site"]) if train else None,
+            site=train[0].site if train else None,
             gain=share,
             measured={"copy_share": share},
         )
@@ -349,7 +346,7 @@ def copy_match(ev: Evidence) -> list[RuntimeFinding]:
 
 # -- precision -----------------------------------------------------------------------------------
 def float64_skip(ev: Evidence) -> str | None:
-    if "float64" not in ev.settings.get("param_dtypes", []):
+    if "float64" not in ev.settings.param_dtypes:
         return "no model computes in float64"
     return None
 
@@ -407,7 +404,7 @@ def float64_match(ev: Evidence) -> list[RuntimeFinding]:
             measured={
                 "compute_share": compute,
                 # the list itself is the result's settings.param_dtypes
-                "param_dtypes": ", ".join(ev.settings["param_dtypes"]),
+                "param_dtypes": ", ".join(ev.settings.param_dtypes),
                 "basis": "timed on the model's calls" if timed else "float64 SIMD width",
             },
         )
@@ -433,9 +430,9 @@ def _shapes(timed: dict[str, Any]) -> str:
 
 
 def amp_skip(ev: Evidence) -> str | None:
-    if "float64" in ev.settings.get("param_dtypes", []):
+    if "float64" in ev.settings.param_dtypes:
         return "the model computes in float64: float32 first (float64-compute)"
-    if ev.settings.get("autocast"):
+    if ev.settings.autocast:
         return "autocast is already on"
     timed = _timed(ev)
     if timed is not None:
@@ -527,13 +524,13 @@ def amp_match(ev: Evidence) -> list[RuntimeFinding]:
 
 # -- optimizer -----------------------------------------------------------------------------------
 def fused_skip(ev: Evidence) -> str | None:
-    opts = ev.settings.get("optimizers", [])
+    opts = ev.settings.optimizers
     if not opts:
         return "no optimizer seen"
-    if opts[0]["fused"]:
+    if opts[0].fused:
         return "the optimizer is already fused"
-    if not fused_on(opts[0]["class"], ev.device):
-        return f"{opts[0]['class']} has no fused kernel on {ev.device}"
+    if not fused_on(opts[0].name, ev.device):
+        return f"{opts[0].name} has no fused kernel on {ev.device}"
     return None
 
 
@@ -542,15 +539,15 @@ def fused_match(ev: Evidence) -> list[RuntimeFinding]:
     gain = share * (1 - 1 / FUSED_OPTIMIZER_SPEEDUP)
     if gain < MODERATE:
         return []
-    opt = ev.settings["optimizers"][0]
+    opt = ev.settings.optimizers[0]
     return [
         RuntimeFinding(
             pattern="unfused-optimizer",
             technique="fused-optimizer",
             severity=severity(gain),
-            message=f"{opt['class']}.step() takes {share:.0%} of the step, one kernel per tensor",
-            fix=f"torch.optim.{opt['class']}(params, ..., fused=True)",
-            site=site_of(opt["site"]),
+            message=f"{opt.name}.step() takes {share:.0%} of the step, one kernel per tensor",
+            fix=f"torch.optim.{opt.name}(params, ..., fused=True)",
+            site=opt.site,
             gain=gain,
             measured={"optimizer_share": share},
         )
@@ -559,10 +556,10 @@ def fused_match(ev: Evidence) -> list[RuntimeFinding]:
 
 # -- compilation ---------------------------------------------------------------------------------
 def recompile_match(ev: Evidence) -> list[RuntimeFinding]:
-    compiled = ev.summary["steps"]["excluded"].get("compiled", 0)
+    compiled = ev.summary.compiled_steps
     if not compiled:
         return []
-    measured = ev.summary["steps"]["measured"]
+    measured = ev.summary.measured_steps
     return [
         RuntimeFinding(
             pattern="recompiling",

@@ -240,7 +240,7 @@ def build(
     }
     runtime: list[RuntimeFinding] = []
     if step_s is not None:
-        evidence = Evidence(
+        evidence = Evidence.of(
             summary=summary,
             settings=settings,
             loaders=loaders,

@@ -15,11 +15,11 @@ def _setting(
 
 def channels_last_match(ev: Evidence) -> list[RuntimeFinding]:
     s = ev.settings
-    fast_conv = bool(s.get("autocast")) or ev.device == "cuda"
+    fast_conv = bool(s.autocast) or ev.device == "cuda"
     # Only when a 4-D input was seen and it was channels-first (None: no 4-D input seen).
-    if not (s.get("conv_model") and fast_conv) or s.get("channels_last_input") is not False:
+    if not (s.conv_model and fast_conv) or s.channels_last_input is not False:
         return []
-    if s.get("channels_last_hazard"):  # a convolution the format breaks on this device
+    if s.channels_last_hazard:  # a convolution the format breaks on this device
         return []
     return _setting(
         "channels-first-convs",
@@ -32,7 +32,7 @@ def channels_last_match(ev: Evidence) -> list[RuntimeFinding]:
 
 def cudnn_match(ev: Evidence) -> list[RuntimeFinding]:
     s = ev.settings
-    if ev.device != "cuda" or not s.get("conv_model") or s.get("cudnn_benchmark"):
+    if ev.device != "cuda" or not s.conv_model or s.cudnn_benchmark:
         return []
     return _setting(
         "cudnn-autotuner-off",
@@ -44,7 +44,7 @@ def cudnn_match(ev: Evidence) -> list[RuntimeFinding]:
 
 
 def anomaly_match(ev: Evidence) -> list[RuntimeFinding]:
-    if not ev.settings.get("anomaly_detection"):
+    if not ev.settings.anomaly_detection:
         return []
     return _setting(
         "anomaly-detection-on",
@@ -56,7 +56,7 @@ def anomaly_match(ev: Evidence) -> list[RuntimeFinding]:
 
 
 def dp_match(ev: Evidence) -> list[RuntimeFinding]:
-    if not ev.settings.get("data_parallel"):
+    if not ev.settings.data_parallel:
         return []
     return _setting(
         "data-parallel",
@@ -68,7 +68,7 @@ def dp_match(ev: Evidence) -> list[RuntimeFinding]:
 
 
 def alloc_match(ev: Evidence) -> list[RuntimeFinding]:
-    retries = ev.memory.get("alloc_retries", 0)
+    retries = ev.alloc_retries
     if not retries:
         return []
     return _setting(
