@@ -27,6 +27,7 @@ from collections.abc import Iterator
 from torchpace.lint.device import moves_to_a_device
 from torchpace.lint.loops import EVAL_NAME, dotted, iterated, walk
 from torchpace.lint.rule import FileContext, argument
+from torchpace.lint.tree import subtree
 
 
 class Unknown:
@@ -166,7 +167,7 @@ def _next_assignment(ctx: FileContext, name: str, call: ast.Call) -> float:
         if n.lineno > call.lineno
         and any(dotted(t) == name for t in n.targets)
         and ctx.enclosing_scope(n) is scope
-        and not any(dotted(v) == name for v in ast.walk(n.value) if isinstance(v, ast.expr))
+        and not any(dotted(v) == name for v in subtree(n.value) if isinstance(v, ast.expr))
     ]
     return min(later, default=float("inf"))
 
@@ -249,7 +250,7 @@ def yields_device_tensors(ctx: FileContext, call: ast.Call) -> bool:
     return cls is not None and any(
         isinstance(method, ast.FunctionDef)
         and method.name in {"__getitem__", "__iter__"}
-        and any(moves_to_a_device(n, ctx.names) for n in ast.walk(method))
+        and any(moves_to_a_device(n, ctx.names) for n in subtree(method))
         for method in cls.body
     )
 
@@ -263,6 +264,6 @@ def streams_without_sharding(ctx: FileContext, call: ast.Call) -> bool:
     iterable = any((dotted(b) or "").endswith("IterableDataset") for b in cls.bases)
     shards = any(
         isinstance(n, (ast.Name, ast.Attribute)) and (dotted(n) or "").endswith("get_worker_info")
-        for n in ast.walk(cls)
+        for n in subtree(cls)
     )
     return iterable and not shards

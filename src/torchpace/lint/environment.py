@@ -20,6 +20,7 @@ import re
 
 from torchpace.lint.loops import LOOPS, dotted, walk
 from torchpace.lint.rule import FileContext
+from torchpace.lint.tree import subtree
 
 _ENV_NAME = re.compile(r"^(?:.*_)?(?:envs?|environments?|vec_?envs?)$", re.IGNORECASE)
 _ENV_MAKERS = (
@@ -83,7 +84,7 @@ def env_bound(ctx: FileContext) -> frozenset[int]:
             id(n)
             for loop in walk(fn.body, into_loops=True)
             if isinstance(loop, LOOPS) and facts.trains(loop.body, fn)
-            for n in ast.walk(loop)
+            for n in subtree(loop)
         }
-        bound |= {id(n) for n in ast.walk(fn) if id(n) not in inner_training}
+        bound |= {id(n) for n in subtree(fn) if id(n) not in inner_training}
     return frozenset(bound)

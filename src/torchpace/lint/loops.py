@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from torchpace.lint.imports import Resolver
+from torchpace.lint.tree import children, subtree
 
 Function = ast.FunctionDef | ast.AsyncFunctionDef
 Scope = ast.Module | ast.FunctionDef | ast.AsyncFunctionDef
@@ -85,7 +86,7 @@ def walk(nodes: Iterable[ast.AST], *, into_loops: bool = True) -> Iterator[ast.A
             # A loop's header runs where the loop is; its body runs in the loop.
             stack.append(node.test if isinstance(node, ast.While) else node.iter)
             continue
-        stack.extend(ast.iter_child_nodes(node))
+        stack.extend(children(node))
 
 
 def disables_grad(names: Resolver, expr: ast.expr) -> bool:
@@ -155,7 +156,7 @@ def _last_batch(test: ast.expr) -> bool:
     right = test.comparators[0]
     if isinstance(right, ast.Constant):
         return type(right.value) is int
-    return any(isinstance(n, ast.Call) and dotted(n.func) == "len" for n in ast.walk(right))
+    return any(isinstance(n, ast.Call) and dotted(n.func) == "len" for n in subtree(right))
 
 
 def _is_rare(test: ast.expr) -> bool:
@@ -536,7 +537,7 @@ def iterated(node: ast.expr) -> ast.expr:
 
 def _scopes(tree: ast.Module) -> Iterator[Scope]:
     yield tree
-    for node in ast.walk(tree):
+    for node in subtree(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             yield node
 
@@ -714,7 +715,7 @@ def _mark_hot(
                 for a in [*node.args, *(k.value for k in node.keywords)]
                 if isinstance(a, ast.Lambda)
             ]
-        stack.extend(ast.iter_child_nodes(node))
+        stack.extend(children(node))
 
 
 def _mark_repeated(facts: LoopFacts, tree: ast.Module) -> None:
@@ -804,7 +805,7 @@ def _smoke_test(loop: ast.AST, tree: ast.Module, names: Resolver) -> bool:
     ``range(N)`` with N at most 100 (a literal, or a name the block assigns one), makes its
     inputs with random factories, and reads no loader."""
     block = _main_block(tree)
-    if block is None or not any(loop is n for n in ast.walk(block)):
+    if block is None or not any(loop is n for n in subtree(block)):
         return False
     if not (isinstance(loop, ast.For) and isinstance(loop.iter, ast.Call)):
         return False
@@ -814,7 +815,7 @@ def _smoke_test(loop: ast.AST, tree: ast.Module, names: Resolver) -> bool:
     if isinstance(bound, ast.Name):
         assigned = [
             n.value
-            for n in ast.walk(block)
+            for n in subtree(block)
             if isinstance(n, ast.Assign)
             and any(isinstance(t, ast.Name) and t.id == bound.id for t in n.targets)
         ]

@@ -29,6 +29,7 @@ from pathlib import Path
 from torchpace.lint.engine import MAX_PYTHON_BYTES, parse
 from torchpace.lint.results import FileResult
 from torchpace.lint.rule import FileContext
+from torchpace.lint.tree import subtree
 
 # How far above the calling file a module is looked for: scripts import siblings (``import
 # utils``) or packages rooted one or two directories up (``from util.misc import f``).
@@ -106,7 +107,7 @@ def conv_classes(path: Path) -> frozenset[str]:
         return frozenset()
     classes = {c.name: c for c in ctx.of_type(ast.ClassDef)}
     made = {
-        name: {n for n in ast.walk(cls) if isinstance(n, ast.Call)} for name, cls in classes.items()
+        name: {n for n in subtree(cls) if isinstance(n, ast.Call)} for name, cls in classes.items()
     }
     found = {
         name
@@ -173,7 +174,7 @@ def _cuda_functions(path: Path) -> frozenset[str]:
         for f in ctx.tree.body
         if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
         and any(
-            isinstance(n, ast.Return) and is_cuda_device(n.value, ctx.names) for n in ast.walk(f)
+            isinstance(n, ast.Return) and is_cuda_device(n.value, ctx.names) for n in subtree(f)
         )
     )
 

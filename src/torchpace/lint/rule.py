@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from torchpace.findings import Edit, Fix
 from torchpace.lint.imports import Resolver
+from torchpace.lint.tree import children
 
 if TYPE_CHECKING:
     from torchpace.lint.loops import LoopFacts, Scope
@@ -94,7 +95,7 @@ class FileContext:
     @cached_property
     def parents(self) -> dict[int, ast.AST]:
         """``id(node)`` → the node that contains it."""
-        return {id(c): n for n in self.nodes for c in ast.iter_child_nodes(n)}
+        return {id(c): n for n in self.nodes for c in children(n)}
 
     def ancestors(self, node: ast.AST) -> Iterator[ast.AST]:
         """The nodes containing ``node``, innermost first."""

@@ -29,6 +29,7 @@ from functools import cached_property
 
 from torchpace.lint.loops import LOOPS, Function, dotted, strip_moves, walk
 from torchpace.lint.rule import FileContext, argument
+from torchpace.lint.tree import subtree
 from torchpace.lint.values import int_value
 
 # What the rules that leave such loops alone say of it in their docs (docs/rules.md).
@@ -230,10 +231,10 @@ class _Sizer:
         container's element is a module this file does not spell out."""
         total = 0
         repeated: set[int] = set()  # built in a comprehension or a loop: how often, unread
-        for n in ast.walk(node):
+        for n in subtree(node):
             if isinstance(n, (*_REPEATS, *LOOPS)) and n is not node:
-                repeated |= {id(m) for m in ast.walk(n) if m is not n}
-        for call in (n for n in ast.walk(node) if isinstance(n, ast.Call)):
+                repeated |= {id(m) for m in subtree(n) if m is not n}
+        for call in (n for n in subtree(node) if isinstance(n, ast.Call)):
             name = self.ctx.names.qualname(call.func) or ""
             local = call.func.id if isinstance(call.func, ast.Name) else None
             if name in ("torch.nn.Parameter", "torch.nn.parameter.Parameter"):

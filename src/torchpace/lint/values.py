@@ -22,6 +22,7 @@ import ast
 from dataclasses import dataclass
 
 from torchpace.lint.rule import FileContext, keyword
+from torchpace.lint.tree import subtree
 
 
 @dataclass(frozen=True)
@@ -157,7 +158,7 @@ def _binds(node: ast.AST, name: str) -> bool:
     return any(
         isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store)
         for t in targets
-        for n in ast.walk(t)
+        for n in subtree(t)
     )
 
 

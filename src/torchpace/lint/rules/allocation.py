@@ -12,6 +12,7 @@ from torchpace.findings import Edit, Fix
 from torchpace.lint.loops import dotted
 from torchpace.lint.rule import FileContext, Report, Rule, end_of, has_star_args, keyword
 from torchpace.lint.rules.syncs import REFERENCES, check_calls_to, hot_calls
+from torchpace.lint.tree import subtree
 
 EMPTY_CACHE_IN_LOOP = Rule(
     code="TP206",
@@ -209,7 +210,7 @@ def _made_on_host(ctx: FileContext, name: str, scope: ast.AST) -> list[ast.expr]
     moves of itself (``z = torch.randn(n, d)`` then ``z = z.type_as(imgs)``); else none."""
     values = [
         node.value
-        for node in ast.walk(scope)
+        for node in subtree(scope)
         if isinstance(node, ast.Assign)
         and len(node.targets) == 1
         and dotted(node.targets[0]) == name

@@ -6,6 +6,7 @@ import ast
 from collections.abc import Iterator
 
 from torchpace.lint.rule import FileContext, Report, Rule
+from torchpace.lint.tree import children, subtree
 
 _SOFTMAX = frozenset({"torch.softmax", "torch.nn.functional.softmax", "torch.Tensor.softmax"})
 _MATMUL = frozenset({"torch.matmul", "torch.bmm", "torch.einsum"})
@@ -56,7 +57,7 @@ class _Function:
 
     def _score_in(self, node: ast.AST) -> ast.AST | None:
         """The q @ k^T node ``node`` computes from, directly or through a name."""
-        for sub in ast.walk(node):
+        for sub in subtree(node):
             if (
                 isinstance(sub, ast.BinOp)
                 and isinstance(sub.op, ast.MatMult)
@@ -76,7 +77,7 @@ class _Function:
         return None
 
     def _probs_in(self, node: ast.AST) -> ast.AST | None:
-        for sub in ast.walk(node):
+        for sub in subtree(node):
             if isinstance(sub, ast.Call) and self._qualname(sub) in _SOFTMAX:
                 target: ast.AST | None = sub.args[0] if sub.args else None
                 if self._qualname(sub) == "torch.Tensor.softmax":
@@ -90,7 +91,7 @@ class _Function:
 
     def _applied_to_values(self, node: ast.AST) -> ast.AST | None:
         """The score node of ``probs @ v`` (or matmul/bmm/einsum of probs) inside ``node``."""
-        for sub in ast.walk(node):
+        for sub in subtree(node):
             if isinstance(sub, ast.BinOp) and isinstance(sub.op, ast.MatMult):
                 score = self._probs_in(sub.left)
                 if score is not None:
@@ -104,7 +105,7 @@ class _Function:
         return None
 
     def _statement(self, stmt: ast.stmt) -> None:
-        for sub in ast.walk(stmt):
+        for sub in subtree(stmt):
             if isinstance(sub, ast.Call) and self._qualname(sub) == _SDPA:
                 self.sdpa = True
         if isinstance(stmt, ast.Return) and stmt.value is not None:
@@ -157,12 +158,12 @@ def _einsum_scores(spec: str) -> bool:
 
 def _own_nodes(fn: ast.AST) -> Iterator[ast.AST]:
     """The nodes of ``fn``'s body, not of functions or classes defined inside it."""
-    stack = list(ast.iter_child_nodes(fn))
+    stack = list(children(fn))
     while stack:
         node = stack.pop()
         yield node
         if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
-            stack.extend(ast.iter_child_nodes(node))
+            stack.extend(children(node))
 
 
 def _check_hand_written_attention(ctx: FileContext) -> Iterator[Report]:

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from pathlib import PurePath
 
 from torchpace.lint.rule import FileContext, Report, Rule, is_const
+from torchpace.lint.tree import subtree
 
 _JIT = ("torch.jit.script", "torch.jit.trace")
 
@@ -78,7 +79,7 @@ def _for_inference(ctx: FileContext, call: ast.Call) -> bool:
     first = call.args[0] if call.args else None
     if first is not None and any(
         isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "eval"
-        for n in ast.walk(first)
+        for n in subtree(first)
     ):
         return True
     parent = ctx.parents.get(id(call))

@@ -24,6 +24,7 @@ from torchpace.lint.rule import (
     start_of,
 )
 from torchpace.lint.scale import SMALL_MODELS_DOC
+from torchpace.lint.tree import children, subtree
 
 _CONVS = {f"torch.nn.Conv{d}" for d in ("1d", "2d", "3d")}
 _CONV_MODULES = _CONVS | {f"torch.nn.ConvTranspose{d}" for d in ("1d", "2d", "3d")}
@@ -267,7 +268,7 @@ def _sequential_pairs(ctx: FileContext, names: dict[int, str | None]) -> Iterato
         if not any(isinstance(a, ast.Starred) for a in call.args):
             continue
         scope = ctx.enclosing_scope(call)
-        for node in ast.walk(scope):
+        for node in subtree(scope):
             if isinstance(node, ast.List):
                 yield from _pairs_in(node.elts, names)
             for field_name in ("body", "orelse"):
@@ -335,7 +336,7 @@ def _norm_of_variable(
         if following.targets[0].id != var:
             reads = sum(
                 isinstance(n, ast.Name) and n.id == var and isinstance(n.ctx, ast.Load)
-                for n in ast.walk(method)
+                for n in subtree(method)
             )
             if reads != 1:
                 return None  # the conv's output is used elsewhere too
@@ -348,8 +349,8 @@ def _scan_method(method: _Method, layers: dict[str, _Layer]) -> None:
     if not params:
         return
     self_name = params[0].arg
-    parents = {id(c): n for n in ast.walk(method) for c in ast.iter_child_nodes(n)}
-    for node in ast.walk(method):
+    parents = {id(c): n for n in subtree(method) for c in children(n)}
+    for node in subtree(method):
         if not isinstance(node, ast.Attribute) or not isinstance(node.ctx, ast.Load):
             continue
         layer = layers.get(_self_attr(node, self_name) or "")
@@ -390,7 +391,7 @@ def _class_pairs(cls: ast.ClassDef, names: dict[int, str | None]) -> Iterator[as
         params = [*method.args.posonlyargs, *method.args.args]
         if not params:
             continue
-        for node in ast.walk(method):
+        for node in subtree(method):
             targets = (
                 node.targets
                 if isinstance(node, ast.Assign)

@@ -19,6 +19,7 @@ from torchpace.lint.loops import (
     walk,
 )
 from torchpace.lint.rule import FileContext, Report, Rule
+from torchpace.lint.tree import children, subtree
 
 
 def _disables_grad(ctx: FileContext, expr: ast.expr) -> bool:
@@ -95,7 +96,7 @@ _HOST_CALLS = frozenset({"float", "int", "bool", "len", "str", "round", "print"}
 def _module_attrs(facts: LoopFacts, cls: str) -> set[str]:
     """Attributes a file class assigns a module to: ``self.fc = nn.Linear(...)``."""
     out = set()
-    for node in ast.walk(facts.classes[cls]):
+    for node in subtree(facts.classes[cls]):
         if not (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)):
             continue
         name = facts.names.qualname(node.value.func) or dotted(node.value.func) or ""
@@ -183,11 +184,11 @@ class _Acting:
         if isinstance(
             expr, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
         ):
-            if any(isinstance(n, ast.Name) and n.id in self.tainted for n in ast.walk(expr)):
+            if any(isinstance(n, ast.Name) and n.id in self.tainted for n in subtree(expr)):
                 self.escaped = True
             return False
-        children = [c for c in ast.iter_child_nodes(expr) if isinstance(c, ast.expr)]
-        return any([self.value(c) for c in children])
+        kids = [c for c in children(expr) if isinstance(c, ast.expr)]
+        return any([self.value(c) for c in kids])
 
     def _call(self, call: ast.Call) -> bool:
         args = [*call.args, *(k.value for k in call.keywords)]
@@ -263,7 +264,7 @@ class _Acting:
             self._branches(stmt.body, [s for h in stmt.handlers for s in h.body], stmt.orelse)
             self.run(stmt.finalbody)
         else:
-            for child in ast.iter_child_nodes(stmt):
+            for child in children(stmt):
                 if isinstance(child, ast.expr):
                     self.value(child)
 
@@ -288,7 +289,7 @@ def _acting_loop(ctx: FileContext, loop: Loop, scope: Scope, made: set[str] | No
     flow.run(loop.body)  # what one iteration leaves, the next one reads
     if flow.escaped or not flow.forwards:
         return False
-    inside = {id(n) for n in ast.walk(loop)}
+    inside = {id(n) for n in subtree(loop)}
     return not any(
         isinstance(n, ast.Name) and n.id in flow.tainted and id(n) not in inside
         for n in walk(scope.body)

@@ -24,6 +24,7 @@ from torchpace.lint.rule import (
     is_const,
     keyword,
 )
+from torchpace.lint.tree import subtree
 from torchpace.lint.values import int_value
 
 # DataLoader(dataset, batch_size, shuffle, sampler, batch_sampler, num_workers, collate_fn,
@@ -241,7 +242,7 @@ def _unpinned(calls: list[ast.Call]) -> bool:
 
 
 def _batch_names(target: ast.expr) -> set[str]:
-    return {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
+    return {n.id for n in subtree(target) if isinstance(n, ast.Name)}
 
 
 def _check_non_blocking_unpinned(ctx: FileContext) -> Iterator[Report]:

@@ -6,6 +6,7 @@ import ast
 from collections.abc import Iterator
 
 from torchpace.lint.rule import FileContext, Report, Rule
+from torchpace.lint.tree import subtree
 
 # torch.nn modules that own parameters or buffers: built per call, each allocates and randomly
 # initialises them, and none of them is ever trained.
@@ -50,14 +51,14 @@ _WITH_WEIGHTS = frozenset(
 def _guarded(call: ast.Call, fn: ast.AST) -> bool:
     """Whether ``call`` is built once and kept: assigned to an attribute (``self.proj = ...``)
     under an ``if`` in ``forward`` (lazy initialisation on the first call)."""
-    for branch in ast.walk(fn):
+    for branch in subtree(fn):
         if not isinstance(branch, ast.If):
             continue
-        for stmt in ast.walk(branch):
+        for stmt in subtree(branch):
             if (
                 isinstance(stmt, ast.Assign)
                 and any(isinstance(t, ast.Attribute) for t in stmt.targets)
-                and any(n is call for n in ast.walk(stmt.value))
+                and any(n is call for n in subtree(stmt.value))
             ):
                 return True
     return False
@@ -70,7 +71,7 @@ def _check_module_in_forward(ctx: FileContext) -> Iterator[Report]:
                 continue
             if fn.name != "forward":
                 continue
-            for node in ast.walk(fn):
+            for node in subtree(fn):
                 if not isinstance(node, ast.Call):
                     continue
                 if (ctx.names.qualname(node.func) or "") not in _WITH_WEIGHTS:

@@ -17,6 +17,7 @@ from torchpace.lint.loops import Scope, dotted
 from torchpace.lint.rule import Check, FileContext, Report, Rule
 from torchpace.lint.scale import SMALL_MODELS_DOC
 from torchpace.lint.tensors import TensorFacts
+from torchpace.lint.tree import subtree
 
 REFERENCES = 'PyTorch Performance Tuning Guide, "Avoid unnecessary CPU-GPU synchronization"'
 
@@ -439,12 +440,12 @@ def _aliases(ctx: FileContext, name: str) -> set[str]:
     ``sync = functools.partial(torch.cuda.synchronize, device)``."""
     out: set[str] = set()
     for node in ctx.of_type(ast.Assign):
-        called = {id(c.func) for c in ast.walk(node.value) if isinstance(c, ast.Call)}
+        called = {id(c.func) for c in subtree(node.value) if isinstance(c, ast.Call)}
         refers = any(
             isinstance(sub, (ast.Attribute, ast.Name))
             and id(sub) not in called
             and ctx.names.qualname(sub) == name
-            for sub in ast.walk(node.value)
+            for sub in subtree(node.value)
         )
         if refers:
             out |= {d for d in (dotted(t) for t in node.targets) if d}
