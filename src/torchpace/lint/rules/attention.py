@@ -156,23 +156,32 @@ def _einsum_scores(spec: str) -> bool:
     return bool(a) and bool(b) and a[-1] == b[-1] and a[-1] not in out and len(out) == len(a)
 
 
+_OWNERS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+
+
 def _own_nodes(fn: ast.AST) -> Iterator[ast.AST]:
     """The nodes of ``fn``'s body, not of functions or classes defined inside it."""
     stack = list(children(fn))
     while stack:
         node = stack.pop()
         yield node
-        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+        if not isinstance(node, _OWNERS):
             stack.extend(children(node))
 
 
 def _check_hand_written_attention(ctx: FileContext) -> Iterator[Report]:
     if b"softmax" not in ctx.source.lower():
         return  # no softmax, no attention: most files stop here (lint's speed)
+    # the functions whose own body (not a nested def, class or lambda) names a softmax: found
+    # from each softmax upwards, not by walking every function (lint's speed)
+    owners = set()
+    for attr in ctx.of_type(ast.Attribute):
+        if "softmax" in attr.attr.lower():
+            owner = next((a for a in ctx.ancestors(attr) if isinstance(a, _OWNERS)), None)
+            if isinstance(owner, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                owners.add(id(owner))
     for fn in ctx.of_type(ast.FunctionDef, ast.AsyncFunctionDef):
-        if not any(
-            isinstance(n, ast.Attribute) and "softmax" in n.attr.lower() for n in _own_nodes(fn)
-        ):
+        if id(fn) not in owners:
             continue
         found = _Function(ctx, fn).reports()
         if found and _only_a_fallback(ctx, fn):
