@@ -345,3 +345,20 @@ def test_apply_defaults_to_the_device_the_script_trains_on(tmp_path: Path, capsy
     Plan(amp="bf16").save(plan)
     assert main(["apply", str(plan), str(script)]) == 0
     assert 'autocast(device_type="cuda"' in capsys.readouterr().out
+
+
+def test_a_plan_field_no_edit_writes_is_said_with_why_not_dropped():
+    # apply printed nothing for preallocate, checkpointed modules, micro-batches or a schedule:
+    # the plan's technique vanished from the user's view. The registry says why each has no edit.
+    from torchpace import techniques
+
+    source = (DATA / "apply.in.py").read_bytes()
+    plan = Plan(preallocate=True, checkpoint_modules=("Block",), accumulate=4, schedule="onecycle")
+    _, notes = plan_edits(source, "x.py", plan)
+    said = {n.technique: n.text for n in notes}
+    for tid in ("fixed-shapes", "activation-checkpointing", "ddp-no-sync", "lr-schedule"):
+        edit = techniques.get(tid).plan.edit  # type: ignore[union-attr]
+        assert said[tid] == f"not written into the script: {edit.why}"
+    assert "checkpoint_activations" in said["activation-checkpointing"]
+    _, notes = plan_edits(source, "x.py", FULL)  # the log cadence is fit()'s: never said here
+    assert not {n.technique for n in notes} & {"avoid-syncs", "fixed-shapes"}

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from itertools import pairwise
 
+from torchpace import techniques
 from torchpace.catalog import fused_on
 from torchpace.findings import Edit, Finding, Fix, Location
 from torchpace.lint import values
@@ -699,4 +700,8 @@ def plan_edits(
         findings += part[0]
         notes += part[1]
     notes += _instructions(s, plan)
+    for tid in plan.techniques():  # what the plan holds that no edit writes: said, not dropped
+        facets = techniques.get(tid).plan
+        if isinstance(facets, techniques.Planned) and isinstance(facets.edit, techniques.No):
+            notes.append(Instruction(tid, 0, f"not written into the script: {facets.edit.why}"))
     return findings, notes

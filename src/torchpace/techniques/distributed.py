@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from torchpace.techniques.facets import Facets, No, Planned
 
-_LOOP = "the script's own loop decides it"
-
 ENTRIES: tuple[Facets, ...] = (
     Facets(
         "ddp-not-dp",
@@ -21,7 +19,7 @@ ENTRIES: tuple[Facets, ...] = (
         lint=True,
         plan=Planned(
             script=No("the script's own loop decides its micro-batches"),
-            edit=No(_LOOP),
+            edit=No("the script's own loop decides its micro-batches"),
             tune=No("accumulation changes what an optimizer step is; the tune keeps the user's"),
         ),
     ),
@@ -53,7 +51,7 @@ ENTRIES: tuple[Facets, ...] = (
         lint=No("whether a schedule converges faster is not read from the source"),
         plan=Planned(
             script=No("the script's own loop decides its LR schedule"),
-            edit=No(_LOOP),
+            edit=No("the script's own loop decides its LR schedule"),
             tune=No("a schedule changes convergence, not the step time the tune measures"),
         ),
     ),

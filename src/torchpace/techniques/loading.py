@@ -72,7 +72,7 @@ ENTRIES: tuple[Facets, ...] = (
         lint=No("changing shapes show at run time, as recompiles and allocator retries"),
         plan=Planned(
             script=No("preallocation needs the loss function; use a recipe"),
-            edit=No("preallocation needs the loss function and the largest batch: a recipe"),
+            edit=No("preallocation needs the loss function and the largest batch: use a recipe"),
             tune=No("preallocation needs the largest batch, which the tune does not build"),
         ),
     ),

@@ -12,7 +12,7 @@ ENTRIES: tuple[Facets, ...] = (
         lint=No("which modules to checkpoint depends on the memory measured at run time"),
         plan=Planned(
             script=No("use torchpace.speedups.checkpoint_activations in the script"),
-            edit=No("which modules to checkpoint is known from the built model"),
+            edit=No("call torchpace.speedups.checkpoint_activations on the modules to checkpoint"),
             tune=No("it makes each step slower to save memory; the tune keeps what is faster"),
         ),
     ),
