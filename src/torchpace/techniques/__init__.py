@@ -78,8 +78,12 @@ def script_tunable(technique_id: str) -> bool:
 
 def trial_order() -> tuple[str, ...]:
     """The tune's candidates' techniques, the first to try first."""
-    trials = [f for f in REGISTRY if isinstance(f.plan, Planned) and isinstance(f.plan.tune, Trial)]
-    return tuple(f.id for f in sorted(trials, key=lambda f: f.plan.tune.order))  # type: ignore[union-attr]
+    order = {
+        f.id: f.plan.tune.order
+        for f in REGISTRY
+        if isinstance(f.plan, Planned) and isinstance(f.plan.tune, Trial)
+    }
+    return tuple(sorted(order, key=order.__getitem__))
 
 
 def not_for_scripts() -> dict[str, str]:
