@@ -2,9 +2,9 @@
 
 The recipe is built once in this process (seeded, no step taken) and inspected: convolutions,
 attention layers, the optimizer's class, the dataset's lengths, the device's bf16. Each
-candidate is a change to the ``Plan`` with the catalogue ids it tries; ``PRIORITY`` orders them
-by the gain measured on this project's CPU and the guides' emphasis, so the most valuable trials
-run first when the budget is short.
+candidate is a change to the ``Plan`` with the catalogue ids it tries; ``PRIORITY``, each
+technique's ``Trial`` order in ``torchpace.techniques`` (by the gain measured on this project's
+CPU and the guides' emphasis), runs the most valuable trials first when the budget is short.
 """
 
 from __future__ import annotations
