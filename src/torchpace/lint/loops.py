@@ -35,7 +35,8 @@ Function = ast.FunctionDef | ast.AsyncFunctionDef
 Scope = ast.Module | ast.FunctionDef | ast.AsyncFunctionDef
 Loop = ast.For | ast.AsyncFor | ast.While
 LOOPS = (ast.For, ast.AsyncFor, ast.While)
-_NESTED = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+# Definitions whose bodies run in a scope of their own, not where they are written.
+NESTED_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 
 DATALOADER = "torch.utils.data.DataLoader"
 # Names that say "optimizer" in the usual spellings: opt, optim, optimizer, g_optim, optimizer_d.
@@ -80,7 +81,7 @@ def walk(nodes: Iterable[ast.AST], *, into_loops: bool = True) -> Iterator[ast.A
     while stack:
         node = stack.pop()
         yield node
-        if isinstance(node, _NESTED):
+        if isinstance(node, NESTED_SCOPES):
             continue
         if not into_loops and isinstance(node, LOOPS):
             # A loop's header runs where the loop is; its body runs in the loop.
@@ -688,7 +689,7 @@ def _mark_hot(
     stack = list(nodes)
     while stack:
         node = stack.pop()
-        if isinstance(node, _NESTED):
+        if isinstance(node, NESTED_SCOPES):
             continue
         if id(node) in facts.hot:
             continue

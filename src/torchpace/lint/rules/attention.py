@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
+from torchpace.lint.loops import NESTED_SCOPES, walk
 from torchpace.lint.rule import FileContext, Report, Rule
 from torchpace.lint.tree import children, subtree
 
@@ -156,17 +157,9 @@ def _einsum_scores(spec: str) -> bool:
     return bool(a) and bool(b) and a[-1] == b[-1] and a[-1] not in out and len(out) == len(a)
 
 
-_OWNERS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
-
-
 def _own_nodes(fn: ast.AST) -> Iterator[ast.AST]:
     """The nodes of ``fn``'s body, not of functions or classes defined inside it."""
-    stack = list(children(fn))
-    while stack:
-        node = stack.pop()
-        yield node
-        if not isinstance(node, _OWNERS):
-            stack.extend(children(node))
+    return walk(children(fn))
 
 
 def _check_hand_written_attention(ctx: FileContext) -> Iterator[Report]:
@@ -177,7 +170,7 @@ def _check_hand_written_attention(ctx: FileContext) -> Iterator[Report]:
     owners = set()
     for attr in ctx.of_type(ast.Attribute):
         if "softmax" in attr.attr.lower():
-            owner = next((a for a in ctx.ancestors(attr) if isinstance(a, _OWNERS)), None)
+            owner = next((a for a in ctx.ancestors(attr) if isinstance(a, NESTED_SCOPES)), None)
             if isinstance(owner, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 owners.add(id(owner))
     for fn in ctx.of_type(ast.FunctionDef, ast.AsyncFunctionDef):
