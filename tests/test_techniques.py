@@ -79,11 +79,6 @@ def _doctor_techniques() -> set[str]:
     return out
 
 
-def _own_fields(tid: str) -> tuple[str, ...]:
-    # fp16 autocast is the amp field's "fp16" value (Plan.techniques)
-    return fields_of("amp-bf16") if tid == "amp-fp16" else fields_of(tid)
-
-
 def test_every_catalogue_technique_is_declared_once_in_catalogue_order() -> None:
     assert [f.id for f in techniques.REGISTRY] == list(catalog.ids())
 
@@ -100,7 +95,7 @@ def test_each_facet_is_where_the_registry_says(facets: techniques.Facets) -> Non
     in_doctor = tid in _doctor_techniques()
     assert (facets.doctor is True) == in_doctor, f"{tid}: doctor={facets.doctor}, {in_doctor}"
 
-    own = _own_fields(tid)
+    own = fields_of(tid)
     plan = facets.plan
     if isinstance(plan, (No, Via)):
         assert not own, f"{tid}: plan={plan} but Plan has fields {own}"

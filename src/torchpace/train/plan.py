@@ -27,6 +27,9 @@ LR_SCALING = lr.RULES
 SCHEDULE = ("constant", "onecycle")
 
 
+# A field value that sets another technique than the field's own: fp16 autocast is the amp
+# field's "fp16".
+_BY_VALUE = {("amp", "fp16"): "amp-fp16"}
 # Values that leave a technique off, and fields that only qualify another one.
 _OFF: tuple[Any, ...] = (False, None, "off", "keep", "as-is", "constant", ())
 _FOLLOWERS = ("loader_workers", "max_tokens", "lr_scaling")
@@ -94,7 +97,7 @@ class Plan:
                 continue
             if (f.name, value) == ("attention", "default"):  # the backend torch picks: no change
                 continue
-            tid = "amp-fp16" if (f.name, value) == ("amp", "fp16") else f.metadata["technique"]
+            tid = _BY_VALUE.get((f.name, value), f.metadata["technique"])
             if tid not in out:
                 out.append(tid)
         return tuple(out)
@@ -193,8 +196,12 @@ def technique_of(name: str) -> str:
 
 
 def fields_of(technique: str) -> tuple[str, ...]:
-    """The plan fields that set or qualify a catalogue technique, in field order."""
-    return tuple(f.name for f in fields(Plan) if f.metadata["technique"] == technique)
+    """The plan fields that set or qualify a catalogue technique, in field order (the amp field
+    for fp16 autocast, which one of its values sets)."""
+    by_value = {name for (name, _), tid in _BY_VALUE.items() if tid == technique}
+    return tuple(
+        f.name for f in fields(Plan) if f.metadata["technique"] == technique or f.name in by_value
+    )
 
 
 def _known() -> str:
