@@ -27,7 +27,7 @@ from torchpace.doctor.records import OptimizerInfo
 from torchpace.doctor.sites import user_site
 from torchpace.runtime.batches import batch_size, token_count
 from torchpace.runtime.events import on_backward, on_optimizer_built, on_scaler_update
-from torchpace.runtime.models import RootWatch, trains
+from torchpace.runtime.models import RootWatch, records_autograd, trains
 from torchpace.runtime.patching import Patches
 
 _SITE = "_torchpace_doctor_site"
@@ -107,7 +107,7 @@ class ModuleHooks:
                 self.rec.records.forward_sites.add(site)
         # The phase is what the call costs: autograd recorded or not. Whether it is the model
         # training is the shared definition (a loss module's call is forward time, not a model).
-        if torch.is_grad_enabled() and not torch.is_inference_mode_enabled():
+        if records_autograd():
             if trains(module):
                 if key not in self._trained:
                     # The line a training finding points at: a model's first training call,

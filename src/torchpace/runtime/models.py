@@ -26,14 +26,14 @@ from torchpace.runtime.modules import keep_out_of_saves
 from torchpace.runtime.patching import Patches
 
 
+def records_autograd() -> bool:
+    """Autograd records what runs now: grad enabled, not inference mode."""
+    return torch.is_grad_enabled() and not torch.is_inference_mode_enabled()
+
+
 def trains(module: nn.Module) -> bool:
     """This call of ``module``, a root, is a training call of a model."""
-    return (
-        module.training
-        and torch.is_grad_enabled()
-        and not torch.is_inference_mode_enabled()
-        and any(True for _ in module.parameters())
-    )
+    return module.training and records_autograd() and any(True for _ in module.parameters())
 
 
 class RootWatch:

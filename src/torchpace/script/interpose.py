@@ -73,7 +73,6 @@ class Interposer:
         self.on_forward: Callable[[int], None] = lambda samples: None  # the first root's batches
         self.on_first_forward: Callable[[], None] = lambda: None
         self.after_backward: Callable[[], None] = lambda: None
-        self.on_optimizer: Callable[[torch.optim.Optimizer], None] = lambda opt: None
         self._root_ids: set[int] = set()
         self._autocast: Any = None  # the autocast context we entered, until backward()
         self._precision: Precision | None = None
@@ -307,7 +306,6 @@ class Interposer:
 
         def built(opt: torch.optim.Optimizer) -> None:
             self.optimizers.add(opt)
-            self.on_optimizer(opt)
             self.facts.setdefault("optimizers", []).append(type(opt).__name__)
             self._scale_lr(opt)
             if self._scaler is not None:

@@ -23,7 +23,7 @@ import torch
 
 from torchpace.measure import memory
 from torchpace.measure.steps import StepClock
-from torchpace.runtime.events import on_scaler_update
+from torchpace.runtime.events import on_optimizer_built, on_scaler_update
 from torchpace.runtime.steps import OPTIMIZER, StepMarker
 from torchpace.runtime.stop import DoctorStop
 from torchpace.script.interpose import Interposer
@@ -60,8 +60,8 @@ class ScriptSteps:
         self._counted_in_step = False
 
     def install(self, on_backward: Callable[[torch.Tensor], None] | None = None) -> None:
-        """Install the interposer with these step callbacks, then watch the step's two ends it
-        does not see: an optimizer's step and a GradScaler's update (a skipped fp16 step).
+        """Install the interposer with these step callbacks, then watch what it does not report:
+        optimizers built, an optimizer's step and a GradScaler's update (a skipped fp16 step).
         ``on_backward`` stands in for :meth:`on_backward` where the caller keeps the losses its
         own way (compare's worker stacks them in chunks)."""
         from torch.optim.optimizer import register_optimizer_step_post_hook
@@ -70,8 +70,8 @@ class ScriptSteps:
         ip.on_forward = self.on_forward
         ip.on_backward = on_backward or self.on_backward
         ip.after_backward = self.after_backward
-        ip.on_optimizer = lambda opt: self.steps_by.optimizer_built()
         ip.install()
+        on_optimizer_built(ip.patches, lambda opt: self.steps_by.optimizer_built())
         on_scaler_update(ip.patches, self.on_scaler_update)
         ip.patches.on_undo(register_optimizer_step_post_hook(self.on_step).remove)
 
