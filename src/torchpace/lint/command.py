@@ -98,7 +98,7 @@ def split_patterns(text: str | None) -> list[str]:
 
 
 def _with_step_callees(
-    results: list[FileResult | LintError], chosen: Selection
+    results: list[FileResult | LintError], chosen: Selection, workers: int
 ) -> list[FileResult | LintError]:
     """Lint again, with their entry points, the files whose functions another file's training
     loop calls on every step (:mod:`torchpace.lint.project`); usually none or a few."""
@@ -106,7 +106,7 @@ def _with_step_callees(
     if not entries:
         return results
     jobs = [(p, chosen.codes_for(p), e) for p, e in entries.items()]
-    again = {r.path: r for r in lint_jobs(jobs, workers=1)}
+    again = {r.path: r for r in lint_jobs(jobs, workers=workers)}
     return [again.get(r.path, r) if isinstance(r, FileResult) else r for r in results]
 
 
@@ -140,9 +140,10 @@ def run(args: argparse.Namespace) -> int:
     skipped: list[str] = []
     items = discover(args.paths, skip, skipped)
     jobs = [(p, chosen.codes_for(p), frozenset[str]()) for p in items if isinstance(p, str)]
-    linted = iter(lint_jobs(jobs, workers=args.jobs or usable_cpus()))
+    workers = args.jobs or usable_cpus()
+    linted = iter(lint_jobs(jobs, workers=workers))
     results = [item if isinstance(item, LintError) else next(linted) for item in items]
-    results = _with_step_callees(results, chosen)
+    results = _with_step_callees(results, chosen, workers)
     results = [_for_declared_torch(r) if isinstance(r, FileResult) else r for r in results]
     fixer = _Fixer(chosen, rules, unsafe=args.unsafe_fixes, diff=args.diff)
     if args.fix or args.diff:

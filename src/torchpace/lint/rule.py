@@ -81,6 +81,17 @@ class FileContext:
 
         return launch_bound(self)
 
+    @cached_property
+    def call_sites(self) -> dict[int, list[ast.Call]]:
+        """``id`` of a function of this file → the calls of this file that run it (resolved as
+        :meth:`LoopFacts.callees` does), found in one pass over the file's calls."""
+        facts = self.loops
+        sites: dict[int, list[ast.Call]] = {}
+        for call, _ in self.calls:
+            for function in facts.callees(call, self.enclosing_scope(call)):
+                sites.setdefault(id(function), []).append(call)
+        return sites
+
     def of_type(self, *types: type) -> list[Any]:
         """The file's nodes of exactly these AST classes, in walk order per class.
 

@@ -43,11 +43,7 @@ def _called_with_grad(ctx: FileContext, scope: Scope) -> bool:
     """For a function: it is called in this file, and at least once with autograd on."""
     if isinstance(scope, ast.Module):
         return True
-    sites = [
-        call
-        for call, _ in ctx.calls
-        if any(f is scope for f in ctx.loops.callees(call, ctx.enclosing_scope(call)))
-    ]
+    sites = ctx.call_sites.get(id(scope), [])
     return bool(sites) and not all(grad_disabled(ctx, call) for call in sites)
 
 
