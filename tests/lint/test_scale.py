@@ -233,3 +233,67 @@ def test_a_loop_that_also_runs_an_object_of_unknown_size_through_a_method_is_not
         + LOOP.replace("print(", "scaler.update(); print(")
     )
     assert _small_loops(scaled) == [True]
+
+
+def test_a_model_handed_on_under_the_same_parameter_name_is_followed_to_its_caller() -> None:
+    # A course notebook's train(model, ...) calls train_step(model=model, ...): two parameters
+    # named alike, not a function handing its own parameter back to itself.
+    step = """
+    def train_step(model, loader):
+        for x, y in loader:
+            loss = criterion(model(x.to(device)), y.to(device))
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            print(loss.item())
+
+    def train(model, loader, epochs):
+        for _ in range(epochs):
+            train_step(model=model, loader=loader)
+    """
+    step = textwrap.dedent(step)
+    assert _small_loops(SPIRAL + step + "train(model, train_loader, 5)\n") == [True]
+    wide = "wide = nn.Linear(4096, 4096)\ntrain(wide, train_loader, 5)\n"
+    assert _small_loops(SPIRAL + step + wide) == [False]
+    # A function that hands its parameter back to itself still cannot be read.
+    ctx = _ctx(SPIRAL + "def again(model, n):\n    return again(model, n - 1)\nagain(model, 3)\n")
+    assert model_weights(ctx, "model", ctx.tree.body[-2]) is None
+
+
+def test_a_models_forward_is_sized_with_the_model_that_runs_it() -> None:
+    # SimpleRNN(1, 4, 1): its forward calls self.rnn and self.linear, whose sizes are the
+    # constructor's arguments; sized alone they are unknown, sized with the model they are 24.
+    rnn = """
+    class SimpleRNN(nn.Module):
+        def __init__(self, input_size, hidden, output_size):
+            super().__init__()
+            self.rnn = nn.RNN(input_size, hidden, batch_first=True)
+            self.linear = nn.Linear(hidden, output_size)
+
+        def forward(self, x):
+            out, _ = self.rnn(x)
+            return self.linear(out)
+
+    model = SimpleRNN(1, 4, 1).to(device)
+    criterion = nn.MSELoss()
+    optimizer = torch.optim.Adam(model.parameters())
+    """
+    rnn = textwrap.dedent(rnn)
+    assert _small_loops(rnn + LOOP) == [True]
+    wide = rnn.replace("SimpleRNN(1, 4, 1)", "SimpleRNN(1, 4096, 1)")
+    assert _small_loops(wide + LOOP) == [False]
+    # A trainer's own method calling self.model still sizes self.model.
+    trainer = """
+    class Trainer:
+        def __init__(self):
+            self.model = nn.Linear(4096, 4096).to(device)
+
+        def fit(self, loader):
+            for x, y in loader:
+                loss = criterion(self.model(x.to(device)), y.to(device))
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+                print(loss.item())
+    """
+    assert _small_loops(rnn + textwrap.dedent(trainer)) == [False]

@@ -75,6 +75,10 @@ _REPEATS = (ast.ListComp, ast.GeneratorExp, ast.DictComp, ast.SetComp)
 _BUILTINS = frozenset({"int", "float", "bool", "str", "len", "max", "min", "sum", "round", "abs"})
 
 Env = dict[str, int | None]
+# Parameters already followed through the calls of their function: (id(function), name).
+Seen = frozenset[tuple[int, str]]
+# Code a training loop runs: its nodes, their function, and whether it is a model's own forward.
+Run = tuple[Sequence[ast.AST], ast.AST | None, bool]
 
 
 class _Unknown(Exception):
@@ -342,12 +346,15 @@ class _Sizer:
 
     # Models.
 
-    def model(self, target: str, scope: ast.AST | None, seen: frozenset[str]) -> int:
-        """Weights of the model ``target`` names where it is called (module docs)."""
+    def model(self, target: str, scope: ast.AST | None, seen: Seen) -> int:
+        """Weights of the model ``target`` names where it is called (module docs). ``seen``:
+        the parameters already followed, each with its function (``train(model)`` handing its
+        ``model`` on to ``train_step(model)`` is two parameters, not a cycle)."""
         if target in _parameters(scope):  # the function's own name for what it is given
-            if target in seen:
-                raise _Unknown
-            return self._through_parameter(target, scope, seen | {target})  # type: ignore[arg-type]
+            key = (id(scope), target)
+            if key in seen:
+                raise _Unknown  # a function that hands its parameter back to itself
+            return self._through_parameter(target, scope, seen | {key})  # type: ignore[arg-type]
         values = self.assigned.get(target, [])
         if not values or len(values) != self.stores.get(target, 0):
             raise _Unknown  # also bound by unpacking, a loop, ``with``: not read here
@@ -367,7 +374,7 @@ class _Sizer:
             total = max(total, weights)
         return total
 
-    def _through_parameter(self, target: str, scope: Function, seen: frozenset[str]) -> int:
+    def _through_parameter(self, target: str, scope: Function, seen: Seen) -> int:
         params = [a.arg for a in (*scope.args.posonlyargs, *scope.args.args)]
         if target not in params:
             raise _Unknown  # keyword-only
@@ -408,19 +415,25 @@ def launch_bound(ctx: FileContext) -> frozenset[int]:
     for loop in facts.training_loops():
         scope = facts.scope_of[id(loop)]
         nodes = list(walk(loop.body))
-        runs = [(nodes, scope)]
+        runs: list[Run] = [(nodes, scope, False)]
         for call in (n for n in nodes if isinstance(n, ast.Call)):
-            runs += [(list(walk(fn.body)), fn) for fn in facts.callees(call, scope)]  # type: ignore[arg-type]
+            # ``model(x)`` on an instance of a class of this file runs its forward, whose
+            # ``self.x`` are the submodules that sizing ``model`` already counts.
+            called = facts.instances.get(dotted(call.func) or "") in facts.classes
+            runs += [(list(walk(fn.body)), fn, called) for fn in facts.callees(call, scope)]  # type: ignore[arg-type]
         if not _small(sizer, runs):
             continue
-        out |= {id(n) for run, _ in runs for n in run}
+        out |= {id(n) for run, _, _ in runs for n in run}
         out.add(id(loop))
     return frozenset(out)
 
 
-def _callables(sizer: _Sizer, nodes: Sequence[ast.AST], scope: ast.AST | None) -> set[str]:
+def _callables(
+    sizer: _Sizer, nodes: Sequence[ast.AST], scope: ast.AST | None, in_model: bool = False
+) -> set[str]:
     """What ``nodes`` call that could be a module, to be sized: a name that is not a function
-    or class of this file, an import or a builtin; ``self.x`` where the file binds it; and the
+    or class of this file, an import or a builtin; ``self.x`` where the file binds it (not in a
+    model's own forward, ``in_model``: its submodules are sized with the model); and the
     object a method or submodule is called on, where the file builds it (not what torch builds
     for other ends: ``opt.step()``, ``scaler.update()``)."""
     facts = sizer.ctx.loops
@@ -438,7 +451,7 @@ def _callables(sizer: _Sizer, nodes: Sequence[ast.AST], scope: ast.AST | None) -
                 out.add(name)  # a module, a loss, or a callable this file cannot tell: sized
         elif isinstance(func, ast.Attribute) and dotted(func.value) == "self":
             target = f"self.{func.attr}"
-            if sizer.stores.get(target):
+            if not in_model and sizer.stores.get(target):
                 out.add(target)
         elif isinstance(func, ast.Attribute):
             # A method or a submodule of an object the file builds (``teacher.backbone(x)``,
@@ -463,12 +476,12 @@ def _parameters(scope: ast.AST | None) -> set[str]:
     return {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)}
 
 
-def _small(sizer: _Sizer, runs: Sequence[tuple[Sequence[ast.AST], ast.AST | None]]) -> bool:
+def _small(sizer: _Sizer, runs: Sequence[Run]) -> bool:
     """Every module the code runs is known and small, and it runs one with weights."""
     weights = []
     try:
-        for nodes, scope in runs:
-            for target in _callables(sizer, nodes, scope):
+        for nodes, scope, in_model in runs:
+            for target in _callables(sizer, nodes, scope, in_model):
                 weights.append(sizer.model(target, scope, frozenset()))
     except _Unknown:
         return False
