@@ -43,6 +43,10 @@ class _Function:
             self._statement(stmt)
 
     def _qualname(self, call: ast.Call) -> str:
+        if isinstance(call.func, ast.Call) and self.ctx.names.qualname(call.func.func) == (
+            "torch.nn.Softmax"
+        ):
+            return "torch.nn.functional.softmax"  # nn.Softmax(dim=-1)(scores): built and applied
         name = self.ctx.names.qualname(call.func) or ""
         if name or not isinstance(call.func, ast.Attribute):
             return name
@@ -168,9 +172,9 @@ def _check_hand_written_attention(ctx: FileContext) -> Iterator[Report]:
     # the functions whose own body (not a nested def, class or lambda) names a softmax: found
     # from each softmax upwards, not by walking every function (lint's speed)
     owners = set()
-    for attr in ctx.of_type(ast.Attribute):
-        if "softmax" in attr.attr.lower():
-            owner = next((a for a in ctx.ancestors(attr) if isinstance(a, NESTED_SCOPES)), None)
+    for node in (*ctx.of_type(ast.Attribute), *ctx.of_type(ast.Name)):
+        if "softmax" in (node.attr if isinstance(node, ast.Attribute) else node.id).lower():
+            owner = next((a for a in ctx.ancestors(node) if isinstance(a, NESTED_SCOPES)), None)
             if isinstance(owner, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 owners.add(id(owner))
     for fn in ctx.of_type(ast.FunctionDef, ast.AsyncFunctionDef):
