@@ -1,6 +1,6 @@
 #!/usr/bin/env python
 """Raw, unjudged findings of ``torchpace lint`` on the second corpus (repos.json sets new-change
-and new-eval), run as score.py runs it: ``python -m torchpace lint . --format json`` from each
+and new-eval, then change-2 and new-rules), run as score.py runs it: ``python -m torchpace lint . --format json`` from each
 repository's folder in the materialised corpus, default rules and settings.
 
     python benchmarks/realworld/make_corpus.py --mirror /work/.mirror --only OWNER/NAME ...
@@ -27,7 +27,7 @@ sys.path.insert(0, str(REALWORLD))
 
 from score import source_line  # noqa: E402
 
-NEW_SETS = ("new-change", "new-eval", "change-2")
+NEW_SETS = ("new-change", "new-eval", "change-2", "new-rules")
 
 
 def lint(corpus: Path, dirname: str) -> list[dict]:
