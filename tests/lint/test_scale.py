@@ -297,3 +297,12 @@ def test_a_models_forward_is_sized_with_the_model_that_runs_it() -> None:
                 print(loss.item())
     """
     assert _small_loops(rnn + textwrap.dedent(trainer)) == [False]
+
+
+def test_a_metric_the_loop_calls_leaves_a_small_model_small() -> None:
+    # A course notebook's loop also calls a torchmetrics Accuracy: no weights, nothing to size.
+    metric = "import torchmetrics\nacc_fn = torchmetrics.Accuracy(task='binary')\n"
+    loop = LOOP.replace("print(", "acc_fn(model(x), y); print(")
+    assert _small_loops(SPIRAL + metric + loop) == [True]
+    other = "from mylib import Scorer\nacc_fn = Scorer()\n"  # a library this file cannot read
+    assert _small_loops(SPIRAL + other + loop) == [False]

@@ -74,6 +74,9 @@ _CONTAINER_PATHS = frozenset(f"torch.nn.{c}" for c in _CONTAINERS)
 _REPEATS = (ast.ListComp, ast.GeneratorExp, ast.DictComp, ast.SetComp)
 _BUILTINS = frozenset({"int", "float", "bool", "str", "len", "max", "min", "sum", "round", "abs"})
 
+# Libraries whose callables hold no weights (a metric called in the loop, ``acc_fn(y_pred, y)``).
+_WEIGHTLESS_LIBRARIES = ("torchmetrics.",)
+
 Env = dict[str, int | None]
 # Parameters already followed through the calls of their function: (id(function), name).
 Seen = frozenset[tuple[int, str]]
@@ -369,6 +372,8 @@ class _Sizer:
                 weights = self.of_class(local, self._bind(local, value, {}))
             elif _is_nn(name):
                 weights = self.built(value, {})  # the call itself and what it is given
+            elif name.startswith(_WEIGHTLESS_LIBRARIES):
+                weights = 0  # a metric: no weights, nothing for the device to compute at scale
             else:
                 raise _Unknown
             total = max(total, weights)
