@@ -208,3 +208,81 @@ def test_a_method_of_an_imported_class_and_a_handed_device(
     assert ("engine.py", 7, "TP302") in found  # the engine trains on the device main.py picks
     (tmp_path / "main.py").write_text("import engine\nengine.train_one_epoch(m, l, o, 'cpu')\n")
     assert ("engine.py", 7, "TP302") not in _found(capsys, ".")
+
+
+# A course package (after dsgiitr/d2l-pytorch): `d2l/__init__.py` re-exports its modules with
+# `from .base import *`; `try_gpu` picks the device in one branch and returns a name; the
+# chapter notebooks build a conv net and hand it, with that device, to `d2l.train_ch5`.
+D2L_BASE = """\
+import torch
+
+
+def try_gpu():
+    if torch.cuda.is_available():
+        device = torch.device('cuda:0')
+    else:
+        device = torch.device('cpu')
+    return device
+"""
+D2L_TRAIN = """\
+def train_ch5(net, train_iter, num_epochs, device, lr):
+    net.to(device)
+    optimizer = torch.optim.SGD(net.parameters(), lr=lr)
+    for epoch in range(num_epochs):
+        for X, y in train_iter:
+            X, y = X.to(device), y.to(device)
+            loss = criterion(net(X), y)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+"""
+CHAPTER = """\
+import d2l
+import torch.nn as nn
+
+net = nn.Sequential(nn.Conv2d(1, 96, kernel_size=11), nn.ReLU(), nn.Conv2d(96, 256, 5))
+lr, num_epochs, device = 0.01, 5, d2l.try_gpu()
+d2l.train_ch5(net, train_iter, num_epochs, device, lr)
+"""
+
+
+@pytest.fixture
+def course(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "d2l").mkdir()
+    (tmp_path / "d2l" / "__init__.py").write_text("from .base import *\nfrom .train import *\n")
+    (tmp_path / "d2l" / "base.py").write_text(D2L_BASE)
+    (tmp_path / "d2l" / "train.py").write_text(D2L_TRAIN)
+    (tmp_path / "ch09").mkdir()
+    (tmp_path / "ch09" / "alexnet.py").write_text("import sys\nsys.path.insert(0, '..')\n")
+    return tmp_path
+
+
+def test_a_conv_net_handed_to_a_course_trainer_needs_the_autotuner(
+    course: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (course / "chapter.py").write_text(CHAPTER)
+    assert ("chapter.py", 4, "TP303") in _found(capsys, "chapter.py")
+    # The device is the course's own helper's CUDA device, read through the package's re-export
+    # and the tuple assignment; a device it does not give is not read as CUDA.
+    (course / "chapter.py").write_text(CHAPTER.replace("d2l.try_gpu()", "d2l.pick()"))
+    assert not any(code == "TP303" for _, _, code in _found(capsys, "chapter.py"))
+
+
+def test_a_course_trainer_that_sets_the_autotuner_or_a_small_net_is_quiet(
+    course: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tuned = "import torch\ntorch.backends.cudnn.benchmark = True\n" + D2L_TRAIN
+    (course / "d2l" / "train.py").write_text(tuned)
+    (course / "chapter.py").write_text(CHAPTER)
+    assert not any(code == "TP303" for _, _, code in _found(capsys, "chapter.py"))
+    # LeNet's 6 and 16 channels: a small model (lint.scale), nothing worth autotuning.
+    (course / "d2l" / "train.py").write_text(D2L_TRAIN)
+    lenet = CHAPTER.replace("nn.Conv2d(1, 96, kernel_size=11)", "nn.Conv2d(1, 6, kernel_size=5)")
+    (course / "chapter.py").write_text(
+        lenet.replace("nn.Conv2d(96, 256, 5)", "nn.Conv2d(6, 16, 5)")
+    )
+    assert not any(code == "TP303" for _, _, code in _found(capsys, "chapter.py"))
+    # A function of the package that trains nothing is not a trainer.
+    (course / "chapter.py").write_text(CHAPTER.replace("d2l.train_ch5(", "d2l.show("))
+    assert not any(code == "TP303" for _, _, code in _found(capsys, "chapter.py"))

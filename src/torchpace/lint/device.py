@@ -118,18 +118,30 @@ def _call_uses_cuda(call: ast.Call, name: str | None, names: Resolver) -> bool:
 
 def _from_device_helper(ctx: FileContext, node: ast.Assign) -> bool:
     """``device = get_device()`` where a project file defines ``get_device`` to return a CUDA
-    device (looked up only for names that say "device")."""
+    device (looked up only for names that say "device"; also as one element of a tuple
+    assignment)."""
     from torchpace.lint.project import device_helper_gives_cuda
 
     value = node.value
-    if not isinstance(value, ast.Call) or not any(
-        "device" in _last_name(t).lower() for t in node.targets
-    ):
-        return False
-    name = ctx.names.qualname(value.func)
-    return (
-        name is not None and not name.startswith("torch.") and device_helper_gives_cuda(ctx, value)
-    )
+    pairs = [(t, value) for t in node.targets]
+    for target in node.targets:  # ``lr, epochs, device = 0.01, 5, d2l.try_gpu()``
+        if (
+            isinstance(target, ast.Tuple)
+            and isinstance(value, ast.Tuple)
+            and len(target.elts) == len(value.elts)
+        ):
+            pairs += zip(target.elts, value.elts, strict=True)
+    for target, given in pairs:
+        if not isinstance(given, ast.Call) or "device" not in _last_name(target).lower():
+            continue
+        name = ctx.names.qualname(given.func)
+        if (
+            name is not None
+            and not name.startswith("torch.")
+            and device_helper_gives_cuda(ctx, given)
+        ):
+            return True
+    return False
 
 
 def _last_name(node: ast.expr) -> str:

@@ -23,13 +23,16 @@ import ast
 import functools
 import os
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Any, TypeVar, cast
 
 from torchpace.lint.engine import MAX_PYTHON_BYTES, parse
 from torchpace.lint.results import FileResult
 from torchpace.lint.rule import FileContext
 from torchpace.lint.tree import subtree
+
+T = TypeVar("T")
 
 # How far above the calling file a module is looked for: scripts import siblings (``import
 # utils``) or packages rooted one or two directories up (``from util.misc import f``).
@@ -85,26 +88,67 @@ def find_module(module: str, caller: Path, level: int = 0) -> Path | None:
     return next((c for c in _candidates(module, caller, level) if c.is_file()), None)
 
 
-# Files parsed for their classes or functions, each once per process (a project's models.py
-# is imported by every script beside it).
-@functools.lru_cache(maxsize=64)
 def _parsed(path: Path) -> FileContext | None:
+    """The file at ``path``, parsed once per process and version (a project's models.py is
+    imported by every script beside it; a file edited since is parsed again)."""
     try:
-        if path.stat().st_size > MAX_PYTHON_BYTES:
-            return None
+        st = path.stat()
+    except OSError:
+        return None
+    if st.st_size > MAX_PYTHON_BYTES:
+        return None
+    return _parsed_version(path.resolve(), st.st_mtime_ns, st.st_size)
+
+
+@functools.lru_cache(maxsize=64)
+def _parsed_version(path: Path, mtime_ns: int, size: int) -> FileContext | None:
+    try:
         ctx = parse(str(path), path.read_bytes())
     except OSError:
         return None
     return ctx if isinstance(ctx, FileContext) else None
 
 
-@functools.lru_cache(maxsize=512)
+def _per_context(own: Callable[[FileContext], T], empty: T) -> Callable[[FileContext | None], T]:
+    """``own(ctx)``, computed once per parsed file version (kept on the context); ``empty``
+    for a file that could not be parsed."""
+
+    def cached(ctx: FileContext | None) -> T:
+        if ctx is None:
+            return empty
+        store: dict[str, Any] = ctx.__dict__.setdefault("_tp_project", {})
+        if own.__name__ not in store:
+            store[own.__name__] = own(ctx)
+        return cast(T, store[own.__name__])
+
+    return cached
+
+
+def _star_sources(ctx: FileContext, path: Path) -> list[Path]:
+    """The project files whose names ``path`` re-exports with ``from .x import *`` at module
+    level: a package's ``__init__.py`` (d2l's ``from .base import *``)."""
+    out = []
+    for node in ctx.tree.body:
+        if isinstance(node, ast.ImportFrom) and [a.name for a in node.names] == ["*"]:
+            found = find_module(node.module or "", path, node.level)
+            if found is not None and found != path:
+                out.append(found)
+    return out
+
+
 def conv_classes(path: Path) -> frozenset[str]:
     """The classes of the file at ``path`` that build conv layers, directly or through other
-    classes of the same file (a ResNet built from its Bottleneck blocks)."""
+    classes of the same file (a ResNet built from its Bottleneck blocks), and those it
+    re-exports from another project file with ``from .x import *`` (one level)."""
     ctx = _parsed(path)
     if ctx is None:
         return frozenset()
+    return _own_conv_classes(ctx).union(
+        *(_own_conv_classes(_parsed(p)) for p in _star_sources(ctx, path))
+    )
+
+
+def _conv_classes_of(ctx: FileContext) -> frozenset[str]:
     classes = {c.name: c for c in ctx.of_type(ast.ClassDef)}
     made = {
         name: {n for n in subtree(cls) if isinstance(n, ast.Call)} for name, cls in classes.items()
@@ -124,6 +168,9 @@ def conv_classes(path: Path) -> frozenset[str]:
                 found.add(name)
                 changed = True
     return frozenset(found)
+
+
+_own_conv_classes = _per_context(_conv_classes_of, frozenset[str]())
 
 
 def builds_conv_net(ctx: FileContext, call: ast.Call, name: str | None) -> bool:
@@ -160,23 +207,49 @@ def builds_conv_net(ctx: FileContext, call: ast.Call, name: str | None) -> bool:
 # --------------------------------------------------------------------------- device helpers
 
 
-@functools.lru_cache(maxsize=512)
 def _cuda_functions(path: Path) -> frozenset[str]:
     """Module-level functions of the file at ``path`` that return a CUDA device in some
-    branch (``return torch.device("cuda" if torch.cuda.is_available() else "cpu")``)."""
-    from torchpace.lint.device import is_cuda_device
-
+    branch (``return torch.device("cuda" if torch.cuda.is_available() else "cpu")``, or a name
+    assigned a CUDA device in one branch and returned), and
+    those it re-exports from another project file with ``from .x import *`` (one level)."""
     ctx = _parsed(path)
     if ctx is None:
         return frozenset()
+    return _own_cuda_functions(ctx).union(
+        *(_own_cuda_functions(_parsed(p)) for p in _star_sources(ctx, path))
+    )
+
+
+def _cuda_functions_of(ctx: FileContext) -> frozenset[str]:
+    from torchpace.lint.device import is_cuda_device
+
+    def gives_cuda(f: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+        nodes = list(subtree(f))
+        # ``device = torch.device("cuda:0")`` in one branch, then ``return device`` (d2l).
+        cuda_names = {
+            t.id
+            for n in nodes
+            if isinstance(n, ast.Assign) and is_cuda_device(n.value, ctx.names)
+            for t in n.targets
+            if isinstance(t, ast.Name)
+        }
+        return any(
+            isinstance(n, ast.Return)
+            and (
+                is_cuda_device(n.value, ctx.names)
+                or (isinstance(n.value, ast.Name) and n.value.id in cuda_names)
+            )
+            for n in nodes
+        )
+
     return frozenset(
         f.name
         for f in ctx.tree.body
-        if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
-        and any(
-            isinstance(n, ast.Return) and is_cuda_device(n.value, ctx.names) for n in subtree(f)
-        )
+        if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and gives_cuda(f)
     )
+
+
+_own_cuda_functions = _per_context(_cuda_functions_of, frozenset[str]())
 
 
 def device_helper_gives_cuda(ctx: FileContext, call: ast.Call) -> bool:
@@ -188,3 +261,64 @@ def device_helper_gives_cuda(ctx: FileContext, call: ast.Call) -> bool:
     module, function = target.rsplit(".", 1)
     path = find_module(module, Path(ctx.path))
     return path is not None and function in _cuda_functions(path)
+
+
+# --------------------------------------------------------------------------- training helpers
+
+
+def _training_functions(path: Path) -> dict[str, Path]:
+    """Module-level functions of the file at ``path`` that hold a training loop (d2l's
+    ``train_ch5(net, train_iter, ...)``), and those it re-exports with ``from .x import *``,
+    each with the file that defines it."""
+    ctx = _parsed(path)
+    if ctx is None:
+        return {}
+    found: dict[str, Path] = {}
+    for source in reversed([path, *_star_sources(ctx, path)]):  # the file's own names last
+        found |= dict.fromkeys(_own_training_functions(_parsed(source)), source)
+    return found
+
+
+def _training_functions_of(ctx: FileContext) -> frozenset[str]:
+    facts = ctx.loops
+    scopes = {id(facts.scope_of[id(loop)]) for loop in facts.training_loops()}
+    return frozenset(
+        f.name
+        for f in ctx.tree.body
+        if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and id(f) in scopes
+    )
+
+
+_own_training_functions = _per_context(_training_functions_of, frozenset[str]())
+
+
+def training_helpers(ctx: FileContext) -> list[tuple[ast.Call, FileContext]]:
+    """The calls of this file that hand something to another project file's training
+    function, each with that file: a notebook that builds a network and calls
+    ``d2l.train_ch5(net, ...)`` (``import d2l``, ``from utils import train``, with at least one
+    argument)."""
+    caller = Path(ctx.path)
+    imported: dict[str, tuple[str, int, str]] = {}
+    for node in ctx.of_type(ast.ImportFrom):
+        for alias in node.names:
+            if alias.name != "*":
+                imported[alias.asname or alias.name] = (node.module or "", node.level, alias.name)
+    found: list[tuple[ast.Call, FileContext]] = []
+    for call, _ in ctx.calls:
+        if not (call.args or call.keywords):
+            continue
+        target = ctx.names.dotted(call.func)
+        if target is None or target.startswith(("torch.", "self.")):
+            continue
+        if "." in target:
+            (module, function), level = target.rsplit(".", 1), 0
+        elif target in imported:
+            module, level, function = imported[target]
+        else:
+            continue
+        path = find_module(module, caller, level)
+        source = None if path is None else _training_functions(path).get(function)
+        helper = None if source is None else _parsed(source)
+        if source is not None and helper is not None:
+            found.append((call, helper))
+    return found

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from torchpace.findings import Fix
 from torchpace.lint.device import uses_cuda
 from torchpace.lint.loops import dotted
-from torchpace.lint.project import builds_conv_net
+from torchpace.lint.project import builds_conv_net, training_helpers
 from torchpace.lint.rule import (
     FileContext,
     Report,
@@ -23,7 +23,7 @@ from torchpace.lint.rule import (
     replace,
     start_of,
 )
-from torchpace.lint.scale import SMALL_MODELS_DOC
+from torchpace.lint.scale import SMALL_MODELS_DOC, TINY_WEIGHTS, model_weights
 from torchpace.lint.tree import children, subtree
 
 _CONVS = {f"torch.nn.Conv{d}" for d in ("1d", "2d", "3d")}
@@ -110,6 +110,13 @@ def _builds_conv_net_here(ctx: FileContext) -> list[ast.Call]:
     return []
 
 
+def _hands_a_small_model(ctx: FileContext, call: ast.Call) -> bool:
+    """The first argument of ``call`` is a model this file spells out as small (lint.scale)."""
+    target = dotted(call.args[0]) if call.args else None
+    weights = None if target is None else model_weights(ctx, target)
+    return weights is not None and 0 < weights <= TINY_WEIGHTS
+
+
 def _trains_small_models_only(ctx: FileContext) -> bool:
     training = ctx.loops.training_loops()
     return bool(training) and all(id(loop) in ctx.launch_bound for loop in training)
@@ -120,6 +127,16 @@ def _check_cudnn_benchmark(ctx: FileContext) -> Iterator[Report]:
     if not ctx.loops.step_loops:
         # No training here: a model library's convs are trained by a script, which is where the
         # autotuner is set (YOLOv5's common.py, vit-pytorch's __main__ smoke test: issue 16).
+        # Unless this file builds the convs and hands them to another project file's training
+        # function (a course notebook calling ``d2l.train_ch5(net, ...)``), which sets nothing.
+        if not convs or _chooses_cudnn_setup(ctx) or not uses_cuda(ctx):
+            return
+        helpers = training_helpers(ctx)
+        if not helpers or any(_chooses_cudnn_setup(h) for _, h in helpers):
+            return
+        if all(_hands_a_small_model(ctx, call) for call, _ in helpers):
+            return  # LeNet handed to the course's trainer: nothing worth autotuning
+        yield Report(min(convs, key=start_of))
         return
     if _chooses_cudnn_setup(ctx) or not uses_cuda(ctx):
         return
@@ -142,7 +159,10 @@ Flags the first convolution layer (`nn.Conv1d/2d/3d`, `nn.ConvTranspose1d/2d/3d`
 that trains (it has a training loop) on a CUDA device (`.cuda()`, `.to("cuda")`,
 `device="cuda"`, a device such as `"cuda" if torch.cuda.is_available() else "cpu"`) and never
 sets `torch.backends.cudnn.benchmark`. A model library that trains nothing is left to the
-scripts that train its models.
+scripts that train its models. A file that builds convolutions and hands the model to another
+project file's training function (a course notebook calling `d2l.train_ch5(net, ...)` with the
+course's `try_gpu()` device) trains them too, unless that file sets the auto-tuner itself or
+the model handed over is a small one (below).
 
 The file is not flagged when it sets `benchmark` at all (`False` or an expression is a
 decision, for instance for inputs whose shape changes every step; but `benchmark = False` or
