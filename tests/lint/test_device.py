@@ -97,3 +97,28 @@ for epoch in range(100):
     result = lint_source("nb.py", hidden, rules)
     assert isinstance(result, FileResult)
     assert [f.location.line for f in result.findings] == [5]
+
+
+def test_a_loader_iterated_by_a_file_that_trains_nothing_is_not_a_training_loader() -> None:
+    # kohya's finetune/make_captions.py: the loader feeds captioning under no_grad in a file with
+    # no training loop; the same loader in a file whose loop trains is reported.
+    from torchpace.lint import RULES, FileResult, lint_source
+
+    captions = (
+        "import torch\n"
+        "device = torch.device('cuda')\n"
+        "data = torch.utils.data.DataLoader(dataset, batch_size=8, num_workers=4)\n"
+        "for batch in data:\n"
+        "    with torch.no_grad():\n"
+        "        captions = model.generate(batch.to(device))\n"
+    )
+    trains = captions.replace(
+        "    with torch.no_grad():\n        captions = model.generate(batch.to(device))\n",
+        "    loss = model(batch.to(device)).mean()\n    loss.backward()\n    optimizer.step()\n",
+    )
+    rules = [r for r in RULES if r.code == "TP102"]
+    quiet = lint_source("caption.py", captions.encode(), rules)
+    loud = lint_source("train.py", trains.encode(), rules)
+    assert isinstance(quiet, FileResult) and isinstance(loud, FileResult)
+    assert [f.code for f in quiet.findings] == []
+    assert [f.code for f in loud.findings] == ["TP102"]

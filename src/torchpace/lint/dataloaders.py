@@ -227,6 +227,8 @@ def feeds_training(ctx: FileContext, call: ast.Call) -> bool:
     # Reads up to the name's next assignment are this loader's (a notebook's demo loader, then
     # a training loader under the same name cells later).
     until = _next_assignment(ctx, name, call)
+    if not ctx.loops.step_loops and any(True for _ in _loops_over(ctx, name)):
+        return False  # iterated here, in a file with no training loop: captioning, caching
     loops = [loop for loop in _loops_over(ctx, name) if loop.lineno < until]
     if not loops and _only_peeked(ctx, name, until):
         return False
