@@ -86,3 +86,30 @@ def test_no_workers_advice_for_a_cpu_run_over_tensors_in_memory():
     assert _codes(on_gpu).get("TP101") == [7]
     from_disk = IN_MEMORY.replace("data = TensorDataset(x, y)", "data = ImageFolder(root)")
     assert _codes(from_disk).get("TP101") == [7]  # decoding on the CPU: workers may help
+
+
+def test_tensors_in_memory_handed_to_the_function_that_builds_the_loader():
+    # d2l's Sequence_Models notebook: train_net(net, data, ...) builds the loader over its
+    # `data` parameter, and every call passes a TensorDataset.
+    source = """\
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+train_data = TensorDataset(torch.randn(600, 4), torch.randn(600))
+
+
+def train_net(net, data, epochs):
+    opt = torch.optim.Adam(net.parameters())
+    loader = DataLoader(data, batch_size=16, shuffle=True)
+    for epoch in range(epochs):
+        for X, y in loader:
+            opt.zero_grad()
+            net(X).sum().backward()
+            opt.step()
+
+
+train_net(net, train_data, 5)
+"""
+    assert "TP101" not in _codes(source)
+    from_disk = source + "train_net(net, ImageFolder(root), 5)\n"
+    assert _codes(from_disk).get("TP101") == [9]  # one call hands it images from disk

@@ -56,12 +56,28 @@ _IN_MEMORY = frozenset(
 
 def _in_memory(ctx: FileContext, call: ast.Call) -> bool:
     """The loader's dataset is tensors already in memory (``TensorDataset(x, y)``, a tensor),
-    directly or through a name assigned once from one: a batch is a slice, nothing to decode."""
+    directly, through a name assigned once from one, or through a parameter of the function
+    that builds the loader, at every call of that function in the file (``train_net(net,
+    train_data)``): a batch is a slice, nothing to decode."""
     data = (
         call.args[0]
         if call.args
         else next((k.value for k in call.keywords if k.arg == "dataset"), None)
     )
+    scope = ctx.enclosing_scope(call)
+    if isinstance(data, ast.Name) and isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        params = [a.arg for a in (*scope.args.posonlyargs, *scope.args.args)]
+        if data.id in params:
+            given = [
+                argument(c, data.id, params.index(data.id))
+                for c, _ in ctx.calls
+                if isinstance(c.func, ast.Name) and c.func.id == scope.name
+            ]
+            return bool(given) and all(_tensors_in_memory(ctx, g) for g in given)
+    return _tensors_in_memory(ctx, data)
+
+
+def _tensors_in_memory(ctx: FileContext, data: ast.expr | None) -> bool:
     if isinstance(data, ast.Name):
         sources = [
             n.value
@@ -107,7 +123,8 @@ Flags a `torch.utils.data.DataLoader` created without `num_workers`, or with `nu
 a literal 0, or an option or config field whose default in the same file is 0
 (`num_workers=args.workers` with `parser.add_argument("--workers", default=0)`, a click option,
 a dataclass field). Not in a file that runs on the CPU only when the dataset is tensors in
-memory (`TensorDataset(x, y)`): there workers only slice tensors the main process holds.
+memory (`TensorDataset(x, y)`, also when every call of the function that builds the loader
+hands it one): there workers only slice tensors the main process holds.
 Calls that pass `*args` or `**kwargs` are not flagged: they may set it.
 
 ## Why is this slow
