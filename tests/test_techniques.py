@@ -170,11 +170,9 @@ def test_the_interposer_skips_each_field_it_cannot_apply_with_the_registrys_reas
 
 def test_the_doctor_names_the_registrys_verb_and_tune() -> None:
     from torchpace.doctor.merge import applies
+    from torchpace.findings import Applies
 
-    assert applies("attention-backend") == {
-        "verb": "torchpace.speedups.use_attention_backend",
-        "tune": True,
-    }
-    assert applies("avoid-syncs") == {"verb": None, "tune": False}  # fit() only
-    assert applies("async-prefetch")["tune"] is False  # no script trial
-    assert applies(None) == {"verb": None, "tune": False}
+    assert applies("attention-backend") == Applies("torchpace.speedups.use_attention_backend", True)
+    assert applies("avoid-syncs") == Applies(None, False)  # fit() only
+    assert applies("async-prefetch").tune is False  # no script trial
+    assert applies(None) == Applies(None, False)

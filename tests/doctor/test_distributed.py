@@ -16,6 +16,7 @@ import pytest
 
 from torchpace.doctor import distributed
 from torchpace.doctor.ranks import aggregate, summarize_rank
+from torchpace.findings import DoctorFinding
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "tests/doctor/scripts/ddp_gloo.py"
@@ -46,7 +47,8 @@ RANK1 = _result(0.040, {"data": 0.031, "forward": 0.004, "backward": 0.004, "opt
 
 
 def _patterns(result: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return {f["pattern"]: f for f in result["findings"] if f["pattern"]}
+    found = [DoctorFinding.of(f) for f in result["findings"]]  # live, or from the JSON file
+    return {f.pattern: f for f in found if f.pattern}
 
 
 def test_a_rank_slowed_by_its_data_is_a_straggler_even_when_step_times_agree() -> None:
@@ -62,15 +64,15 @@ def test_a_rank_slowed_by_its_data_is_a_straggler_even_when_step_times_agree() -
     assert dist["data_share_range"] == pytest.approx(0.75)
     found = _patterns(out)
     straggler = found["rank-straggler"]
-    assert straggler["technique"] == "rank-load-balance"
-    assert straggler["measured"]["slowest_rank"] == 1
-    assert straggler["gain"] == pytest.approx(0.030 / 0.040)
-    assert straggler["message"].startswith("rank 1 is a straggler: its own work takes 40.0 ms")
-    assert "most of the difference is time waiting for data" in straggler["message"]
+    assert straggler.technique == "rank-load-balance"
+    assert straggler.measured["slowest_rank"] == 1
+    assert straggler.gain == pytest.approx(0.030 / 0.040)
+    assert straggler.message.startswith("rank 1 is a straggler: its own work takes 40.0 ms")
+    assert "most of the difference is time waiting for data" in straggler.message
     data = found["rank-data-wait-imbalance"]
-    assert data["technique"] == "loader-workers"  # rank 1 loads in the training process
-    assert (data["path"], data["line"]) == ("/proj/train.py", 12)
-    assert data["gain"] == pytest.approx(0.030 / 0.040)
+    assert data.technique == "loader-workers"  # rank 1 loads in the training process
+    assert (data.path, data.line) == ("/proj/train.py", 12)
+    assert data.gain == pytest.approx(0.030 / 0.040)
     assert dist["note"] is None
 
 
@@ -81,9 +83,9 @@ def test_uneven_step_times_without_an_all_reduce_are_judged_directly() -> None:
         fast, [summarize_rank(fast, 0), summarize_rank(slow, 1)], world_size=2, missing={}
     )
     straggler = _patterns(out)["rank-straggler"]
-    assert straggler["measured"]["measure"] == "step_median_s"
-    assert straggler["gain"] == pytest.approx(0.020 / 0.060)
-    assert "waiting for data" not in straggler["message"]
+    assert straggler.measured["measure"] == "step_median_s"
+    assert straggler.gain == pytest.approx(0.020 / 0.060)
+    assert "waiting for data" not in straggler.message
     assert "rank-data-wait-imbalance" not in _patterns(out)
 
 
@@ -103,7 +105,7 @@ def test_the_data_imbalance_of_a_rank_with_workers_is_a_balance_problem() -> Non
     out = aggregate(
         fast, [summarize_rank(fast, 0), summarize_rank(slow, 1)], world_size=2, missing={}
     )
-    assert _patterns(out)["rank-data-wait-imbalance"]["technique"] == "rank-load-balance"
+    assert _patterns(out)["rank-data-wait-imbalance"].technique == "rank-load-balance"
 
 
 def test_a_cross_rank_finding_on_a_lint_line_is_one_entry_with_the_rule_code() -> None:
@@ -126,9 +128,9 @@ def test_a_cross_rank_finding_on_a_lint_line_is_one_entry_with_the_rule_code() -
     out = aggregate(
         own, [summarize_rank(own, 0), summarize_rank(RANK1, 1)], world_size=2, missing={}
     )
-    (entry,) = [f for f in out["findings"] if f["technique"] == "loader-workers"]
-    assert (entry["source"], entry["code"]) == ("lint+runtime", "TP101")
-    assert entry["pattern"] == "rank-data-wait-imbalance"
+    (entry,) = [f for f in out["findings"] if f.technique == "loader-workers"]
+    assert (entry.source, entry.code) == ("lint+runtime", "TP101")
+    assert entry.pattern == "rank-data-wait-imbalance"
 
 
 # -- through a store ---------------------------------------------------------------------------
@@ -233,7 +235,7 @@ def test_torchrun_two_gloo_ranks_report_once_with_the_planted_straggler(tmp_path
     page = (tmp_path / "doctor.html").read_text()
     assert "rank 0, rank 1" in page and "Ranks (2 of 2 reported)" in page
     straggler = _patterns(result)["rank-straggler"]
-    assert straggler["measured"]["slowest_rank"] == 1
+    assert straggler.measured["slowest_rank"] == 1
     (rank0,) = logs.glob("*/attempt_0/0/stdout.log")
     (rank1,) = logs.glob("*/attempt_0/1/stdout.log")
     assert "Findings, ranked by estimated gain" in rank0.read_text()

@@ -29,10 +29,10 @@ def test_a_finding_seen_both_ways_is_one_entry_with_the_rule_code() -> None:
         syncs=[],
     )
     (entry,) = entries
-    assert entry["source"] == "lint+runtime"
-    assert entry["code"] == "TP101"
-    assert entry["gain"] == 0.4
-    assert entry["status"] == "measured"
+    assert entry.source == "lint+runtime"
+    assert entry.code == "TP101"
+    assert entry.gain == 0.4
+    assert entry.status == "measured"
 
 
 def test_lint_findings_are_confirmed_by_lines_that_ran_and_carry_sync_counts() -> None:
@@ -47,12 +47,12 @@ def test_lint_findings_are_confirmed_by_lines_that_ran_and_carry_sync_counts() -
         lines_seen={(PATH, 25)},
         syncs=syncs,
     )
-    by_code = {e["code"]: e for e in entries}
-    assert by_code["TP201"]["status"] == "seen running"
-    assert by_code["TP201"]["measured"] == {"syncs_per_step": 2.0, "blocked_s_per_step": None}
-    assert by_code["TP402"]["status"] == "seen running"
-    assert by_code["TP403"]["status"] == "not seen running"
-    assert [e["code"] for e in entries][-1] == "TP403"  # not seen running ranks last
+    by_code = {e.code: e for e in entries}
+    assert by_code["TP201"].status == "seen running"
+    assert by_code["TP201"].measured == {"syncs_per_step": 2.0, "blocked_s_per_step": None}
+    assert by_code["TP402"].status == "seen running"
+    assert by_code["TP403"].status == "not seen running"
+    assert [e.code for e in entries][-1] == "TP403"  # not seen running ranks last
 
 
 def test_different_technique_on_the_same_line_stays_separate() -> None:
@@ -62,8 +62,8 @@ def test_different_technique_on_the_same_line_stays_separate() -> None:
         lines_seen={(PATH, 7)},
         syncs=[],
     )
-    assert sorted(e["source"] for e in entries) == ["lint", "runtime"]
-    assert entries[0]["source"] == "runtime"  # the measured gain ranks first
+    assert sorted(e.source for e in entries) == ["lint", "runtime"]
+    assert entries[0].source == "runtime"  # the measured gain ranks first
 
 
 def test_a_lint_finding_carries_the_runs_own_check_and_ranks_after_when_it_would_not_pay() -> None:
@@ -77,8 +77,8 @@ def test_a_lint_finding_carries_the_runs_own_check_and_ranks_after_when_it_would
         syncs=[],
         checked={"amp-bf16": why, "loader-workers": "no DataLoader"},
     )
-    assert [e["code"] for e in entries] == ["TP402", "TP302"]
-    assert entries[1]["runtime_check"] == why and "runtime_check" not in entries[0]
+    assert [e.code for e in entries] == ["TP402", "TP302"]
+    assert entries[1].runtime_check == why and entries[0].runtime_check is None
 
 
 def test_the_runs_own_files_say_whether_it_stands_in_for_a_gpu_run(tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -101,8 +101,8 @@ def test_a_finding_no_plan_can_apply_is_not_offered_to_the_tune() -> None:
     from torchpace.doctor.merge import _from_runtime
 
     as_stated = RuntimeFinding("padding-waste", "length-bucketing", "high", "m", "f", None, 0.3)
-    assert _from_runtime(as_stated)["applies"]["tune"] is True
+    assert _from_runtime(as_stated).applies.tune is True
     trim_first = RuntimeFinding(
         "padding-waste", "length-bucketing", "high", "m", "f", None, 0.3, plan_applies=False
     )
-    assert _from_runtime(trim_first)["applies"]["tune"] is False
+    assert _from_runtime(trim_first).applies.tune is False

@@ -235,8 +235,8 @@ def test_a_cpu_run_of_a_script_that_never_uses_an_accelerator_has_no_sync_findin
 def test_a_script_tune_applies_neither_log_cadence_nor_evaluation_mode() -> None:
     from torchpace.doctor.merge import applies
 
-    assert applies("avoid-syncs")["tune"] is False  # a script's loop keeps its own cadence
-    assert applies("fused-optimizer")["tune"] is True
+    assert applies("avoid-syncs").tune is False  # a script's loop keeps its own cadence
+    assert applies("fused-optimizer").tune is True
 
 
 def test_cuda_sync_gain_is_the_blocked_share() -> None:

@@ -18,6 +18,7 @@ from torchpace.doctor.patterns import PATTERNS
 from torchpace.doctor.ranks import PATTERNS as RANK_PATTERNS
 from torchpace.doctor.result import SCHEMA, schema_errors
 from torchpace.doctor.syncs import TENSOR_SYNCS
+from torchpace.findings import jsonable
 from torchpace.runtime.phases import PHASES
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -44,7 +45,7 @@ def _run(args: list[str], *, steps: int, warmup: int) -> Result:
     ran = script.run(str(SCRIPT), args, steps=steps, warmup=warmup)
     assert ran.exit_code == 0, ran.outcome
     assert ran.result is not None, ran.saw
-    return ran.result
+    return jsonable(ran.result)  # as the result file holds it
 
 
 @pytest.fixture(scope="module")
@@ -327,7 +328,7 @@ def test_every_patterns_finding_from_planted_evidence_validates(
     assert {f.pattern for f in found} == {p.name for p in PATTERNS}
     for finding in found:
         doc = copy.deepcopy(result)
-        doc["findings"] = merge([finding], [], lines_seen=set(), syncs=[])
+        doc["findings"] = [f.to_json() for f in merge([finding], [], lines_seen=set(), syncs=[])]
         assert _errors(validator, json.loads(json.dumps(doc))) == [], finding.pattern
 
 

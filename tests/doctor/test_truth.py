@@ -16,6 +16,7 @@ from torch import nn
 from torch.optim import optimizer as optimizer_module
 
 from torchpace.doctor import script, watch
+from torchpace.findings import DoctorFinding, jsonable
 
 # Measures time or load: `make test` runs it alone, never beside another test (pytest -m serial).
 pytestmark = pytest.mark.serial
@@ -43,11 +44,11 @@ def _line(name: str, marker: str) -> int:
     return line
 
 
-def _gain(finding: dict[str, Any]) -> float:
+def _gain(finding: DoctorFinding) -> float:
     """The estimated gain, also when a run beside other load withheld it (doctor/noise.py):
     these tests check the estimate, not the machine's quiet."""
-    gain = finding["gain"]
-    return finding["measured"]["withheld_gain"] if gain is None else gain
+    gain = finding.gain
+    return finding.measured["withheld_gain"] if gain is None else gain
 
 
 def _run(name: str, *args: str, steps: int, warmup: int, lint: bool = False) -> dict[str, Any]:
@@ -78,9 +79,9 @@ def test_a_sleeping_dataset_is_measured_as_data_wait_and_ranked_first() -> None:
     assert result["samples_per_step"] == planted["BATCH"]
 
     top = result["findings"][0]
-    assert (top["pattern"], top["technique"]) == ("input-bound", "loader-workers")
-    assert (top["source"], top["code"]) == ("lint+runtime", "TP101")  # one entry, both ways
-    assert top["measured"]["basis"] == "measured worker pace"
+    assert (top.pattern, top.technique) == ("input-bound", "loader-workers")
+    assert (top.source, top.code) == ("lint+runtime", "TP101")  # one entry, both ways
+    assert top.measured["basis"] == "measured worker pace"
     step = result["step_seconds"]["median"]
     # the rest of the step as the estimate reads it: the median step less its data share (a
     # ratio of totals); the median step less the median wait differed by 2-3 ms in one run in 3
@@ -101,10 +102,10 @@ def test_a_sleeping_dataset_is_measured_as_data_wait_and_ranked_first() -> None:
         best = max(rest, min(paces[k] for k in ("1", "2", "4")))  # the pace measured best
         assert _gain(top) == pytest.approx(1 - best / step, abs=0.06)
         # the fewest workers that reach the best step: 2 or 4, the rest of the step near 16 ms
-        assert re.search(r"N=[24] was fastest here", top["fix"])
+        assert re.search(r"N=[24] was fastest here", top.fix)
     else:  # the step's rest stretches with the load: what holds is the bound of the wait
         assert 0 < _gain(top) <= data["share"] + 0.05
-    assert (top["path"], top["line"]) == (
+    assert (top.path, top.line) == (
         str(SCRIPTS / "slow_data.py"),
         _line("slow_data", "loader"),
     )
@@ -123,7 +124,7 @@ def test_a_cpu_bound_loaders_gain_is_what_the_cores_can_take() -> None:
     cpu = result["data_cpu_fraction"]
     share = result["breakdown"]["data"]["share"]
     top = result["findings"][0]
-    assert top["pattern"] == "input-bound"
+    assert top.pattern == "input-bound"
     if result["noise"]["noisy"]:
         # Other processes hold the cores: the loading's CPU share, and so what workers could
         # take, is the load's to decide. The doctor said so (noisy); what holds is that no
@@ -138,7 +139,7 @@ def test_a_cpu_bound_loaders_gain_is_what_the_cores_can_take() -> None:
     # Clearly more than nothing: the workers' pace of a spinning dataset is the scheduler's to
     # give (0.3328 against a floor of ceiling - 0.15 = 0.3330 on a quiet machine).
     assert _gain(top) >= max(0.1, ceiling / 2)
-    assert top["measured"]["cores"] == usable_cores()
+    assert top.measured["cores"] == usable_cores()
 
 
 def test_a_loader_beside_a_step_that_fills_the_cores_points_at_the_samples_not_workers() -> None:
@@ -151,19 +152,19 @@ def test_a_loader_beside_a_step_that_fills_the_cores_points_at_the_samples_not_w
     if result["env"]["torch_threads"] < result["env"]["cores"]:
         pytest.skip("torch's threads leave cores free here: workers may help")
     share = result["breakdown"]["data"]["share"]
-    waits = [f for f in result["findings"] if f["pattern"] == "input-bound"]
+    waits = [f for f in result["findings"] if f.pattern == "input-bound"]
     if result["noise"]["noisy"]:
         # Beside other CPU-bound processes the step's compute stretches (the data share fell
         # to 8-10%), and whether a core is free for a worker is theirs to decide: either fix,
         # never more than the wait.
-        assert all(w["technique"] in ("fast-input-format", "loader-workers") for w in waits)
+        assert all(w.technique in ("fast-input-format", "loader-workers") for w in waits)
         assert all(_gain(w) <= share + 0.05 for w in waits)
         return
     assert share > 0.2
     (wait,) = waits
-    assert wait["technique"] == "fast-input-format"
+    assert wait.technique == "fast-input-format"
     assert _gain(wait) == pytest.approx(share)
-    assert "loader workers would not shorten it" in wait["message"]
+    assert "loader workers would not shorten it" in wait.message
 
 
 def test_loader_workers_are_not_reported_as_processes_the_script_started() -> None:
@@ -189,7 +190,7 @@ def test_item_calls_are_counted_at_their_lines_with_exact_per_step_counts() -> N
         _line("syncs", "cadence"): (path, ".item()", 2, 2 / steps, False),
     }
     # Only the every-step reads become findings; on CPU their gain is not estimated.
-    flagged = sorted(f["line"] for f in result["findings"] if f["pattern"] == "sync-every-step")
+    flagged = sorted(f.line for f in result["findings"] if f.pattern == "sync-every-step")
     assert flagged == sorted([_line("syncs", "once"), _line("syncs", "twice")])
 
 
@@ -203,7 +204,7 @@ def test_a_cpu_only_scripts_host_reads_are_counted_but_not_findings(tmp_path: Pa
     cpu_only.write_text(source.replace(line, 'device = "cpu"'))
     ran = script.run(str(cpu_only), [], steps=4, warmup=1, lint=False)
     assert ran.result is not None and ran.result["syncs"]
-    assert "sync-every-step" not in [f["pattern"] for f in ran.result["findings"]]
+    assert "sync-every-step" not in [f.pattern for f in ran.result["findings"]]
     assert ran.result["skipped_patterns"]["sync-every-step"].startswith(
         "a CPU run of a script that never uses an accelerator"
     )
@@ -212,7 +213,7 @@ def test_a_cpu_only_scripts_host_reads_are_counted_but_not_findings(tmp_path: Pa
 @pytest.mark.parametrize("args", [[], ["--loader"]], ids=["tensors", "tensor-dataset"])
 def test_a_compute_bound_script_is_not_called_input_bound(args: list[str]) -> None:
     result = _run("compute_only", *args, steps=4, warmup=1)
-    assert [f for f in result["findings"] if f["pattern"] == "input-bound"] == []
+    assert [f for f in result["findings"] if f.pattern == "input-bound"] == []
     if args:
         assert [ld["role"] for ld in result["loaders"]] == ["train"]
     else:
@@ -250,7 +251,7 @@ def test_validation_steps_are_excluded_and_its_loader_is_not_data_wait() -> None
     assert data["seconds"]["median"] * kept < 3 * val_wait / 2
     if not result["noise"]["noisy"]:
         assert data["share"] < 0.05
-        assert [f for f in result["findings"] if f["pattern"] == "input-bound"] == []
+        assert [f for f in result["findings"] if f.pattern == "input-bound"] == []
 
 
 def test_gradient_accumulation_counts_micro_steps() -> None:
@@ -311,14 +312,14 @@ def test_time_in_the_scripts_own_input_function_is_named_at_its_line() -> None:
     # fall less evenly: the spot is still named, its share within a wider band.
     tol = 0.15 if result["noise"]["noisy"] else 0.07
     assert top["share"] == pytest.approx(truth, abs=tol)
-    finding = next(f for f in result["findings"] if f["pattern"] == "input-bound")
-    assert finding["technique"] == "loader-workers"
-    assert (finding["path"], finding["line"]) == (
+    finding = next(f for f in result["findings"] if f.pattern == "input-bound")
+    assert finding.technique == "loader-workers"
+    assert (finding.path, finding.line) == (
         str(SCRIPTS / "custom_input.py"),
         _line("custom_input", "get_batch"),
     )
     assert _gain(finding) == pytest.approx(truth, abs=tol)
-    assert "get_batch" in finding["message"]
+    assert "get_batch" in finding.message
 
 
 def test_too_few_samples_name_no_spot() -> None:
@@ -363,7 +364,7 @@ def test_module_transforms_in_a_dataset_are_data_not_models_and_their_reads_not_
     assert result["settings"]["models"] == ["Linear"]
     host_read = _line("module_transforms", "host read")
     assert [r for r in result["syncs"] if r["line"] == host_read] == []
-    assert [f for f in result["findings"] if f["pattern"] == "sync-every-step"] == []
+    assert [f for f in result["findings"] if f.pattern == "sync-every-step"] == []
 
 
 def test_a_float64_model_gets_its_finding_at_the_training_forward() -> None:
@@ -371,7 +372,7 @@ def test_a_float64_model_gets_its_finding_at_the_training_forward() -> None:
     # measured 1.77x faster there).
     result = _run("float64_model", steps=4, warmup=1)
     assert result["settings"]["param_dtypes"] == ["float64"]
-    found = [f for f in result["findings"] if f["pattern"] == "float64-compute"]
+    found = [f for f in result["findings"] if f.pattern == "float64-compute"]
     if not found and result["noise"]["noisy"]:
         # Beside other CPU-bound processes the replay's two timings of the same calls are the
         # load's: float32 can come out no faster, and then nothing is promised. The doctor
@@ -379,16 +380,16 @@ def test_a_float64_model_gets_its_finding_at_the_training_forward() -> None:
         assert result["precision"]["from"] == "float64"
         return
     (finding,) = found
-    assert finding["technique"] == "float32-not-float64"
+    assert finding.technique == "float32-not-float64"
     compute = result["breakdown"]["forward"]["share"] + result["breakdown"]["backward"]["share"]
     # timed on the model's own calls in float64 and float32: a 64x256x1024 matmul and its tanh
     # run about twice as fast in float32 (half the SIMD lanes), so a large part of the compute
-    assert finding["measured"]["basis"] == "timed on the model's calls"
+    assert finding.measured["basis"] == "timed on the model's calls"
     assert result["precision"]["from"] == "float64" and result["precision"]["to"] == "float32"
     converted = compute + result["breakdown"]["optimizer"]["share"]
     # on a noisy run the replay's two timings are the load's: a gain, no floor
     assert (0.0 if result["noise"]["noisy"] else 0.15) <= _gain(finding) <= converted
-    assert (finding["path"], finding["line"]) == (
+    assert (finding.path, finding.line) == (
         str(SCRIPTS / "float64_model.py"),
         _line("float64_model", "forward"),
     )
@@ -443,21 +444,22 @@ def test_planted_padding_is_measured_exactly_and_points_at_the_loader() -> None:
     padding = result["padding"]
     assert padding["share"] == pytest.approx(share)  # 0.766: every batch is alike
     assert padding["tokens_per_step"] == planted["BATCH"] * planted["LONG"]
-    (finding,) = [f for f in result["findings"] if f["pattern"] == "padding-waste"]
-    assert finding["technique"] == "length-bucketing"
-    assert finding["line"] == _line("padded_tokens", "loader")
-    assert finding["measured"]["padding_share"] == pytest.approx(share)
+    (finding,) = [f for f in result["findings"] if f.pattern == "padding-waste"]
+    assert finding.technique == "length-bucketing"
+    assert finding.line == _line("padded_tokens", "loader")
+    assert finding.measured["padding_share"] == pytest.approx(share)
     compute = result["breakdown"]["forward"]["share"] + result["breakdown"]["backward"]["share"]
     assert _gain(finding) == pytest.approx(share * compute)
     # The result's new `padding` figures are in the published schema.
     from jsonschema import Draft202012Validator
 
     schema = json.loads((SCRIPTS.parents[2] / "docs" / "doctor-result.schema.json").read_text())
-    assert [e.message for e in Draft202012Validator(schema).iter_errors(result)] == []
+    plain = jsonable(result)  # as the result file holds it
+    assert [e.message for e in Draft202012Validator(schema).iter_errors(plain)] == []
     # The report words the share as one of the tokens, not of the step.
     from torchpace.report import fmt
 
-    assert fmt.measured(finding["measured"]).startswith("padding 77% of the tokens, compute ")
+    assert fmt.measured(finding.measured).startswith("padding 77% of the tokens, compute ")
     from torchpace.report import document
 
     throughput = next(s for s in document("doctor", result).sections if s.id == "throughput")
@@ -469,7 +471,7 @@ def test_unpadded_token_ids_are_not_taken_for_padding() -> None:
     result = _run("padded_tokens", "--no-pad", steps=6, warmup=2)
     # Random ids end in varied values: a stray run of the commonest last id is a row or two.
     assert result["padding"]["share"] < 0.01
-    assert "padding-waste" not in {f["pattern"] for f in result["findings"]}
+    assert "padding-waste" not in {f.pattern for f in result["findings"]}
 
 
 def test_a_training_finding_points_at_the_training_forward_not_an_earlier_evaluation() -> None:

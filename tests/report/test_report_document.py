@@ -217,17 +217,18 @@ def test_lint_findings_not_seen_running_fold_into_one_line() -> None:
 
 def test_a_demoted_finding_says_why_not_that_it_was_slower() -> None:
     # Issue 29: --verify's "not applicable" was shown as "Demoted: not faster here".
+    from torchpace.findings import Applies, DoctorFinding
     from torchpace.report.doctor_doc import _change
 
-    finding = {
-        "message": "conv bias before BatchNorm",
-        "fix": "bias=False",
-        "status": "measured",
-        "applies": {"verb": None, "tune": True},
-        "demoted": "--verify: not applicable: torch.fx could not trace the model",
-    }
+    finding = DoctorFinding(
+        "conv-bias-before-bn",
+        "conv bias before BatchNorm",
+        "bias=False",
+        Applies(None, True),
+        demoted="--verify: not applicable: torch.fx could not trace the model",
+    )
     text = _change(finding)
     assert "not faster" not in text
     assert text.endswith("Demoted: --verify: not applicable: torch.fx could not trace the model.")
-    finding["demoted"] = "--verify measured 0.97x with the change alone"
+    finding.demoted = "--verify measured 0.97x with the change alone"
     assert _change(finding).endswith("Demoted: --verify measured 0.97x with the change alone.")

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from torchpace.findings import Applies, DoctorFinding
 from torchpace.tune import search
 from torchpace.tune.results import ResultsFile
 from torchpace.tune.trial import TrialResult, TrialSpec
@@ -105,7 +106,17 @@ def test_hand_written_attention_is_named_instead_of_no_attention_layers(monkeypa
 
     monkeypatch.setattr(candidates, "bf16_supported", lambda device: True)
     facts = {"optimizers": ["AdamW"], "loaders": []}
-    found = [{"technique": "sdpa-attention", "code": "TP307", "path": "/x/model.py", "line": 72}]
+    found = [
+        DoctorFinding(
+            "sdpa-attention",
+            "m",
+            "f",
+            Applies(None, True),
+            code="TP307",
+            path="/x/model.py",
+            line=72,
+        )
+    ]
     _, no = for_script(SimpleNamespace(extra={"facts": facts}), torch.device("cpu"), found)
     (attention,) = [n for n in no if "attention-backend" in n.techniques]
     assert "written by hand (model.py:72, lint TP307)" in attention.reason
@@ -129,7 +140,9 @@ def test_the_loader_trial_starts_from_the_workers_the_doctor_measured_fastest(mo
     facts = {"optimizers": ["SGD"], "loaders": [loader]}
     base = SimpleNamespace(extra={"facts": facts})
     measured = {"basis": "measured worker pace", "workers": 2, "data_share": 0.6}
-    found = [{"technique": "loader-workers", "gain": 0.5, "measured": measured}]
+    found = [
+        DoctorFinding("loader-workers", "m", "f", Applies(None, True), gain=0.5, measured=measured)
+    ]
 
     def workers(findings: list) -> int:
         cands, _ = for_script(base, torch.device("cpu"), findings)
@@ -138,5 +151,9 @@ def test_the_loader_trial_starts_from_the_workers_the_doctor_measured_fastest(mo
 
     assert workers(found) == 2
     assert workers([]) == 1  # no pace measured: one a core, the main process keeping one
-    guessed = [{"technique": "loader-workers", "measured": measured | {"basis": "wait and cores"}}]
+    guessed = [
+        DoctorFinding(
+            "loader-workers", "m", "f", Applies(None, True), measured=measured | {"basis": "cores"}
+        )
+    ]
     assert workers(guessed) == 1

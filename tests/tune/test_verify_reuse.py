@@ -59,7 +59,9 @@ def test_a_tune_after_doctor_verify_recalls_its_trials(
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("TORCHPACE_CACHE_DIR", str(tmp_path / "cache"))
     seen = _capture(monkeypatch)
-    finding = {"technique": "fused-optimizer", "gain": 0.2, "applies": {"tune": True}}
+    from torchpace.findings import Applies, DoctorFinding
+
+    finding = DoctorFinding("fused-optimizer", "m", "f", Applies(None, True), gain=0.2)
     # the doctor's defaults: --steps 30 (its own measurement), --warmup 3
     result = {"findings": [finding], "env": {"device": "cpu"}}
     with pytest.raises(_Captured):

@@ -1,7 +1,8 @@
 #!/usr/bin/env python
 """Raw, unjudged findings of ``torchpace lint`` on the second corpus (repos.json sets new-change
-and new-eval, then change-2 and new-rules), run as score.py runs it: ``python -m torchpace lint . --format json`` from each
-repository's folder in the materialised corpus, default rules and settings.
+and new-eval, then change-2 and new-rules), run as score.py runs it: ``python -m torchpace lint
+. --format json`` from each repository's folder in the materialised corpus, default rules and
+settings.
 
     python benchmarks/realworld/make_corpus.py --mirror /work/.mirror --only OWNER/NAME ...
     python benchmarks/realworld/new-corpus-raw/collect_raw.py [--corpus .corpus/lint]

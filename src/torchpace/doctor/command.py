@@ -235,6 +235,9 @@ def _strict_json(result: dict[str, Any]) -> str:
     """The result as strict JSON (no NaN or Infinity, which strict parsers reject). A
     non-finite figure is a bug, but the run's result is the user's data: it is written with
     null there, and the fields are named on stderr."""
+    from torchpace.findings import jsonable
+
+    result = jsonable(result)
     try:
         return json.dumps(result, indent=2, allow_nan=False)
     except ValueError:

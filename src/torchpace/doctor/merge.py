@@ -12,16 +12,17 @@ from __future__ import annotations
 import importlib
 import os
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import Any
 
 from torchpace import techniques
 from torchpace.catalog import get as technique
 from torchpace.doctor.evidence import NOT_PAYING, RuntimeFinding, estimated
 from torchpace.doctor.sites import Site
-from torchpace.findings import Finding
+from torchpace.findings import Applies, DoctorFinding, Finding
 
 
-def applies(technique_id: str | None) -> dict[str, Any]:
+def applies(technique_id: str | None) -> Applies:
     """How torchpace can apply a technique to the doctor's target, a script: its verb (once the
     installed torchpace has it) and whether a script tune can try it, from the registry."""
     verb = techniques.verb(technique_id or "")
@@ -31,7 +32,7 @@ def applies(technique_id: str | None) -> dict[str, Any]:
         speedups = None
     has_verb = verb is not None and speedups is not None and hasattr(speedups, verb)
     tune = techniques.script_tunable(technique_id or "")
-    return {"verb": f"torchpace.speedups.{verb}" if has_verb else None, "tune": tune}
+    return Applies(f"torchpace.speedups.{verb}" if has_verb else None, tune)
 
 
 def lint_files(paths: Iterable[str]) -> tuple[list[Finding], list[str]]:
@@ -52,30 +53,15 @@ def lint_files(paths: Iterable[str]) -> tuple[list[Finding], list[str]]:
     return findings, errors
 
 
-def _entry(**kw: Any) -> dict[str, Any]:
-    base: dict[str, Any] = {
-        "source": "runtime",
-        "code": None,
-        "pattern": None,
-        "technique": None,
-        "severity": "moderate",
-        "message": "",
-        "fix": "",
-        "path": None,
-        "line": None,
-        "gain": None,
-        "measured": {},
-        "status": "measured",
-    }
-    base.update(kw)
-    base["applies"] = applies(base["technique"])
-    return base
+def entry(technique_id: str, **kw: Any) -> DoctorFinding:
+    """A finding of ``technique_id``, with how torchpace applies it (the registry)."""
+    return DoctorFinding(technique=technique_id, applies=applies(technique_id), **kw)
 
 
-def _from_runtime(f: RuntimeFinding) -> dict[str, Any]:
-    entry = _entry(
+def _from_runtime(f: RuntimeFinding) -> DoctorFinding:
+    found = entry(
+        f.technique,
         pattern=f.pattern,
-        technique=f.technique,
         severity=f.severity,
         message=f.message,
         fix=f.fix,
@@ -85,16 +71,17 @@ def _from_runtime(f: RuntimeFinding) -> dict[str, Any]:
         measured=dict(f.measured),
     )
     if not f.plan_applies:
-        entry["applies"]["tune"] = False
-    return entry
+        found.applies = replace(found.applies, tune=False)
+    return found
 
 
-def _same_place(entry: dict[str, Any], lint: Finding) -> bool:
+def _same_place(found: DoctorFinding, lint: Finding) -> bool:
     loc = lint.location
     return (
-        entry["path"] is not None
-        and os.path.abspath(loc.path) == entry["path"]
-        and loc.line <= entry["line"] <= loc.end_line
+        found.path is not None
+        and found.line is not None
+        and os.path.abspath(loc.path) == found.path
+        and loc.line <= found.line <= loc.end_line
     )
 
 
@@ -105,7 +92,7 @@ def merge(
     lines_seen: set[Site],
     syncs: list[dict[str, Any]],
     checked: dict[str, str] | None = None,
-) -> list[dict[str, Any]]:
+) -> list[DoctorFinding]:
     """``checked``: technique -> why its runtime pattern found nothing to report on this run; a
     lint finding of that technique carries it (a VAE's "CUDA loop without autocast" ranked
     second on a CPU run whose own bf16 timing said bf16 would not pay)."""
@@ -119,14 +106,14 @@ def merge(
             (
                 e
                 for e in entries
-                if e["source"] == "runtime"
-                and e["technique"] == finding.technique
+                if e.source == "runtime"
+                and e.technique == finding.technique
                 and _same_place(e, finding)
             ),
             None,
         )
         if twin is not None:
-            twin.update(source="lint+runtime", code=finding.code, lint_message=finding.message)
+            twin.merged_with_lint(finding.code, finding.message)
             continue
         ran = any((path, line) in lines_seen for line in span)
         at_line = [
@@ -145,10 +132,10 @@ def merge(
                 ),
             }
         entries.append(
-            _entry(
+            entry(
+                finding.technique,
                 source="lint",
                 code=finding.code,
-                technique=finding.technique,
                 severity="info",
                 message=finding.message,
                 fix=technique(finding.technique).title,
@@ -156,14 +143,13 @@ def merge(
                 line=loc.line,
                 measured=measured,
                 status="seen running" if (ran or at_line) else "not seen running",
+                runtime_check=checked.get(finding.technique),
             )
         )
-        if finding.technique in checked:
-            entries[-1]["runtime_check"] = checked[finding.technique]
     return rank(entries)
 
 
-def rank(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def rank(entries: list[DoctorFinding]) -> list[DoctorFinding]:
     """Measured gains first (largest first), then runtime findings, then lint findings seen
     running, then those not seen; a lint finding the run measured as not paying here comes after
     the others of its status."""
@@ -172,12 +158,12 @@ def rank(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted(
         entries,
         key=lambda e: (
-            not estimated(e["gain"]),
-            -(e["gain"] or 0.0),
-            status[e["status"]],
-            NOT_PAYING in e.get("runtime_check", ""),
-            severity[e["severity"]],
-            e["path"] or "",
-            e["line"] or 0,
+            not estimated(e.gain),
+            -(e.gain or 0.0),
+            status[e.status],
+            NOT_PAYING in (e.runtime_check or ""),
+            severity[e.severity],
+            e.path or "",
+            e.line or 0,
         ),
     )

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from torchpace.doctor.merge import _entry, rank
+from torchpace.doctor.merge import entry, rank
 from torchpace.doctor.patterns import HIGH, MODERATE
+from torchpace.findings import DoctorFinding
 
 # 10%: torchpace's choice. Below 5% a change is within step-to-step noise (patterns.MODERATE);
 # a spread compares two such noisy medians, one per rank, so a straggler is called at twice that.
@@ -92,7 +93,7 @@ def figures(summaries: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def _straggler(fig: dict[str, Any]) -> dict[str, Any] | None:
+def _straggler(fig: dict[str, Any]) -> DoctorFinding | None:
     per_rank = fig["per_rank"]
     measure = (
         "work_s" if (fig["work_spread"] or 0.0) >= (fig["step_spread"] or 0.0) else "step_median_s"
@@ -120,9 +121,9 @@ def _straggler(fig: dict[str, Any]) -> dict[str, Any] | None:
     data_gap = slow["data_s"] - fast["data_s"]
     if data_gap >= 0.5 * (slow[measure] - fast[measure]):
         what += "; most of the difference is time waiting for data"
-    return _entry(
+    return entry(
+        "rank-load-balance",
         pattern="rank-straggler",
-        technique="rank-load-balance",
         severity="high" if gain >= HIGH else "moderate",
         message=f"rank {slow['rank']} is a straggler: {what}.",
         fix="Give every rank the same work per step (batches of equal cost, e.g. equal token "
@@ -140,7 +141,7 @@ def _straggler(fig: dict[str, Any]) -> dict[str, Any] | None:
     )
 
 
-def _data_imbalance(fig: dict[str, Any], summaries: list[dict[str, Any]]) -> dict[str, Any] | None:
+def _data_imbalance(fig: dict[str, Any], summaries: list[dict[str, Any]]) -> DoctorFinding | None:
     per_rank = fig["per_rank"]
     if len(per_rank) < 2 or fig["data_share_range"] < DATA_GAP:
         return None
@@ -161,9 +162,9 @@ def _data_imbalance(fig: dict[str, Any], summaries: list[dict[str, Any]]) -> dic
     longest = max(r["step_median_s"] for r in per_rank)
     gain = (most["data_s"] - least["data_s"]) / longest
     site = None if loader is None else loader.get("site")
-    return _entry(
+    return entry(
+        technique,
         pattern="rank-data-wait-imbalance",
-        technique=technique,
         severity="high" if gain >= HIGH else "moderate",
         message=f"rank {most['rank']} waits for data {most['data_share']:.0%} of its step "
         f"({_ms(most['data_s'])}) against {least['data_share']:.0%} on rank {least['rank']}; "
@@ -210,24 +211,24 @@ def aggregate(
     return result
 
 
-def _merged(own: list[dict[str, Any]], found: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _merged(own: list[DoctorFinding], found: list[DoctorFinding]) -> list[DoctorFinding]:
     """A cross-rank finding on a lint finding's line and technique becomes one entry with the
     rule's code, as ``merge`` does for one rank's runtime findings (STYLE rule 7)."""
-    entries = list(own)
+    entries = [DoctorFinding.of(e) for e in own]
     for f in found:
         twin = next(
             (
                 e
                 for e in entries
-                if e["source"] == "lint"
-                and e["technique"] == f["technique"]
-                and f["path"] is not None
-                and (e["path"], e["line"]) == (f["path"], f["line"])
+                if e.source == "lint"
+                and e.technique == f.technique
+                and f.path is not None
+                and (e.path, e.line) == (f.path, f.line)
             ),
             None,
         )
-        if twin is not None:
+        if twin is not None and twin.code is not None:
             entries.remove(twin)
-            f.update(source="lint+runtime", code=twin["code"], lint_message=twin["message"])
+            f.merged_with_lint(twin.code, twin.message)
         entries.append(f)
     return rank(entries)

@@ -18,7 +18,7 @@ from torchpace.doctor.patterns import PATTERNS, Evidence, RuntimeFinding, diagno
 from torchpace.doctor.precision import estimate
 from torchpace.doctor.sites import Site
 from torchpace.doctor.summary import summarize_steps, utilisation
-from torchpace.findings import Finding
+from torchpace.findings import Finding, jsonable
 from torchpace.measure.env import fingerprint
 from torchpace.measure.peaks import known_gpu_peak
 
@@ -53,7 +53,7 @@ def schema_errors(result: dict[str, Any]) -> list[str]:
 
     return [
         f"{'/'.join(map(str, e.absolute_path)) or '<top>'}: {e.message}"
-        for e in _validator().iter_errors(json.loads(json.dumps(result, default=str)))
+        for e in _validator().iter_errors(json.loads(json.dumps(jsonable(result), default=str)))
     ]
 
 

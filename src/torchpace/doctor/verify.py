@@ -30,6 +30,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from torchpace.findings import DoctorFinding, Verified
 from torchpace.tune.noise import not_judged, trials_noise
 from torchpace.tune.search import MIN_GAIN, Pair
 
@@ -50,12 +51,12 @@ def _promised(gain: float) -> float | None:
     return 1.0 / (1.0 - gain) if gain < 1.0 else None
 
 
-def candidates_to_verify(findings: list[dict[str, Any]], top: int = TOP) -> list[str]:
+def candidates_to_verify(findings: Sequence[DoctorFinding], top: int = TOP) -> list[str]:
     """The techniques of the first ``top`` findings with an estimated gain that a plan applies."""
     out: list[str] = []
     for f in findings:
-        t = f.get("technique")
-        if not t or f.get("gain") is None or not (f.get("applies") or {}).get("tune") or t in out:
+        t = f.technique
+        if f.gain is None or not f.applies.tune or t in out:
             continue
         out.append(t)
         if len(out) == top:
@@ -64,7 +65,7 @@ def candidates_to_verify(findings: list[dict[str, Any]], top: int = TOP) -> list
 
 
 def annotate(
-    findings: list[dict[str, Any]],
+    findings: list[DoctorFinding],
     rows: Sequence[Row],
     tried: list[str],
     *,
@@ -80,11 +81,11 @@ def annotate(
     no faster, not worth it or rejected keeps no gain and is demoted below the rest; one whose
     trials were noisy keeps its estimate and its place."""
     for f in findings:
-        t = f.get("technique")
+        t = f.technique
         if t not in tried:
             continue
         row = next((r for r in rows if t in r.techniques and r.cumulative is None), None)
-        gain = f.get("gain")
+        gain = f.gain
         entry: dict[str, Any] = {
             "estimated_gain": gain,
             "estimated_speedup": None if gain is None else _promised(float(gain)),
@@ -130,19 +131,17 @@ def annotate(
             # keeps its estimate and its place; "not applicable" is not "not faster" (issue 29).
             pass
         elif failed or worthless or (measured is not None and measured <= 1.0):
-            f["demoted"] = (
+            f.demoted = (
                 f"--verify measured {measured:.2f}x with the change alone"
                 if measured is not None and not failed
                 else f"--verify: {row.verdict if row is not None else 'no trial'}"
             )
-            f["gain"] = None
+            f.gain = None
         elif measured is not None:
-            f["gain"] = 1.0 - 1.0 / measured
-        f["verified"] = entry
+            f.gain = 1.0 - 1.0 / measured
+        f.verified = Verified(**{**entry, "noise": tuple(entry["noise"])})
     # by gain (measured where verified), then those without one, then the demoted; stable
-    findings.sort(
-        key=lambda f: (bool(f.get("demoted")), f.get("gain") is None, -(f.get("gain") or 0.0))
-    )
+    findings.sort(key=lambda f: (bool(f.demoted), f.gain is None, -(f.gain or 0.0)))
 
 
 def verify(

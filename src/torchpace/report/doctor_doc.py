@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from torchpace.findings import DoctorFinding
 from torchpace.report import fmt
 from torchpace.report.document import (
     Block,
@@ -205,9 +206,9 @@ def _throughput_section(result: dict[str, Any]) -> Section | None:
     return Section("throughput", "Throughput and MFU", tuple(blocks))
 
 
-def _docs(f: dict[str, Any]) -> tuple[Link, ...]:
-    links = [Link(f["code"], rule_anchor(f["code"]))] if f.get("code") else []
-    return (*links, Link(f["technique"], technique_anchor(f["technique"])))
+def _docs(f: DoctorFinding) -> tuple[Link, ...]:
+    links = [Link(f.code, rule_anchor(f.code))] if f.code else []
+    return (*links, Link(f.technique, technique_anchor(f.technique)))
 
 
 def _tune_command(target: dict[str, Any]) -> str:
@@ -223,55 +224,51 @@ def _tune_command(target: dict[str, Any]) -> str:
     )
 
 
-def _change(f: dict[str, Any]) -> str:
-    text = f"{f['message']} → {f['fix']}"
-    if f["status"] != "measured":
-        text += f" ({f['status']})"
+def _change(f: DoctorFinding) -> str:
+    text = f"{f.message} → {f.fix}"
+    if f.status != "measured":
+        text += f" ({f.status})"
     end = "" if text.endswith(".") else "."
-    verb = f["applies"]["verb"]
-    if verb:
-        text += f"{end} Applied by {verb}."
+    if f.applies.verb:
+        text += f"{end} Applied by {f.applies.verb}."
         end = ""
-    if f["applies"]["tune"]:
+    if f.applies.tune:
         text += f"{end} Tune verifies it."
-    if f.get("runtime_check"):
-        text += f" Checked on this run: {f['runtime_check']}."
-    if "withheld_because" in (f.get("measured") or {}):
-        text += f" Gain withheld: {f['measured']['withheld_because']}."
-    v = f.get("verified")
+    if f.runtime_check:
+        text += f" Checked on this run: {f.runtime_check}."
+    if "withheld_because" in f.measured:
+        text += f" Gain withheld: {f.measured['withheld_because']}."
+    v = f.verified
     if v:
-        promised = v.get("estimated_speedup")
-        got = v.get("speedup")
+        promised = v.estimated_speedup
+        got = v.speedup
         estimated = f" (estimated {promised:.2f}×)" if promised is not None else ""
-        if v.get("noise"):  # figures shown, nothing judged: the machine's speed moved
-            second = v.get("speedup_second_baseline")
+        if v.noise:  # figures shown, nothing judged: the machine's speed moved
+            second = v.speedup_second_baseline
             against = f", {second:.2f}× against the second baseline" if second else ""
-            text += (
-                f" Not judged: {got:.2f}× alone{against}{estimated}, but {'; '.join(v['noise'])}."
-            )
+            shown = "?" if got is None else f"{got:.2f}"
+            text += f" Not judged: {shown}× alone{against}{estimated}, but {'; '.join(v.noise)}."
         else:
             text += (
-                f" Verified: {got:.2f}× alone"
-                if got is not None
-                else f" Verify: {v.get('verdict')}"
+                f" Verified: {got:.2f}× alone" if got is not None else f" Verify: {v.verdict}"
             ) + f"{estimated}."
-    if f.get("demoted"):  # why, as --verify found it: slower, not worth it, or not applicable
-        text += f" Demoted: {str(f['demoted']).rstrip('.')}."
+    if f.demoted:  # why, as --verify found it: slower, not worth it, or not applicable
+        text += f" Demoted: {f.demoted.rstrip('.')}."
     return text
 
 
 UNSEEN = "not seen running"
 
 
-def _unseen_line(unseen: list[dict[str, Any]], cwd: str | None) -> Paragraph:
+def _unseen_line(unseen: list[DoctorFinding], cwd: str | None) -> Paragraph:
     """The lint findings in code the measured steps never ran, in one line: in one trainer's
     report they were eight of its top ten rows, all in its validation function."""
     counts: dict[str, int] = {}
     for f in unseen:
-        key = f.get("code") or f["technique"]
+        key = f.code or f.technique
         counts[key] = counts.get(key, 0) + 1
     listed = ", ".join(f"{k} ×{n}" if n > 1 else k for k, n in counts.items())
-    files = sorted({fmt.where(f["path"], None, cwd) for f in unseen if f.get("path")})
+    files = sorted({fmt.where(f.path, None, cwd) for f in unseen if f.path})
     return Paragraph(
         f"{len(unseen)} lint finding{'s' if len(unseen) > 1 else ''} in code the measured "
         f"steps did not run (evaluation, set-up, other branches): {listed}"
@@ -281,19 +278,24 @@ def _unseen_line(unseen: list[dict[str, Any]], cwd: str | None) -> Paragraph:
     )
 
 
+def _findings(result: dict[str, Any]) -> list[DoctorFinding]:
+    """The result's findings, typed (a live result's, or a result file's objects)."""
+    return [DoctorFinding.of(f) for f in result["findings"]]
+
+
 def _findings_section(result: dict[str, Any], top: int | None) -> Section:
-    every = result["findings"]
-    unseen = [f for f in every if f["status"] == UNSEEN]
-    findings = [f for f in every if f["status"] != UNSEEN][:top]
+    every = _findings(result)
+    unseen = [f for f in every if f.status == UNSEEN]
+    findings = [f for f in every if f.status != UNSEEN][:top]
     cwd = result["target"].get("cwd")
     blocks: list[Block] = []
     if findings:
         rows: list[list[Cell]] = [
             [
                 str(i),
-                fmt.DASH if f["gain"] is None else fmt.pct(f["gain"]),
-                fmt.where(f["path"], f["line"], cwd),
-                fmt.measured(f.get("measured") or {}),
+                fmt.DASH if f.gain is None else fmt.pct(f.gain),
+                fmt.where(f.path, f.line, cwd),
+                fmt.measured(f.measured),
                 _change(f),
                 _docs(f),
             ]
@@ -310,7 +312,7 @@ def _findings_section(result: dict[str, Any], top: int | None) -> Section:
                 "seen running) come last.",
             )
         )
-        if any(f["applies"]["tune"] for f in findings):
+        if any(f.applies.tune for f in findings):
             blocks.append(
                 Paragraph(
                     "Try the findings that tune verifies on this run, each measured and "
@@ -447,10 +449,10 @@ def build(result: dict[str, Any], *, top: int | None = None) -> Document:
         _spots_section(result),
         _memory_section(result),
     ]
-    findings = result["findings"][:top]
+    findings = _findings(result)[:top]
     refs = references(
-        techniques=[f["technique"] for f in findings],
-        rules=[f["code"] for f in findings if f.get("code")],
+        techniques=[f.technique for f in findings],
+        rules=[f.code for f in findings if f.code],
     )
     if refs is not None:
         sections.append(refs)

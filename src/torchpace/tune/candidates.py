@@ -10,6 +10,7 @@ CPU and the guides' emphasis), runs the most valuable trials first when the budg
 from __future__ import annotations
 
 import inspect
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ import torch
 from torch import nn
 
 from torchpace.catalog import fused_on
+from torchpace.findings import DoctorFinding
 from torchpace.measure.env import bf16_supported
 from torchpace.speedups.bucketed_loader import length_quantiles
 from torchpace.techniques import trial_order
@@ -164,7 +166,7 @@ def from_facts(
 
 
 def for_script(
-    base: Any, device: torch.device, findings: list[dict[str, Any]]
+    base: Any, device: torch.device, findings: Sequence[DoctorFinding]
 ) -> tuple[list[Candidate], list[NotApplicable]]:
     """The candidates for a script, from what its baseline trial saw (``extra["facts"]``: its
     models, optimizers and DataLoaders), ordered by the doctor's ``findings`` for it: techniques
@@ -182,11 +184,11 @@ def for_script(
         else (int(bucketable["length_p90"]), int(bucketable["length_max"])),
         batch_size=None if bucketable is None else int(bucketable["batch_size"]),
     )
-    hand = next((f for f in findings if f.get("technique") == "sdpa-attention"), None)
+    hand = next((f for f in findings if f.technique == "sdpa-attention"), None)
     if hand is not None:
         # Attention written by hand has no backend to choose: say so, and where (issue 32: the
         # tune said "no attention layers" of a GPT with hand-written attention).
-        where = f"{Path(str(hand.get('path', ''))).name}:{hand.get('line', '?')}"
+        where = f"{Path(hand.path or '').name}:{hand.line or '?'}"
         no = [
             NotApplicable(
                 n.name,
@@ -220,7 +222,7 @@ def for_script(
         no.append(NotApplicable(name, techniques, "the script's loader already has workers"))
     else:
         cands.append(Candidate(name, {"loader": "auto", "loader_workers": workers}, techniques))
-    named = {f.get("technique") for f in findings}
+    named = {f.technique for f in findings}
     sto = Candidate("set_to_none", {"grad_set_to_none": True}, ("grad-set-to-none",))
     if "grad-set-to-none" in named:
         cands.append(sto)
@@ -229,24 +231,22 @@ def for_script(
     return order_by_findings(cands, findings), no
 
 
-def _measured_workers(findings: list[dict[str, Any]]) -> int | None:
+def _measured_workers(findings: Sequence[DoctorFinding]) -> int | None:
     """The loader workers the doctor's input-bound finding measured fastest, if it measured
     the dataset's pace by worker count."""
     for f in findings:
-        m = f.get("measured")
-        if f.get("technique") == "loader-workers" and isinstance(m, dict):
-            n = m.get("workers")
-            if m.get("basis") == "measured worker pace" and isinstance(n, int) and n > 0:
-                return n
+        n = f.measured.get("workers")
+        paced = f.measured.get("basis") == "measured worker pace"
+        if f.technique == "loader-workers" and paced and isinstance(n, int) and n > 0:
+            return n
     return None
 
 
-def order_by_findings(cands: list[Candidate], findings: list[dict[str, Any]]) -> list[Candidate]:
+def order_by_findings(cands: list[Candidate], findings: Sequence[DoctorFinding]) -> list[Candidate]:
     """Candidates a finding measured a gain for first (largest gain first), then the rest in
     their order (stable)."""
     gain: dict[str, float] = {}
     for f in findings:
-        tid, g = f.get("technique"), f.get("gain")
-        if isinstance(tid, str) and isinstance(g, (int, float)):
-            gain[tid] = max(gain.get(tid, 0.0), float(g))
+        if f.gain is not None:
+            gain[f.technique] = max(gain.get(f.technique, 0.0), float(f.gain))
     return sorted(cands, key=lambda c: -max((gain.get(t, 0.0) for t in c.techniques), default=0))

@@ -9,11 +9,13 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import NamedTuple
+
+from torchpace.findings import DoctorFinding
 
 
 class Survey(NamedTuple):
-    findings: list[dict[str, Any]]
+    findings: list[DoctorFinding]
     note: str
     first_step_s: float | None = None  # the run's start to its first step's end (set-up)
     step_s: float | None = None  # the median measured step
@@ -65,18 +67,14 @@ def survey(
             return Survey([], why)
     try:
         result = json.loads(out.read_text(encoding="utf-8"))
-        findings = [f for f in result.get("findings", []) if isinstance(f, dict)]
+        findings = [DoctorFinding.of(f) for f in result.get("findings", [])]
         first = (result.get("run") or {}).get("first_step_s")
         step = (result.get("step_seconds") or {}).get("median")
-    except (OSError, ValueError, AttributeError) as e:
+    except (OSError, ValueError, AttributeError) as e:  # FindingError is a ValueError
         return Survey(
             [], f"the doctor's result {out} is unreadable ({e}); trials in the default order"
         )
-    ranked = ", ".join(
-        f"{f['technique']} {f['gain']:.0%}"
-        for f in findings
-        if isinstance(f.get("gain"), (int, float)) and f.get("technique")
-    )
+    ranked = ", ".join(f"{f.technique} {f.gain:.0%}" for f in findings if f.gain is not None)
     note = f"doctor: {ranked}" if ranked else "doctor: no measured gain"
     noise = result.get("noise") if isinstance(result, dict) else None
     if isinstance(noise, dict) and noise.get("noisy"):
