@@ -122,3 +122,23 @@ def test_a_loader_iterated_by_a_file_that_trains_nothing_is_not_a_training_loade
     assert isinstance(quiet, FileResult) and isinstance(loud, FileResult)
     assert [f.code for f in quiet.findings] == []
     assert [f.code for f in loud.findings] == ["TP102"]
+
+
+def test_a_loader_a_file_hands_to_a_trainer_is_a_training_loader_even_when_it_also_loops_it() -> (
+    None
+):
+    # Lightning: no training loop in the file; `trainer.fit(model, loader)` trains from it.
+    from torchpace.lint import RULES, FileResult, lint_source
+
+    source = (
+        "import torch\n"
+        "device = torch.device('cuda')\n"
+        "loader = torch.utils.data.DataLoader(dataset, batch_size=8, num_workers=4)\n"
+        "for batch in tqdm(loader):\n"
+        "    print(batch.shape)\n"
+        "    break\n"
+        "trainer.fit(model, loader)\n"
+    )
+    result = lint_source("fit.py", source.encode(), [r for r in RULES if r.code == "TP102"])
+    assert isinstance(result, FileResult)
+    assert [f.code for f in result.findings] == ["TP102"]

@@ -199,6 +199,22 @@ def _inspected(ctx: FileContext, node: ast.AST) -> bool:
     return isinstance(parent, ast.Call) and dotted(parent.func) in _INSPECT
 
 
+# Calls that only iterate or measure what they are given, in the loop that consumes it.
+_ITERATING = frozenset({"enumerate", "tqdm", "zip", "iter", "next", "len", "trange"})
+
+
+def _handed_on(ctx: FileContext, name: str) -> bool:
+    """``name`` is given to a call other than an iteration wrapper: ``trainer.fit(model,
+    loader)``, ``train(model, loader)`` may train from it in code this file does not show."""
+    for call, _ in ctx.calls:
+        given = [*call.args, *(k.value for k in call.keywords)]
+        if any(dotted(a) == name for a in given):
+            callee = (dotted(call.func) or "").rsplit(".", 1)[-1]
+            if callee not in _ITERATING:
+                return True
+    return False
+
+
 def _loops_over(ctx: FileContext, name: str) -> Iterator[ast.For | ast.AsyncFor]:
     for loop in ctx.of_type(ast.For, ast.AsyncFor):
         assert isinstance(loop, (ast.For, ast.AsyncFor))
@@ -227,7 +243,11 @@ def feeds_training(ctx: FileContext, call: ast.Call) -> bool:
     # Reads up to the name's next assignment are this loader's (a notebook's demo loader, then
     # a training loader under the same name cells later).
     until = _next_assignment(ctx, name, call)
-    if not ctx.loops.step_loops and any(True for _ in _loops_over(ctx, name)):
+    if (
+        not ctx.loops.step_loops
+        and any(True for _ in _loops_over(ctx, name))
+        and not _handed_on(ctx, name)
+    ):
         return False  # iterated here, in a file with no training loop: captioning, caching
     loops = [loop for loop in _loops_over(ctx, name) if loop.lineno < until]
     if not loops and _only_peeked(ctx, name, until):
