@@ -127,18 +127,21 @@ def test_a_loader_iterated_by_a_file_that_trains_nothing_is_not_a_training_loade
 def test_a_loader_a_file_hands_to_a_trainer_is_a_training_loader_even_when_it_also_loops_it() -> (
     None
 ):
-    # Lightning: no training loop in the file; `trainer.fit(model, loader)` trains from it.
+    # Lightning: no training loop in the file, a look at the batches under no_grad, and
+    # `trainer.fit(model, data)`, which trains from the loader.
     from torchpace.lint import RULES, FileResult, lint_source
 
     source = (
         "import torch\n"
         "device = torch.device('cuda')\n"
-        "loader = torch.utils.data.DataLoader(dataset, batch_size=8, num_workers=4)\n"
-        "for batch in tqdm(loader):\n"
-        "    print(batch.shape)\n"
-        "    break\n"
-        "trainer.fit(model, loader)\n"
+        "data = torch.utils.data.DataLoader(dataset, batch_size=8, num_workers=4)\n"
+        "for batch in data:\n"
+        "    with torch.no_grad():\n"
+        "        captions = model.generate(batch.to(device))\n"
     )
-    result = lint_source("fit.py", source.encode(), [r for r in RULES if r.code == "TP102"])
-    assert isinstance(result, FileResult)
-    assert [f.code for f in result.findings] == ["TP102"]
+    rules = [r for r in RULES if r.code == "TP102"]
+    fits = lint_source("fit.py", (source + "trainer.fit(model, data)\n").encode(), rules)
+    looks = lint_source("look.py", (source + "print(len(data))\n").encode(), rules)
+    assert isinstance(fits, FileResult) and isinstance(looks, FileResult)
+    assert [f.code for f in fits.findings] == ["TP102"]
+    assert [f.code for f in looks.findings] == []  # only measured: still no training here
