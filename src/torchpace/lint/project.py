@@ -210,8 +210,8 @@ def builds_conv_net(ctx: FileContext, call: ast.Call, name: str | None) -> bool:
 def _cuda_functions(path: Path) -> frozenset[str]:
     """Module-level functions of the file at ``path`` that return a CUDA device in some
     branch (``return torch.device("cuda" if torch.cuda.is_available() else "cpu")``, or a name
-    assigned a CUDA device in one branch and returned), and
-    those it re-exports from another project file with ``from .x import *`` (one level)."""
+    assigned a CUDA device in one branch and returned), and those it re-exports from another
+    project file with ``from .x import *`` (one level)."""
     ctx = _parsed(path)
     if ctx is None:
         return frozenset()
