@@ -99,49 +99,37 @@ for epoch in range(100):
     assert [f.location.line for f in result.findings] == [5]
 
 
-def test_a_loader_iterated_by_a_file_that_trains_nothing_is_not_a_training_loader() -> None:
-    # kohya's finetune/make_captions.py: the loader feeds captioning under no_grad in a file with
-    # no training loop; the same loader in a file whose loop trains is reported.
+# kohya's finetune/make_captions.py: a loader feeding captioning under no_grad, in a file with no
+# training loop.
+CAPTIONS = (
+    "import torch\n"
+    "device = torch.device('cuda')\n"
+    "data = torch.utils.data.DataLoader(dataset, batch_size=8, num_workers=4)\n"
+    "for batch in data:\n"
+    "    with torch.no_grad():\n"
+    "        captions = model.generate(batch.to(device))\n"
+)
+
+
+def _tp102(source: str) -> list[str]:
     from torchpace.lint import RULES, FileResult, lint_source
 
-    captions = (
-        "import torch\n"
-        "device = torch.device('cuda')\n"
-        "data = torch.utils.data.DataLoader(dataset, batch_size=8, num_workers=4)\n"
-        "for batch in data:\n"
-        "    with torch.no_grad():\n"
-        "        captions = model.generate(batch.to(device))\n"
-    )
-    trains = captions.replace(
+    result = lint_source("t.py", source.encode(), [r for r in RULES if r.code == "TP102"])
+    assert isinstance(result, FileResult)
+    return [f.code for f in result.findings]
+
+
+def test_a_loader_iterated_by_a_file_that_trains_nothing_is_not_a_training_loader() -> None:
+    assert _tp102(CAPTIONS) == []
+    assert _tp102(CAPTIONS + "print(len(data))\n") == []  # only measured: still no training
+    # The same loader in a file whose loop trains is reported.
+    trains = CAPTIONS.replace(
         "    with torch.no_grad():\n        captions = model.generate(batch.to(device))\n",
         "    loss = model(batch.to(device)).mean()\n    loss.backward()\n    optimizer.step()\n",
     )
-    rules = [r for r in RULES if r.code == "TP102"]
-    quiet = lint_source("caption.py", captions.encode(), rules)
-    loud = lint_source("train.py", trains.encode(), rules)
-    assert isinstance(quiet, FileResult) and isinstance(loud, FileResult)
-    assert [f.code for f in quiet.findings] == []
-    assert [f.code for f in loud.findings] == ["TP102"]
+    assert _tp102(trains) == ["TP102"]
 
 
-def test_a_loader_a_file_hands_to_a_trainer_is_a_training_loader_even_when_it_also_loops_it() -> (
-    None
-):
-    # Lightning: no training loop in the file, a look at the batches under no_grad, and
-    # `trainer.fit(model, data)`, which trains from the loader.
-    from torchpace.lint import RULES, FileResult, lint_source
-
-    source = (
-        "import torch\n"
-        "device = torch.device('cuda')\n"
-        "data = torch.utils.data.DataLoader(dataset, batch_size=8, num_workers=4)\n"
-        "for batch in data:\n"
-        "    with torch.no_grad():\n"
-        "        captions = model.generate(batch.to(device))\n"
-    )
-    rules = [r for r in RULES if r.code == "TP102"]
-    fits = lint_source("fit.py", (source + "trainer.fit(model, data)\n").encode(), rules)
-    looks = lint_source("look.py", (source + "print(len(data))\n").encode(), rules)
-    assert isinstance(fits, FileResult) and isinstance(looks, FileResult)
-    assert [f.code for f in fits.findings] == ["TP102"]
-    assert [f.code for f in looks.findings] == []  # only measured: still no training here
+def test_a_loader_handed_to_a_trainer_is_a_training_loader_though_the_file_loops_it() -> None:
+    # Lightning: no training loop in the file; `trainer.fit(model, data)` trains from it.
+    assert _tp102(CAPTIONS + "trainer.fit(model, data)\n") == ["TP102"]
