@@ -184,17 +184,19 @@ def test_a_training_loop_is_small_when_every_module_it_calls_is() -> None:
     assert _small_loops(hidden + LOOP.replace("model(x)", "net(x)")) == [False]
 
 
+TRAIN = """
+def train(net, loader):
+    for x, y in loader:
+        loss = criterion(net(x.to(device)), y.to(device))
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        print(loss.item())
+"""
+
+
 def test_a_model_passed_to_a_train_function_is_read_at_every_call() -> None:
-    train = """
-    def train(net, loader):
-        for x, y in loader:
-            loss = criterion(net(x.to(device)), y.to(device))
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-            print(loss.item())
-    """
-    train = textwrap.dedent(train)
+    train = TRAIN
     calls = "train(model, train_loader)\n"
     assert _small_loops(SPIRAL + train + calls) == [True]
     big = "wide = nn.Linear(4096, 4096)\ntrain(wide, train_loader)\n"
@@ -238,20 +240,9 @@ def test_a_loop_that_also_runs_an_object_of_unknown_size_through_a_method_is_not
 def test_a_model_handed_on_under_the_same_parameter_name_is_followed_to_its_caller() -> None:
     # A course notebook's train(model, ...) calls train_step(model=model, ...): two parameters
     # named alike, not a function handing its own parameter back to itself.
-    step = """
-    def train_step(model, loader):
-        for x, y in loader:
-            loss = criterion(model(x.to(device)), y.to(device))
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-            print(loss.item())
-
-    def train(model, loader, epochs):
-        for _ in range(epochs):
-            train_step(model=model, loader=loader)
-    """
-    step = textwrap.dedent(step)
+    step = TRAIN.replace("train(net", "train_step(model").replace("net(x", "model(x")
+    step += "\n\ndef train(model, loader, epochs):\n    for _ in range(epochs):\n"
+    step += "        train_step(model=model, loader=loader)\n"
     assert _small_loops(SPIRAL + step + "train(model, train_loader, 5)\n") == [True]
     wide = "wide = nn.Linear(4096, 4096)\ntrain(wide, train_loader, 5)\n"
     assert _small_loops(SPIRAL + step + wide) == [False]
