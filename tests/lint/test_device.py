@@ -133,3 +133,52 @@ def test_a_loader_iterated_by_a_file_that_trains_nothing_is_not_a_training_loade
 def test_a_loader_handed_to_a_trainer_is_a_training_loader_though_the_file_loops_it() -> None:
     # Lightning: no training loop in the file; `trainer.fit(model, data)` trains from it.
     assert _tp102(CAPTIONS + "trainer.fit(model, data)\n") == ["TP102"]
+
+
+COURSE = """\
+import torch
+from torch.utils.data import DataLoader
+device = torch.device("cuda")
+show = DataLoader(train_data, batch_size=1, num_workers=1, shuffle=True)
+img, label = next(iter(show))
+
+
+def train(model, show, epochs):
+    for epoch in range(epochs):
+        for X, y in show:
+            loss = model(X.to(device)).mean()
+            loss.backward()
+            optimizer.step()
+
+
+simple = DataLoader(train_data, batch_size=32)
+train(model, show=simple, epochs=5)
+"""
+
+
+def test_a_functions_parameter_is_not_the_global_loader_of_the_same_name() -> None:
+    # mrdbourke's course: the global `train_dataloader` (batch 1) is only peeked at; the
+    # `train(model, train_dataloader, ...)` function's parameter of that name is another loader.
+    from torchpace.lint import RULES, FileResult, lint_source
+
+    result = lint_source("course.py", COURSE.encode(), [r for r in RULES if r.code < "TP200"])
+    assert isinstance(result, FileResult)
+    assert [(f.code, f.location.line) for f in result.findings] == [("TP101", 16)]
+
+
+def test_a_loader_cycled_through_a_generator_of_the_same_parameter_name_is_re_iterated() -> None:
+    # lucidrains' denoising-diffusion Trainer: `dl = cycle(dl)` with `def cycle(dl): for data
+    # in dl: yield data`, workers restarted at every pass (TP104, judged true four times).
+    from torchpace.lint import RULES, FileResult, lint_source
+
+    source = (
+        "import torch\nfrom torch.utils.data import DataLoader\n\n\n"
+        "def cycle(dl):\n    while True:\n        for data in dl:\n            yield data\n\n\n"
+        "dl = DataLoader(ds, batch_size=16, shuffle=True, num_workers=4, pin_memory=True)\n"
+        "dl = cycle(dl)\n"
+        "for step in range(1000):\n"
+        "    loss = model(next(dl).cuda()).mean()\n    loss.backward()\n    optimizer.step()\n"
+    )
+    result = lint_source("train.py", source.encode(), [r for r in RULES if r.code == "TP104"])
+    assert isinstance(result, FileResult)
+    assert [(f.code, f.location.line) for f in result.findings] == [("TP104", 11)]

@@ -173,13 +173,16 @@ def _next_assignment(ctx: FileContext, name: str, call: ast.Call) -> float:
 
 
 def _only_peeked(ctx: FileContext, name: str, until: float = float("inf")) -> bool:
-    """Every read of the plain name ``name`` in the file (before line ``until``) is
-    ``next(iter(name))``: a loader built to show one batch (a tutorial's sample image), never
-    looped over or handed on (issue 32)."""
+    """Every read of the plain name ``name`` in the file (before line ``until``; not a
+    function's own parameter of that name) is ``next(iter(name))``: a loader built to show one
+    batch (a tutorial's sample image), never looped over or handed on (issue 32)."""
     uses = [
         n
         for n in ctx.of_type(ast.Name)
-        if n.id == name and isinstance(n.ctx, ast.Load) and n.lineno < until  # type: ignore[attr-defined]
+        if n.id == name
+        and isinstance(n.ctx, ast.Load)
+        and n.lineno < until  # type: ignore[attr-defined]
+        and not _shadowed(ctx, n, name)
     ]
     peeks = [n for n in uses if _read_once(ctx, n)]
     return bool(peeks) and all(n in peeks or _inspected(ctx, n) for n in uses)
@@ -216,10 +219,20 @@ def _handed_on(ctx: FileContext, name: str) -> bool:
 
 
 def _loops_over(ctx: FileContext, name: str) -> Iterator[ast.For | ast.AsyncFor]:
+    """The loops over ``name``, not those of a function whose own parameter of that name
+    shadows it (a course's ``def train(model, train_dataloader)``, called with another one)."""
     for loop in ctx.of_type(ast.For, ast.AsyncFor):
         assert isinstance(loop, (ast.For, ast.AsyncFor))
-        if dotted(iterated(loop.iter)) == name:
+        if dotted(iterated(loop.iter)) == name and not _shadowed(ctx, loop, name):
             yield loop
+
+
+def _shadowed(ctx: FileContext, node: ast.AST, name: str) -> bool:
+    scope = ctx.enclosing_scope(node)
+    if not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    args = scope.args
+    return name in {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)}
 
 
 def _whole_dataset(call: ast.Call) -> bool:
