@@ -88,6 +88,29 @@ def find_module(module: str, caller: Path, level: int = 0) -> Path | None:
     return next((c for c in _candidates(module, caller, level) if c.is_file()), None)
 
 
+def imported_from(ctx: FileContext, call: ast.Call) -> Iterator[tuple[Path, str]]:
+    """The project files and names that ``call``'s callee may come from: ``utils.f()`` with
+    ``import utils``, ``f()`` with ``from utils import f`` (absolute, relative, or with ``*``)."""
+    caller = Path(ctx.path)
+    target = ctx.names.dotted(call.func)
+    if target is not None and "." in target:
+        module, name = target.rsplit(".", 1)
+        path = find_module(module, caller)
+        if path is not None:
+            yield path, name
+        return
+    if not isinstance(call.func, ast.Name):
+        return
+    wanted = call.func.id
+    for node in ctx.of_type(ast.ImportFrom):
+        names = {a.asname or a.name: a.name for a in node.names}
+        if "*" not in names and wanted not in names:
+            continue
+        path = find_module(node.module or "", caller, node.level)
+        if path is not None:
+            yield path, names.get(wanted, wanted)
+
+
 def _parsed(path: Path) -> FileContext | None:
     """The file at ``path``, parsed once per process and version (a project's models.py is
     imported by every script beside it; a file edited since is parsed again)."""
@@ -185,23 +208,9 @@ def builds_conv_net(ctx: FileContext, call: ast.Call, name: str | None) -> bool:
         "torchvision.models.__dict__"
     ):
         return True  # ``models.__dict__[args.arch]()`` (pytorch/examples imagenet)
-    caller = Path(ctx.path)
-    target = ctx.names.dotted(call.func)
-    if target is not None and "." in target:
-        module, cls = target.rsplit(".", 1)
-        path = find_module(module, caller)
-        return path is not None and cls in conv_classes(path)
-    if not isinstance(call.func, ast.Name) or call.func.id in ctx.loops.classes:
-        return False
-    wanted = call.func.id
-    for node in ctx.of_type(ast.ImportFrom):
-        names = {a.asname or a.name: a.name for a in node.names}
-        if "*" not in names and wanted not in names:
-            continue
-        path = find_module(node.module or "", caller, node.level)
-        if path is not None and names.get(wanted, wanted) in conv_classes(path):
-            return True
-    return False
+    if isinstance(call.func, ast.Name) and call.func.id in ctx.loops.classes:
+        return False  # a class of this file (convs.py's own check reads it)
+    return any(cls in conv_classes(path) for path, cls in imported_from(ctx, call))
 
 
 # --------------------------------------------------------------------------- device helpers
@@ -255,12 +264,7 @@ _own_cuda_functions = _per_context(_cuda_functions_of, frozenset[str]())
 def device_helper_gives_cuda(ctx: FileContext, call: ast.Call) -> bool:
     """``device = get_device()`` with ``get_device`` imported from a project file that returns
     a CUDA device (``from utils import get_device``, ``import utils`` + ``utils.get_device()``)."""
-    target = ctx.names.dotted(call.func)
-    if target is None or "." not in target:
-        return False
-    module, function = target.rsplit(".", 1)
-    path = find_module(module, Path(ctx.path))
-    return path is not None and function in _cuda_functions(path)
+    return any(f in _cuda_functions(path) for path, f in imported_from(ctx, call))
 
 
 # --------------------------------------------------------------------------- training helpers
@@ -297,28 +301,14 @@ def training_helpers(ctx: FileContext) -> list[tuple[ast.Call, FileContext]]:
     function, each with that file: a notebook that builds a network and calls
     ``d2l.train_ch5(net, ...)`` (``import d2l``, ``from utils import train``, with at least one
     argument)."""
-    caller = Path(ctx.path)
-    imported: dict[str, tuple[str, int, str]] = {}
-    for node in ctx.of_type(ast.ImportFrom):
-        for alias in node.names:
-            if alias.name != "*":
-                imported[alias.asname or alias.name] = (node.module or "", node.level, alias.name)
     found: list[tuple[ast.Call, FileContext]] = []
     for call, _ in ctx.calls:
         if not (call.args or call.keywords):
             continue
-        target = ctx.names.dotted(call.func)
-        if target is None or target.startswith(("torch.", "self.")):
-            continue
-        if "." in target:
-            (module, function), level = target.rsplit(".", 1), 0
-        elif target in imported:
-            module, level, function = imported[target]
-        else:
-            continue
-        path = find_module(module, caller, level)
-        source = None if path is None else _training_functions(path).get(function)
-        helper = None if source is None else _parsed(source)
-        if source is not None and helper is not None:
-            found.append((call, helper))
+        for path, function in imported_from(ctx, call):
+            source = _training_functions(path).get(function)
+            helper = None if source is None else _parsed(source)
+            if helper is not None:
+                found.append((call, helper))
+                break
     return found
