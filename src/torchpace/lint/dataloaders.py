@@ -25,8 +25,8 @@ import re
 from collections.abc import Iterator
 
 from torchpace.lint.device import moves_to_a_device
-from torchpace.lint.loops import EVAL_NAME, dotted, iterated, walk
-from torchpace.lint.rule import FileContext, argument
+from torchpace.lint.loops import EVAL_NAME, ITER_WRAPPERS, dotted, iterated, walk
+from torchpace.lint.rule import FileContext, argument, parameter_names
 from torchpace.lint.tree import subtree
 
 
@@ -202,18 +202,14 @@ def _inspected(ctx: FileContext, node: ast.AST) -> bool:
     return isinstance(parent, ast.Call) and dotted(parent.func) in _INSPECT
 
 
-# Calls that only iterate or measure what they are given, in the loop that consumes it.
-_ITERATING = frozenset({"enumerate", "tqdm", "zip", "iter", "next", "len", "trange"})
-
-
 def _handed_on(ctx: FileContext, name: str) -> bool:
     """``name`` is given to a call other than an iteration wrapper: ``trainer.fit(model,
     loader)``, ``train(model, loader)`` may train from it in code this file does not show."""
     for call, _ in ctx.calls:
         given = [*call.args, *(k.value for k in call.keywords)]
         if any(dotted(a) == name for a in given):
-            callee = (dotted(call.func) or "").rsplit(".", 1)[-1]
-            if callee not in _ITERATING:
+            callee = dotted(call.func)
+            if callee not in ITER_WRAPPERS and callee not in _INSPECT and callee != "next":
                 return True
     return False
 
@@ -228,11 +224,7 @@ def _loops_over(ctx: FileContext, name: str) -> Iterator[ast.For | ast.AsyncFor]
 
 
 def _shadowed(ctx: FileContext, node: ast.AST, name: str) -> bool:
-    scope = ctx.enclosing_scope(node)
-    if not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
-        return False
-    args = scope.args
-    return name in {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)}
+    return name in parameter_names(ctx.enclosing_scope(node))
 
 
 def _whole_dataset(call: ast.Call) -> bool:

@@ -61,7 +61,7 @@ NO_GRAD = frozenset(
     }
 )
 # Wrappers that iterate what they are given, one item per step: enumerate(loader), tqdm(loader).
-_ITER_WRAPPERS = frozenset({"enumerate", "tqdm", "tqdm.tqdm", "tqdm.auto.tqdm", "zip", "iter"})
+ITER_WRAPPERS = frozenset({"enumerate", "tqdm", "tqdm.tqdm", "tqdm.auto.tqdm", "zip", "iter"})
 
 
 def dotted(node: ast.AST) -> str | None:
@@ -305,7 +305,7 @@ class LoopFacts:
             name = self.names.qualname(node.func) or dotted(node.func)
             if name == DATALOADER:
                 return True
-            if name in _ITER_WRAPPERS:
+            if name in ITER_WRAPPERS:
                 return any(self.is_loader(a) for a in node.args)
             if isinstance(node.func, ast.Attribute) and node.args:
                 first = node.args[0]
@@ -529,7 +529,7 @@ def iterated(node: ast.expr) -> ast.expr:
     """What a loop header iterates: ``loader`` for ``enumerate(loader)`` or ``tqdm(loader)``."""
     while (
         isinstance(node, ast.Call)
-        and (dotted(node.func) or "") in _ITER_WRAPPERS - {"zip"}
+        and (dotted(node.func) or "") in ITER_WRAPPERS - {"zip"}
         and node.args
     ):
         node = node.args[0]

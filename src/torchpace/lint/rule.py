@@ -200,6 +200,30 @@ def argument(call: ast.Call, name: str, position: int) -> ast.expr | None:
     return None
 
 
+def parameter_names(scope: ast.AST | None) -> set[str]:
+    """The parameters a function's body reads by name (none for the module)."""
+    if not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return set()
+    args = scope.args
+    return {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)}
+
+
+def passed_for(
+    ctx: FileContext, function: ast.FunctionDef | ast.AsyncFunctionDef, name: str
+) -> list[ast.expr | None] | None:
+    """What each call of ``function`` in this file, by its name, passes for its parameter
+    ``name`` (None where a call leaves it out); None when ``name`` is not positional."""
+    params = [a.arg for a in (*function.args.posonlyargs, *function.args.args)]
+    if name not in params:
+        return None
+    position = params.index(name)
+    return [
+        argument(call, name, position)
+        for call, _ in ctx.calls
+        if isinstance(call.func, ast.Name) and call.func.id == function.name
+    ]
+
+
 def is_const(node: ast.AST | None, value: object) -> bool:
     """True when ``node`` is the literal ``value`` (``True`` is not ``1`` here)."""
     return (

@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from functools import cached_property
 
 from torchpace.lint.loops import LOOPS, Function, dotted, strip_moves, walk
-from torchpace.lint.rule import FileContext, argument
+from torchpace.lint.rule import FileContext, argument, parameter_names, passed_for
 from torchpace.lint.tree import subtree
 from torchpace.lint.values import int_value
 
@@ -353,7 +353,7 @@ class _Sizer:
         """Weights of the model ``target`` names where it is called (module docs). ``seen``:
         the parameters already followed, each with its function (``train(model)`` handing its
         ``model`` on to ``train_step(model)`` is two parameters, not a cycle)."""
-        if target in _parameters(scope):  # the function's own name for what it is given
+        if target in parameter_names(scope):  # the function's own name for what it is given
             key = (id(scope), target)
             if key in seen:
                 raise _Unknown  # a function that hands its parameter back to itself
@@ -380,24 +380,15 @@ class _Sizer:
         return total
 
     def _through_parameter(self, target: str, scope: Function, seen: Seen) -> int:
-        params = [a.arg for a in (*scope.args.posonlyargs, *scope.args.args)]
-        if target not in params:
-            raise _Unknown  # keyword-only
-        position = params.index(target)
-        calls = [
-            call
-            for call, _ in self.ctx.calls
-            if isinstance(call.func, ast.Name) and call.func.id == scope.name
-        ]
-        if not calls:
-            raise _Unknown
+        given = passed_for(self.ctx, scope, target)
+        if not given:
+            raise _Unknown  # keyword-only, or never called here
         total = 0
-        for call in calls:
-            passed = argument(call, target, position)
+        for passed in given:
             name = dotted(passed) if passed is not None else None
-            if name is None:
+            if passed is None or name is None:
                 raise _Unknown
-            total = max(total, self.model(name, self.ctx.enclosing_scope(call), seen))
+            total = max(total, self.model(name, self.ctx.enclosing_scope(passed), seen))
         return total
 
 
@@ -442,7 +433,7 @@ def _callables(
     object a method or submodule is called on, where the file builds it (not what torch builds
     for other ends: ``opt.step()``, ``scaler.update()``)."""
     facts = sizer.ctx.loops
-    params = _parameters(scope)
+    params = parameter_names(scope)
     out = set()
     for node in nodes:
         if not isinstance(node, ast.Call):
@@ -472,13 +463,6 @@ def _callables(
 def _is_nn(path: str) -> bool:
     """``torch.nn.Linear``, not ``torch.nn.functional.relu`` nor ``torch.nn.init``."""
     return path.startswith("torch.nn.") and path.count(".") == 2 and path[9:10].isupper()
-
-
-def _parameters(scope: ast.AST | None) -> set[str]:
-    if not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
-        return set()
-    args = scope.args
-    return {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)}
 
 
 def _small(sizer: _Sizer, runs: Sequence[Run]) -> bool:

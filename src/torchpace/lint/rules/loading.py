@@ -23,6 +23,7 @@ from torchpace.lint.rule import (
     has_star_args,
     is_const,
     keyword,
+    passed_for,
 )
 from torchpace.lint.tree import subtree
 from torchpace.lint.values import int_value
@@ -66,13 +67,8 @@ def _in_memory(ctx: FileContext, call: ast.Call) -> bool:
     )
     scope = ctx.enclosing_scope(call)
     if isinstance(data, ast.Name) and isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
-        params = [a.arg for a in (*scope.args.posonlyargs, *scope.args.args)]
-        if data.id in params:
-            given = [
-                argument(c, data.id, params.index(data.id))
-                for c, _ in ctx.calls
-                if isinstance(c.func, ast.Name) and c.func.id == scope.name
-            ]
+        given = passed_for(ctx, scope, data.id)
+        if given is not None:
             return bool(given) and all(_tensors_in_memory(ctx, g) for g in given)
     return _tensors_in_memory(ctx, data)
 
