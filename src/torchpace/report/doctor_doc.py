@@ -283,8 +283,9 @@ def _findings(result: dict[str, Any]) -> list[DoctorFinding]:
     return [DoctorFinding.of(f) for f in result["findings"]]
 
 
-def _findings_section(result: dict[str, Any], top: int | None) -> Section:
-    every = _findings(result)
+def _findings_section(
+    result: dict[str, Any], every: list[DoctorFinding], top: int | None
+) -> Section:
     unseen = [f for f in every if f.status == UNSEEN]
     findings = [f for f in every if f.status != UNSEEN][:top]
     cwd = result["target"].get("cwd")
@@ -441,15 +442,16 @@ def header(result: dict[str, Any]) -> Facts:
 def build(result: dict[str, Any], *, top: int | None = None) -> Document:
     """The document of a doctor result; ``top`` keeps the first ``top`` findings (the terminal
     after a run), None keeps all."""
+    every = _findings(result)
     sections = [
         _step_section(result),
         _throughput_section(result),
-        _findings_section(result, top),
+        _findings_section(result, every, top),
         _syncs_section(result),
         _spots_section(result),
         _memory_section(result),
     ]
-    findings = _findings(result)[:top]
+    findings = every[:top]
     refs = references(
         techniques=[f.technique for f in findings],
         rules=[f.code for f in findings if f.code],
