@@ -286,3 +286,110 @@ def test_a_course_trainer_that_sets_the_autotuner_or_a_small_net_is_quiet(
     # A function of the package that trains nothing is not a trainer.
     (course / "chapter.py").write_text(CHAPTER.replace("d2l.train_ch5(", "d2l.show("))
     assert not any(code == "TP303" for _, _, code in _found(capsys, "chapter.py"))
+
+
+# Cut from jaywalnut310/vits (benchmarks/realworld, set new-change): the training script calls a
+# model class of models.py, wrapped in DDP; its forward calls a duration predictor bound in an
+# if/else and a helper of commons.py; the predictor's inverse pass (``reverse=True``) only runs
+# at inference.
+VITS_TRAIN = """\
+import torch
+from torch.nn.parallel import DistributedDataParallel as DDP
+from models import SynthesizerTrn
+
+def run(rank, loader):
+    net_g = SynthesizerTrn(192).cuda(rank)
+    net_g = DDP(net_g, device_ids=[rank])
+    optim_g = torch.optim.AdamW(net_g.parameters(), 2e-4)
+    for x, y in loader:
+        x, y = x.cuda(rank, non_blocking=True), y.cuda(rank, non_blocking=True)
+        loss = net_g(x, y).mean()
+        optim_g.zero_grad()
+        loss.backward()
+        optim_g.step()
+"""
+VITS_MODELS = """\
+import torch
+from torch import nn
+import commons
+
+class StochasticDurationPredictor(nn.Module):
+    def __init__(self, channels):
+        super().__init__()
+        self.proj = nn.Conv1d(channels, channels, 1)
+
+    def forward(self, x, w=None, reverse=False):
+        if not reverse:
+            e_q = torch.randn(w.size(0), 2, w.size(2)).to(device=x.device, dtype=x.dtype)
+            return self.proj(x) + e_q.sum()
+        else:
+            z = torch.randn(x.size(0), 2, x.size(2)).to(device=x.device, dtype=x.dtype)
+            return self.proj(x) * z.sum()
+
+class DurationPredictor(nn.Module):
+    def __init__(self, channels):
+        super().__init__()
+        self.proj = nn.Conv1d(channels, 1, 1)
+
+    def forward(self, x, w=None):
+        return self.proj(x)
+
+class SynthesizerTrn(nn.Module):
+    def __init__(self, channels, use_sdp=True):
+        super().__init__()
+        if use_sdp:
+            self.dp = StochasticDurationPredictor(channels)
+        else:
+            self.dp = DurationPredictor(channels)
+
+    def forward(self, x, y):
+        w = self.dp(x, y)
+        z_slice = commons.rand_slice_segments(x, 4)
+        return w + z_slice
+
+    def infer(self, x):
+        return self.dp(x, reverse=True)
+"""
+VITS_COMMONS = """\
+import torch
+
+def rand_slice_segments(x, segment_size=4):
+    b, d, t = x.size()
+    ids_str = (torch.rand([b]).to(device=x.device) * (t - segment_size)).long()
+    return x[:, :, :segment_size] * ids_str.sum()
+
+def unused(x):
+    return torch.rand([4]).to(device=x.device)
+"""
+
+
+def test_a_model_class_of_another_file_runs_its_forward_every_step(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "train.py").write_text(VITS_TRAIN)
+    (tmp_path / "models.py").write_text(VITS_MODELS)
+    (tmp_path / "commons.py").write_text(VITS_COMMONS)
+    found = _found(capsys, ".")
+    # the forward's predictor (bound in an if/else, through the DDP wrapper) and the helper it
+    # calls, two files from the loop
+    assert ("models.py", 12, "TP207") in found
+    assert ("commons.py", 5, "TP207") in found
+    # the inverse pass no training call asks for, and a helper nothing calls
+    assert ("models.py", 15, "TP207") not in found
+    assert ("commons.py", 9, "TP207") not in found
+    # each alone: the model file and the helper have no loop of their own
+    assert not {f for f in _found(capsys, "models.py", "commons.py") if f[2] == "TP207"}
+
+
+def test_a_flag_a_training_call_passes_keeps_both_branches(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "train.py").write_text(VITS_TRAIN)
+    (tmp_path / "models.py").write_text(
+        VITS_MODELS.replace("w = self.dp(x, y)", "w = self.dp(x, y, reverse=self.training)")
+    )
+    (tmp_path / "commons.py").write_text(VITS_COMMONS)
+    found = _found(capsys, ".")
+    assert {("models.py", 12, "TP207"), ("models.py", 15, "TP207")} <= found

@@ -231,8 +231,8 @@ def calls_out(ctx: FileContext) -> tuple[tuple[str, str], ...]:
     entry points :mod:`torchpace.lint.project` follows into other files."""
     from torchpace.lint.device import may_use_accelerator, uses_cuda
 
-    if "loops" not in ctx.__dict__ or not ctx.loops.scope_of:
-        return ()
+    if "loops" not in ctx.__dict__ or not (ctx.loops.scope_of or ctx.loops.hot):
+        return ()  # no loop rule ran, or no loop and no entry point (lint.project) to follow
     cuda = uses_cuda(ctx)  # may_use_accelerator would compute it again
     if not cuda and not may_use_accelerator(ctx):
         return ()
@@ -242,7 +242,13 @@ def calls_out(ctx: FileContext) -> tuple[tuple[str, str], ...]:
         if not isinstance(node, ast.Call):
             continue
         target = ctx.names.dotted(node.func)
-        if target is not None and "." in target:
+        owner = instances.get(ctx.segment(node.func), "")
+        if "." in owner and not owner.startswith("torch."):
+            # ``net_g = SynthesizerTrn(...)`` (``from models import SynthesizerTrn``), then
+            # ``net_g(x)``: a model class of another file, whose forward runs every step
+            module, cls = owner.rsplit(".", 1)
+            out.append((module, f"{cls}.forward"))
+        elif target is not None and "." in target:
             module, function = target.rsplit(".", 1)
             out.append((module, function))
         elif isinstance(node.func, ast.Attribute):

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -217,6 +217,27 @@ def strip_moves(value: ast.expr) -> ast.expr:
     return value
 
 
+# Wrappers that run the module they are given: ``model = DDP(model, ...)`` keeps ``model`` an
+# instance of the class it was, whose forward a call of it runs.
+MODEL_WRAPPERS = frozenset(
+    {
+        "torch.nn.parallel.DistributedDataParallel",
+        "torch.nn.DataParallel",
+        "torch.distributed.fsdp.FullyShardedDataParallel",
+        "torch.compile",
+    }
+)
+
+
+def _rewraps(names: Resolver, target: str, value: ast.Call) -> bool:
+    """``model = DDP(model, ...)``: ``target`` wrapped in a wrapper that keeps its forward."""
+    return (
+        names.qualname(value.func) in MODEL_WRAPPERS
+        and bool(value.args)
+        and dotted(strip_moves(value.args[0])) == target
+    )
+
+
 @dataclass
 class LoopFacts:
     """What one file's loops are, computed once per file (see :func:`analyse`)."""
@@ -225,6 +246,9 @@ class LoopFacts:
     functions: dict[str, list[Function]] = field(default_factory=dict)  # by name
     classes: dict[str, ast.ClassDef] = field(default_factory=dict)
     instances: dict[str, str] = field(default_factory=dict)  # "model" → file class or torch path
+    # "self.dp" → the classes of this file it is bound to, where branches bind it to several
+    # (``self.dp = A(...) if sdp else B(...)``, or in an if/else)
+    alternatives: dict[str, frozenset[str]] = field(default_factory=dict)
     loaders: set[str] = field(default_factory=set)  # names bound to a DataLoader
     loader_calls: dict[str, list[ast.Call]] = field(default_factory=dict)  # name → DataLoader()
     optimizers: set[str] = field(default_factory=set)  # names bound to a torch.optim optimizer
@@ -232,6 +256,10 @@ class LoopFacts:
     step_loops: list[Loop] = field(default_factory=list)
     epoch_loops: list[Loop] = field(default_factory=list)
     hot: dict[int, tuple[ast.AST, Scope]] = field(default_factory=dict)  # id(node) → node, scope
+    # id(function) → the hot calls of this file that run it (entries and loops have none)
+    callers: dict[int, tuple[Function, list[ast.Call]]] = field(default_factory=dict)
+    # id(if) → the one branch of it the hot calls take ("body" or "orelse"): see _decided
+    decided: dict[int, str] = field(default_factory=dict)
     tensor_cache: dict[int, Any] = field(default_factory=dict)  # id(scope) → TensorFacts
     _steps: dict[int, bool] = field(default_factory=dict)  # id(function) → has a step
     _loops_in: dict[int, bool] = field(default_factory=dict)  # id(function) → has a step loop
@@ -254,6 +282,12 @@ class LoopFacts:
         owner = self.instances.get(target)
         if owner in self.classes:  # calling a module instance runs its forward
             return self._methods(owner, "forward")
+        if target in self.alternatives:  # one of several classes: each forward may run
+            return [
+                f
+                for cls in sorted(self.alternatives[target])
+                for f in self._methods(cls, "forward")
+            ]
         if isinstance(func, ast.Attribute):
             base = dotted(func.value)
             if base in {"self", "cls"}:
@@ -567,6 +601,8 @@ def _collect_bindings(facts: LoopFacts, tree: ast.Module, by_type: dict[type, li
             continue
         qual = names.qualname(value.func)
         local = value.func.id if isinstance(value.func, ast.Name) else None
+        if _rewraps(names, target, value):
+            continue  # the same module, wrapped: its class is what the other bindings say
         if qual == DATALOADER:
             facts.loader_calls.setdefault(target, []).append(value)
         if (
@@ -586,6 +622,9 @@ def _collect_bindings(facts: LoopFacts, tree: ast.Module, by_type: dict[type, li
         seen.setdefault(target, set()).add(owner or "?")
     # An instance is known only when every assignment to the name agrees.
     facts.instances = {t: next(iter(o)) for t, o in seen.items() if len(o) == 1 and "?" not in o}
+    facts.alternatives = {
+        t: frozenset(o) for t, o in seen.items() if len(o) > 1 and o <= facts.classes.keys()
+    }
 
 
 _CADENCE_FLAG = re.compile(r"log|sample|save|eval|print|report|every|checkpoint", re.IGNORECASE)
@@ -707,8 +746,15 @@ def _mark_hot(
             # ``if not math.isfinite(loss): print(...); sys.exit(1)``: the body runs at most once.
             stack += [node.test, *node.orelse]
             continue
+        if isinstance(node, ast.If) and id(node) in facts.decided:
+            # ``if not reverse:`` in a flow whose training calls never pass ``reverse``
+            stack += [node.test, *getattr(node, facts.decided[id(node)])]
+            continue
         if isinstance(node, ast.Call):
-            queue += [f for f in facts.callees(node, scope) if not _evaluates(facts, f)]
+            called = [f for f in facts.callees(node, scope) if not _evaluates(facts, f)]
+            for f in called:
+                facts.callers.setdefault(id(f), (f, []))[1].append(node)
+            queue += called
             # A lambda handed to a call runs there: ``apply_to_collection(x, Tensor,
             # lambda t: t.item())`` (Lightning's example trainer) reads every step.
             stack += [
@@ -717,6 +763,85 @@ def _mark_hot(
                 if isinstance(a, ast.Lambda)
             ]
         stack.extend(children(node))
+
+
+def _mark_all(
+    facts: LoopFacts, roots: Sequence[tuple[list[ast.AST], Scope]], entries: Sequence[Function]
+) -> None:
+    """Mark the step loops' bodies hot, then every function they or ``entries`` run."""
+    queue = list(entries)
+    for nodes, scope in roots:
+        _mark_hot(facts, nodes, scope, queue)
+    done: set[int] = set()
+    while queue:
+        function = queue.pop()
+        if id(function) in done:
+            continue
+        done.add(id(function))
+        _mark_hot(facts, _before_early_return(function.body), function, queue)
+
+
+def _flag_default(function: Function, test: ast.expr) -> tuple[str, bool] | None:
+    """``if reverse:`` / ``if not reverse:`` on a parameter with a constant default: the
+    parameter and whether the test holds when the parameter keeps its default."""
+    negated = isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)
+    name = test.operand if isinstance(test, ast.UnaryOp) and negated else test
+    if not isinstance(name, ast.Name):
+        return None
+    args = function.args
+    positional = [*args.posonlyargs, *args.args]
+    defaults = dict(
+        zip(
+            [a.arg for a in positional[len(positional) - len(args.defaults) :]],
+            args.defaults,
+            strict=True,
+        )
+    )
+    defaults.update(
+        {a.arg: d for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True) if d is not None}
+    )
+    default = defaults.get(name.id)
+    if not isinstance(default, ast.Constant) or not isinstance(default.value, (bool, type(None))):
+        return None
+    return name.id, bool(default.value) != negated
+
+
+def _passes(call: ast.Call, function: Function, parameter: str) -> bool:
+    """``call`` may give ``function``'s ``parameter`` a value (by keyword, position or ``*``)."""
+    if any(k.arg in (parameter, None) for k in call.keywords):
+        return True
+    if any(isinstance(a, ast.Starred) for a in call.args):
+        return True
+    positional = [a.arg for a in (*function.args.posonlyargs, *function.args.args)]
+    if positional[:1] in (["self"], ["cls"]):
+        positional = positional[1:]
+    return parameter in positional[: len(call.args)]
+
+
+def _decided(facts: LoopFacts, entered: set[int]) -> dict[int, str]:
+    """The branches on a flag parameter (``if not reverse:``) that the training step never
+    takes: in a function of this file that only hot calls of this file run, none of which
+    passes the flag, its default decides the branch (a normalizing flow's ``reverse=False``
+    keeps its inverse pass out of training). Not for a function another file calls."""
+    out: dict[int, str] = {}
+    for function_id, (function, calls) in facts.callers.items():
+        if function_id in entered:
+            continue
+        stored = {
+            n.id
+            for n in walk(function.body)
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+        }
+        for node in walk(function.body):
+            if not isinstance(node, ast.If):
+                continue
+            flag = _flag_default(function, node.test)
+            if flag is None or flag[0] in stored:
+                continue
+            parameter, holds = flag
+            if not any(_passes(c, function, parameter) for c in calls):
+                out[id(node)] = "body" if holds else "orelse"
+    return out
 
 
 def _mark_repeated(facts: LoopFacts, tree: ast.Module) -> None:
@@ -853,6 +978,7 @@ def analyse(
     _mark_no_grad(facts, by_type)
     facts.cadence_helpers = _cadence_helpers(facts, by_type)
     queue: list[Function] = []
+    roots: list[tuple[list[ast.AST], Scope]] = []  # the step loops' bodies
     for scope in _scopes(tree):
         body = scope.body
         for node in walk(body):
@@ -862,7 +988,7 @@ def analyse(
             if facts.is_step_loop(node, scope) and not _smoke_test(node, tree, names):
                 facts.step_loops.append(node)
                 header: list[ast.AST] = [node.test] if isinstance(node, ast.While) else []
-                _mark_hot(facts, [*header, *node.body], scope, queue)
+                roots.append(([*header, *node.body], scope))
             elif isinstance(node, (ast.For, ast.AsyncFor)) and facts.is_loader(node.iter):
                 facts.eval_loops.append(node)
             elif any(
@@ -882,11 +1008,10 @@ def analyse(
             queue += facts._methods(cls, method)
     queue += _framework_steps(facts)
     _mark_repeated(facts, tree)
-    done: set[int] = set()
-    while queue:
-        function = queue.pop()
-        if id(function) in done:
-            continue
-        done.add(id(function))
-        _mark_hot(facts, _before_early_return(function.body), function, queue)
+    entered = {id(f) for f in queue}
+    _mark_all(facts, roots, queue)
+    decided = _decided(facts, entered)
+    if decided:  # again, without the branches no training call takes (and what they call)
+        facts.hot, facts.callers, facts.decided = {}, {}, decided
+        _mark_all(facts, roots, queue)
     return facts
