@@ -331,3 +331,64 @@ def test_scale_reads_formatted_norms_and_a_framework_on_the_cpu() -> None:
         Trainer(accelerator="cpu").fit(DQN())
     """
     assert _codes(on_cpu) == []
+
+
+# After detectron2's engine/train_loop.py (set new-change): a base trainer's loop calls
+# ``self.run_step()``, which only a subclass defines; the subclass writes its metrics through a
+# static method, behind a period whose constructor default is 1.
+TRAINER = """
+    import torch
+
+    class TrainerBase:
+        def train(self, start, end):
+            for self.iter in range(start, end):
+                self.run_step()
+
+        def run_step(self):
+            raise NotImplementedError
+
+    class SimpleTrainer(TrainerBase):
+        def __init__(self, model, loader, optimizer, gather_metric_period=1):
+            self.model, self.loader, self.optimizer = model, loader, optimizer
+            self.gather_metric_period = gather_metric_period
+
+        def run_step(self):
+            data = next(self.loader).to("cuda")
+            losses = self.model(data)
+            self.optimizer.zero_grad()
+            losses.backward()
+            if (self.iter + 1) % self.gather_metric_period == 0:
+                SimpleTrainer.write_metrics(losses)
+            self.optimizer.step()
+
+        @staticmethod
+        def write_metrics(loss):
+            return loss.detach().item()
+"""
+
+
+def test_a_subclass_step_and_a_period_of_one_by_default() -> None:
+    assert (28, "TP201") in _codes(TRAINER)
+    # a period of 20 by default is a logging cadence
+    assert (28, "TP201") not in _codes(TRAINER.replace("period=1)", "period=20)"))
+    # a period set again elsewhere is not known to be 1
+    again = TRAINER.replace(
+        "def run_step(self):\n            data",
+        "def run_step(self):\n            self.gather_metric_period = 5\n            data",
+    )
+    assert not any(code == "TP201" for _, code in _codes(again))
+
+
+def test_a_module_constant_period_of_one_is_every_step() -> None:
+    source = """
+        import torch
+        log_interval = 1
+        for it, (x, y) in enumerate(loader):
+            loss = model(x.cuda()).mean()
+            loss.backward()
+            opt.step()
+            if it % log_interval == 0:
+                print(loss.item())
+    """
+    assert (9, "TP201") in _codes(source)
+    assert (9, "TP201") not in _codes(source.replace("log_interval = 1", "log_interval = 10"))

@@ -110,8 +110,10 @@ def is_cadence_gate(test: ast.expr, helpers: frozenset[str] = frozenset()) -> bo
     ``and`` (``i % log_every == 0 and rank == 0``), or in an ``or`` whose other operands are
     rare: an equality (``step == last_step``) or a flag (``or args.debug``). ``helpers``: names
     of same-file functions that return such a test (``divisible_by(step, every)``,
-    ``self.should_log_this_step()``), and ``=name`` for a variable only ever assigned one
-    (``log_now = step % every == 0``, then ``if log_now:``)."""
+    ``self.should_log_this_step()``), ``=name`` for a variable only ever assigned one
+    (``log_now = step % every == 0``, then ``if log_now:``), and ``%name`` for a period that
+    is 1 by default, so no cadence at all (``iter % self.gather_metric_period == 0`` with
+    ``gather_metric_period=1`` in ``__init__``, detectron2)."""
     if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
         return any(is_cadence_gate(v, helpers) for v in test.values)
     if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or):
@@ -119,9 +121,9 @@ def is_cadence_gate(test: ast.expr, helpers: frozenset[str] = frozenset()) -> bo
             is_cadence_gate(v, helpers) or _is_rare(v) for v in test.values
         )
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-        return _is_modulo(test.operand)  # ``if not step % n:``
+        return _is_modulo(test.operand, helpers)  # ``if not step % n:``
     if isinstance(test, ast.Compare):
-        modulo = any(_is_modulo(side) for side in (test.left, *test.comparators))
+        modulo = any(_is_modulo(side, helpers) for side in (test.left, *test.comparators))
         return modulo or _first_steps(test) or _last_batch(test)
     if isinstance(test, ast.Call) and isinstance(test.func, ast.Name):
         return test.func.id in helpers
@@ -188,8 +190,13 @@ def returned(function: Function) -> list[ast.expr]:
     return [n.value for n in walk(function.body) if isinstance(n, ast.Return) and n.value]
 
 
-def _is_modulo(node: ast.expr) -> bool:
-    return isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod)
+def _is_modulo(node: ast.expr, helpers: frozenset[str] = frozenset()) -> bool:
+    """``step % n``; not where ``helpers`` says ``n`` is 1 (``%name``: every step)."""
+    return (
+        isinstance(node, ast.BinOp)
+        and isinstance(node.op, ast.Mod)
+        and f"%{dotted(node.right)}" not in helpers
+    )
 
 
 def _assignments(nodes: Iterable[ast.AST]) -> Iterator[tuple[str, ast.expr]]:
@@ -290,8 +297,14 @@ class LoopFacts:
             ]
         if isinstance(func, ast.Attribute):
             base = dotted(func.value)
-            if base in {"self", "cls"}:
-                return self._methods(self._class_of(scope), func.attr)
+            if base in {"self", "cls"}:  # the class's method, or a subclass's override of it
+                return [
+                    f
+                    for c in self._with_subclasses(self._class_of(scope))
+                    for f in self._methods(c, func.attr)
+                ]
+            if base in self.classes:  # ``SimpleTrainer.write_metrics(...)``: a static method
+                return self._methods(base, func.attr)
             owner = self.instances.get(base or "")
             if owner in self.classes:
                 return self._methods(owner, func.attr)
@@ -305,6 +318,20 @@ class LoopFacts:
             for n in self.classes[cls].body
             if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == name
         ]
+
+    def _with_subclasses(self, cls: str | None) -> list[str]:
+        """``cls`` and the classes of this file derived from it, at any depth (a trainer base
+        whose ``train()`` loop calls ``self.run_step()``, defined by ``SimpleTrainer``)."""
+        if cls is None:
+            return []
+        out = [cls]
+        for name in out:
+            out += [
+                c.name
+                for c in self.classes.values()
+                if c.name not in out and any(dotted(b) == name for b in c.bases)
+            ]
+        return out
 
     def _class_of(self, scope: Scope) -> str | None:
         for name, cls in self.classes.items():
@@ -537,12 +564,54 @@ def _cadence_helpers(facts: LoopFacts, by_type: dict[type, list[Any]]) -> frozen
                 values.setdefault(target.id, []).append(node.value)
         elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
             values.setdefault(node.target.id, []).append(ast.Constant(None))  # not a plain gate
+    helpers |= _unit_periods(facts, by_type)
     flags = {
         f"={name}"
         for name, assigned in values.items()
         if all(is_cadence_gate(v, helpers) for v in assigned)
     }
     return helpers | flags
+
+
+def _unit_periods(facts: LoopFacts, by_type: dict[type, list[Any]]) -> frozenset[str]:
+    """``%self.x`` for each attribute set once in the file, in an ``__init__``, from a parameter
+    whose default is 1; ``%X`` for a module constant ``X = 1``: a ``% x`` cadence that, as the
+    code stands, fires on every step."""
+    values: dict[str, list[ast.expr]] = {}
+    for node in by_type.get(ast.Assign, ()):
+        for target in node.targets:
+            name = dotted(target)
+            if name is not None:
+                values.setdefault(name, []).append(node.value)
+    out = set()
+    for init in facts.functions.get("__init__", []):
+        args = init.args
+        positional = [*args.posonlyargs, *args.args]
+        given = zip(positional[len(positional) - len(args.defaults) :], args.defaults, strict=True)
+        defaults = {a.arg: d for a, d in given}
+        defaults.update(
+            {a.arg: d for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True) if d}
+        )
+        ones = {p for p, d in defaults.items() if _is_one(d)}
+        for node in walk(init.body):
+            if not (isinstance(node, ast.Assign) and len(node.targets) == 1):
+                continue
+            target = dotted(node.targets[0]) or ""
+            if (
+                target.startswith("self.")
+                and isinstance(node.value, ast.Name)
+                and node.value.id in ones
+                and len(values.get(target, [])) == 1
+            ):
+                out.add(f"%{target}")
+    for name, assigned in values.items():
+        if "." not in name and len(assigned) == 1 and _is_one(assigned[0]):
+            out.add(f"%{name}")
+    return frozenset(out)
+
+
+def _is_one(node: ast.expr | None) -> bool:
+    return isinstance(node, ast.Constant) and type(node.value) is int and node.value == 1
 
 
 def _mark_no_grad(facts: LoopFacts, by_type: dict[type, list[Any]]) -> None:
