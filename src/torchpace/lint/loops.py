@@ -199,14 +199,24 @@ def _is_modulo(node: ast.expr, helpers: frozenset[str] = frozenset()) -> bool:
     )
 
 
-def _assignments(nodes: Iterable[ast.AST]) -> Iterator[tuple[str, ast.expr]]:
-    """(target text, value) for each plain assignment ``a = v`` / ``self.a = v``."""
+def assignments(nodes: Iterable[ast.AST]) -> Iterator[tuple[str, ast.expr]]:
+    """(target text, value) for each plain assignment ``a = v`` / ``self.a = v``, and for each
+    element of a tuple assigned a tuple of the same length."""
     for node in nodes:
         if isinstance(node, ast.Assign):
             for target in node.targets:
                 name = dotted(target)
                 if name is not None:
                     yield name, node.value
+                elif (  # ``q, q_target = QNet(), QNet()``: element by element
+                    isinstance(target, ast.Tuple)
+                    and isinstance(node.value, ast.Tuple)
+                    and len(target.elts) == len(node.value.elts)
+                    and not any(isinstance(e, ast.Starred) for e in target.elts)
+                ):
+                    for elt, value in zip(target.elts, node.value.elts, strict=True):
+                        if (name := dotted(elt)) is not None:
+                            yield name, value
         elif isinstance(node, ast.AnnAssign) and node.value is not None:
             name = dotted(node.target)
             if name is not None:
@@ -661,7 +671,7 @@ def _collect_bindings(facts: LoopFacts, tree: ast.Module, by_type: dict[type, li
         )
     }
     seen: dict[str, set[str]] = {}
-    for target, value in _assignments(
+    for target, value in assignments(
         [*by_type.get(ast.Assign, ()), *by_type.get(ast.AnnAssign, ())]
     ):
         value = strip_moves(value)

@@ -32,6 +32,9 @@ DOC_HEADINGS = (
     "References",
 )
 
+# Functions that run the function they are given as their first argument, in new processes.
+_SPAWNS = frozenset({"torch.multiprocessing.spawn", "torch.multiprocessing.start_processes"})
+
 
 @dataclass(frozen=True)
 class Report:
@@ -87,9 +90,18 @@ class FileContext:
         :meth:`LoopFacts.callees` does), found in one pass over the file's calls."""
         facts = self.loops
         sites: dict[int, list[ast.Call]] = {}
-        for call, _ in self.calls:
+        for call, name in self.calls:
             for function in facts.callees(call, self.enclosing_scope(call)):
                 sites.setdefault(id(function), []).append(call)
+            # A function handed to a process or thread that runs it: ``mp.Process(target=
+            # train, ...)``, ``mp.spawn(train, ...)``; the call that starts it stands for it.
+            handed = [k.value for k in call.keywords if k.arg == "target"]
+            if name in _SPAWNS and call.args:
+                handed.append(call.args[0])
+            for value in handed:
+                if isinstance(value, ast.Name):
+                    for function in facts.functions.get(value.id, []):
+                        sites.setdefault(id(function), []).append(call)
         return sites
 
     def of_type(self, *types: type) -> list[Any]:

@@ -13,9 +13,11 @@ from torchpace.lint.loops import (
     Loop,
     LoopFacts,
     Scope,
+    assignments,
     disables_grad,
     dotted,
     in_eval_mode,
+    strip_moves,
     walk,
 )
 from torchpace.lint.rule import FileContext, Report, Rule
@@ -48,11 +50,29 @@ def _called_with_grad(ctx: FileContext, scope: Scope) -> bool:
 
 
 def _a_module(facts: LoopFacts, name: str) -> bool:
-    """``name`` holds a module: an instance of a class of this file, or of a torch.nn class."""
+    """``name`` holds a module: an instance of a class of this file that may be one (not a
+    plain class: ``ou_noise = OrnsteinUhlenbeckNoise(...)``, then ``ou_noise()``), or of a
+    torch.nn class."""
     owner = facts.instances.get(name, "")
-    return owner in facts.classes or (
+    return _module_class(facts, owner) or (
         owner.startswith("torch.nn.") and owner.rsplit(".", 1)[-1][:1].isupper()
     )
+
+
+def _module_class(facts: LoopFacts, cls: str, seen: frozenset[str] = frozenset()) -> bool:
+    """A class of this file that may be a module: one of its bases is not ``object`` (a
+    torch.nn class, a class from elsewhere, or such a class of this file)."""
+    node = facts.classes.get(cls)
+    if node is None or cls in seen:
+        return False
+    for base in node.bases:
+        name = dotted(base) or ""
+        if name in facts.classes:
+            if _module_class(facts, name, seen | {cls}):
+                return True
+        elif name != "object":
+            return True
+    return False
 
 
 def _runs_model(facts: LoopFacts, target: str) -> bool:
@@ -74,13 +94,26 @@ def called_models(ctx: FileContext, loop: Loop) -> set[str]:
 
 
 def _freezes_parameters(ctx: FileContext) -> bool:
-    """The file turns autograd off per parameter (``requires_grad_(False)``): cannot tell."""
+    """The file turns autograd off per parameter (``requires_grad_(False)``, ``p.requires_grad
+    = False`` or a value it cannot read): cannot tell. Turning it on (SAC's learned
+    temperature, ``log_alpha.requires_grad = True``) freezes nothing."""
     for node in ctx.of_type(ast.Attribute):
-        if node.attr == "requires_grad_" or (
-            node.attr == "requires_grad" and isinstance(node.ctx, ast.Store)
+        parent = ctx.parents.get(id(node))
+        if node.attr == "requires_grad_" and isinstance(parent, ast.Call):
+            given = [*parent.args, *(k.value for k in parent.keywords)]
+            if not all(_true(a) for a in given):
+                return True
+        elif (
+            node.attr == "requires_grad"
+            and isinstance(node.ctx, ast.Store)
+            and not (isinstance(parent, ast.Assign) and _true(parent.value))
         ):
             return True
     return False
+
+
+def _true(node: ast.expr) -> bool:
+    return isinstance(node, ast.Constant) and node.value is True
 
 
 # Calls whose result is a host value or a tensor cut from the graph; a distribution's
@@ -114,15 +147,36 @@ def _host(expr: ast.expr | None) -> bool:
     return name in _HOST_CALLS or name.split(".", 1)[0] == "random"
 
 
+def _local_modules(ctx: FileContext, scope: Scope) -> set[str]:
+    """Names the function binds only to new modules (``mu, mu_target = MuNet(), MuNet()``),
+    where the file's other functions use the same name for something else (``mu = tanh(x)``)."""
+    facts = ctx.loops
+    kinds: dict[str, set[bool]] = {}
+    for target, value in assignments(n for n in walk(scope.body) if isinstance(n, ast.Assign)):
+        value = strip_moves(value)
+        cls = ctx.names.qualname(value.func) if isinstance(value, ast.Call) else None
+        local = (
+            value.func.id
+            if isinstance(value, ast.Call) and isinstance(value.func, ast.Name)
+            else ""
+        )
+        module = _module_class(facts, local) or (
+            (cls or "").startswith("torch.nn.") and (cls or "").rsplit(".", 1)[-1][:1].isupper()
+        )
+        kinds.setdefault(target, set()).add(module)
+    return {t for t, k in kinds.items() if k == {True}}
+
+
 class _Acting:
     """Follows what a loop body does with the outputs of the model calls it makes: whether
     any of them, or a tensor computed from them, is kept past the step that made it (stored,
     handed to a function, returned, read after the loop), which training would need it for.
     ``forwards``: the model calls seen; ``escaped``: a graph-carrying value was kept."""
 
-    def __init__(self, ctx: FileContext) -> None:
+    def __init__(self, ctx: FileContext, scope: Scope) -> None:
         self.ctx = ctx
         self.facts = ctx.loops
+        self.local = _local_modules(ctx, scope)
         self.tainted: set[str] = set()
         self.forwards = 0
         self.escaped = False
@@ -135,7 +189,7 @@ class _Acting:
         target = dotted(call.func)
         if target is None:
             return False, False
-        if _runs_model(self.facts, target):
+        if _runs_model(self.facts, target) or target in self.local:
             return True, False
         if not isinstance(call.func, ast.Attribute):
             return False, False
@@ -280,7 +334,7 @@ def _acting_loop(ctx: FileContext, loop: Loop, scope: Scope, made: set[str] | No
     ``m.log_prob(a)`` for its loss: that loop needs autograd and is not one)."""
     if made is None or not any(steps_env(n, made) for n in walk(loop.body, into_loops=False)):
         return False
-    flow = _Acting(ctx)
+    flow = _Acting(ctx, scope)
     flow.run(loop.body)
     flow.run(loop.body)  # what one iteration leaves, the next one reads
     if flow.escaped or not flow.forwards:
@@ -304,6 +358,8 @@ def _check_eval_loop_without_no_grad(ctx: FileContext) -> Iterator[Report]:
         assert isinstance(loop, (ast.For, ast.AsyncFor, ast.While))
         if facts.trains(loop.body, scope) or grad_disabled(ctx, loop):
             continue
+        if isinstance(loop.body[-1], ast.Break):
+            continue  # one pass, then break: a lazy module's shapes, a smoke test
         if any(
             isinstance(n, (ast.With, ast.AsyncWith)) and grad_disabled(ctx, n.body[0])
             for n in walk(loop.body)
