@@ -393,3 +393,38 @@ def test_a_flag_a_training_call_passes_keeps_both_branches(
     (tmp_path / "commons.py").write_text(VITS_COMMONS)
     found = _found(capsys, ".")
     assert {("models.py", 12, "TP207"), ("models.py", 15, "TP207")} <= found
+
+
+def test_a_notebook_hands_its_device_to_a_project_script(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # After mrdbourke/pytorch-deep-learning (set new-change): a notebook with no loop of its own
+    # picks CUDA and calls going_modular/engine.py's train(), whose loop names no device.
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "going_modular").mkdir()
+    (tmp_path / "going_modular" / "__init__.py").write_text("")
+    (tmp_path / "going_modular" / "engine.py").write_text(
+        "import torch\n\n\ndef train(model, dataloader, optimizer, device):\n"
+        "    for X, y in dataloader:\n        X, y = X.to(device), y.to(device)\n"
+        "        loss = torch.nn.functional.cross_entropy(model(X), y)\n"
+        "        optimizer.zero_grad()\n        loss.backward()\n        optimizer.step()\n"
+    )
+    cells = [
+        "import torch\nimport torchvision\nfrom going_modular import engine",
+        "device = 'cuda' if torch.cuda.is_available() else 'cpu'",
+        "model = torchvision.models.efficientnet_b0().to(device)",
+        "results = engine.train(model=model, dataloader=train_dataloader,\n"
+        "                       optimizer=optimizer, device=device)",
+    ]
+    notebook = {
+        "cells": [{"cell_type": "code", "source": c, "metadata": {}, "outputs": []} for c in cells],
+        "metadata": {},
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
+    (tmp_path / "transfer.ipynb").write_text(json.dumps(notebook))
+    assert ("going_modular/engine.py", 5, "TP302") in _found(capsys, ".")
+    # the same notebook on the CPU hands nothing on
+    notebook["cells"][1]["source"] = "device = 'cpu'"
+    (tmp_path / "transfer.ipynb").write_text(json.dumps(notebook))
+    assert not any(p.startswith("going_modular") for p, _, _ in _found(capsys, "."))

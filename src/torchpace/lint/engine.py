@@ -183,7 +183,15 @@ def _lint_notebook(path: str, data: bytes, rules: Iterable[Rule]) -> FileResult 
             return ctx
     findings, errors = check(ctx, rules)
     relocated = tuple(notebook.relocate(f) for f in findings)
-    return FileResult(path, data, relocated, errors, notebook=True, skipped_cells=notebook.skipped)
+    return FileResult(
+        path,
+        data,
+        relocated,
+        errors,
+        notebook=True,
+        skipped_cells=notebook.skipped,
+        calls_out=calls_out(ctx),
+    )
 
 
 def lint_source(
@@ -231,12 +239,16 @@ def calls_out(ctx: FileContext) -> tuple[tuple[str, str], ...]:
     entry points :mod:`torchpace.lint.project` follows into other files."""
     from torchpace.lint.device import may_use_accelerator, uses_cuda
 
-    if "loops" not in ctx.__dict__ or not (ctx.loops.scope_of or ctx.loops.hot):
-        return ()  # no loop rule ran, or no loop and no entry point (lint.project) to follow
+    analysed = "loops" in ctx.__dict__ and bool(ctx.loops.scope_of or ctx.loops.hot)
+    handed = _device_handed_on(ctx)  # also from a notebook with no loop of its own
+    if not analysed and not handed:
+        return ()  # no loop rule ran, or no loop, no entry point and no device handed on
     cuda = uses_cuda(ctx)  # may_use_accelerator would compute it again
     if not cuda and not may_use_accelerator(ctx):
         return ()
-    out = _device_handed_on(ctx) if cuda else []
+    out = handed if cuda else []
+    if not analysed:
+        return tuple(dict.fromkeys(out))
     instances = ctx.loops.instances
     for node, _ in ctx.loops.hot.values():
         if not isinstance(node, ast.Call):
