@@ -423,7 +423,20 @@ def test_a_notebook_hands_its_device_to_a_project_script(
         "nbformat_minor": 5,
     }
     (tmp_path / "transfer.ipynb").write_text(json.dumps(notebook))
-    assert ("going_modular/engine.py", 5, "TP302") in _found(capsys, ".")
+    found = _found(capsys, ".")
+    assert ("going_modular/engine.py", 5, "TP302") in found
+    # the notebook's torchvision conv net trains there, on CUDA, without the autotuner
+    assert ("transfer.ipynb", 1, "TP303") in found
+    # also through an epoch function that calls the file's step function
+    (tmp_path / "going_modular" / "engine.py").write_text(
+        (tmp_path / "going_modular" / "engine.py")
+        .read_text()
+        .replace("def train(", "def train_step(")
+        + "\n\ndef train(model, dataloader, optimizer, device, epochs=5):\n"
+        "    for epoch in range(epochs):\n"
+        "        train_step(model, dataloader, optimizer, device)\n"
+    )
+    assert ("transfer.ipynb", 1, "TP303") in _found(capsys, ".")
     # the same notebook on the CPU hands nothing on
     notebook["cells"][1]["source"] = "device = 'cpu'"
     (tmp_path / "transfer.ipynb").write_text(json.dumps(notebook))

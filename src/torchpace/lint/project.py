@@ -284,12 +284,21 @@ def _training_functions(path: Path) -> dict[str, Path]:
 
 
 def _training_functions_of(ctx: FileContext) -> frozenset[str]:
+    """Module-level functions that hold a training loop, or call one of this file that does
+    (``train()``'s epoch loop calling ``train_step()``, mrdbourke's going_modular/engine.py)."""
     facts = ctx.loops
     scopes = {id(facts.scope_of[id(loop)]) for loop in facts.training_loops()}
+    functions = [f for f in ctx.tree.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))]
     return frozenset(
         f.name
-        for f in ctx.tree.body
-        if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and id(f) in scopes
+        for f in functions
+        if id(f) in scopes
+        or any(
+            id(callee) in scopes
+            for call in subtree(f)
+            if isinstance(call, ast.Call)
+            for callee in facts.callees(call, f)
+        )
     )
 
 

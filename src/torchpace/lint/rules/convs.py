@@ -94,10 +94,8 @@ def _chooses_cudnn_setup(ctx: FileContext) -> bool:
 
 
 def _builds_conv_net_here(ctx: FileContext) -> list[ast.Call]:
-    """In a file that trains and has no convs of its own: the first construction of a conv net
-    defined elsewhere (a torchvision model, or a class another project file builds from convs)."""
-    if not ctx.loops.step_loops:
-        return []
+    """In a file with no convs of its own: the first construction of a conv net defined
+    elsewhere (a torchvision model, or a class another project file builds from convs)."""
     for call, name in ctx.calls:
         func = call.func
         last = (dotted(func) or "").rsplit(".", 1)[-1]
@@ -111,8 +109,11 @@ def _builds_conv_net_here(ctx: FileContext) -> list[ast.Call]:
 
 
 def _hands_a_small_model(ctx: FileContext, call: ast.Call) -> bool:
-    """The first argument of ``call`` is a model this file spells out as small (lint.scale)."""
-    target = dotted(call.args[0]) if call.args else None
+    """The model ``call`` hands on (its first argument, or ``model=``/``net=``) is one this file
+    spells out as small (lint.scale)."""
+    given = call.args[0] if call.args else None
+    given = next((k.value for k in call.keywords if k.arg in ("model", "net")), given)
+    target = dotted(given) if given is not None else None
     weights = None if target is None else model_weights(ctx, target)
     return weights is not None and 0 < weights <= TINY_WEIGHTS
 
@@ -129,7 +130,10 @@ def _check_cudnn_benchmark(ctx: FileContext) -> Iterator[Report]:
         # autotuner is set (YOLOv5's common.py, vit-pytorch's __main__ smoke test: issue 16).
         # Unless this file builds the convs and hands them to another project file's training
         # function (a course notebook calling ``d2l.train_ch5(net, ...)``), which sets nothing.
-        if not convs or _chooses_cudnn_setup(ctx) or not uses_cuda(ctx):
+        if _chooses_cudnn_setup(ctx) or not uses_cuda(ctx):
+            return
+        convs = convs or _builds_conv_net_here(ctx)  # a torchvision ResNet handed on
+        if not convs:
             return
         helpers = training_helpers(ctx)
         if not helpers or any(_chooses_cudnn_setup(h) for _, h in helpers):
