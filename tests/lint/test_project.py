@@ -412,7 +412,8 @@ def test_a_notebook_hands_its_device_to_a_project_script(
     cells = [
         "import torch\nimport torchvision\nfrom going_modular import engine",
         "device = 'cuda' if torch.cuda.is_available() else 'cpu'",
-        "model = torchvision.models.efficientnet_b0().to(device)",
+        "model = torch.nn.Sequential(torch.nn.Conv2d(3, 64, 3), torch.nn.Flatten(),\n"
+        "                            torch.nn.LazyLinear(10)).to(device)",
         "results = engine.train(model=model, dataloader=train_dataloader,\n"
         "                       optimizer=optimizer, device=device)",
     ]
@@ -425,7 +426,7 @@ def test_a_notebook_hands_its_device_to_a_project_script(
     (tmp_path / "transfer.ipynb").write_text(json.dumps(notebook))
     found = _found(capsys, ".")
     assert ("going_modular/engine.py", 5, "TP302") in found
-    # the notebook's torchvision conv net trains there, on CUDA, without the autotuner
+    # the notebook's conv net trains there, on CUDA, without the autotuner
     assert ("transfer.ipynb", 1, "TP303") in found
     # also through an epoch function that calls the file's step function
     (tmp_path / "going_modular" / "engine.py").write_text(
@@ -441,3 +442,34 @@ def test_a_notebook_hands_its_device_to_a_project_script(
     notebook["cells"][1]["source"] = "device = 'cpu'"
     (tmp_path / "transfer.ipynb").write_text(json.dumps(notebook))
     assert not any(p.startswith("going_modular") for p, _, _ in _found(capsys, "."))
+
+
+def test_an_option_declared_in_an_imported_project_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # kohya-ss/sd-scripts: every training script calls train_util.add_training_arguments(parser);
+    # --persistent_data_loader_workers is a store_true flag declared there.
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "library").mkdir()
+    (tmp_path / "library" / "__init__.py").write_text("")
+    (tmp_path / "library" / "train_util.py").write_text(
+        "def add_training_arguments(parser):\n"
+        "    parser.add_argument('--persistent_data_loader_workers', action='store_true')\n"
+        "    parser.add_argument('--max_data_loader_n_workers', type=int, default=0)\n"
+    )
+    script = (
+        "import argparse\nimport torch\nfrom library import train_util\n\n"
+        "parser = argparse.ArgumentParser()\ntrain_util.add_training_arguments(parser)\n"
+        "args = parser.parse_args()\n"
+        "loader = torch.utils.data.DataLoader(ds, num_workers=WORKERS,\n"
+        "    persistent_workers=args.persistent_data_loader_workers)\n"
+        "for epoch in range(10):\n    for x, y in loader:\n"
+        "        model(x.cuda()).sum().backward()\n        opt.step()\n"
+    )
+    (tmp_path / "train.py").write_text(script.replace("WORKERS", "8"))
+    assert ("train.py", 8, "TP104") in _found(capsys, "train.py")
+    # workers from the imported option, 0 by default: nothing to keep, and no workers
+    (tmp_path / "train.py").write_text(script.replace("WORKERS", "args.max_data_loader_n_workers"))
+    found = _found(capsys, "train.py")
+    assert ("train.py", 8, "TP104") not in found
+    assert ("train.py", 8, "TP101") in found

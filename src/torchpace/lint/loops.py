@@ -639,14 +639,20 @@ def _mark_no_grad(facts: LoopFacts, by_type: dict[type, list[Any]]) -> None:
 
 
 def iterated(node: ast.expr) -> ast.expr:
-    """What a loop header iterates: ``loader`` for ``enumerate(loader)`` or ``tqdm(loader)``."""
-    while (
-        isinstance(node, ast.Call)
-        and (dotted(node.func) or "") in ITER_WRAPPERS - {"zip"}
-        and node.args
-    ):
-        node = node.args[0]
-    return node
+    """What a loop header iterates: ``loader`` for ``enumerate(loader)`` or ``tqdm(loader)``,
+    and for ``skipped or loader`` (a resumed run's partial epoch, else the loader: kohya's
+    ``enumerate(skipped_dataloader or train_dataloader)``) the last, the one most epochs use."""
+    while True:
+        if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.Or):
+            node = node.values[-1]
+        elif (
+            isinstance(node, ast.Call)
+            and (dotted(node.func) or "") in ITER_WRAPPERS - {"zip"}
+            and node.args
+        ):
+            node = node.args[0]
+        else:
+            return node
 
 
 def _scopes(tree: ast.Module) -> Iterator[Scope]:

@@ -132,7 +132,7 @@ def _parsed_version(path: Path, mtime_ns: int, size: int) -> FileContext | None:
     return ctx if isinstance(ctx, FileContext) else None
 
 
-def _per_context(own: Callable[[FileContext], T], empty: T) -> Callable[[FileContext | None], T]:
+def per_context(own: Callable[[FileContext], T], empty: T) -> Callable[[FileContext | None], T]:
     """``own(ctx)``, computed once per parsed file version (kept on the context); ``empty``
     for a file that could not be parsed."""
 
@@ -145,6 +145,34 @@ def _per_context(own: Callable[[FileContext], T], empty: T) -> Callable[[FileCon
         return cast(T, store[own.__name__])
 
     return cached
+
+
+def _imported_files_of(ctx: FileContext) -> tuple[FileContext, ...]:
+    found: list[Path] = []
+    caller = Path(ctx.path)
+    for node in ctx.of_type(ast.Import, ast.ImportFrom):
+        if isinstance(node, ast.Import):
+            found += [p for a in node.names if (p := find_module(a.name, caller)) is not None]
+            continue
+        base = node.module or ""
+        for alias in node.names:  # ``from library import train_util``: the submodule, if one
+            sub = f"{base}.{alias.name}" if base else alias.name
+            path = find_module(sub, caller, node.level) if alias.name != "*" else None
+            path = path or find_module(base, caller, node.level)
+            if path is not None:
+                found.append(path)
+    own = Path(ctx.path).resolve()
+    files = (_parsed(p) for p in dict.fromkeys(found) if p.resolve() != own)
+    return tuple(f for f in files if f is not None)
+
+
+_imported_files = per_context(_imported_files_of, tuple[FileContext, ...]())
+
+
+def imported_files(ctx: FileContext) -> tuple[FileContext, ...]:
+    """The project files ``ctx`` imports, parsed once (one level: ``import utils``, ``from
+    library import train_util``, ``from library.train_util import f``, relative or not)."""
+    return _imported_files(ctx)
 
 
 def _star_sources(ctx: FileContext, path: Path) -> list[Path]:
@@ -193,7 +221,7 @@ def _conv_classes_of(ctx: FileContext) -> frozenset[str]:
     return frozenset(found)
 
 
-_own_conv_classes = _per_context(_conv_classes_of, frozenset[str]())
+_own_conv_classes = per_context(_conv_classes_of, frozenset[str]())
 
 
 def builds_conv_net(ctx: FileContext, call: ast.Call, name: str | None) -> bool:
@@ -258,7 +286,7 @@ def _cuda_functions_of(ctx: FileContext) -> frozenset[str]:
     )
 
 
-_own_cuda_functions = _per_context(_cuda_functions_of, frozenset[str]())
+_own_cuda_functions = per_context(_cuda_functions_of, frozenset[str]())
 
 
 def device_helper_gives_cuda(ctx: FileContext, call: ast.Call) -> bool:
@@ -302,7 +330,7 @@ def _training_functions_of(ctx: FileContext) -> frozenset[str]:
     )
 
 
-_own_training_functions = _per_context(_training_functions_of, frozenset[str]())
+_own_training_functions = per_context(_training_functions_of, frozenset[str]())
 
 
 def training_helpers(ctx: FileContext) -> list[tuple[ast.Call, FileContext]]:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
+from torchpace.lint.project import imported_files, per_context
 from torchpace.lint.rule import FileContext, keyword
 from torchpace.lint.tree import subtree
 
@@ -75,18 +76,36 @@ def options(ctx: FileContext) -> list[Option]:
         own = dest.value.value if dest and isinstance(dest.value, ast.Constant) else None
         names = [w.lstrip("-").replace("-", "_") for w in written]
         default = keyword(call, "default")
-        found.append(
-            Option(
-                written,
-                str(own) if own is not None else _dest_of(call, names),
-                default.value if default is not None else None,
-            )
-        )
+        value = default.value if default is not None else _action_default(call)
+        found.append(Option(written, str(own) if own is not None else _dest_of(call, names), value))
     return found
 
 
+def _action_default(call: ast.Call) -> ast.expr | None:
+    """The default a ``store_true`` (False) or ``store_false`` (True) option has unsaid."""
+    action = keyword(call, "action")
+    kind = action.value.value if action and isinstance(action.value, ast.Constant) else None
+    if kind in ("store_true", "store_false"):
+        return ast.Constant(kind == "store_false")
+    return None
+
+
+_options_of = per_context(options, list[Option]())
+
+
 def _argparse_default(ctx: FileContext, attr: str) -> list[Origin]:
-    return [Origin(o.default, "flag", o.flag) for o in options(ctx) if o.dest == attr]
+    """The ``add_argument`` of ``attr`` in this file; else in the project files it imports
+    (kohya's scripts call ``train_util.add_training_arguments(parser)``), where exactly one
+    declares it."""
+    found = [Origin(o.default, "flag", o.flag) for o in _options_of(ctx) if o.dest == attr]
+    if found:
+        return found
+    return [
+        Origin(o.default, "flag", o.flag)
+        for f in imported_files(ctx)
+        for o in _options_of(f)
+        if o.dest == attr
+    ]
 
 
 def _click_default(ctx: FileContext, name: str) -> list[Origin]:

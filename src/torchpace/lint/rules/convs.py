@@ -130,10 +130,7 @@ def _check_cudnn_benchmark(ctx: FileContext) -> Iterator[Report]:
         # autotuner is set (YOLOv5's common.py, vit-pytorch's __main__ smoke test: issue 16).
         # Unless this file builds the convs and hands them to another project file's training
         # function (a course notebook calling ``d2l.train_ch5(net, ...)``), which sets nothing.
-        if _chooses_cudnn_setup(ctx) or not uses_cuda(ctx):
-            return
-        convs = convs or _builds_conv_net_here(ctx)  # a torchvision ResNet handed on
-        if not convs:
+        if not convs or _chooses_cudnn_setup(ctx) or not uses_cuda(ctx):
             return
         helpers = training_helpers(ctx)
         if not helpers or any(_chooses_cudnn_setup(h) for _, h in helpers):

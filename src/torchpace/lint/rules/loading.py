@@ -26,7 +26,7 @@ from torchpace.lint.rule import (
     passed_for,
 )
 from torchpace.lint.tree import subtree
-from torchpace.lint.values import int_value
+from torchpace.lint.values import int_value, option_default
 
 # DataLoader(dataset, batch_size, shuffle, sampler, batch_sampler, num_workers, collate_fn,
 #            pin_memory, ...)
@@ -367,9 +367,12 @@ def _check_workers_not_persistent(ctx: FileContext) -> Iterator[Report]:
                 continue
             persistent = loader_argument(ctx, call, "persistent_workers", 99)
             if persistent is None or (
-                isinstance(persistent, ast.expr) and is_const(persistent, False)
+                isinstance(persistent, ast.expr)
+                and (
+                    is_const(persistent, False) or is_const(option_default(ctx, persistent), False)
+                )
             ):
-                yield Report(call)
+                yield Report(call)  # also an option off by default (``store_true``)
 
 
 WORKERS_NOT_PERSISTENT = Rule(
