@@ -392,3 +392,8 @@ def test_a_module_constant_period_of_one_is_every_step() -> None:
     """
     assert (9, "TP201") in _codes(source)
     assert (9, "TP201") not in _codes(source.replace("log_interval = 1", "log_interval = 10"))
+    # nanoGPT: a configurator run into the globals sets the real interval (10 in its configs)
+    configured = source.replace(
+        "log_interval = 1\n", "log_interval = 1\n        exec(open('configurator.py').read())\n"
+    )
+    assert (10, "TP201") not in _codes(configured)

@@ -585,8 +585,9 @@ def _cadence_helpers(facts: LoopFacts, by_type: dict[type, list[Any]]) -> frozen
 
 def _unit_periods(facts: LoopFacts, by_type: dict[type, list[Any]]) -> frozenset[str]:
     """``%self.x`` for each attribute set once in the file, in an ``__init__``, from a parameter
-    whose default is 1; ``%X`` for a module constant ``X = 1``: a ``% x`` cadence that, as the
-    code stands, fires on every step."""
+    whose default is 1; ``%X`` for a module constant ``X = 1`` (not where a config may rewrite
+    it: :func:`rewrites_globals`): a ``% x`` cadence that, as the code stands, fires on every
+    step."""
     values: dict[str, list[ast.expr]] = {}
     for node in by_type.get(ast.Assign, ()):
         for target in node.targets:
@@ -614,10 +615,21 @@ def _unit_periods(facts: LoopFacts, by_type: dict[type, list[Any]]) -> frozenset
                 and len(values.get(target, [])) == 1
             ):
                 out.add(f"%{target}")
-    for name, assigned in values.items():
-        if "." not in name and len(assigned) == 1 and _is_one(assigned[0]):
-            out.add(f"%{name}")
+    if not rewrites_globals(by_type):
+        for name, assigned in values.items():
+            if "." not in name and len(assigned) == 1 and _is_one(assigned[0]):
+                out.add(f"%{name}")
     return frozenset(out)
+
+
+def rewrites_globals(by_type: dict[type, list[Any]]) -> bool:
+    """The file runs code into its own globals (``exec(open("configurator.py").read())``,
+    nanoGPT; ``globals().update(cfg)``): a module constant there is only a default that a
+    config file or the command line may change."""
+    return any(
+        isinstance(c.func, ast.Name) and c.func.id in ("exec", "globals")
+        for c in by_type.get(ast.Call, ())
+    )
 
 
 def _is_one(node: ast.expr | None) -> bool:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
+from torchpace.lint.loops import rewrites_globals
 from torchpace.lint.project import imported_files, per_context
 from torchpace.lint.rule import FileContext, keyword
 from torchpace.lint.tree import subtree
@@ -182,7 +183,10 @@ def _binds(node: ast.AST, name: str) -> bool:
 
 
 def _module_constant(ctx: FileContext, name: str) -> list[Origin]:
-    """A module-level name bound once: ``X = literal``, or unpacked from a tuple of values."""
+    """A module-level name bound once: ``X = literal``, or unpacked from a tuple of values;
+    none in a file that runs a config into its globals (:func:`rewrites_globals`)."""
+    if rewrites_globals(ctx.by_type):
+        return []
     tree = ctx.tree
     body = tree.body if isinstance(tree, ast.Module) else []
     assigned = [n for n in ctx.of_type(ast.Assign, ast.AnnAssign, ast.AugAssign) if _binds(n, name)]
