@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 from torchpace.lint.device import may_use_accelerator
 from torchpace.lint.loops import Scope, dotted
-from torchpace.lint.rule import Check, FileContext, Report, Rule
+from torchpace.lint.rule import Check, FileContext, Report, Rule, parameter_names
 from torchpace.lint.scale import SMALL_MODELS_DOC
 from torchpace.lint.tensors import TensorFacts
 from torchpace.lint.tree import subtree
@@ -79,6 +79,68 @@ def _reads_scale(call: ast.Call) -> bool:
     return func.attr == "state_dict" and "scaler" in owner
 
 
+def _root(node: ast.expr) -> str | None:
+    """The name an expression reads its tensor from: ``batch`` for ``(~batch["mask"]).sum()``."""
+    while True:
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            node = node.func.value
+        elif isinstance(node, (ast.Attribute, ast.Subscript)):
+            node = node.value
+        elif isinstance(node, ast.UnaryOp):
+            node = node.operand
+        else:
+            return node.id if isinstance(node, ast.Name) else None
+
+
+def _moves_later(scope: Scope, name: str, line: int) -> bool:
+    """``scope`` binds ``name`` only once, after ``line``, to a move of itself to a device:
+    ``batch = move_to_device(batch, self.device)``, ``x = x.to(device)``."""
+    bindings = [
+        n
+        for n in subtree(scope)
+        if isinstance(n, (ast.Assign, ast.NamedExpr, ast.AugAssign, ast.AnnAssign))
+        and any(
+            isinstance(t, ast.Name) and t.id == name
+            for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
+        )
+    ]
+    if len(bindings) != 1 or not isinstance(bindings[0], ast.Assign):
+        return False
+    move = bindings[0]
+    value = move.value
+    if move.lineno <= line or not isinstance(value, ast.Call):
+        return False
+    func = value.func
+    if isinstance(func, ast.Attribute) and func.attr in ("to", "cuda"):
+        return _root(func.value) == name
+    callee = (dotted(func) or "").rsplit(".", 1)[-1].lower()
+    return "device" in callee and any(_root(a) == name for a in value.args[:1])
+
+
+def _read_before_move(scope: Scope, receiver: ast.expr) -> bool:
+    """The value read comes from a parameter (a batch handed in) that the function moves to
+    the device only after this line: it is still in host memory (OLMo's ``train_step`` counts
+    masked instances, then calls ``move_to_device(batch, ...)``)."""
+    params = parameter_names(scope)
+    name = _root(receiver)
+    if name is None or not params:
+        return False
+    if name not in params:  # ``mask := batch.get("mask")``, ``mask = batch["mask"]``: once
+        bound = [
+            n.value
+            for n in subtree(scope)
+            if isinstance(n, (ast.Assign, ast.NamedExpr))
+            and any(
+                isinstance(t, ast.Name) and t.id == name
+                for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
+            )
+        ]
+        name = _root(bound[0]) if len(bound) == 1 else None
+        if name not in params:
+            return False
+    return _moves_later(scope, name, receiver.lineno)
+
+
 def _check_host_sync(ctx: FileContext) -> Iterator[Report]:
     for call, qual, scope in hot_calls(ctx):
         if _reads_scale(call):
@@ -94,6 +156,8 @@ def _check_host_sync(ctx: FileContext) -> Iterator[Report]:
                     continue  # np.array(x).tolist() never touches a device
             if ctx.tensors(scope).is_host(receiver):
                 continue  # a loader's batch or a from_numpy tensor: already on the host
+            if _read_before_move(scope, receiver):
+                continue  # a batch handed in, read before this function moves it
             yield Report(call)
         elif (
             isinstance(call.func, ast.Name)
