@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from torchpace.lint.loops import NESTED_SCOPES, walk
+from torchpace.lint.loops import NESTED_SCOPES, assignments, dotted, strip_moves, walk
 from torchpace.lint.rule import FileContext, Report, Rule
 from torchpace.lint.tree import children, subtree
 
@@ -35,6 +35,7 @@ class _Function:
         self.probs: dict[str, ast.AST] = {}
         self.found: list[ast.AST] = []
         self.returned_or_kept: set[str] = set()
+        self.returned_at: dict[str, tuple[int, int]] = {}  # name -> (index, tuple length)
         self.sdpa = False
         # Statements in source order; nested functions are their own.
         body = [n for n in _own_nodes(fn) if isinstance(n, ast.stmt)]
@@ -119,6 +120,9 @@ class _Function:
             out = stmt.value
             items = out.elts if isinstance(out, (ast.Tuple, ast.List)) else [out]
             self.returned_or_kept |= {n.id for n in items if isinstance(n, ast.Name)}
+            for i, n in enumerate(items):
+                if isinstance(n, ast.Name):
+                    self.returned_at.setdefault(n.id, (i, len(items)))
         value = getattr(stmt, "value", None)
         kinds = (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Expr, ast.Return)
         if value is None or not isinstance(stmt, kinds):
@@ -142,12 +146,123 @@ class _Function:
         if kept and probs is not None:
             self.returned_or_kept.add("<attribute>")
 
-    def reports(self) -> list[ast.AST]:
+    def reports(self, fn: ast.AST) -> list[ast.AST]:
         if self.sdpa:
             return []  # the hand-written path is the fallback beside a fused one (nanoGPT)
-        if self.returned_or_kept & (set(self.probs) | {"<attribute>"}):
-            return []  # the weights are wanted: the fused kernels do not return them
+        if "<attribute>" in self.returned_or_kept:
+            return []  # the weights are kept: the fused kernels do not return them
+        returned = self.returned_or_kept & set(self.probs)
+        if returned and not all(
+            name in self.returned_at and _Callers(self.ctx).drop(fn, *self.returned_at[name])
+            for name in returned
+        ):
+            return []  # the weights are returned, and a caller may want them
         return self.found
+
+
+# How many callers up a returned attention map is followed (the attention, its multi-head
+# module, the layer, the model: BERT's four).
+_CALLER_DEPTH = 5
+
+
+class _Callers:
+    """Where a function's returned value goes, in this file: each call of it (a module's
+    forward through an instance, ``Attention()(q, k, v)``, or a loop over a ModuleList of
+    them; a function or method by name), unpacked at the same position."""
+
+    def __init__(self, ctx: FileContext) -> None:
+        self.ctx = ctx
+        # every ``name = value`` of the file: a name ever bound to an instance is a call site
+        # of its class, whatever else it is bound to (more sites, never fewer)
+        self._assigned = list(assignments(ctx.of_type(ast.Assign)))
+
+    def _class_of(self, fn: ast.AST) -> str | None:
+        parent = self.ctx.parents.get(id(fn))
+        return parent.name if isinstance(parent, ast.ClassDef) else None
+
+    def _sites(self, fn: ast.AST) -> list[ast.Call]:
+        """The calls of ``fn`` in this file."""
+        name = getattr(fn, "name", "")
+        cls = self._class_of(fn)
+        calls = [c for c, _ in self.ctx.calls]
+        if cls is None:
+            return [c for c in calls if isinstance(c.func, ast.Name) and c.func.id == name]
+        bound = {t for t, v in self._assigned if _builds(strip_moves(v), cls)}
+        if name != "forward":
+            return [
+                c
+                for c in calls
+                if isinstance(c.func, ast.Attribute)
+                and c.func.attr == name
+                and dotted(c.func.value) in bound | {"self"}
+            ]
+        lists = {t for t, v in self._assigned if _list_of(v, cls)}
+        for loop in self.ctx.of_type(ast.For):
+            if isinstance(loop.target, ast.Name) and dotted(loop.iter) in lists:
+                bound.add(loop.target.id)
+        return [c for c in calls if dotted(c.func) in bound or _builds(c.func, cls)]
+
+    def drop(self, fn: ast.AST, index: int, length: int, depth: int = 0) -> bool:
+        """Every call of ``fn`` drops the ``index``-th of the ``length`` values it returns, or
+        returns it in turn to callers that drop it."""
+        sites = self._sites(fn)
+        if not sites or depth > _CALLER_DEPTH:
+            return False  # never called here (called from another file): cannot tell
+        return all(self._dropped_at(call, index, length, depth) for call in sites)
+
+    def _dropped_at(self, call: ast.Call, index: int, length: int, depth: int) -> bool:
+        stmt = self.ctx.parents.get(id(call))
+        if isinstance(stmt, ast.Expr):
+            return True  # called for its other value's side effects: nothing kept
+        if not (isinstance(stmt, ast.Assign) and stmt.value is call and len(stmt.targets) == 1):
+            return False
+        target = stmt.targets[0]
+        if length > 1:
+            if not (isinstance(target, (ast.Tuple, ast.List)) and len(target.elts) == length):
+                return False
+            target = target.elts[index]
+        if not isinstance(target, ast.Name):
+            return False
+        scope = self.ctx.enclosing_scope(call)
+        reads = [
+            n
+            for n in subtree(scope)
+            if isinstance(n, ast.Name) and n.id == target.id and isinstance(n.ctx, ast.Load)
+        ]
+        if not reads:
+            return True  # bound and never read: BERT's ``output, enc_self_attn = layer(...)``
+        if len(reads) != 1 or not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return False
+        returned = self.ctx.parents.get(id(reads[0]))
+        if isinstance(returned, ast.Return):
+            return self.drop(scope, 0, 1, depth + 1)
+        outer = self.ctx.parents.get(id(returned))
+        if isinstance(returned, ast.Tuple) and isinstance(outer, ast.Return):
+            at = next(i for i, e in enumerate(returned.elts) if e is reads[0])
+            return self.drop(scope, at, len(returned.elts), depth + 1)
+        return False
+
+
+def _list_of(value: ast.expr, cls: str) -> bool:
+    """``nn.ModuleList([Layer() for _ in range(n)])`` or a list of them: modules of ``cls``."""
+    if (
+        isinstance(value, ast.Call)
+        and value.args
+        and (dotted(value.func) or "").endswith("ModuleList")
+    ):
+        value = value.args[0]
+    if isinstance(value, ast.ListComp):
+        items = [value.elt]
+    elif isinstance(value, (ast.List, ast.Tuple)):
+        items = list(value.elts)
+    else:
+        return False
+    return bool(items) and all(_builds(i, cls) for i in items)
+
+
+def _builds(value: ast.expr, cls: str) -> bool:
+    """``value`` makes an instance of ``cls``, a class of this file: ``Layer(...)``."""
+    return isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == cls
 
 
 def _einsum_scores(spec: str) -> bool:
@@ -180,7 +295,7 @@ def _check_hand_written_attention(ctx: FileContext) -> Iterator[Report]:
     for fn in ctx.of_type(ast.FunctionDef, ast.AsyncFunctionDef):
         if id(fn) not in owners:
             continue
-        found = _Function(ctx, fn).reports()
+        found = _Function(ctx, fn).reports(fn)
         if found and _only_a_fallback(ctx, fn):
             continue
         for node in found:
@@ -225,7 +340,10 @@ probabilities with the values. Reported at the scores.
 
 Not reported where the same function also calls `F.scaled_dot_product_attention` (the hand
 path is then a fallback for old torch versions, as in nanoGPT), or where the attention weights
-are returned or kept on an attribute (the fused kernels do not return them).
+are kept on an attribute or returned to a caller that may want them (the fused kernels do not
+return them). Returned weights are followed up through the callers in the same file (the
+multi-head module, the layer, the model, including layers iterated from an `nn.ModuleList`):
+where every caller drops them (`x, attn = layer(x)` and `attn` never read), it is reported.
 
 ## Why is this slow
 Each step is its own kernel, and the whole `L x L` attention matrix is written to memory and
