@@ -21,6 +21,7 @@ from pathlib import Path
 from torchpace.findings import Finding, Location
 from torchpace.lint.discovery import discover
 from torchpace.lint.imports import Resolver
+from torchpace.lint.loops import dotted, walk
 from torchpace.lint.notebooks import read_notebook
 from torchpace.lint.results import FileResult, LintError
 from torchpace.lint.rule import FileContext, Rule, in_fallback
@@ -215,19 +216,18 @@ def lint_source(
 CUDA_ENTRY = "@cuda"
 
 
-def _device_handed_on(ctx: FileContext) -> list[tuple[str, str]]:
+def _device_handed_on(ctx: FileContext, calls: Iterable[ast.Call]) -> list[tuple[str, str]]:
     """(module, CUDA_ENTRY) for each imported module whose function this CUDA file calls with
     a device (``engine.train_one_epoch(model, ..., device, epoch)``, DETR): the loop there
     trains on the device picked here."""
     out = []
-    for call, _ in ctx.calls:
+    for call in calls:
         target = ctx.names.dotted(call.func)
         if target is None or "." not in target:
             continue
         given = [*call.args, *(k.value for k in call.keywords)]
         if any(
-            "device" in (ctx.segment(a) if isinstance(a, (ast.Name, ast.Attribute)) else "")
-            for a in given
+            "device" in (dotted(a) or "") for a in given if isinstance(a, (ast.Name, ast.Attribute))
         ):
             out.append((target.rsplit(".", 1)[0], CUDA_ENTRY))
     return out
@@ -240,7 +240,11 @@ def calls_out(ctx: FileContext) -> tuple[tuple[str, str], ...]:
     from torchpace.lint.device import may_use_accelerator, uses_cuda
 
     analysed = "loops" in ctx.__dict__ and bool(ctx.loops.scope_of or ctx.loops.hot)
-    handed = _device_handed_on(ctx)  # also from a notebook with no loop of its own
+    if analysed:
+        handed = _device_handed_on(ctx, (call for call, _ in ctx.calls))
+    else:  # a notebook or script with no loop of its own: its top-level calls (not a library's)
+        top = walk(ctx.tree.body) if isinstance(ctx.tree, ast.Module) else ()
+        handed = _device_handed_on(ctx, (n for n in top if isinstance(n, ast.Call)))
     if not analysed and not handed:
         return ()  # no loop rule ran, or no loop, no entry point and no device handed on
     cuda = uses_cuda(ctx)  # may_use_accelerator would compute it again

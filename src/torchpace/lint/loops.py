@@ -277,6 +277,7 @@ class LoopFacts:
     callers: dict[int, tuple[Function, list[ast.Call]]] = field(default_factory=dict)
     # id(if) → the one branch of it the hot calls take ("body" or "orelse"): see _decided
     decided: dict[int, str] = field(default_factory=dict)
+    _subclasses: dict[str, list[str]] = field(default_factory=dict)  # class → it and subclasses
     tensor_cache: dict[int, Any] = field(default_factory=dict)  # id(scope) → TensorFacts
     _steps: dict[int, bool] = field(default_factory=dict)  # id(function) → has a step
     _loops_in: dict[int, bool] = field(default_factory=dict)  # id(function) → has a step loop
@@ -334,7 +335,9 @@ class LoopFacts:
         whose ``train()`` loop calls ``self.run_step()``, defined by ``SimpleTrainer``)."""
         if cls is None:
             return []
-        out = [cls]
+        if cls in self._subclasses:
+            return self._subclasses[cls]
+        out = self._subclasses[cls] = [cls]
         for name in out:
             out += [
                 c.name

@@ -148,19 +148,21 @@ def per_context(own: Callable[[FileContext], T], empty: T) -> Callable[[FileCont
 
 
 def _imported_files_of(ctx: FileContext) -> tuple[FileContext, ...]:
+    if b"ArgumentParser" not in ctx.source:
+        return ()
+    parsers = {
+        t.id
+        for node in ctx.of_type(ast.Assign)
+        if isinstance(node.value, ast.Call)
+        and ctx.names.qualname(node.value.func) == "argparse.ArgumentParser"
+        for t in node.targets
+        if isinstance(t, ast.Name)
+    }
     found: list[Path] = []
-    caller = Path(ctx.path)
-    for node in ctx.of_type(ast.Import, ast.ImportFrom):
-        if isinstance(node, ast.Import):
-            found += [p for a in node.names if (p := find_module(a.name, caller)) is not None]
-            continue
-        base = node.module or ""
-        for alias in node.names:  # ``from library import train_util``: the submodule, if one
-            sub = f"{base}.{alias.name}" if base else alias.name
-            path = find_module(sub, caller, node.level) if alias.name != "*" else None
-            path = path or find_module(base, caller, node.level)
-            if path is not None:
-                found.append(path)
+    for call, _ in ctx.calls:  # ``train_util.add_training_arguments(parser)``
+        given = [*call.args, *(k.value for k in call.keywords)]
+        if any(isinstance(a, ast.Name) and a.id in parsers for a in given):
+            found += [path for path, _ in imported_from(ctx, call)]
     own = Path(ctx.path).resolve()
     files = (_parsed(p) for p in dict.fromkeys(found) if p.resolve() != own)
     return tuple(f for f in files if f is not None)
@@ -170,8 +172,8 @@ _imported_files = per_context(_imported_files_of, tuple[FileContext, ...]())
 
 
 def imported_files(ctx: FileContext) -> tuple[FileContext, ...]:
-    """The project files ``ctx`` imports, parsed once (one level: ``import utils``, ``from
-    library import train_util``, ``from library.train_util import f``, relative or not)."""
+    """The project files whose functions this file hands its argparse parser to, to declare
+    options (``train_util.add_training_arguments(parser)``), parsed once."""
     return _imported_files(ctx)
 
 
@@ -313,19 +315,22 @@ def _training_functions(path: Path) -> dict[str, Path]:
 
 def _training_functions_of(ctx: FileContext) -> frozenset[str]:
     """Module-level functions that hold a training loop, or call one of this file that does
-    (``train()``'s epoch loop calling ``train_step()``, mrdbourke's going_modular/engine.py)."""
+    by name (``train()``'s epoch loop calling ``train_step()``, mrdbourke's going_modular)."""
     facts = ctx.loops
     scopes = {id(facts.scope_of[id(loop)]) for loop in facts.training_loops()}
     functions = [f for f in ctx.tree.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    training = {f.name for f in functions if id(f) in scopes}
+    if not training:
+        return frozenset()
     return frozenset(
         f.name
         for f in functions
-        if id(f) in scopes
+        if f.name in training
         or any(
-            id(callee) in scopes
+            isinstance(call, ast.Call)
+            and isinstance(call.func, ast.Name)
+            and call.func.id in training
             for call in subtree(f)
-            if isinstance(call, ast.Call)
-            for callee in facts.callees(call, f)
         )
     )
 
