@@ -599,14 +599,7 @@ def _unit_periods(facts: LoopFacts, by_type: dict[type, list[Any]]) -> frozenset
                 values.setdefault(name, []).append(node.value)
     out = set()
     for init in facts.functions.get("__init__", []):
-        args = init.args
-        positional = [*args.posonlyargs, *args.args]
-        given = zip(positional[len(positional) - len(args.defaults) :], args.defaults, strict=True)
-        defaults = {a.arg: d for a, d in given}
-        defaults.update(
-            {a.arg: d for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True) if d}
-        )
-        ones = {p for p, d in defaults.items() if _is_one(d)}
+        ones = {p for p, d in parameter_defaults(init).items() if _is_one(d)}
         for node in walk(init.body):
             if not (isinstance(node, ast.Assign) and len(node.targets) == 1):
                 continue
@@ -633,6 +626,18 @@ def rewrites_globals(by_type: dict[type, list[Any]]) -> bool:
         isinstance(c.func, ast.Name) and c.func.id in ("exec", "globals")
         for c in by_type.get(ast.Call, ())
     )
+
+
+def parameter_defaults(function: Function) -> dict[str, ast.expr]:
+    """A function's parameters that have a default, with it (positional and keyword-only)."""
+    args = function.args
+    positional = [*args.posonlyargs, *args.args]
+    given = zip(positional[len(positional) - len(args.defaults) :], args.defaults, strict=True)
+    defaults = {a.arg: d for a, d in given}
+    for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True):
+        if d is not None:
+            defaults[a.arg] = d
+    return defaults
 
 
 def _is_one(node: ast.expr | None) -> bool:
@@ -888,19 +893,7 @@ def _flag_default(function: Function, test: ast.expr) -> tuple[str, bool] | None
     name = test.operand if isinstance(test, ast.UnaryOp) and negated else test
     if not isinstance(name, ast.Name):
         return None
-    args = function.args
-    positional = [*args.posonlyargs, *args.args]
-    defaults = dict(
-        zip(
-            [a.arg for a in positional[len(positional) - len(args.defaults) :]],
-            args.defaults,
-            strict=True,
-        )
-    )
-    defaults.update(
-        {a.arg: d for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True) if d is not None}
-    )
-    default = defaults.get(name.id)
+    default = parameter_defaults(function).get(name.id)
     if not isinstance(default, ast.Constant) or not isinstance(default.value, (bool, type(None))):
         return None
     return name.id, bool(default.value) != negated
