@@ -397,3 +397,28 @@ def test_a_module_constant_period_of_one_is_every_step() -> None:
         "log_interval = 1\n", "log_interval = 1\n        exec(open('configurator.py').read())\n"
     )
     assert (10, "TP201") not in _codes(configured)
+
+
+def test_hand_written_attention_in_a_script_that_trains_on_the_cpu() -> None:
+    # graykode/nlp-tutorial's BERT: the attention maps are dropped by the model, but the script
+    # never names a device (judged false: cpu-only); the same script on CUDA is reported.
+    source = """
+        import math
+        import torch
+        import torch.nn as nn
+
+        class Attention(nn.Module):
+            def forward(self, Q, K, V):
+                scores = torch.matmul(Q, K.transpose(-1, -2)) / math.sqrt(64)
+                attn = nn.Softmax(dim=-1)(scores)
+                return torch.matmul(attn, V)
+
+        model = Net()
+        for x, y in loader:
+            loss = model(x).sum()
+            loss.backward()
+            opt.step()
+    """
+    assert not any(code == "TP307" for _, code in _codes(source))
+    on_gpu = source.replace("model = Net()", "model = Net().cuda()")
+    assert (8, "TP307") in _codes(on_gpu)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
+from torchpace.lint.device import may_use_accelerator
 from torchpace.lint.loops import NESTED_SCOPES, assignments, dotted, strip_moves, walk
 from torchpace.lint.rule import FileContext, Report, Rule
 from torchpace.lint.tree import children, subtree
@@ -284,6 +285,8 @@ def _own_nodes(fn: ast.AST) -> Iterator[ast.AST]:
 def _check_hand_written_attention(ctx: FileContext) -> Iterator[Report]:
     if b"softmax" not in ctx.source.lower():
         return  # no softmax, no attention: most files stop here (lint's speed)
+    if ctx.loops.step_loops and not may_use_accelerator(ctx):
+        return  # the file trains, on the CPU only: the fused kernels are the GPU's advice
     # the functions whose own body (not a nested def, class or lambda) names a softmax: found
     # from each softmax upwards, not by walking every function (lint's speed)
     owners = set()
@@ -344,6 +347,7 @@ are kept on an attribute or returned to a caller that may want them (the fused k
 return them). Returned weights are followed up through the callers in the same file (the
 multi-head module, the layer, the model, including layers iterated from an `nn.ModuleList`):
 where every caller drops them (`x, attn = layer(x)` and `attn` never read), it is reported.
+Not reported in a file that trains and shows it runs on the CPU only (no device anywhere).
 
 ## Why is this slow
 Each step is its own kernel, and the whole `L x L` attention matrix is written to memory and
