@@ -235,8 +235,12 @@ def _device_handed_on(ctx: FileContext, calls: Iterable[ast.Call]) -> list[tuple
 
 def calls_out(ctx: FileContext) -> tuple[tuple[str, str], ...]:
     """(module, function) for each call the file's hot code makes to an imported module-level
-    name, when its loops were analysed (a loop rule ran) and it may use an accelerator: the
-    entry points :mod:`torchpace.lint.project` follows into other files."""
+    name or to an instance of an imported class (``Class.forward``), when its loops were
+    analysed (a loop rule ran) and it may use an accelerator, and (module, ``@cuda``) for each
+    imported function a CUDA file hands its device to (from anywhere in a file whose loops were
+    analysed, from top-level code in one without loops: a notebook calling
+    ``engine.train(..., device=device)``): the entry points :mod:`torchpace.lint.project`
+    follows into other files."""
     from torchpace.lint.device import may_use_accelerator, uses_cuda
 
     analysed = "loops" in ctx.__dict__ and bool(ctx.loops.scope_of or ctx.loops.hot)
