@@ -121,6 +121,9 @@ _HOST_FACTORIES = frozenset(
     }
 )
 _LIKE_FACTORIES = frozenset({"torch.empty_like", "torch.zeros_like", "torch.ones_like"})
+# Factories whose result has one dimension, and those given their sizes first.
+_RANGES = frozenset({"torch.arange", "torch.linspace", "torch.logspace", "torch.randperm"})
+_SIZED = frozenset({"torch.zeros", "torch.ones", "torch.empty", "torch.rand", "torch.randn"})
 # Methods that move a tensor elsewhere: their result is not known to be on the host.
 _MOVES = frozenset({"to", "cuda", "type", "type_as", "new_tensor", "new_zeros", "new_ones"})
 
@@ -255,6 +258,8 @@ class TensorFacts:
                 if isinstance(node, ast.UnaryOp)
                 else [node.left, *node.comparators]
             )
+            if any(self._host_array(n) for n in parts):
+                return True  # with a tensor on a device it would raise: the result is the host's
             return any(self.is_host(n) for n in parts) and all(
                 self.is_host(n) or isinstance(n, ast.Constant) for n in parts
             )
@@ -271,6 +276,24 @@ class TensorFacts:
             if func.attr == "cpu":
                 return True
             return func.attr not in _MOVES and self.is_host(func.value)
+        return False
+
+    def _host_array(self, node: ast.AST) -> bool:
+        """A host tensor with at least one dimension, made here: ``torch.arange(n)``,
+        ``torch.zeros(b, d)``, ``torch.tensor([...])`` without ``device=``. An operation with a
+        tensor on a device raises (only 0-dim host tensors mix with those), so what it computes
+        with anything is in host memory (kohya's ``torch.arange(len(tokenizer)) < token_id``)."""
+        if not isinstance(node, ast.Call) or any(k.arg == "device" for k in node.keywords):
+            return False
+        qual = self.facts.names.qualname(node.func)
+        if qual in _RANGES:
+            return True
+        if qual == "torch.tensor":
+            return bool(node.args) and isinstance(node.args[0], (ast.List, ast.ListComp))
+        if qual in _SIZED:
+            first = node.args[0] if node.args else None
+            empty = isinstance(first, (ast.Tuple, ast.List)) and not first.elts
+            return first is not None and not isinstance(first, ast.Starred) and not empty
         return False
 
     def on_device(self, node: ast.AST) -> bool:

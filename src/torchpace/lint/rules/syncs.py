@@ -183,7 +183,9 @@ inside a training loop or a function that the loop calls. Calls under
 a logging cadence (`if step % 100 == 0:`, `if step % 100 == 0 or step == last:`), after the
 loop, and in evaluation loops (under `torch.no_grad()`, after `model.eval()`, in a function
 named for evaluation) are not flagged; the optimizer step of gradient accumulation
-(`if (i + 1) % accumulate == 0: optimizer.step()`) is training, and is.
+(`if (i + 1) % accumulate == 0: optimizer.step()`) is training, and is. Nor are reads of
+tensors in host memory: a loader's batch before it is moved (also a batch a function is
+handed and moves only after the read, `batch = move_to_device(batch, device)`), `from_numpy`.
 
 {SMALL_MODELS_DOC}
 
@@ -380,6 +382,7 @@ def _check_data_dependent_shape(ctx: FileContext) -> Iterator[Report]:
                     and isinstance(node.func, ast.Attribute)
                     and node.func.attr in _DATA_DEPENDENT_METHODS
                     and ctx.tensors(scope).is_tensor(node.func.value)
+                    and not ctx.tensors(scope).is_host(node.func.value)
                 )
             ):
                 yield Report(node)
@@ -387,8 +390,9 @@ def _check_data_dependent_shape(ctx: FileContext) -> Iterator[Report]:
             isinstance(node, ast.Subscript)
             and isinstance(node.ctx, ast.Load)
             and _is_mask(node.slice, ctx, ctx.tensors(scope))
+            and not ctx.tensors(scope).is_host(node.slice)
         ):
-            yield Report(node)
+            yield Report(node)  # a mask in host memory is counted there: no wait
 
 
 DATA_DEPENDENT_SHAPE_IN_LOOP = Rule(
@@ -400,7 +404,9 @@ DATA_DEPENDENT_SHAPE_IN_LOOP = Rule(
 ## What it does
 Flags `nonzero()`, single-argument `torch.where`, `masked_select`, `argwhere` and indexing with
 a boolean mask (`x[x > 0]`, `x[mask]` where `mask` is a comparison) inside a training loop.
-Assigning through a mask (`x[mask] = 0`) is not flagged.
+Assigning through a mask (`x[mask] = 0`) is not flagged, nor a tensor or mask in host memory
+(a loader's batch before it is moved, `torch.from_numpy`, a factory without `device=`, or what
+is computed from one such as `torch.arange(n) < k`): its count needs no wait for the device.
 
 {SMALL_MODELS_DOC}
 
