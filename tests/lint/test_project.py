@@ -373,7 +373,7 @@ def test_a_model_class_of_another_file_runs_its_forward_every_step(
     found = _found(capsys, ".")
     # the forward's predictor (bound in an if/else, through the DDP wrapper)
     assert ("models.py", 12, "TP207") in found
-    # the helper that forward calls is two files from the loop: not followed (STEP_DEPTH)
+    # the helper that forward calls is two files from the loop: not followed (one file deep)
     assert ("commons.py", 5, "TP207") not in found
     # the inverse pass no training call asks for, and a helper nothing calls
     assert ("models.py", 15, "TP207") not in found

@@ -97,34 +97,20 @@ def split_patterns(text: str | None) -> list[str]:
     return [p.strip() for p in (text or "").split(",") if p.strip()]
 
 
-# How many files deep a training step is followed into a project (lint.project): the loop's
-# file and the helpers and model classes it calls. A third file (what that model calls) found one
-# true finding and three false ones in the 42-repository corpus and cost about a fifth of lint's
-# speed on it (relinting large library files twice): not followed.
-STEP_DEPTH = 2
-
-
 def _with_step_callees(
     results: list[FileResult | LintError], chosen: Selection, workers: int
 ) -> list[FileResult | LintError]:
-    """Lint again, with their entry points, the files whose functions another file's training
-    loop calls on every step (:mod:`torchpace.lint.project`), and then the files those entry
-    points call on, up to :data:`STEP_DEPTH` files from the loop; usually none or a few."""
-    entries: dict[str, frozenset[str]] = {}
-    for _ in range(STEP_DEPTH - 1):
-        found = step_callees([r for r in results if isinstance(r, FileResult)])
-        grown = {
-            p: e | entries.get(p, frozenset())
-            for p, e in found.items()
-            if not e <= entries.get(p, frozenset())
-        }
-        if not grown:
-            break
-        entries.update(grown)
-        jobs = [(p, chosen.codes_for(p), e) for p, e in grown.items()]
-        again = {r.path: r for r in lint_jobs(jobs, workers=workers)}
-        results = [again.get(r.path, r) if isinstance(r, FileResult) else r for r in results]
-    return results
+    """Lint again, with their entry points, the files whose functions and model classes another
+    file's training loop calls on every step (:mod:`torchpace.lint.project`); usually none or a
+    few. One file deep: following what those files call in turn (a third file) found one true
+    finding and three false ones in the 42-repository corpus and cost about a fifth of lint's
+    speed on it, relinting large library files twice."""
+    entries = step_callees([r for r in results if isinstance(r, FileResult)])
+    if not entries:
+        return results
+    jobs = [(p, chosen.codes_for(p), e) for p, e in entries.items()]
+    again = {r.path: r for r in lint_jobs(jobs, workers=workers)}
+    return [again.get(r.path, r) if isinstance(r, FileResult) else r for r in results]
 
 
 def _errors(results: Sequence[FileResult | LintError]) -> list[LintError]:

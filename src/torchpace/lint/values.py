@@ -95,9 +95,8 @@ _options_of = per_context(options, list[Option]())
 
 
 def _argparse_default(ctx: FileContext, attr: str) -> list[Origin]:
-    """The ``add_argument`` of ``attr`` in this file; else in the project files it imports
-    (kohya's scripts call ``train_util.add_training_arguments(parser)``), where exactly one
-    declares it."""
+    """The ``add_argument`` of ``attr`` in this file; else in the project files this file hands
+    its parser to (kohya's scripts call ``train_util.add_training_arguments(parser)``)."""
     found = [Origin(o.default, "flag", o.flag) for o in _options_of(ctx) if o.dest == attr]
     if found:
         return found

@@ -54,9 +54,13 @@ def _a_module(facts: LoopFacts, name: str) -> bool:
     plain class: ``ou_noise = OrnsteinUhlenbeckNoise(...)``, then ``ou_noise()``), or of a
     torch.nn class."""
     owner = facts.instances.get(name, "")
-    return _module_class(facts, owner) or (
-        owner.startswith("torch.nn.") and owner.rsplit(".", 1)[-1][:1].isupper()
-    )
+    return _module_class(facts, owner) or _torch_module(owner)
+
+
+def _torch_module(path: str) -> bool:
+    """A torch.nn class (``torch.nn.Linear``, ``torch.nn.parallel.DistributedDataParallel``),
+    not a function (``torch.nn.functional.relu``)."""
+    return path.startswith("torch.nn.") and path.rsplit(".", 1)[-1][:1].isupper()
 
 
 def _module_class(facts: LoopFacts, cls: str, seen: frozenset[str] = frozenset()) -> bool:
@@ -160,9 +164,7 @@ def _local_modules(ctx: FileContext, scope: Scope) -> set[str]:
             if isinstance(value, ast.Call) and isinstance(value.func, ast.Name)
             else ""
         )
-        module = _module_class(facts, local) or (
-            (cls or "").startswith("torch.nn.") and (cls or "").rsplit(".", 1)[-1][:1].isupper()
-        )
+        module = _module_class(facts, local) or _torch_module(cls or "")
         kinds.setdefault(target, set()).add(module)
     return {t for t, k in kinds.items() if k == {True}}
 

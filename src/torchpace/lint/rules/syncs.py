@@ -92,10 +92,9 @@ def _root(node: ast.expr) -> str | None:
             return node.id if isinstance(node, ast.Name) else None
 
 
-def _moves_later(scope: Scope, name: str, line: int) -> bool:
-    """``scope`` binds ``name`` only once, after ``line``, to a move of itself to a device:
-    ``batch = move_to_device(batch, self.device)``, ``x = x.to(device)``."""
-    bindings = [
+def _bindings(scope: Scope, name: str) -> list[ast.stmt | ast.expr]:
+    """The nodes of ``scope`` that bind the plain name ``name`` (``=``, ``:=``, ``+=``)."""
+    return [
         n
         for n in subtree(scope)
         if isinstance(n, (ast.Assign, ast.NamedExpr, ast.AugAssign, ast.AnnAssign))
@@ -104,6 +103,12 @@ def _moves_later(scope: Scope, name: str, line: int) -> bool:
             for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
         )
     ]
+
+
+def _moves_later(scope: Scope, name: str, line: int) -> bool:
+    """``scope`` binds ``name`` only once, after ``line``, to a move of itself to a device:
+    ``batch = move_to_device(batch, self.device)``, ``x = x.to(device)``."""
+    bindings = _bindings(scope, name)
     if len(bindings) != 1 or not isinstance(bindings[0], ast.Assign):
         return False
     move = bindings[0]
@@ -127,13 +132,7 @@ def _read_before_move(scope: Scope, receiver: ast.expr) -> bool:
         return False
     if name not in params:  # ``mask := batch.get("mask")``, ``mask = batch["mask"]``: once
         bound = [
-            n.value
-            for n in subtree(scope)
-            if isinstance(n, (ast.Assign, ast.NamedExpr))
-            and any(
-                isinstance(t, ast.Name) and t.id == name
-                for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
-            )
+            n.value for n in _bindings(scope, name) if isinstance(n, (ast.Assign, ast.NamedExpr))
         ]
         name = _root(bound[0]) if len(bound) == 1 else None
         if name not in params:
