@@ -113,3 +113,51 @@ train_net(net, train_data, 5)
     assert "TP101" not in _codes(source)
     from_disk = source + "train_net(net, ImageFolder(root), 5)\n"
     assert _codes(from_disk).get("TP101") == [9]  # one call hands it images from disk
+
+
+LIGHTNING = """
+import lightning as L
+from torch.utils.data import DataLoader
+
+
+class ImageNet(L.LightningModule):
+    def train_dataloader(self):
+        return DataLoader(self.train_set, batch_size=64, shuffle=True, num_workers=8)
+
+    def val_dataloader(self):
+        return DataLoader(self.val_set, batch_size=64, num_workers=8)
+
+
+trainer = L.Trainer(accelerator="gpu", max_epochs=90)
+trainer.fit(ImageNet())
+"""
+
+
+def test_lightnings_training_loader_is_iterated_every_epoch():
+    # pytorch-lightning's imagenet template: the Trainer iterates train_dataloader() once an
+    # epoch (and warns that its workers restart); the validation loader is evaluation.
+    assert _codes(LIGHTNING).get("TP104") == [8]
+    # One epoch starts the workers once: nothing to keep (its tensor-parallel example).
+    assert "TP104" not in _codes(LIGHTNING.replace("max_epochs=90", "max_epochs=1"))
+
+
+def test_non_blocking_from_an_unpinned_loader_handed_to_the_epoch_function():
+    source = """
+import torch
+from torch.utils.data import DataLoader
+
+
+def train_step(model, dataloader, optimizer):
+    for x, y in dataloader:
+        x = x.to("cuda", non_blocking=True)
+        model(x).sum().backward()
+        optimizer.step()
+
+
+train_dataloader = DataLoader(train_data, batch_size=32, shuffle=True)
+for epoch in range(5):
+    train_step(model, train_dataloader, optimizer)
+"""
+    assert _codes(source).get("TP103") == [8]
+    pinned = source.replace("shuffle=True)", "shuffle=True, pin_memory=True)")
+    assert "TP103" not in _codes(pinned)

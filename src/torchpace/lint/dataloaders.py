@@ -25,8 +25,17 @@ import re
 from collections.abc import Iterator
 
 from torchpace.lint.device import moves_to_a_device
-from torchpace.lint.loops import EVAL_NAME, ITER_WRAPPERS, dotted, iterated, walk
-from torchpace.lint.rule import FileContext, argument, parameter_names
+from torchpace.lint.loops import (
+    DATALOADER,
+    EVAL_NAME,
+    ITER_WRAPPERS,
+    assignments,
+    dotted,
+    iterated,
+    returned,
+    walk,
+)
+from torchpace.lint.rule import FileContext, argument, parameter_names, passed_for
 from torchpace.lint.tree import subtree
 
 
@@ -221,6 +230,45 @@ def _loops_over(ctx: FileContext, name: str) -> Iterator[ast.For | ast.AsyncFor]
         assert isinstance(loop, (ast.For, ast.AsyncFor))
         if dotted(iterated(loop.iter)) == name and not _shadowed(ctx, loop, name):
             yield loop
+
+
+def _returned_loaders(ctx: FileContext, name: str) -> list[ast.Call]:
+    """The DataLoader calls that the functions of this file bound to ``name`` return:
+    ``loader = get_loader(ds, 32)`` with ``def get_loader(...): return DataLoader(...)``."""
+    facts = ctx.loops
+    found: list[ast.Call] = []
+    for target, value in assignments(ctx.of_type(ast.Assign, ast.AnnAssign)):
+        if target != name or not isinstance(value, ast.Call):
+            continue
+        if not isinstance(value.func, ast.Name) or EVAL_NAME.search(name.rsplit(".", 1)[-1]):
+            continue
+        for function in facts.functions.get(value.func.id, ()):
+            found += [
+                r
+                for r in returned(function)
+                if isinstance(r, ast.Call) and ctx.names.qualname(r.func) == DATALOADER
+            ]
+    return found
+
+
+def iterated_loader_calls(ctx: FileContext, loop: ast.For | ast.AsyncFor) -> list[ast.Call]:
+    """The DataLoader calls of this file whose loaders ``loop`` iterates: the one bound to the
+    name its header iterates (directly, or returned by a function of this file), and, where
+    that name is a parameter of the loop's function, those bound to what each call of the
+    function in this file passes for it (``train_one_epoch(model, train_loader, opt)``)."""
+    name = dotted(iterated(loop.iter))
+    if name is None:
+        return []
+    names = [name]
+    scope = ctx.enclosing_scope(loop)
+    if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)) and name in parameter_names(
+        scope
+    ):
+        names += [n for a in passed_for(ctx, scope, name) or () if (n := dotted(a)) is not None]
+    calls: list[ast.Call] = []
+    for n in dict.fromkeys(names):
+        calls += ctx.loops.loader_calls.get(n, []) or _returned_loaders(ctx, n)
+    return calls
 
 
 def _shadowed(ctx: FileContext, node: ast.AST, name: str) -> bool:

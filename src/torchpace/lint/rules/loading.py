@@ -8,13 +8,14 @@ from collections.abc import Iterator
 from torchpace.lint.dataloaders import (
     Unknown,
     feeds_training,
+    iterated_loader_calls,
     loader_argument,
     prepared_by_framework,
     streams_without_sharding,
     yields_device_tensors,
 )
 from torchpace.lint.device import may_use_accelerator, uses_cuda
-from torchpace.lint.loops import DATALOADER, dotted, iterated, walk
+from torchpace.lint.loops import DATALOADER, returned, walk
 from torchpace.lint.rule import (
     FileContext,
     Report,
@@ -259,12 +260,10 @@ def _batch_names(target: ast.expr) -> set[str]:
 
 
 def _check_non_blocking_unpinned(ctx: FileContext) -> Iterator[Report]:
-    facts = ctx.loops
-    if not facts.loader_calls:
+    if b"DataLoader" not in ctx.source:
         return
     for node in ctx.of_type(ast.For, ast.AsyncFor):
-        name = dotted(iterated(node.iter))
-        calls = facts.loader_calls.get(name or "")
+        calls = iterated_loader_calls(ctx, node)
         if not calls or not _unpinned(calls):
             continue
         if any(prepared_by_framework(ctx, c) for c in calls):
@@ -298,7 +297,8 @@ NON_BLOCKING_UNPINNED = Rule(
     doc="""\
 ## What it does
 Flags `.to(..., non_blocking=True)` and `.cuda(non_blocking=True)` on the batches of a
-`DataLoader` created without `pin_memory=True`. Not on a loader that Accelerate or Fabric
+`DataLoader` created without `pin_memory=True`, also where the loop iterates a parameter and the
+file hands it that loader. Not on a loader that Accelerate or Fabric
 prepares: the framework has already moved the batch, so the copy is a no-op (TP102 reports the
 unpinned loader instead).
 
@@ -347,32 +347,41 @@ def _some_workers(ctx: FileContext, workers: ast.expr) -> bool:
     return known is None or known > 0
 
 
+def _epoch_hooks(ctx: FileContext) -> Iterator[ast.Call]:
+    """The DataLoaders a Lightning ``train_dataloader()`` hook returns: the Trainer iterates
+    the training loader once per epoch (and warns that its workers restart each time)."""
+    if b"lightning" not in ctx.source:
+        return
+    if any(is_const(k.value, 1) for c, _ in ctx.calls for k in c.keywords if k.arg == "max_epochs"):
+        return  # one epoch: the workers start once
+    for function in ctx.loops.functions.get("train_dataloader", ()):
+        for value in returned(function):
+            if isinstance(value, ast.Call) and ctx.names.qualname(value.func) == DATALOADER:
+                yield value
+
+
 def _check_workers_not_persistent(ctx: FileContext) -> Iterator[Report]:
     facts = ctx.loops
-    if not facts.loader_calls:
+    if b"DataLoader" not in ctx.source:
         return
-    repeated_loaders = {
-        dotted(iterated(loop.iter))
+    reiterated = [
+        call
         for loop in ctx.of_type(ast.For, ast.AsyncFor)
         if id(loop) in facts.repeated
-    }
-    for name, calls in facts.loader_calls.items():
-        if name not in repeated_loaders:
+        for call in iterated_loader_calls(ctx, loop)
+    ]
+    for call in dict.fromkeys([*reiterated, *_epoch_hooks(ctx)]):
+        if not feeds_training(ctx, call):
             continue
-        for call in calls:
-            if not feeds_training(ctx, call):
-                continue
-            workers = loader_argument(ctx, call, "num_workers", _NUM_WORKERS_POSITION)
-            if not isinstance(workers, ast.expr) or not _some_workers(ctx, workers):
-                continue
-            persistent = loader_argument(ctx, call, "persistent_workers", 99)
-            if persistent is None or (
-                isinstance(persistent, ast.expr)
-                and (
-                    is_const(persistent, False) or is_const(option_default(ctx, persistent), False)
-                )
-            ):
-                yield Report(call)  # also an option off by default (``store_true``)
+        workers = loader_argument(ctx, call, "num_workers", _NUM_WORKERS_POSITION)
+        if not isinstance(workers, ast.expr) or not _some_workers(ctx, workers):
+            continue
+        persistent = loader_argument(ctx, call, "persistent_workers", 99)
+        if persistent is None or (
+            isinstance(persistent, ast.expr)
+            and (is_const(persistent, False) or is_const(option_default(ctx, persistent), False))
+        ):
+            yield Report(call)  # also an option off by default (``store_true``)
 
 
 WORKERS_NOT_PERSISTENT = Rule(
@@ -383,10 +392,13 @@ WORKERS_NOT_PERSISTENT = Rule(
     doc="""\
 ## What it does
 Flags a `DataLoader` with `num_workers` above 0 and no `persistent_workers=True` that is
-iterated inside another loop, such as an epoch loop. The count is a literal, the default of an
-option or config field declared in the same file, or an option defined elsewhere. An option this
-file declares with the default 0 is left alone: there are no workers to keep, and
-`persistent_workers=True` with 0 workers raises (TP101 reports it instead).
+iterated inside another loop, such as an epoch loop: by its name, in a function of the same
+file that the epoch loop hands it to (`train_one_epoch(model, train_loader)`), when a function
+of the file built and returned it, or as the loader a Lightning `train_dataloader()` hook
+returns, which the Trainer iterates every epoch (unless `max_epochs=1`). The count is a literal,
+the default of an option or config field declared in the same file, or an option defined
+elsewhere. An option this file declares with the default 0 is left alone: there are no workers
+to keep, and `persistent_workers=True` with 0 workers raises (TP101 reports it instead).
 
 ## Why is this slow
 Each `for batch in loader` starts `num_workers` new processes, which import, copy the dataset
