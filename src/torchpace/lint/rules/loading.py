@@ -15,7 +15,7 @@ from torchpace.lint.dataloaders import (
     yields_device_tensors,
 )
 from torchpace.lint.device import may_use_accelerator, uses_cuda
-from torchpace.lint.loops import DATALOADER, returned, walk
+from torchpace.lint.loops import DATALOADER, dotted, returned, walk
 from torchpace.lint.rule import (
     FileContext,
     Report,
@@ -162,6 +162,105 @@ def _framework_gpu(ctx: FileContext) -> bool:
     )
 
 
+# torchvision datasets of images at most 32 pixels a side: a batch of 256 is under 3.2 MB.
+_SMALL_IMAGE_DATASETS = frozenset(
+    f"torchvision.datasets.{name}"
+    for name in ("MNIST", "FashionMNIST", "KMNIST", "EMNIST", "QMNIST", "CIFAR10", "CIFAR100")
+)
+# Transforms that keep an image's size (or crop it to a size the call gives, checked apart).
+_SIZE_KEEPING = frozenset(
+    {
+        *("Compose", "ToTensor", "PILToTensor", "ToImage", "ToDtype", "ConvertImageDtype"),
+        *("Normalize", "Grayscale", "RandomHorizontalFlip", "RandomVerticalFlip"),
+        *("RandomRotation", "RandomAffine", "ColorJitter", "RandomErasing", "AutoAugment"),
+        *("RandAugment", "TrivialAugmentWide", "RandomGrayscale", "Lambda"),
+    }
+)
+_CROPS = frozenset({"RandomCrop", "CenterCrop"})
+_SMALL_SIDE = 32
+
+
+def _assigned_once(ctx: FileContext, node: ast.expr | None) -> ast.expr | None:
+    """What a name is assigned, where the file assigns it once; anything else as it is."""
+    if isinstance(node, ast.Name):
+        sources = [
+            n.value
+            for n in ctx.of_type(ast.Assign)
+            if any(isinstance(t, ast.Name) and t.id == node.id for t in n.targets)
+        ]
+        return sources[0] if len(sources) == 1 else None
+    return node
+
+
+def _keeps_small(ctx: FileContext, transform: ast.expr | None) -> bool:
+    """The transform leaves images at most :data:`_SMALL_SIDE` pixels a side: every call in
+    it keeps the size or crops to a size it spells out that small (``RandomCrop(32,
+    padding=4)``); no transform at all. A transform the file does not spell out (a model's
+    ``weights.transforms()``, a name bound twice) may resize: not small."""
+    if transform is None or is_const(transform, None):
+        return True
+    transform = _assigned_once(ctx, transform)
+    if not isinstance(transform, ast.Call):
+        return False
+    for node in subtree(transform):
+        if (
+            isinstance(node, ast.Name)
+            and node is not transform.func
+            and not isinstance(ctx.parents.get(id(node)), ast.Attribute)
+        ):
+            return False  # a transform by name, built elsewhere
+        if not isinstance(node, ast.Call):
+            continue
+        last = (dotted(node.func) or "").rsplit(".", 1)[-1]
+        if last in _CROPS:
+            side = int_value(ctx, argument(node, "size", 0) or ast.Constant(None))
+            if side is None or side > _SMALL_SIDE:
+                return False
+        elif last not in _SIZE_KEEPING:
+            return False
+    return True
+
+
+def _pads_tokens(ctx: FileContext, collate: ast.expr) -> bool:
+    """A collate function that pads token ids: a Hugging Face text collator
+    (``DataCollatorWithPadding(tokenizer)``, ``default_data_collator``), or a function of this
+    file that returns only ``tokenizer.pad(...)`` (Accelerate's examples)."""
+    if isinstance(collate, ast.Name) and collate.id not in ctx.loops.functions:
+        collate = _assigned_once(ctx, collate) or collate  # ``collator = DataCollator...(tok)``
+    name = ctx.names.qualname(collate.func if isinstance(collate, ast.Call) else collate) or ""
+    last = name.rsplit(".", 1)[-1]
+    if name.startswith("transformers."):
+        return last == "default_data_collator" or (
+            last.startswith("DataCollator") and "Vision" not in last and "Image" not in last
+        )
+    if not isinstance(collate, ast.Name):
+        return False
+    values = [v for f in ctx.loops.functions.get(collate.id, ()) for v in returned(f)]
+    return bool(values) and all(
+        isinstance(v, ast.Call)
+        and isinstance(v.func, ast.Attribute)
+        and v.func.attr == "pad"
+        and "tokenizer" in (dotted(v.func.value) or "")
+        for v in values
+    )
+
+
+def _small_batches(ctx: FileContext, call: ast.Call) -> bool:
+    """The loader's batches are a few hundred kilobytes at most: images of a torchvision
+    dataset of at most 32 pixels a side that no transform of the file enlarges (MNIST,
+    CIFAR-10), or token ids a Hugging Face text collator pads (BERT on MRPC: tens of KB). The
+    judges of the lint corpus called pinning them "negligible: saves microseconds" every time."""
+    collate = argument(call, "collate_fn", 10)
+    if collate is not None and _pads_tokens(ctx, collate):
+        return True
+    data = _assigned_once(ctx, argument(call, "dataset", 0))
+    return (
+        isinstance(data, ast.Call)
+        and ctx.names.qualname(data.func) in _SMALL_IMAGE_DATASETS
+        and _keeps_small(ctx, argument(data, "transform", 3))
+    )
+
+
 def _check_pin_memory(ctx: FileContext) -> Iterator[Report]:
     unpinned: list[Report] = []
     for call in _training_loaders(ctx):
@@ -174,6 +273,8 @@ def _check_pin_memory(ctx: FileContext) -> Iterator[Report]:
             # a copy about as long as the staged one it saves. Workers come first (TP101); the
             # judges called pinning alone "negligible" on 118 of 140 findings (issue 32).
             continue
+        if _small_batches(ctx, call):
+            continue  # a copy of microseconds, pinned or not
         if pin is None:
             unpinned.append(Report(call))
         elif is_const(pin, False):
@@ -206,6 +307,10 @@ Not a loader without workers (`num_workers` not passed, 0, or an option or confi
 default in the file is 0): there the loader pins each batch in the training thread before the
 step, a copy about as long as the staged one pinning saves, so pinning alone gains little.
 TP101 asks for workers; with them, pinning runs in the loader's own thread, beside the step.
+Nor a loader of batches of a few hundred kilobytes, whose copy takes microseconds pinned or
+not: a torchvision dataset of images at most 32 pixels a side (MNIST, CIFAR-10) that its
+transform, spelled out in the file, does not enlarge; token ids padded by a Hugging Face text
+collator or by a collate function returning `tokenizer.pad(...)`.
 
 ## Why is this slow
 The GPU copies from host memory by DMA, which needs page-locked (pinned) memory. A batch in
