@@ -8,8 +8,9 @@ a Python float or a list would be fine. The evidence, per function:
 - tensor expressions: calls into ``torch`` that build tensors, calls of ``nn`` modules or of
   file classes (``model(x)``, ``criterion(out, y)``), arithmetic and comparisons involving a
   tensor, tensor methods other than those that return Python values, items of a tensor, the
-  batch names of ``for x, y in loader``, names ``.backward()`` is called on, and parameters
-  annotated ``Tensor``.
+  batch names of ``for x, y in loader``, the elements of a loop over a tensor (``for d in
+  done``, on its device), names ``.backward()`` is called on, and parameters annotated
+  ``Tensor``.
 
 Anything else is "cannot tell", and the rules stay quiet.
 
@@ -509,5 +510,9 @@ def _bind_loop_target(
                 yield element.id, _BATCH
             else:
                 yield from _bind(element, None)
+    elif not batch and not enumerated and isinstance(target, ast.Name):
+        # ``for d in done``: each element is what indexing the iterable gives, a tensor (on
+        # the device the iterable is on) when the iterable is one, else unknown
+        yield target.id, ast.Subscript(value=iterable, slice=ast.Constant(0), ctx=ast.Load())
     else:
         yield from _bind(target, None)

@@ -467,7 +467,8 @@ TENSOR_BRANCH_IN_LOOP = Rule(
     doc=f"""\
 ## What it does
 Flags `if`, `while`, conditional expressions and `assert` whose condition is a tensor, such as
-`if loss > 10:` or `if torch.isnan(loss).any():`, inside a training loop.
+`if loss > 10:` or `if torch.isnan(loss).any():`, inside a training loop; also a branch on each
+element of a device tensor the loop iterates (`for d in done: if d:`), one wait per element.
 
 {SMALL_MODELS_DOC}
 
