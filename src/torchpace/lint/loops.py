@@ -266,6 +266,8 @@ class LoopFacts:
     # "self.dp" → the classes of this file it is bound to, where branches bind it to several
     # (``self.dp = A(...) if sdp else B(...)``, or in an if/else)
     alternatives: dict[str, frozenset[str]] = field(default_factory=dict)
+    # "log" → the nested functions a function of this file returned to it (``log = make_logger()``)
+    made: dict[str, list[Function]] = field(default_factory=dict)
     loaders: set[str] = field(default_factory=set)  # names bound to a DataLoader
     loader_calls: dict[str, list[ast.Call]] = field(default_factory=dict)  # name → DataLoader()
     optimizers: set[str] = field(default_factory=set)  # names bound to a torch.optim optimizer
@@ -290,10 +292,13 @@ class LoopFacts:
     # Resolution of calls to code of this file.
 
     def callees(self, call: ast.Call, scope: Scope) -> list[Function]:
-        """The functions of this file that ``call`` runs: ``f()``, ``self.m()``, ``model(x)``."""
+        """The functions of this file that ``call`` runs: ``f()``, ``self.m()``, ``model(x)``,
+        ``log(loss)`` where ``log = make_logger()`` returns a function nested in the factory."""
         func = call.func
         if isinstance(func, ast.Name) and func.id in self.functions:
             return self.functions[func.id]
+        if isinstance(func, ast.Name) and func.id in self.made:
+            return self.made[func.id]  # ``log = make_logger()``: the function it returns
         target = dotted(func)
         if target is None:
             return []
@@ -682,6 +687,23 @@ def _scopes(tree: ast.Module) -> Iterator[Scope]:
             yield node
 
 
+def _made_functions(facts: LoopFacts, factory: str | None) -> list[Function]:
+    """The nested functions that ``factory``, a function of this file, returns by name
+    (``def make_logger(): def log(loss): ...; return log``); none for anything else."""
+    found: list[Function] = []
+    for function in facts.functions.get(factory or "", ()):
+        nested = {
+            n.name: n
+            for n in walk(function.body)
+            if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)
+        }
+        values = returned(function)
+        if not values or not all(isinstance(v, ast.Name) and v.id in nested for v in values):
+            return []
+        found += [nested[v.id] for v in values if isinstance(v, ast.Name)]
+    return found
+
+
 def _collect_bindings(facts: LoopFacts, tree: ast.Module, by_type: dict[type, list[Any]]) -> None:
     names = facts.names
     for node in [*by_type.get(ast.FunctionDef, ()), *by_type.get(ast.AsyncFunctionDef, ())]:
@@ -697,15 +719,23 @@ def _collect_bindings(facts: LoopFacts, tree: ast.Module, by_type: dict[type, li
         )
     }
     seen: dict[str, set[str]] = {}
+    made: dict[str, list[Function]] = {}  # names bound to what a factory of this file returns
+    unmade: set[str] = set()  # names also bound to anything else
     for target, value in assignments(
         [*by_type.get(ast.Assign, ()), *by_type.get(ast.AnnAssign, ())]
     ):
         value = strip_moves(value)
         if not isinstance(value, ast.Call):
             seen.setdefault(target, set()).add("?")
+            unmade.add(target)
             continue
         qual = names.qualname(value.func)
         local = value.func.id if isinstance(value.func, ast.Name) else None
+        functions = _made_functions(facts, local)
+        if functions:
+            made.setdefault(target, []).extend(functions)
+        else:
+            unmade.add(target)
         if _rewraps(names, target, value):
             continue  # the same module, wrapped: its class is what the other bindings say
         if qual == DATALOADER:
@@ -727,6 +757,7 @@ def _collect_bindings(facts: LoopFacts, tree: ast.Module, by_type: dict[type, li
         seen.setdefault(target, set()).add(owner or "?")
     # An instance is known only when every assignment to the name agrees.
     facts.instances = {t: next(iter(o)) for t, o in seen.items() if len(o) == 1 and "?" not in o}
+    facts.made = {t: fs for t, fs in made.items() if t not in unmade}
     facts.alternatives = {
         t: frozenset(o) for t, o in seen.items() if len(o) > 1 and o <= facts.classes.keys()
     }
