@@ -264,7 +264,8 @@ def iterated_loader_calls(ctx: FileContext, loop: ast.For | ast.AsyncFor) -> lis
     if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)) and name in parameter_names(
         scope
     ):
-        names += [n for a in passed_for(ctx, scope, name) or () if (n := dotted(a)) is not None]
+        given = [a for a in passed_for(ctx, scope, name) or () if a is not None]
+        names += [n for a in given if (n := dotted(a)) is not None]
     calls: list[ast.Call] = []
     for n in dict.fromkeys(names):
         calls += ctx.loops.loader_calls.get(n, []) or _returned_loaders(ctx, n)
