@@ -473,3 +473,36 @@ def test_an_option_declared_in_an_imported_project_file(
     found = _found(capsys, "train.py")
     assert ("train.py", 8, "TP104") not in found
     assert ("train.py", 8, "TP101") in found
+
+
+def test_a_conv_built_by_a_wrapper_of_another_file_before_a_batchnorm(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Issue 32: a small model library's conv3x3 and StdConv2d, used by the model file.
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "layers.py").write_text(
+        "from torch import nn\n\n\n"
+        "def conv3x3(cin, cout, stride=1, bias=True):\n"
+        "    return nn.Conv2d(cin, cout, 3, stride, 1, bias=bias)\n\n\n"
+        "class StdConv2d(nn.Conv2d):\n"
+        "    def forward(self, x):\n"
+        "        return super().forward(x)\n"
+    )
+    (tmp_path / "model.py").write_text(
+        "import torch\nfrom torch import nn\nimport layers\nfrom layers import conv3x3\n\n\n"
+        "class Block(nn.Module):\n"
+        "    def __init__(self, c):\n"
+        "        super().__init__()\n"
+        "        self.conv1 = conv3x3(c, c)\n"
+        "        self.bn1 = nn.BatchNorm2d(c)\n"
+        "        self.conv2 = layers.StdConv2d(c, c, 3, padding=1)\n"
+        "        self.bn2 = nn.BatchNorm2d(c)\n"
+        "        self.conv3 = conv3x3(c, c, bias=False)\n"
+        "        self.bn3 = nn.BatchNorm2d(c)\n\n"
+        "    def forward(self, x):\n"
+        "        x = torch.relu(self.bn1(self.conv1(x)))\n"
+        "        x = torch.relu(self.bn2(self.conv2(x)))\n"
+        "        return self.bn3(self.conv3(x))\n"
+    )
+    found = {f for f in _found(capsys, ".") if f[2] == "TP401"}
+    assert found == {("model.py", 10, "TP401"), ("model.py", 12, "TP401")}

@@ -111,6 +111,31 @@ def imported_from(ctx: FileContext, call: ast.Call) -> Iterator[tuple[Path, str]
             yield path, names.get(wanted, wanted)
 
 
+def definition(ctx: FileContext, call: ast.Call) -> tuple[FileContext, ast.stmt] | None:
+    """The module-level class or function ``call`` calls, with the parsed file that defines
+    it: this file's own, or one imported from a project file (:func:`imported_from`)."""
+    if isinstance(call.func, ast.Name):
+        own = [
+            n
+            for n in ctx.tree.body
+            if isinstance(n, (ast.ClassDef, ast.FunctionDef)) and n.name == call.func.id
+        ]
+        if own:
+            return (ctx, own[-1])
+    for path, name in imported_from(ctx, call):
+        other = _parsed(path)
+        if other is None:
+            continue
+        found = [
+            n
+            for n in other.tree.body
+            if isinstance(n, (ast.ClassDef, ast.FunctionDef)) and n.name == name
+        ]
+        if found:
+            return (other, found[-1])
+    return None
+
+
 def _parsed(path: Path) -> FileContext | None:
     """The file at ``path``, parsed once per process and version (a project's models.py is
     imported by every script beside it; a file edited since is parsed again)."""

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import ast
+import builtins
 import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from torchpace.findings import Fix
 from torchpace.lint.device import uses_cuda
-from torchpace.lint.loops import dotted
-from torchpace.lint.project import builds_conv_net, training_helpers
+from torchpace.lint.loops import dotted, parameter_defaults, returned
+from torchpace.lint.project import builds_conv_net, definition, training_helpers
 from torchpace.lint.rule import (
     FileContext,
     Report,
@@ -227,7 +228,77 @@ def _conv_bias_fix(call: ast.Call) -> tuple[bool, Fix | None]:
     return False, None  # False, or an expression whose value we cannot tell
 
 
+_BUILTINS = frozenset(dir(builtins))
+_INNER = "_tp_conv"  # on a wrapper's call: the conv it builds, as this call builds it
+
+
+def _wrapped_convs(ctx: FileContext, names: dict[int, str | None]) -> None:
+    """Name the calls that build a conv through a class or function of this file or of an
+    imported project file (issue 32) as the conv they build: a subclass of ``nn.ConvNd`` that
+    keeps its signature (``StdConv2d(cin, cout, 3)``), or a function returning one conv call
+    (``conv3x3(cin, cout)``), whose call keeps that conv, with the function's parameters
+    replaced by what the call passes, on the node (:data:`_INNER`)."""
+    known: dict[str, tuple[FileContext, ast.stmt] | None] = {}  # callee text → definition
+    for call, name in ctx.calls:
+        text = dotted(call.func)
+        if text is None or name in _CONVS or (name or "").startswith("torch."):
+            continue
+        if "." not in text and text in _BUILTINS:
+            continue
+        if text not in known:
+            known[text] = definition(ctx, call)
+        found = known[text]
+        if found is None:
+            continue
+        home, node = found
+        if isinstance(node, ast.ClassDef):
+            base = next((q for b in node.bases if (q := home.names.qualname(b)) in _CONVS), None)
+            if base is not None and _keeps_conv_signature(node):
+                names[id(call)] = base
+        elif isinstance(node, ast.FunctionDef):
+            built = returned(node)
+            if len(built) == 1 and isinstance(built[0], ast.Call):
+                kind = home.names.qualname(built[0].func)
+                if kind in _CONVS:
+                    names[id(call)] = kind
+                    call.__dict__[_INNER] = _as_called(built[0], node, call)
+
+
+def _keeps_conv_signature(cls: ast.ClassDef) -> bool:
+    """No ``__init__`` of its own, or one that takes ``bias`` (default True) or ``**kwargs``."""
+    init = next(
+        (n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"), None
+    )
+    if init is None:
+        return True
+    return init.args.kwarg is not None or is_const(parameter_defaults(init).get("bias"), True)
+
+
+def _as_called(conv: ast.Call, function: ast.FunctionDef, call: ast.Call) -> ast.Call:
+    """``conv`` (in ``function``'s body) with ``function``'s parameters replaced by what
+    ``call`` passes for them, or their defaults."""
+    params = [a.arg for a in (*function.args.posonlyargs, *function.args.args)]
+    defaults = parameter_defaults(function)
+    given: dict[str, ast.expr] = {}
+    for i, name in enumerate(params):
+        passed = argument(call, name, i)
+        if passed is not None:
+            given[name] = passed
+        elif name in defaults:
+            given[name] = defaults[name]
+
+    def as_called(node: ast.expr) -> ast.expr:
+        return given.get(node.id, node) if isinstance(node, ast.Name) else node
+
+    return ast.Call(
+        func=conv.func,
+        args=[as_called(a) for a in conv.args],
+        keywords=[ast.keyword(arg=k.arg, value=as_called(k.value)) for k in conv.keywords],
+    )
+
+
 def _same_channels(conv: ast.Call, norm: ast.Call) -> bool:
+    conv = conv.__dict__.get(_INNER, conv)
     out = argument(conv, "out_channels", 1)
     features = argument(norm, "num_features", 0)
     return out is not None and features is not None and ast.dump(out) == ast.dump(features)
@@ -473,6 +544,9 @@ def _functional_pairs(ctx: FileContext, names: dict[int, str | None]) -> Iterato
 def _check_conv_bias_before_bn(ctx: FileContext) -> Iterator[Report]:
     names = {id(call): name for call, name in ctx.calls}
     present = set(names.values())
+    if present & _NORMS:
+        _wrapped_convs(ctx, names)
+        present = set(names.values())
     convs: list[ast.Call] = []
     if present & _CONVS and present & _NORMS:  # most files build neither: skip the scans
         convs += _sequential_pairs(ctx, names)
@@ -480,9 +554,10 @@ def _check_conv_bias_before_bn(ctx: FileContext) -> Iterator[Report]:
             convs.extend(_class_pairs(node, names))
     keep_fix = not _reads_bias_indirectly(ctx)
     for conv in convs:
-        has_bias, fix = _conv_bias_fix(conv)
-        if has_bias:
-            yield Report(conv, fix if keep_fix else None)
+        inner = conv.__dict__.get(_INNER)
+        has_bias, fix = _conv_bias_fix(conv if inner is None else inner)
+        if has_bias:  # a wrapper's conv is changed where the wrapper builds it: no fix here
+            yield Report(conv, fix if keep_fix and inner is None else None)
     if _FUNCTIONAL_BATCH_NORM in present:
         for bias in _functional_pairs(ctx, names):
             yield Report(bias)
@@ -507,6 +582,11 @@ InstanceNorm, which cancels it per sample) over the same channels:
   `self.conv.weight`). Attributes assigned more than once are left alone;
 - functionally, `F.batch_norm(F.conv2d(x, w, b), ..., training=...)` with a bias `b` that is not
   `None` and `training` not `False`.
+
+A conv is also one built through a wrapper of this file or of an imported project file: a
+subclass of `nn.Conv2d` that keeps its signature (`StdConv2d(c, c, 3)`, fixed at the call), or a
+function that returns one conv call (`conv3x3(cin, cout)`, read with what the call passes; no
+fix: the bias is set where the wrapper builds the conv).
 
 ## Why is this slow
 BatchNorm subtracts the per-channel mean, which removes any constant added per channel, so the
