@@ -506,3 +506,37 @@ def test_a_conv_built_by_a_wrapper_of_another_file_before_a_batchnorm(
     )
     found = {f for f in _found(capsys, ".") if f[2] == "TP401"}
     assert found == {("model.py", 10, "TP401"), ("model.py", 12, "TP401")}
+
+
+def test_torch_names_a_project_module_brings_in_with_a_star_import(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Issue 32 (AI-vaccine): `from loader.DataGenerater import *`, whose module does `import
+    # torch.utils.data as Data`, makes `Data.DataLoader(...)` a DataLoader in the script.
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "loader").mkdir()
+    (tmp_path / "loader" / "__init__.py").write_text("")
+    (tmp_path / "loader" / "data.py").write_text(
+        "import torch\nimport torch.utils.data as Data\n\n\n"
+        "class Pairs(Data.Dataset):\n"
+        "    def __getitem__(self, i):\n        return self.x[i], self.y[i]\n"
+    )
+    (tmp_path / "train.py").write_text(
+        "from loader.data import *\n\n"
+        "device = torch.device('cuda')\n"
+        "loader = Data.DataLoader(Pairs(), 1024, shuffle=True, num_workers=0)\n"
+        "for epoch in range(10):\n"
+        "    for x, y in loader:\n"
+        "        loss = model(x.to(device)).sum()\n"
+        "        loss.backward()\n"
+        "        optimizer.step()\n"
+    )
+    found = _found(capsys, "train.py")
+    assert ("train.py", 4, "TP101") in found
+    # The script's own binding of a name wins over the star's.
+    (tmp_path / "train.py").write_text(
+        (tmp_path / "train.py")
+        .read_text()
+        .replace("from loader.data import *\n", "from loader.data import *\nimport mylib as Data\n")
+    )
+    assert ("train.py", 5, "TP101") not in _found(capsys, "train.py")

@@ -106,6 +106,17 @@ def context(
     the same option defaults as the rules, off their own tree)."""
     nodes, by_type = all_nodes(tree)
     names = Resolver.from_nodes([*by_type.get(ast.Import, ()), *by_type.get(ast.ImportFrom, ())])
+    stars = [
+        n
+        for n in tree.body
+        if isinstance(n, ast.ImportFrom) and any(a.name == "*" for a in n.names)
+    ]
+    if stars and path:
+        from torchpace.lint.project import star_bindings  # project.py imports this module
+
+        for node in stars:  # what a project module's ``*`` brings in, where this file is silent
+            for name, target in star_bindings(path, node).items():
+                names.bindings.setdefault(name, target)
     calls = tuple((n, names.qualname(n.func)) for n in by_type.get(ast.Call, ()))
     return FileContext(path, source, tree, nodes, calls, names, by_type, entries)
 

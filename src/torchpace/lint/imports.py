@@ -3,7 +3,9 @@
 ``import torch as T``, ``from torch import nn`` and ``from torch.utils.data import DataLoader as
 DL`` all let a rule ask one question: does this call's function name
 ``torch.utils.data.DataLoader``?
-The analysis is flow-insensitive: every import in the file counts, wherever it is.
+The analysis is flow-insensitive: every import in the file counts, wherever it is. A top-level
+``from module import *`` of a project file also brings in that module's own imports, for the
+names this file does not bind itself (``lint.project.star_bindings``, one level).
 """
 
 from __future__ import annotations

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, TypeVar, cast
 
 from torchpace.lint.engine import MAX_PYTHON_BYTES, parse
+from torchpace.lint.imports import Resolver
 from torchpace.lint.results import FileResult
 from torchpace.lint.rule import FileContext
 from torchpace.lint.tree import subtree
@@ -109,6 +110,33 @@ def imported_from(ctx: FileContext, call: ast.Call) -> Iterator[tuple[Path, str]
         path = find_module(node.module or "", caller, node.level)
         if path is not None:
             yield path, names.get(wanted, wanted)
+
+
+def star_bindings(path: str, node: ast.ImportFrom) -> dict[str, str]:
+    """The names ``from module import *`` at the top of the file at ``path`` brings in from
+    the imports of a project module (``from loader.DataGenerater import *``, whose
+    ``import torch.utils.data as Data`` makes ``Data.DataLoader`` a DataLoader here): its own
+    import bindings, one level; none for a module that is not a project file."""
+    found = find_module(node.module or "", Path(path), node.level)
+    if found is None:
+        return {}
+    try:
+        st = found.stat()
+    except OSError:
+        return {}
+    if st.st_size > MAX_PYTHON_BYTES:
+        return {}
+    return _import_bindings(found.resolve(), st.st_mtime_ns, st.st_size)
+
+
+@functools.lru_cache(maxsize=64)
+def _import_bindings(path: Path, mtime_ns: int, size: int) -> dict[str, str]:
+    try:
+        tree = ast.parse(path.read_bytes(), filename=str(path))
+    except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):
+        return {}
+    imports = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
+    return Resolver.from_nodes(list(imports)).bindings
 
 
 def definition(ctx: FileContext, call: ast.Call) -> tuple[FileContext, ast.stmt] | None:
