@@ -13,7 +13,7 @@ import ast
 from collections.abc import Iterator
 
 from torchpace.lint.device import may_use_accelerator
-from torchpace.lint.loops import Scope, dotted
+from torchpace.lint.loops import LOOPS, Scope, dotted, walk
 from torchpace.lint.rule import Check, FileContext, Report, Rule, parameter_names
 from torchpace.lint.scale import SMALL_MODELS_DOC
 from torchpace.lint.tensors import TensorFacts
@@ -140,6 +140,47 @@ def _read_before_move(scope: Scope, receiver: ast.expr) -> bool:
     return _moves_later(scope, name, receiver.lineno)
 
 
+# Collectives whose result every rank holds alike: read on the host to decide, they are a stop
+# flag the ranks agree on (issue 32), which the loop needs each time it checks it.
+_AGREEING = frozenset(
+    f"torch.distributed.{name}" for name in ("all_reduce", "broadcast", "all_gather_into_tensor")
+)
+
+
+def _agreed_decision(ctx: FileContext, node: ast.expr) -> bool:
+    """``node`` decides a branch (it is in the test of an ``if``, ``while``, conditional
+    expression or ``assert``) and reads a tensor that its loop, before it, hands to a collective
+    that leaves every rank the same value (``dist.all_reduce(stop)``, then ``if stop.item():``):
+    a stop flag all ranks must agree on, read when the loop checks it, not a wait to remove."""
+    read = node
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        read = node.func.value  # ``stop.item()``
+    name = _root(read)
+    if name is None:
+        return False
+    parent: ast.AST | None = ctx.parents.get(id(node))
+    child: ast.AST = node
+    decides = False
+    while parent is not None and not decides:
+        decides = isinstance(parent, (ast.If, ast.While, ast.Assert, ast.IfExp)) and (
+            parent.test is child
+        )
+        if isinstance(parent, ast.stmt):
+            break
+        child, parent = parent, ctx.parents.get(id(parent))
+    if not decides:
+        return False
+    loop = next((a for a in ctx.ancestors(node) if isinstance(a, LOOPS)), None)
+    return loop is not None and any(
+        ctx.names.qualname(c.func) in _AGREEING
+        and c.args
+        and _root(c.args[0]) == name
+        and c.lineno < node.lineno
+        for c in walk(loop.body)
+        if isinstance(c, ast.Call)
+    )
+
+
 def _check_host_sync(ctx: FileContext) -> Iterator[Report]:
     for call, qual, scope in hot_calls(ctx):
         if _reads_scale(call):
@@ -157,6 +198,8 @@ def _check_host_sync(ctx: FileContext) -> Iterator[Report]:
                 continue  # a loader's batch or a from_numpy tensor: already on the host
             if _read_before_move(scope, receiver):
                 continue  # a batch handed in, read before this function moves it
+            if _agreed_decision(ctx, call):
+                continue  # a stop flag every rank holds alike: the loop needs it to decide
             yield Report(call)
         elif (
             isinstance(call.func, ast.Name)
@@ -185,6 +228,8 @@ named for evaluation) are not flagged; the optimizer step of gradient accumulati
 (`if (i + 1) % accumulate == 0: optimizer.step()`) is training, and is. Nor are reads of
 tensors in host memory: a loader's batch before it is moved (also a batch a function is
 handed and moves only after the read, `batch = move_to_device(batch, device)`), `from_numpy`.
+Nor a stop flag the ranks agree on: a tensor the loop hands to `dist.all_reduce` or
+`dist.broadcast` and then reads to decide a branch (`if stop.item():`), which every rank needs.
 
 {SMALL_MODELS_DOC}
 
@@ -455,7 +500,9 @@ def _check_tensor_branch(ctx: FileContext) -> Iterator[Report]:
     for node, scope in _hot(ctx):
         if isinstance(node, (ast.If, ast.While, ast.IfExp, ast.Assert)):
             for operand in _tensor_operands(node.test, ctx.tensors(scope)):
-                if id(operand) in ctx.loops.hot:  # not behind ``step % n == 0 and ...``
+                if id(operand) not in ctx.loops.hot:
+                    continue  # behind ``step % n == 0 and ...``
+                if not _agreed_decision(ctx, operand):
                     yield Report(operand)
 
 
@@ -468,7 +515,8 @@ TENSOR_BRANCH_IN_LOOP = Rule(
 ## What it does
 Flags `if`, `while`, conditional expressions and `assert` whose condition is a tensor, such as
 `if loss > 10:` or `if torch.isnan(loss).any():`, inside a training loop; also a branch on each
-element of a device tensor the loop iterates (`for d in done: if d:`), one wait per element.
+element of a device tensor the loop iterates (`for d in done: if d:`), one wait per element. Not
+a stop flag the ranks agree on (a tensor the loop all-reduces or broadcasts, then branches on).
 
 {SMALL_MODELS_DOC}
 
