@@ -721,6 +721,7 @@ def _collect_bindings(facts: LoopFacts, tree: ast.Module, by_type: dict[type, li
     seen: dict[str, set[str]] = {}
     made: dict[str, list[Function]] = {}  # names bound to what a factory of this file returns
     unmade: set[str] = set()  # names also bound to anything else
+    factories: dict[str | None, list[Function]] = {}  # function name → what it returns
     for target, value in assignments(
         [*by_type.get(ast.Assign, ()), *by_type.get(ast.AnnAssign, ())]
     ):
@@ -731,7 +732,9 @@ def _collect_bindings(facts: LoopFacts, tree: ast.Module, by_type: dict[type, li
             continue
         qual = names.qualname(value.func)
         local = value.func.id if isinstance(value.func, ast.Name) else None
-        functions = _made_functions(facts, local)
+        if local not in factories:
+            factories[local] = _made_functions(facts, local)
+        functions = factories[local]
         if functions:
             made.setdefault(target, []).extend(functions)
         else:

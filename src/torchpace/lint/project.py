@@ -131,12 +131,32 @@ def star_bindings(path: str, node: ast.ImportFrom) -> dict[str, str]:
 
 @functools.lru_cache(maxsize=64)
 def _import_bindings(path: Path, mtime_ns: int, size: int) -> dict[str, str]:
+    """The bindings of the file's top-level import statements, parsed alone: the lines that
+    start at column 0 with ``import`` or ``from``, with their continuation lines (a whole
+    module can be large, and only its imports are wanted)."""
     try:
-        tree = ast.parse(path.read_bytes(), filename=str(path))
-    except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):
+        lines = path.read_bytes().decode("utf-8", errors="replace").splitlines()
+    except OSError:
         return {}
-    imports = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
-    return Resolver.from_nodes(list(imports)).bindings
+    imports: list[ast.stmt] = []
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        i += 1
+        if not line.startswith(("import ", "from ")):
+            continue
+        statement = [line]
+        depth = line.count("(") - line.count(")")
+        while i < len(lines) and (depth > 0 or statement[-1].rstrip().endswith("\\")):
+            depth += lines[i].count("(") - lines[i].count(")")
+            statement.append(lines[i])
+            i += 1
+        try:
+            imports += ast.parse("\n".join(statement)).body
+        except (SyntaxError, ValueError):
+            continue
+    nodes = [n for n in imports if isinstance(n, (ast.Import, ast.ImportFrom))]
+    return Resolver.from_nodes(list(nodes)).bindings
 
 
 def definition(ctx: FileContext, call: ast.Call) -> tuple[FileContext, ast.stmt] | None:
