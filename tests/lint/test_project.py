@@ -540,3 +540,33 @@ def test_torch_names_a_project_module_brings_in_with_a_star_import(
         .replace("from loader.data import *\n", "from loader.data import *\nimport mylib as Data\n")
     )
     assert ("train.py", 5, "TP101") not in _found(capsys, "train.py")
+
+
+def test_a_helper_of_another_file_builds_a_host_tensor_the_step_moves(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Issue 32 (kohya's FLUX trainers): flux_utils.prepare_img_ids builds the position ids on
+    # the host (zeros, item assignments, einops.repeat); the step moves them every time.
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "flux_utils.py").write_text(
+        "import einops\nimport torch\n\n\n"
+        "def prepare_img_ids(b, h, w):\n"
+        "    ids = torch.zeros(h, w, 3)\n"
+        "    ids[..., 1] = ids[..., 1] + torch.arange(h)[:, None]\n"
+        "    ids = einops.repeat(ids, 'h w c -> b (h w) c', b=b)\n"
+        "    return ids\n\n\n"
+        "def on_device(b, h, w, device):\n"
+        "    return torch.zeros(b, h * w, 3, device=device)\n"
+    )
+    (tmp_path / "train.py").write_text(
+        "import torch\nimport flux_utils\n\n"
+        "device = torch.device('cuda')\n"
+        "for x in loader:\n"
+        "    ids = flux_utils.prepare_img_ids(8, 32, 32).to(device=device)\n"
+        "    same = flux_utils.on_device(8, 32, 32, device).to(device)\n"
+        "    loss = model(x.to(device), ids, same).sum()\n"
+        "    loss.backward()\n"
+        "    optimizer.step()\n"
+    )
+    found = {f for f in _found(capsys, "train.py") if f[2] == "TP207"}
+    assert found == {("train.py", 6, "TP207")}

@@ -9,7 +9,8 @@ import ast
 from collections.abc import Iterator
 
 from torchpace.findings import Edit, Fix
-from torchpace.lint.loops import dotted
+from torchpace.lint.loops import dotted, returned
+from torchpace.lint.project import definition
 from torchpace.lint.rule import FileContext, Report, Rule, end_of, has_star_args, keyword
 from torchpace.lint.rules.syncs import REFERENCES, check_calls_to, hot_calls
 from torchpace.lint.tree import subtree
@@ -161,6 +162,41 @@ _POINTWISE = frozenset(
 )  # fmt: skip
 
 
+# einops functions: they rearrange a tensor where it is.
+_EINOPS = frozenset({"einops.rearrange", "einops.repeat", "einops.reduce"})
+
+
+def _keeps_in_place(ctx: FileContext, value: ast.expr, name: str) -> bool:
+    """``value`` is ``name`` rearranged where it is: a transform method of it, or an einops
+    function of it (``img_ids = einops.repeat(img_ids, ...)``)."""
+    if not isinstance(value, ast.Call):
+        return False
+    func = value.func
+    if ctx.names.qualname(func) in _EINOPS:
+        return bool(value.args) and dotted(value.args[0]) == name
+    return (
+        isinstance(func, ast.Attribute) and func.attr in _TRANSFORMS and dotted(func.value) == name
+    )
+
+
+def _returns_host_tensor(ctx: FileContext, call: ast.Call) -> bool:
+    """``call`` calls a function of this file or of an imported project file whose every
+    return is a tensor it builds on the host (kohya's ``prepare_img_ids``: ``torch.zeros``, item
+    assignments, ``einops.repeat``, then ``return img_ids``): the caller's move copies it."""
+    found = definition(ctx, call)
+    if found is None:
+        return False
+    home, function = found
+    if not isinstance(function, ast.FunctionDef):
+        return False
+    values = returned(function)
+    return bool(values) and all(
+        _built_on_host(home, v)
+        or (isinstance(v, ast.Name) and bool(_made_on_host(home, v.id, function)))
+        for v in values
+    )
+
+
 def _operand_ok(ctx: FileContext, node: ast.expr) -> bool:
     """An operand that leaves a host computation on the host: a number, a name or attribute (a
     scalar, or a host tensor: mixing devices would raise), or itself built on the host."""
@@ -193,6 +229,13 @@ def _built_on_host(ctx: FileContext, node: ast.expr) -> bool:
         and _built_on_host(ctx, node.func.value)
     ):
         return all(_operand_ok(ctx, a) for a in node.args)
+    if (
+        isinstance(node, ast.Call)
+        and ctx.names.qualname(node.func) in _EINOPS
+        and node.args
+        and _built_on_host(ctx, node.args[0])
+    ):
+        return True  # ``einops.repeat(torch.zeros(h, w), "h w -> b h w", b=n)``
     if isinstance(node, ast.Call) and ctx.names.qualname(node.func) in _POINTWISE:
         args = [a for a in node.args if not isinstance(a, ast.Starred)]
         flat = [e for a in args for e in (a.elts if isinstance(a, (ast.List, ast.Tuple)) else [a])]
@@ -224,7 +267,8 @@ def _made_on_host(ctx: FileContext, name: str, scope: ast.AST) -> list[ast.expr]
         and v.func.attr in {"cuda", "to", "type_as"}
         and dotted(v.func.value) == name
     ]
-    return made if made and len(made) + len(moved) == len(values) else []
+    kept = [v for v in values if v not in moved and _keeps_in_place(ctx, v, name)]
+    return made if made and len(made) + len(moved) + len(kept) == len(values) else []
 
 
 def _cuda_typed(ctx: FileContext, func: ast.expr) -> bool:
@@ -277,6 +321,8 @@ def _check_host_created_then_moved(ctx: FileContext) -> Iterator[Report]:
                 yield Report(made[0])  # at the factory, where `device=` belongs
             elif to_device and _built_on_host(ctx, factory):
                 yield Report(call)  # made on the host, transformed, then moved: reported
+            elif to_device and isinstance(factory, ast.Call) and _returns_host_tensor(ctx, factory):
+                yield Report(call)  # a helper builds it on the host, the step moves it
             continue
         if func.attr == "type_as":
             yield Report(call)  # follows its argument's device: reported, not rewritten
@@ -324,9 +370,11 @@ HOST_TENSOR_MOVED = Rule(
 Flags a tensor factory (`torch.tensor`, `zeros`, `ones`, `rand`, `randn`, `arange`, ...) whose
 result is moved with `.cuda()`, `.to(device)` or `.type_as(x)`, inside a training loop:
 immediately, after a dtype cast (`torch.ones(n).long().to(device)`), or through a name bound
-only to it (`z = torch.randn(n, d)` then `z = z.type_as(imgs)`). Also numpy data copied into a
-legacy CUDA tensor type (`torch.cuda.FloatTensor(np.random.normal(...))`, or a name bound to
-such a type).
+only to it (`z = torch.randn(n, d)` then `z = z.type_as(imgs)`), through methods, pointwise
+functions, arithmetic and einops that keep it on the host, or returned by a function of this
+file or of an imported project file that builds it so (`prepare_img_ids(b, h, w).to(device)`).
+Also numpy data copied into a legacy CUDA tensor type
+(`torch.cuda.FloatTensor(np.random.normal(...))`, or a name bound to such a type).
 
 ## Why is this slow
 The values are written in host memory, then copied over the bus, then the host copy is freed,
