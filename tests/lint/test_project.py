@@ -570,3 +570,36 @@ def test_a_helper_of_another_file_builds_a_host_tensor_the_step_moves(
     )
     found = {f for f in _found(capsys, "train.py") if f[2] == "TP207"}
     assert found == {("train.py", 6, "TP207")}
+
+
+def test_a_subclass_in_another_file_overrides_a_method_the_base_trainers_loop_calls(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Issue 32 (kohya): NetworkTrainer.train() calls self.get_noise_pred_and_target(...) every
+    # step; FluxNetworkTrainer, in another file, overrides it with a host tensor moved.
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "train_network.py").write_text(
+        "import torch\n\n\n"
+        "class NetworkTrainer:\n"
+        "    def get_noise_pred_and_target(self, x):\n"
+        "        return self.unet(x)\n\n"
+        "    def sample(self, x):\n"
+        "        return x\n\n"
+        "    def train(self, loader, optimizer):\n"
+        "        device = torch.device('cuda')\n"
+        "        for batch in loader:\n"
+        "            loss = self.get_noise_pred_and_target(batch.to(device)).mean()\n"
+        "            loss.backward()\n"
+        "            optimizer.step()\n"
+    )
+    (tmp_path / "flux_train_network.py").write_text(
+        "import torch\nimport train_network\n\n\n"
+        "class FluxNetworkTrainer(train_network.NetworkTrainer):\n"
+        "    def get_noise_pred_and_target(self, x):\n"
+        "        ids = torch.zeros(x.shape[0], 3).to(device=x.device)\n"
+        "        return self.unet(x, ids)\n\n"
+        "    def sample(self, x):\n"
+        "        return torch.zeros(3).to(device=x.device)\n"
+    )
+    found = {f for f in _found(capsys, ".") if f[2] == "TP207"}
+    assert found == {("flux_train_network.py", 7, "TP207")}  # not sample(): no loop calls it

@@ -289,7 +289,25 @@ def calls_out(ctx: FileContext) -> tuple[tuple[str, str], ...]:
             if "." in owner:
                 module, cls = owner.rsplit(".", 1)
                 out.append((module, f"{cls}.{node.func.attr}"))
+            elif dotted(node.func.value) == "self":
+                # ``self.get_noise_pred_and_target(...)`` in a base trainer's loop: a subclass
+                # in another file may override it (kohya's FLUX trainer)
+                base = _class_of(ctx, node)
+                if base is not None:
+                    out.append((SUBCLASS, f"{base}.{node.func.attr}"))
     return tuple(dict.fromkeys(out))
+
+
+# calls_out's module for a method a subclass in another file may override: "Class.method".
+SUBCLASS = "@subclass"
+
+
+def _class_of(ctx: FileContext, node: ast.AST) -> str | None:
+    """The module-level class whose method ``node`` is in."""
+    for ancestor in ctx.ancestors(node):
+        if isinstance(ancestor, ast.ClassDef):
+            return ancestor.name if ancestor in ctx.tree.body else None
+    return None
 
 
 def lint_file(

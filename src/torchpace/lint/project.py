@@ -13,8 +13,11 @@ its hot code makes to functions imported from another module (``import utils`` +
 :func:`step_callees` resolves each module to a linted file beside the caller or in a directory
 above it (up to :data:`MAX_LEVELS`), and the command lints those files once more with the
 functions as hot entry points (:func:`torchpace.lint.loops.analyse`), on the device their caller
-uses. Only module-level functions are followed. No file is parsed twice unless another file's
-loop calls into it.
+uses. Module-level functions are followed, methods of a class another file's loop uses (a
+model's ``forward``, ``logger.update``), and the overrides a subclass in another file makes of
+a method its base class's training loop calls on ``self`` (a base trainer's ``train()`` calling
+``self.get_noise_pred_and_target(...)``). No file is parsed twice unless another file's loop
+calls into it.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
-from torchpace.lint.engine import MAX_PYTHON_BYTES, parse
+from torchpace.lint.engine import MAX_PYTHON_BYTES, SUBCLASS, parse
 from torchpace.lint.imports import Resolver
 from torchpace.lint.results import FileResult
 from torchpace.lint.rule import FileContext
@@ -65,12 +68,46 @@ def step_callees(results: Sequence[FileResult]) -> dict[str, frozenset[str]]:
     calls on every training step (module doc), from the first pass's ``calls_out``."""
     linted = {_key(r.path): r.path for r in results if not r.notebook}
     found: dict[str, set[str]] = defaultdict(set)
+    hooks: dict[tuple[str, str], set[str]] = defaultdict(set)  # (file, class) → self-called
     for r in results:
         for module, function in r.calls_out:
+            if module == SUBCLASS:
+                cls, method = function.split(".", 1)
+                hooks[(_key(r.path), cls)].add(method)
+                continue
             target = _module_file(module, Path(r.path), linted)
             if target is not None and target != _key(r.path):
                 found[target].add(function)
+    if hooks:
+        for r in results:
+            if not r.notebook:
+                for entry in _overrides(r, hooks):
+                    found[_key(r.path)].add(entry)
     return {linted[k]: frozenset(v) for k, v in found.items()}
+
+
+def _overrides(result: FileResult, hooks: dict[tuple[str, str], set[str]]) -> Iterator[str]:
+    """``Class.method`` for each class of this file that subclasses a class of another file
+    whose training loop calls ``self.method()``, and overrides that method: the loop runs the
+    override every step (a base trainer's ``train()`` and a model family's trainer that
+    subclasses it)."""
+    names = {cls.encode() for _, cls in hooks}
+    if not any(n in result.source for n in names):
+        return
+    ctx = _parsed(Path(result.path))
+    if ctx is None:
+        return
+    for node in ctx.tree.body:
+        if not isinstance(node, ast.ClassDef):
+            continue
+        methods = {
+            m.name for m in node.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))
+        }
+        for base in node.bases:
+            probe = ast.Call(func=base, args=[], keywords=[])
+            for path, cls in imported_from(ctx, probe):
+                for method in hooks.get((_key(path), cls), set()) & methods:
+                    yield f"{node.name}.{method}"
 
 
 # --------------------------------------------------------------------------- model classes
