@@ -235,19 +235,32 @@ def _loops_over(ctx: FileContext, name: str) -> Iterator[ast.For | ast.AsyncFor]
 def _returned_loaders(ctx: FileContext, name: str) -> list[ast.Call]:
     """The DataLoader calls that the functions of this file bound to ``name`` return:
     ``loader = get_loader(ds, 32)`` with ``def get_loader(...): return DataLoader(...)``."""
+    if EVAL_NAME.search(name.rsplit(".", 1)[-1]):
+        return []
+    cached = ctx.__dict__.get("_tp_loaders_by_name")
+    if cached is None:
+        cached = ctx.__dict__["_tp_loaders_by_name"] = _loaders_by_name(ctx)
+    return cached.get(name, [])
+
+
+def _loaders_by_name(ctx: FileContext) -> dict[str, list[ast.Call]]:
+    """Each name bound to the result of a function of this file that returns DataLoaders."""
     facts = ctx.loops
-    found: list[ast.Call] = []
+    built: dict[str, list[ast.Call]] = {}  # function name → the DataLoader calls it returns
+    found: dict[str, list[ast.Call]] = {}
     for target, value in assignments(ctx.of_type(ast.Assign, ast.AnnAssign)):
-        if target != name or not isinstance(value, ast.Call):
+        if not isinstance(value, ast.Call) or not isinstance(value.func, ast.Name):
             continue
-        if not isinstance(value.func, ast.Name) or EVAL_NAME.search(name.rsplit(".", 1)[-1]):
-            continue
-        for function in facts.functions.get(value.func.id, ()):
-            found += [
+        callee = value.func.id
+        if callee not in built:
+            built[callee] = [
                 r
+                for function in facts.functions.get(callee, ())
                 for r in returned(function)
                 if isinstance(r, ast.Call) and ctx.names.qualname(r.func) == DATALOADER
             ]
+        if built[callee]:
+            found.setdefault(target, []).extend(built[callee])
     return found
 
 

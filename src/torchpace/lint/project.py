@@ -25,6 +25,7 @@ from __future__ import annotations
 import ast
 import functools
 import os
+import re
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -91,9 +92,14 @@ def _overrides(result: FileResult, hooks: dict[tuple[str, str], set[str]]) -> It
     whose training loop calls ``self.method()``, and overrides that method: the loop runs the
     override every step (a base trainer's ``train()`` and a model family's trainer that
     subclasses it)."""
-    names = {cls.encode() for _, cls in hooks}
-    if not any(n in result.source for n in names):
-        return
+    bases = re.compile(
+        rb"^class\s+\w+\s*\([^)]*\b("
+        + b"|".join(re.escape(c.encode()) for _, c in hooks)
+        + rb")\b",
+        re.MULTILINE,
+    )
+    if not bases.search(result.source):
+        return  # no class of this file names one of them as its base
     ctx = _parsed(Path(result.path))
     if ctx is None:
         return
