@@ -69,6 +69,18 @@ def _found(capsys: pytest.CaptureFixture[str], *paths: str) -> set[tuple[str, in
     return {(f["path"], f["line"], f["code"]) for f in json.loads(capsys.readouterr().out)}
 
 
+def _project(root: Path, monkeypatch: pytest.MonkeyPatch, files: dict[str, str]) -> None:
+    """Write ``files`` (relative path → text; each folder gets an ``__init__.py``) under
+    ``root``, and lint from there."""
+    monkeypatch.chdir(root)
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if path.parent != root:
+            (path.parent / "__init__.py").touch()
+        path.write_text(text)
+
+
 def test_helpers_called_per_step_are_hot(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
     results = [lint_file(p, RULES) for p in ("train.py", "utils.py", "pkg/helpers.py")]
     assert step_callees([r for r in results if isinstance(r, FileResult)]) == {
@@ -479,30 +491,36 @@ def test_a_conv_built_by_a_wrapper_of_another_file_before_a_batchnorm(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # Issue 32: a small model library's conv3x3 and StdConv2d, used by the model file.
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "layers.py").write_text(
-        "from torch import nn\n\n\n"
-        "def conv3x3(cin, cout, stride=1, bias=True):\n"
-        "    return nn.Conv2d(cin, cout, 3, stride, 1, bias=bias)\n\n\n"
-        "class StdConv2d(nn.Conv2d):\n"
-        "    def forward(self, x):\n"
-        "        return super().forward(x)\n"
-    )
-    (tmp_path / "model.py").write_text(
-        "import torch\nfrom torch import nn\nimport layers\nfrom layers import conv3x3\n\n\n"
-        "class Block(nn.Module):\n"
-        "    def __init__(self, c):\n"
-        "        super().__init__()\n"
-        "        self.conv1 = conv3x3(c, c)\n"
-        "        self.bn1 = nn.BatchNorm2d(c)\n"
-        "        self.conv2 = layers.StdConv2d(c, c, 3, padding=1)\n"
-        "        self.bn2 = nn.BatchNorm2d(c)\n"
-        "        self.conv3 = conv3x3(c, c, bias=False)\n"
-        "        self.bn3 = nn.BatchNorm2d(c)\n\n"
-        "    def forward(self, x):\n"
-        "        x = torch.relu(self.bn1(self.conv1(x)))\n"
-        "        x = torch.relu(self.bn2(self.conv2(x)))\n"
-        "        return self.bn3(self.conv3(x))\n"
+    _project(
+        tmp_path,
+        monkeypatch,
+        {
+            "layers.py": (
+                "from torch import nn\n\n\n"
+                "def conv3x3(cin, cout, stride=1, bias=True):\n"
+                "    return nn.Conv2d(cin, cout, 3, stride, 1, bias=bias)\n\n\n"
+                "class StdConv2d(nn.Conv2d):\n"
+                "    def forward(self, x):\n"
+                "        return super().forward(x)\n"
+            ),
+            "model.py": (
+                "import torch\nfrom torch import nn\nimport layers\n"
+                "from layers import conv3x3\n\n\n"
+                "class Block(nn.Module):\n"
+                "    def __init__(self, c):\n"
+                "        super().__init__()\n"
+                "        self.conv1 = conv3x3(c, c)\n"
+                "        self.bn1 = nn.BatchNorm2d(c)\n"
+                "        self.conv2 = layers.StdConv2d(c, c, 3, padding=1)\n"
+                "        self.bn2 = nn.BatchNorm2d(c)\n"
+                "        self.conv3 = conv3x3(c, c, bias=False)\n"
+                "        self.bn3 = nn.BatchNorm2d(c)\n\n"
+                "    def forward(self, x):\n"
+                "        x = torch.relu(self.bn1(self.conv1(x)))\n"
+                "        x = torch.relu(self.bn2(self.conv2(x)))\n"
+                "        return self.bn3(self.conv3(x))\n"
+            ),
+        },
     )
     found = {f for f in _found(capsys, ".") if f[2] == "TP401"}
     assert found == {("model.py", 10, "TP401"), ("model.py", 12, "TP401")}
@@ -513,23 +531,26 @@ def test_torch_names_a_project_module_brings_in_with_a_star_import(
 ) -> None:
     # Issue 32 (AI-vaccine): `from loader.DataGenerater import *`, whose module does `import
     # torch.utils.data as Data`, makes `Data.DataLoader(...)` a DataLoader in the script.
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "loader").mkdir()
-    (tmp_path / "loader" / "__init__.py").write_text("")
-    (tmp_path / "loader" / "data.py").write_text(
-        "import torch\nimport torch.utils.data as Data\n\n\n"
-        "class Pairs(Data.Dataset):\n"
-        "    def __getitem__(self, i):\n        return self.x[i], self.y[i]\n"
-    )
-    (tmp_path / "train.py").write_text(
-        "from loader.data import *\n\n"
-        "device = torch.device('cuda')\n"
-        "loader = Data.DataLoader(Pairs(), 1024, shuffle=True, num_workers=0)\n"
-        "for epoch in range(10):\n"
-        "    for x, y in loader:\n"
-        "        loss = model(x.to(device)).sum()\n"
-        "        loss.backward()\n"
-        "        optimizer.step()\n"
+    _project(
+        tmp_path,
+        monkeypatch,
+        {
+            "loader/data.py": (
+                "import torch\nimport torch.utils.data as Data\n\n\n"
+                "class Pairs(Data.Dataset):\n"
+                "    def __getitem__(self, i):\n        return self.x[i], self.y[i]\n"
+            ),
+            "train.py": (
+                "from loader.data import *\n\n"
+                "device = torch.device('cuda')\n"
+                "loader = Data.DataLoader(Pairs(), 1024, shuffle=True, num_workers=0)\n"
+                "for epoch in range(10):\n"
+                "    for x, y in loader:\n"
+                "        loss = model(x.to(device)).sum()\n"
+                "        loss.backward()\n"
+                "        optimizer.step()\n"
+            ),
+        },
     )
     found = _found(capsys, "train.py")
     assert ("train.py", 4, "TP101") in found
@@ -547,26 +568,31 @@ def test_a_helper_of_another_file_builds_a_host_tensor_the_step_moves(
 ) -> None:
     # Issue 32 (kohya's FLUX trainers): flux_utils.prepare_img_ids builds the position ids on
     # the host (zeros, item assignments, einops.repeat); the step moves them every time.
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "flux_utils.py").write_text(
-        "import einops\nimport torch\n\n\n"
-        "def prepare_img_ids(b, h, w):\n"
-        "    ids = torch.zeros(h, w, 3)\n"
-        "    ids[..., 1] = ids[..., 1] + torch.arange(h)[:, None]\n"
-        "    ids = einops.repeat(ids, 'h w c -> b (h w) c', b=b)\n"
-        "    return ids\n\n\n"
-        "def on_device(b, h, w, device):\n"
-        "    return torch.zeros(b, h * w, 3, device=device)\n"
-    )
-    (tmp_path / "train.py").write_text(
-        "import torch\nimport flux_utils\n\n"
-        "device = torch.device('cuda')\n"
-        "for x in loader:\n"
-        "    ids = flux_utils.prepare_img_ids(8, 32, 32).to(device=device)\n"
-        "    same = flux_utils.on_device(8, 32, 32, device).to(device)\n"
-        "    loss = model(x.to(device), ids, same).sum()\n"
-        "    loss.backward()\n"
-        "    optimizer.step()\n"
+    _project(
+        tmp_path,
+        monkeypatch,
+        {
+            "flux_utils.py": (
+                "import einops\nimport torch\n\n\n"
+                "def prepare_img_ids(b, h, w):\n"
+                "    ids = torch.zeros(h, w, 3)\n"
+                "    ids[..., 1] = ids[..., 1] + torch.arange(h)[:, None]\n"
+                "    ids = einops.repeat(ids, 'h w c -> b (h w) c', b=b)\n"
+                "    return ids\n\n\n"
+                "def on_device(b, h, w, device):\n"
+                "    return torch.zeros(b, h * w, 3, device=device)\n"
+            ),
+            "train.py": (
+                "import torch\nimport flux_utils\n\n"
+                "device = torch.device('cuda')\n"
+                "for x in loader:\n"
+                "    ids = flux_utils.prepare_img_ids(8, 32, 32).to(device=device)\n"
+                "    same = flux_utils.on_device(8, 32, 32, device).to(device)\n"
+                "    loss = model(x.to(device), ids, same).sum()\n"
+                "    loss.backward()\n"
+                "    optimizer.step()\n"
+            ),
+        },
     )
     found = {f for f in _found(capsys, "train.py") if f[2] == "TP207"}
     assert found == {("train.py", 6, "TP207")}
@@ -577,29 +603,34 @@ def test_a_subclass_in_another_file_overrides_a_method_the_base_trainers_loop_ca
 ) -> None:
     # Issue 32 (kohya): NetworkTrainer.train() calls self.get_noise_pred_and_target(...) every
     # step; FluxNetworkTrainer, in another file, overrides it with a host tensor moved.
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "train_network.py").write_text(
-        "import torch\n\n\n"
-        "class NetworkTrainer:\n"
-        "    def get_noise_pred_and_target(self, x):\n"
-        "        return self.unet(x)\n\n"
-        "    def sample(self, x):\n"
-        "        return x\n\n"
-        "    def train(self, loader, optimizer):\n"
-        "        device = torch.device('cuda')\n"
-        "        for batch in loader:\n"
-        "            loss = self.get_noise_pred_and_target(batch.to(device)).mean()\n"
-        "            loss.backward()\n"
-        "            optimizer.step()\n"
-    )
-    (tmp_path / "flux_train_network.py").write_text(
-        "import torch\nimport train_network\n\n\n"
-        "class FluxNetworkTrainer(train_network.NetworkTrainer):\n"
-        "    def get_noise_pred_and_target(self, x):\n"
-        "        ids = torch.zeros(x.shape[0], 3).to(device=x.device)\n"
-        "        return self.unet(x, ids)\n\n"
-        "    def sample(self, x):\n"
-        "        return torch.zeros(3).to(device=x.device)\n"
+    _project(
+        tmp_path,
+        monkeypatch,
+        {
+            "train_network.py": (
+                "import torch\n\n\n"
+                "class NetworkTrainer:\n"
+                "    def get_noise_pred_and_target(self, x):\n"
+                "        return self.unet(x)\n\n"
+                "    def sample(self, x):\n"
+                "        return x\n\n"
+                "    def train(self, loader, optimizer):\n"
+                "        device = torch.device('cuda')\n"
+                "        for batch in loader:\n"
+                "            loss = self.get_noise_pred_and_target(batch.to(device)).mean()\n"
+                "            loss.backward()\n"
+                "            optimizer.step()\n"
+            ),
+            "flux_train_network.py": (
+                "import torch\nimport train_network\n\n\n"
+                "class FluxNetworkTrainer(train_network.NetworkTrainer):\n"
+                "    def get_noise_pred_and_target(self, x):\n"
+                "        ids = torch.zeros(x.shape[0], 3).to(device=x.device)\n"
+                "        return self.unet(x, ids)\n\n"
+                "    def sample(self, x):\n"
+                "        return torch.zeros(3).to(device=x.device)\n"
+            ),
+        },
     )
     found = {f for f in _found(capsys, ".") if f[2] == "TP207"}
     assert found == {("flux_train_network.py", 7, "TP207")}  # not sample(): no loop calls it
