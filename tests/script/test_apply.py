@@ -362,3 +362,45 @@ def test_a_plan_field_no_edit_writes_is_said_with_why_not_dropped():
     assert "checkpoint_activations" in said["activation-checkpointing"]
     _, notes = plan_edits(source, "x.py", FULL)  # the log cadence is fit()'s: never said here
     assert not {n.technique for n in notes} & {"avoid-syncs", "fixed-shapes"}
+
+
+STREAM = b"""\
+import torch
+from torch.utils.data import DataLoader, Dataset, IterableDataset
+
+
+class Stream(IterableDataset):
+    def __iter__(self):
+        for line in open("corpus.txt"):
+            yield torch.tensor([len(line)])
+
+
+class OnDevice(Dataset):
+    def __getitem__(self, i):
+        return torch.randn(8).cuda()
+
+
+class Shards(IterableDataset):
+    def __iter__(self):
+        info = torch.utils.data.get_worker_info()
+        yield from range(info.id if info else 0, 100, info.num_workers if info else 1)
+
+
+stream = DataLoader(Stream(), batch_size=8)
+on_device = DataLoader(OnDevice(), batch_size=8)
+shards = DataLoader(Shards(), batch_size=8)
+"""
+
+
+def test_workers_are_not_written_where_lint_says_they_would_break_the_loader():
+    # Issue 31: an edit is only as safe as the rule says. TP101 stays silent on an unsharded
+    # IterableDataset (each worker would yield the whole stream) and on a dataset that makes CUDA
+    # tensors (a worker cannot); apply leaves those loaders alone and says why.
+    findings, notes = plan_edits(STREAM, "x.py", Plan(loader_workers=2), device="cuda")
+    out = apply_fixes(STREAM, findings).source.decode()
+    assert "shards = DataLoader(Shards(), batch_size=8, num_workers=2" in out
+    assert "stream = DataLoader(Stream(), batch_size=8)\n" in out
+    assert "on_device = DataLoader(OnDevice(), batch_size=8)\n" in out
+    why = {n.line: n.text for n in notes if n.technique == "loader-workers"}
+    assert "each worker would yield the whole stream" in why[22]
+    assert "worker processes cannot" in why[23]

@@ -9,7 +9,9 @@ Edits, each only where the script's own syntax makes it certain:
 - ``fused-optimizer``: ``fused=True`` on a ``torch.optim`` class with a fused kernel on the script's
   device (``catalog.FUSED_KERNELS``), without ``**kw``;
 - ``loader-workers``: ``num_workers``, ``pin_memory`` and ``persistent_workers`` on each
-  ``DataLoader(...)`` without ``**kw``;
+  ``DataLoader(...)`` without ``**kw``, except where lint's TP101 reading says workers would
+  break it (a dataset of the file that puts items on a device, an ``IterableDataset`` that does
+  not shard by ``get_worker_info()``): there an instruction says why it was left alone;
 - ``tf32`` / ``cudnn-benchmark``: the flags, after the module's imports;
 - ``channels-last`` and ``torch-compile``: ``model.to(memory_format=...)`` and
   ``model.compile()`` after the optimizer over ``model.parameters()`` is built;
@@ -42,6 +44,7 @@ from torchpace import techniques
 from torchpace.catalog import fused_on
 from torchpace.findings import Edit, Finding, Fix, Location
 from torchpace.lint import values
+from torchpace.lint.dataloaders import streams_without_sharding, yields_device_tensors
 from torchpace.lint.engine import context
 from torchpace.lint.imports import Resolver
 from torchpace.lint.results import LintError
@@ -160,7 +163,7 @@ def _fused(s: _Script, device: str) -> list[Finding]:
     return out
 
 
-def _loader(s: _Script, plan: Plan, device: str) -> list[Finding]:
+def _loader(s: _Script, plan: Plan, device: str) -> tuple[list[Finding], list[Instruction]]:
     workers = plan.loader_workers
     if workers is None:  # "auto", as loader_settings chooses per device
         workers = max(0, min(4, usable_cores() - 1)) if device == "cuda" else 0
@@ -169,11 +172,26 @@ def _loader(s: _Script, plan: Plan, device: str) -> list[Finding]:
         "pin_memory": str(device == "cuda"),
         "persistent_workers": str(workers > 0),
     }
-    out = []
+    out: list[Finding] = []
+    notes: list[Instruction] = []
     for call in s.calls:
         if s.qualname(call) != "torch.utils.data.DataLoader" or _has_star_kwargs(call):
             continue
         if len(call.args) > 5:  # num_workers given by position: leave the call alone
+            continue
+        # Lint's own readings (TP101 stays silent on these loaders for the same reasons): a
+        # worker cannot make CUDA tensors, and each worker would yield an unsharded stream whole
+        why = (
+            "its dataset puts items on a device, which worker processes cannot do"
+            if yields_device_tensors(s.ctx, call)
+            else "its IterableDataset does not shard by get_worker_info(): each worker would "
+            "yield the whole stream"
+            if streams_without_sharding(s.ctx, call)
+            else None
+        )
+        if why is not None:
+            if workers > 0:
+                notes.append(Instruction("loader-workers", call.lineno, f"left alone: {why}"))
             continue
         edits = []
         for name, value in values.items():
@@ -186,7 +204,7 @@ def _loader(s: _Script, plan: Plan, device: str) -> list[Finding]:
         if edits:
             title = ", ".join(f"{k}={v}" for k, v in values.items())
             out.append(_finding(s, "loader-workers", call, title, *_merge_inserts(edits)))
-    return out
+    return out, notes
 
 
 def _merge_inserts(edits: list[Edit]) -> list[Edit]:
@@ -688,9 +706,10 @@ def plan_edits(
         findings += _set_to_none(s)
     if plan.fused_optimizer:
         findings += _fused(s, device)
-    if plan.loader == "auto" or plan.loader_workers is not None:
-        findings += _loader(s, plan, device)
     for part in (
+        _loader(s, plan, device)
+        if plan.loader == "auto" or plan.loader_workers is not None
+        else ([], []),
         _fast_math(s, device) if plan.fast_math else ([], []),
         _model_edits(s, plan),
         _autocast(s, plan, device),
