@@ -404,3 +404,17 @@ def test_workers_are_not_written_where_lint_says_they_would_break_the_loader():
     why = {n.line: n.text for n in notes if n.technique == "loader-workers"}
     assert "each worker would yield the whole stream" in why[22]
     assert "worker processes cannot" in why[23]
+
+
+def test_the_autotuner_is_not_written_into_a_script_that_chooses_cudnns_setup():
+    # Issue 31: lint's TP303 leaves a script alone that asks for determinism; apply does too.
+    plain = b"import torch\n\nmodel = torch.nn.Conv2d(3, 8, 3).cuda()\n"
+    chosen = plain + b"torch.backends.cudnn.deterministic = True\n"
+    plan = Plan(fast_math=True)
+    assert b"cudnn.benchmark = True" in _applied(plain, plan, "cuda")
+    findings, notes = plan_edits(chosen, "x.py", plan, device="cuda")
+    out = apply_fixes(chosen, findings).source
+    assert b"cudnn.benchmark" not in out and b"set_float32_matmul_precision" in out
+    assert [n.text for n in notes if n.technique == "cudnn-benchmark"] == [
+        "left alone: the script chooses cuDNN's setup"
+    ]

@@ -12,7 +12,9 @@ Edits, each only where the script's own syntax makes it certain:
   ``DataLoader(...)`` without ``**kw``, except where lint's TP101 reading says workers would
   break it (a dataset of the file that puts items on a device, an ``IterableDataset`` that does
   not shard by ``get_worker_info()``): there an instruction says why it was left alone;
-- ``tf32`` / ``cudnn-benchmark``: the flags, after the module's imports;
+- ``tf32`` / ``cudnn-benchmark``: the flags, after the module's imports; not the auto-tuner in
+  a script that chooses cuDNN's setup itself (determinism, the auto-tuner set, cuDNN's flags:
+  lint's TP303 reading), which is told so;
 - ``channels-last`` and ``torch-compile``: ``model.to(memory_format=...)`` and
   ``model.compile()`` after the optimizer over ``model.parameters()`` is built;
 - ``amp-bf16``: the statements from the model's call to ``loss.backward()`` wrapped in
@@ -49,6 +51,7 @@ from torchpace.lint.engine import context
 from torchpace.lint.imports import Resolver
 from torchpace.lint.results import LintError
 from torchpace.lint.rule import FileContext, end_of, keyword
+from torchpace.lint.rules.convs import chooses_cudnn_setup
 from torchpace.lint.rules.memory import adds_into_grads
 from torchpace.measure.cores import usable_cores
 from torchpace.train.lr import EXPONENT
@@ -235,17 +238,24 @@ def _fast_math(s: _Script, device: str) -> tuple[list[Finding], list[Instruction
         return [], [Instruction("tf32", 0, "import torch, then set the fast float32 matmul flags")]
     precision = "high" if device == "cuda" else "medium"
     wanted = [f'{t}.set_float32_matmul_precision("{precision}")']
-    if device == "cuda":
+    notes = []
+    if device == "cuda" and chooses_cudnn_setup(s.ctx):
+        # lint's TP303 reading: the script decides cuDNN's setup itself (determinism asked for,
+        # the auto-tuner set, cuDNN's flags): turning the auto-tuner on would override it
+        notes.append(
+            Instruction("cudnn-benchmark", 0, "left alone: the script chooses cuDNN's setup")
+        )
+    elif device == "cuda":
         wanted.insert(0, f"{t}.backends.cudnn.benchmark = True")
     text = s.source.decode("utf-8", "replace")
     missing = [w for w in wanted if w.split("(")[0].split(" =")[0] not in text]
     if not missing:
-        return [], []
+        return [], notes
     at = _after_imports(s)
     body = "".join(w + s.newline for w in missing)
     edit = Edit(at, 0, at, 0, body)
     node = s.tree.body[0]
-    return [_finding(s, "tf32", node, "fast float32 matmuls", edit)], []
+    return [_finding(s, "tf32", node, "fast float32 matmuls", edit)], notes
 
 
 def _trained_model(s: _Script) -> tuple[str, ast.stmt] | None:

@@ -61,7 +61,7 @@ def _only_in_a_branch(ctx: FileContext, node: ast.AST) -> bool:
     return any(isinstance(a, ast.If) for a in ctx.ancestors(node))
 
 
-def _chooses_cudnn_setup(ctx: FileContext) -> bool:
+def chooses_cudnn_setup(ctx: FileContext) -> bool:
     """True when the file sets the auto-tuner, determinism or cuDNN itself, other than turning
     the auto-tuner off or determinism on inside an ``if`` (pytorch/examples imagenet does that
     only for seeded runs, and never turns the auto-tuner on)."""
@@ -131,16 +131,16 @@ def _check_cudnn_benchmark(ctx: FileContext) -> Iterator[Report]:
         # autotuner is set (YOLOv5's common.py, vit-pytorch's __main__ smoke test: issue 16).
         # Unless this file builds the convs and hands them to another project file's training
         # function (a course notebook calling ``d2l.train_ch5(net, ...)``), which sets nothing.
-        if not convs or _chooses_cudnn_setup(ctx) or not uses_cuda(ctx):
+        if not convs or chooses_cudnn_setup(ctx) or not uses_cuda(ctx):
             return
         helpers = training_helpers(ctx)
-        if not helpers or any(_chooses_cudnn_setup(h) for _, h in helpers):
+        if not helpers or any(chooses_cudnn_setup(h) for _, h in helpers):
             return
         if all(_hands_a_small_model(ctx, call) for call, _ in helpers):
             return  # LeNet handed to the course's trainer: nothing worth autotuning
         yield Report(min(convs, key=start_of))
         return
-    if _chooses_cudnn_setup(ctx) or not uses_cuda(ctx):
+    if chooses_cudnn_setup(ctx) or not uses_cuda(ctx):
         return
     if _trains_small_models_only(ctx):
         return  # every training loop runs a small model (lint.scale): nothing worth autotuning
