@@ -418,3 +418,12 @@ def test_the_autotuner_is_not_written_into_a_script_that_chooses_cudnns_setup():
     assert [n.text for n in notes if n.technique == "cudnn-benchmark"] == [
         "left alone: the script chooses cuDNN's setup"
     ]
+
+
+def test_fused_is_not_written_beside_differentiable():
+    # Issue 31, as TP405 reads it: fused kernels are not differentiable; torch raises on both.
+    source = b"import torch\n\nopt = torch.optim.Adam(params, lr=1e-3, differentiable=True)\n"
+    findings, _ = plan_edits(source, "x.py", Plan(fused_optimizer=True), device="cuda")
+    assert findings == []
+    plain = source.replace(b", differentiable=True", b"")
+    assert b"fused=True" in _applied(plain, Plan(fused_optimizer=True), "cuda")

@@ -7,7 +7,8 @@ Edits, each only where the script's own syntax makes it certain:
 
 - ``grad-set-to-none``: ``zero_grad(set_to_none=False)`` -> ``set_to_none=True``;
 - ``fused-optimizer``: ``fused=True`` on a ``torch.optim`` class with a fused kernel on the script's
-  device (``catalog.FUSED_KERNELS``), without ``**kw``;
+  device (``catalog.FUSED_KERNELS``), without ``**kw``, ``foreach=`` or ``differentiable=``
+  (lint's TP405 reading: fused kernels are not differentiable);
 - ``loader-workers``: ``num_workers``, ``pin_memory`` and ``persistent_workers`` on each
   ``DataLoader(...)`` without ``**kw``, except where lint's TP101 reading says workers would
   break it (a dataset of the file that puts items on a device, an ``IterableDataset`` that does
@@ -52,7 +53,7 @@ from torchpace.lint.imports import Resolver
 from torchpace.lint.results import LintError
 from torchpace.lint.rule import FileContext, end_of, keyword
 from torchpace.lint.rules.convs import chooses_cudnn_setup
-from torchpace.lint.rules.memory import adds_into_grads
+from torchpace.lint.rules.memory import adds_into_grads, differentiable
 from torchpace.measure.cores import usable_cores
 from torchpace.train.lr import EXPONENT
 from torchpace.train.plan import Plan
@@ -160,6 +161,8 @@ def _fused(s: _Script, device: str) -> list[Finding]:
             continue
         if keyword(call, "fused") is not None or keyword(call, "foreach") is not None:
             continue
+        if differentiable(call):
+            continue  # as lint's TP405 reads it: fused kernels are not differentiable
         edit = _set_kw(s, call, "fused", "True")
         if edit is not None:
             out.append(_finding(s, "fused-optimizer", call, "use the fused kernel", edit))

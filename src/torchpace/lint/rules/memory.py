@@ -152,14 +152,20 @@ _FUSABLE = {
 }
 
 
+def differentiable(call: ast.Call) -> bool:
+    """The optimizer call asks for ``differentiable=`` (anything but a literal ``False``):
+    fused kernels are not differentiable, and ``fused=True`` beside it raises."""
+    given = keyword(call, "differentiable")
+    return given is not None and not is_const(given.value, False)
+
+
 def _check_fused(ctx: FileContext) -> Iterator[Report]:
     found: list[Report] = []
     for call, name in ctx.calls:
         if name not in _FUSABLE or any(k.arg is None for k in call.keywords):
             continue  # fused= is keyword-only: only **kwargs could hide it
         fused, foreach = keyword(call, "fused"), keyword(call, "foreach")
-        differentiable = keyword(call, "differentiable")
-        if differentiable is not None and not is_const(differentiable.value, False):
+        if differentiable(call):
             continue  # fused kernels are not differentiable
         if foreach is not None and not isinstance(foreach.value, ast.Constant):
             continue  # the implementation is chosen elsewhere
