@@ -26,13 +26,12 @@ from collections.abc import Iterator
 
 from torchpace.lint.device import moves_to_a_device
 from torchpace.lint.loops import (
-    DATALOADER,
     EVAL_NAME,
     ITER_WRAPPERS,
     assignments,
     dotted,
     iterated,
-    returned,
+    returned_loaders,
     walk,
 )
 from torchpace.lint.rule import FileContext, argument, parameter_names, passed_for
@@ -254,10 +253,7 @@ def _loaders_by_name(ctx: FileContext) -> dict[str, list[ast.Call]]:
         callee = value.func.id
         if callee not in built:
             built[callee] = [
-                r
-                for function in facts.functions.get(callee, ())
-                for r in returned(function)
-                if isinstance(r, ast.Call) and ctx.names.qualname(r.func) == DATALOADER
+                r for f in facts.functions.get(callee, ()) for r in returned_loaders(f, ctx.names)
             ]
         if built[callee]:
             found.setdefault(target, []).extend(built[callee])

@@ -190,6 +190,15 @@ def returned(function: Function) -> list[ast.expr]:
     return [n.value for n in walk(function.body) if isinstance(n, ast.Return) and n.value]
 
 
+def returned_loaders(function: Function, names: Resolver) -> list[ast.Call]:
+    """The ``DataLoader(...)`` calls ``function`` returns (``return DataLoader(ds, ...)``)."""
+    return [
+        r
+        for r in returned(function)
+        if isinstance(r, ast.Call) and names.qualname(r.func) == DATALOADER
+    ]
+
+
 def _is_modulo(node: ast.expr, helpers: frozenset[str] = frozenset()) -> bool:
     """``step % n``; not where ``helpers`` says ``n`` is 1 (``%name``: every step)."""
     return (
@@ -711,12 +720,7 @@ def _collect_bindings(facts: LoopFacts, tree: ast.Module, by_type: dict[type, li
     for node in by_type.get(ast.ClassDef, ()):
         facts.classes[node.name] = node
     returns_loader = {
-        f.name
-        for fs in facts.functions.values()
-        for f in fs
-        if any(
-            isinstance(r, ast.Call) and names.qualname(r.func) == DATALOADER for r in returned(f)
-        )
+        f.name for fs in facts.functions.values() for f in fs if returned_loaders(f, names)
     }
     seen: dict[str, set[str]] = {}
     made: dict[str, list[Function]] = {}  # names bound to what a factory of this file returns

@@ -161,15 +161,8 @@ def star_bindings(path: str, node: ast.ImportFrom) -> dict[str, str]:
     ``import torch.utils.data as Data`` makes ``Data.DataLoader`` a DataLoader here): its own
     import bindings, one level; none for a module that is not a project file."""
     found = find_module(node.module or "", Path(path), node.level)
-    if found is None:
-        return {}
-    try:
-        st = found.stat()
-    except OSError:
-        return {}
-    if st.st_size > MAX_PYTHON_BYTES:
-        return {}
-    return _import_bindings(found.resolve(), st.st_mtime_ns, st.st_size)
+    version = None if found is None else _version(found)
+    return {} if version is None else _import_bindings(*version)
 
 
 @functools.lru_cache(maxsize=64)
@@ -206,37 +199,44 @@ def definition(ctx: FileContext, call: ast.Call) -> tuple[FileContext, ast.stmt]
     """The module-level class or function ``call`` calls, with the parsed file that defines
     it: this file's own, or one imported from a project file (:func:`imported_from`)."""
     if isinstance(call.func, ast.Name):
-        own = [
-            n
-            for n in ctx.tree.body
-            if isinstance(n, (ast.ClassDef, ast.FunctionDef)) and n.name == call.func.id
-        ]
-        if own:
-            return (ctx, own[-1])
+        own = _top_level(ctx, call.func.id)
+        if own is not None:
+            return (ctx, own)
     for path, name in imported_from(ctx, call):
         other = _parsed(path)
-        if other is None:
-            continue
-        found = [
-            n
-            for n in other.tree.body
-            if isinstance(n, (ast.ClassDef, ast.FunctionDef)) and n.name == name
-        ]
-        if found:
-            return (other, found[-1])
+        found = None if other is None else _top_level(other, name)
+        if other is not None and found is not None:
+            return (other, found)
     return None
+
+
+def _top_level(ctx: FileContext, name: str) -> ast.stmt | None:
+    """The file's module-level class or function of that name (the last, as Python binds it)."""
+    found = [
+        n
+        for n in ctx.tree.body
+        if isinstance(n, (ast.ClassDef, ast.FunctionDef)) and n.name == name
+    ]
+    return found[-1] if found else None
 
 
 def _parsed(path: Path) -> FileContext | None:
     """The file at ``path``, parsed once per process and version (a project's models.py is
     imported by every script beside it; a file edited since is parsed again)."""
+    version = _version(path)
+    return None if version is None else _parsed_version(*version)
+
+
+def _version(path: Path) -> tuple[Path, int, int] | None:
+    """The key a file's cached readings are kept under: its resolved path, modification time
+    and size; None for a file that cannot be read or is over :data:`MAX_PYTHON_BYTES`."""
     try:
         st = path.stat()
     except OSError:
         return None
     if st.st_size > MAX_PYTHON_BYTES:
         return None
-    return _parsed_version(path.resolve(), st.st_mtime_ns, st.st_size)
+    return (path.resolve(), st.st_mtime_ns, st.st_size)
 
 
 @functools.lru_cache(maxsize=64)

@@ -15,7 +15,7 @@ from torchpace.lint.dataloaders import (
     yields_device_tensors,
 )
 from torchpace.lint.device import may_use_accelerator, uses_cuda
-from torchpace.lint.loops import DATALOADER, dotted, returned, walk
+from torchpace.lint.loops import DATALOADER, dotted, returned, returned_loaders, walk
 from torchpace.lint.rule import (
     FileContext,
     Report,
@@ -61,11 +61,7 @@ def _in_memory(ctx: FileContext, call: ast.Call) -> bool:
     directly, through a name assigned once from one, or through a parameter of the function
     that builds the loader, at every call of that function in the file (``train_net(net,
     train_data)``): a batch is a slice, nothing to decode."""
-    data = (
-        call.args[0]
-        if call.args
-        else next((k.value for k in call.keywords if k.arg == "dataset"), None)
-    )
+    data = argument(call, "dataset", 0)
     scope = ctx.enclosing_scope(call)
     if isinstance(data, ast.Name) and isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
         given = passed_for(ctx, scope, data.id)
@@ -75,14 +71,20 @@ def _in_memory(ctx: FileContext, call: ast.Call) -> bool:
 
 
 def _tensors_in_memory(ctx: FileContext, data: ast.expr | None) -> bool:
-    if isinstance(data, ast.Name):
+    data = _assigned_once(ctx, data)
+    return isinstance(data, ast.Call) and ctx.names.qualname(data.func) in _IN_MEMORY
+
+
+def _assigned_once(ctx: FileContext, node: ast.expr | None) -> ast.expr | None:
+    """What a name is assigned, where the file assigns it once; anything else as it is."""
+    if isinstance(node, ast.Name):
         sources = [
             n.value
             for n in ctx.of_type(ast.Assign)
-            if any(isinstance(t, ast.Name) and t.id == data.id for t in n.targets)
+            if any(isinstance(t, ast.Name) and t.id == node.id for t in n.targets)
         ]
-        data = sources[0] if len(sources) == 1 else None
-    return isinstance(data, ast.Call) and ctx.names.qualname(data.func) in _IN_MEMORY
+        return sources[0] if len(sources) == 1 else None
+    return node
 
 
 def _check_loader_workers(ctx: FileContext) -> Iterator[Report]:
@@ -178,18 +180,6 @@ _SIZE_KEEPING = frozenset(
 )
 _CROPS = frozenset({"RandomCrop", "CenterCrop"})
 _SMALL_SIDE = 32
-
-
-def _assigned_once(ctx: FileContext, node: ast.expr | None) -> ast.expr | None:
-    """What a name is assigned, where the file assigns it once; anything else as it is."""
-    if isinstance(node, ast.Name):
-        sources = [
-            n.value
-            for n in ctx.of_type(ast.Assign)
-            if any(isinstance(t, ast.Name) and t.id == node.id for t in n.targets)
-        ]
-        return sources[0] if len(sources) == 1 else None
-    return node
 
 
 def _keeps_small(ctx: FileContext, transform: ast.expr | None) -> bool:
@@ -460,9 +450,7 @@ def _epoch_hooks(ctx: FileContext) -> Iterator[ast.Call]:
     if any(is_const(k.value, 1) for c, _ in ctx.calls for k in c.keywords if k.arg == "max_epochs"):
         return  # one epoch: the workers start once
     for function in ctx.loops.functions.get("train_dataloader", ()):
-        for value in returned(function):
-            if isinstance(value, ast.Call) and ctx.names.qualname(value.func) == DATALOADER:
-                yield value
+        yield from returned_loaders(function, ctx.names)
 
 
 def _check_workers_not_persistent(ctx: FileContext) -> Iterator[Report]:
