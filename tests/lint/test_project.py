@@ -412,15 +412,13 @@ def test_a_notebook_hands_its_device_to_a_project_script(
 ) -> None:
     # After mrdbourke/pytorch-deep-learning (set new-change): a notebook with no loop of its own
     # picks CUDA and calls going_modular/engine.py's train(), whose loop names no device.
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "going_modular").mkdir()
-    (tmp_path / "going_modular" / "__init__.py").write_text("")
-    (tmp_path / "going_modular" / "engine.py").write_text(
+    engine = (
         "import torch\n\n\ndef train(model, dataloader, optimizer, device):\n"
         "    for X, y in dataloader:\n        X, y = X.to(device), y.to(device)\n"
         "        loss = torch.nn.functional.cross_entropy(model(X), y)\n"
         "        optimizer.zero_grad()\n        loss.backward()\n        optimizer.step()\n"
     )
+    _project(tmp_path, monkeypatch, {"going_modular/engine.py": engine})
     cells = [
         "import torch\nimport torchvision\nfrom going_modular import engine",
         "device = 'cuda' if torch.cuda.is_available() else 'cpu'",
@@ -461,14 +459,12 @@ def test_an_option_declared_in_an_imported_project_file(
 ) -> None:
     # kohya-ss/sd-scripts: every training script calls train_util.add_training_arguments(parser);
     # --persistent_data_loader_workers is a store_true flag declared there.
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "library").mkdir()
-    (tmp_path / "library" / "__init__.py").write_text("")
-    (tmp_path / "library" / "train_util.py").write_text(
+    train_util = (
         "def add_training_arguments(parser):\n"
         "    parser.add_argument('--persistent_data_loader_workers', action='store_true')\n"
         "    parser.add_argument('--max_data_loader_n_workers', type=int, default=0)\n"
     )
+    _project(tmp_path, monkeypatch, {"library/train_util.py": train_util})
     script = (
         "import argparse\nimport torch\nfrom library import train_util\n\n"
         "parser = argparse.ArgumentParser()\ntrain_util.add_training_arguments(parser)\n"
