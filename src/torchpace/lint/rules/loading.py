@@ -454,13 +454,12 @@ def _epoch_hooks(ctx: FileContext) -> Iterator[ast.Call]:
 
 
 def _check_workers_not_persistent(ctx: FileContext) -> Iterator[Report]:
-    facts = ctx.loops
     if b"DataLoader" not in ctx.source:
-        return
+        return  # before the loop analysis: most files build no loader
     reiterated = [
         call
         for loop in ctx.of_type(ast.For, ast.AsyncFor)
-        if id(loop) in facts.repeated
+        if id(loop) in ctx.loops.repeated
         for call in iterated_loader_calls(ctx, loop)
     ]
     for call in dict.fromkeys([*reiterated, *_epoch_hooks(ctx)]):
