@@ -80,8 +80,16 @@ def step_callees(results: Sequence[FileResult]) -> dict[str, frozenset[str]]:
             if target is not None and target != _key(r.path):
                 found[target].add(function)
     if hooks:
+        # a module-level ``class X(... Base ...)`` naming one of the classes: the cheap test
+        # before a file is parsed for its subclasses
+        bases = re.compile(
+            rb"^class\s+\w+\s*\([^)]*\b("
+            + b"|".join(re.escape(c.encode()) for _, c in hooks)
+            + rb")\b",
+            re.MULTILINE,
+        )
         for r in results:
-            if not r.notebook:
+            if not r.notebook and bases.search(r.source):
                 for entry in _overrides(r, hooks):
                     found[_key(r.path)].add(entry)
     return {linted[k]: frozenset(v) for k, v in found.items()}
@@ -92,14 +100,6 @@ def _overrides(result: FileResult, hooks: dict[tuple[str, str], set[str]]) -> It
     whose training loop calls ``self.method()``, and overrides that method: the loop runs the
     override every step (a base trainer's ``train()`` and a model family's trainer that
     subclasses it)."""
-    bases = re.compile(
-        rb"^class\s+\w+\s*\([^)]*\b("
-        + b"|".join(re.escape(c.encode()) for _, c in hooks)
-        + rb")\b",
-        re.MULTILINE,
-    )
-    if not bases.search(result.source):
-        return  # no class of this file names one of them as its base
     ctx = _parsed(Path(result.path))
     if ctx is None:
         return
