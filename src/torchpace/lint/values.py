@@ -97,15 +97,11 @@ _options_of = per_context(options, list[Option]())
 def _argparse_default(ctx: FileContext, attr: str) -> list[Origin]:
     """The ``add_argument`` of ``attr`` in this file; else in the project files this file hands
     its parser to (kohya's scripts call ``train_util.add_training_arguments(parser)``)."""
-    found = [Origin(o.default, "flag", o.flag) for o in _options_of(ctx) if o.dest == attr]
-    if found:
-        return found
-    return [
-        Origin(o.default, "flag", o.flag)
-        for f in imported_files(ctx)
-        for o in _options_of(f)
-        if o.dest == attr
-    ]
+
+    def declared(f: FileContext) -> list[Origin]:
+        return [Origin(o.default, "flag", o.flag) for o in _options_of(f) if o.dest == attr]
+
+    return declared(ctx) or [found for f in imported_files(ctx) for found in declared(f)]
 
 
 def _click_default(ctx: FileContext, name: str) -> list[Origin]:
