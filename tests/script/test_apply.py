@@ -427,3 +427,25 @@ def test_fused_is_not_written_beside_differentiable():
     assert findings == []
     plain = source.replace(b", differentiable=True", b"")
     assert b"fused=True" in _applied(plain, Plan(fused_optimizer=True), "cuda")
+
+
+def test_the_matmul_flag_goes_after_import_torch_not_before():
+    # hifi-gan's train.py (held-out corpus half): code runs between its first import and
+    # `import torch`; the flag written after the first import block raised NameError.
+    source = (
+        b"import warnings\n"
+        b"warnings.simplefilter(action='ignore', category=FutureWarning)\n"
+        b"import itertools\n"
+        b"import torch\n"
+        b"import torch.nn.functional as F\n\n"
+        b"model = torch.nn.Linear(4, 4)\n"
+    )
+    out = _applied(source, Plan(fast_math=True), "cuda").decode()
+    lines = out.splitlines()
+    assert lines.index('torch.set_float32_matmul_precision("high")') > lines.index("import torch")
+    ast.parse(out)
+    # torch imported only inside a function: said, not written where it would raise
+    inner = b"def main():\n    import torch\n    torch.ones(1).cuda()\n"
+    findings, notes = plan_edits(inner, "x.py", Plan(fast_math=True), device="cuda")
+    assert not [f for f in findings if f.technique == "tf32"]
+    assert [n.technique for n in notes if n.technique == "tf32"] == ["tf32"]

@@ -13,7 +13,9 @@ Edits, each only where the script's own syntax makes it certain:
   ``DataLoader(...)`` without ``**kw``, except where lint's TP101 reading says workers would
   break it (a dataset of the file that puts items on a device, an ``IterableDataset`` that does
   not shard by ``get_worker_info()``): there an instruction says why it was left alone;
-- ``tf32`` / ``cudnn-benchmark``: the flags, after the module's imports; not the auto-tuner in
+- ``tf32`` / ``cudnn-benchmark``: the flags, after the module's leading imports and its
+  module-level ``import torch`` (an instruction where torch is imported only inside a
+  function, a ``try`` or a branch); not the auto-tuner in
   a script that chooses cuDNN's setup itself (determinism, the auto-tuner set, cuDNN's flags:
   lint's TP303 reading), which is told so;
 - ``channels-last`` and ``torch-compile``: ``model.to(memory_format=...)`` and
@@ -235,9 +237,22 @@ def _after_imports(s: _Script) -> int:
     return last + 1
 
 
+def _torch_imported(s: _Script, name: str) -> int | None:
+    """The line after the module-level ``import torch`` that binds ``name``; None where torch
+    is imported only inside a function, a ``try`` or a branch."""
+    for stmt in s.tree.body:
+        if isinstance(stmt, ast.Import) and any(
+            (a.asname or a.name.split(".")[0]) == name and a.name.split(".")[0] == "torch"
+            for a in stmt.names
+        ):
+            return (stmt.end_lineno or stmt.lineno) + 1
+    return None
+
+
 def _fast_math(s: _Script, device: str) -> tuple[list[Finding], list[Instruction]]:
     t = s.torch_name()
-    if t is None:
+    imported = None if t is None else _torch_imported(s, t)
+    if t is None or imported is None:
         return [], [Instruction("tf32", 0, "import torch, then set the fast float32 matmul flags")]
     precision = "high" if device == "cuda" else "medium"
     wanted = [f'{t}.set_float32_matmul_precision("{precision}")']
@@ -254,7 +269,9 @@ def _fast_math(s: _Script, device: str) -> tuple[list[Finding], list[Instruction
     missing = [w for w in wanted if w.split("(")[0].split(" =")[0] not in text]
     if not missing:
         return [], notes
-    at = _after_imports(s)
+    # after the leading imports, and never before torch is imported (hifi-gan's train.py calls
+    # warnings.simplefilter(...) between its first import and ``import torch``)
+    at = max(_after_imports(s), imported)
     body = "".join(w + s.newline for w in missing)
     edit = Edit(at, 0, at, 0, body)
     node = s.tree.body[0]
