@@ -238,14 +238,17 @@ def _after_imports(s: _Script) -> int:
 
 
 def _torch_imported(s: _Script, name: str) -> int | None:
-    """The line after the module-level ``import torch`` that binds ``name``; None where torch
-    is imported only inside a function, a ``try`` or a branch."""
-    for stmt in s.tree.body:
+    """The line after the run of module-level imports that holds the ``import torch`` binding
+    ``name``; None where torch is imported only inside a function, a ``try`` or a branch."""
+    body = s.tree.body
+    for i, stmt in enumerate(body):
         if isinstance(stmt, ast.Import) and any(
             (a.asname or a.name.split(".")[0]) == name and a.name.split(".")[0] == "torch"
             for a in stmt.names
         ):
-            return (stmt.end_lineno or stmt.lineno) + 1
+            while i + 1 < len(body) and isinstance(body[i + 1], (ast.Import, ast.ImportFrom)):
+                i += 1
+            return (body[i].end_lineno or body[i].lineno) + 1
     return None
 
 
