@@ -105,6 +105,7 @@ def check_environment(work: Path) -> dict[str, Any]:
 
 CPU_TWINS = (
     "tests/script/test_interpose_fp16.py",
+    "tests/script/test_apply.py",
     "tests/test_compat.py",
     "tests/doctor/test_instruments.py",
     "tests/train/test_resume.py",
@@ -145,6 +146,80 @@ def check_cuda_tests(work: Path) -> dict[str, Any]:
         failed = [ln for ln in proc.stdout.splitlines() if ln.startswith("FAILED")]
         raise Fail(f"pytest: {last}: " + "; ".join(failed) + "\n" + tail(proc), {"summary": last})
     return {"summary": last}
+
+
+# every plan field `apply` has an edit for, on: the edits a CUDA user of a naive script gets
+APPLY_PLAN = {"version": 1, "amp": "bf16", "channels_last": True, "fused_optimizer": True,
+              "grad_set_to_none": True, "fast_math": True, "loader": "auto"}  # fmt: skip
+APPLY_EXAMPLES = (("naive_cnn", 200), ("naive_lm", 200), ("naive_seqcls", 200))
+
+
+def _losses(text: str) -> list[float]:
+    """The losses a naive example prints (``step N loss X``; naive_lm prints a tensor's repr)."""
+    import re
+
+    found = re.findall(r"^step \d+ loss \D*?(-?\d+(?:\.\d+)?(?:e-?\d+)?)", text, re.M)
+    return [float(x) for x in found]
+
+
+def _apply_and_run(work: Path, example: str, steps: int, device: str) -> dict[str, Any]:
+    """``torchpace apply --write --device auto`` of a full plan on a copy of an example, then the
+    copy and the original each run to their end. The copy's edits must be CUDA's (autocast's
+    ``device_type``, from lint's reading of the script's device) and its losses near the
+    original's: the mean of the last five logged, within 20% (bf16 against fp32, same seed).
+    And it may not take more than 1.5x the original's wall time (one run each, process and
+    worker start included: the bound is loose; naive_seqcls took 2.6x on an H200 on 2026-11-27,
+    cuDNN attention building a graph per padded length, see docs/gpu.md)."""
+    import shutil
+
+    plan = work / "apply-plan.json"
+    plan.write_text(json.dumps(APPLY_PLAN))
+    copy = work / f"{example}_applied.py"
+    shutil.copy(ROOT / "examples" / f"{example}.py", copy)
+    proc = run("-m", "torchpace", "apply", "--write", str(plan), str(copy), timeout=120)
+    if proc.returncode != 0:
+        raise Fail(f"apply {example}: rc {proc.returncode}: {tail(proc)}")
+    edited = copy.read_text()
+    fig: dict[str, Any] = {"by_hand": [ln for ln in proc.stderr.splitlines() if "by hand" in ln]}
+    if f'device_type="{device}"' not in edited:
+        raise Fail(f"apply {example}: no autocast for {device}:\n{edited[:3000]}", fig)
+    env = {"PYTHONPATH": str(ROOT / "src")}
+    for name, path in (("as_written", ROOT / "examples" / f"{example}.py"), ("applied", copy)):
+        t0 = time.perf_counter()
+        proc = run(str(path), "--steps", str(steps), timeout=240, env=env)
+        fig[f"{name}_s"] = round(time.perf_counter() - t0, 2)
+        if proc.returncode != 0:
+            raise Fail(f"{example} {name}: rc {proc.returncode}: {tail(proc, 3000)}", fig)
+        losses = _losses(proc.stdout)
+        if len(losses) < 5:
+            raise Fail(f"{example} {name}: {len(losses)} losses logged: {tail(proc)}", fig)
+        fig[f"{name}_loss"] = round(sum(losses[-5:]) / 5, 4)
+    fig["loss_ratio"] = round(fig["applied_loss"] / fig["as_written_loss"], 4)
+    fig["whole_run_slowdown"] = round(fig["applied_s"] / fig["as_written_s"], 3)
+    if not 0.8 <= fig["loss_ratio"] <= 1.2:
+        raise Fail(f"{example}: applied loss {fig['applied_loss']} against "
+                   f"{fig['as_written_loss']} as written", fig)  # fmt: skip
+    if fig["whole_run_slowdown"] > 1.5:  # one run each, process and worker start included
+        raise Fail(f"{example}: the applied script ran {fig['whole_run_slowdown']}x as long as "
+                   "the original", fig)  # fmt: skip
+    return fig
+
+
+def check_apply_script(work: Path) -> dict[str, Any]:
+    """``apply`` on CUDA (issue 31): each naive example rewritten by a full plan runs on the GPU
+    and trains as the original does. The edits were only ever run on a CPU before."""
+    needs_cuda()
+    figures: dict[str, Any] = {}
+    failed = []
+    for example, steps in APPLY_EXAMPLES:
+        try:
+            figures[example] = _apply_and_run(work, example, steps, "cuda")
+        except Fail as f:
+            figures[example] = {**f.figures, "fail": str(f)[-2000:]}
+            failed.append(example)
+    if failed:
+        raise Fail("; ".join(figures[e]["fail"][:600] for e in failed), figures)
+    return figures
 
 
 def _sched_clip(work: Path, plan: str | None) -> dict[str, Any]:
@@ -558,6 +633,7 @@ STAGES: dict[str, tuple[tuple[str, Callable[[Path], dict[str, Any]], int], ...]]
     # (name, check, timeout in seconds): the riskiest first in each stage
     "A": (
         ("environment", check_environment, 60),
+        ("apply-script", check_apply_script, 600),
         ("tf32-new-api-doctor", check_tf32_new_api_doctor, 150),
         ("fp16-scheduler", check_fp16_scheduler, 150),
         ("fp16-clipping", check_fp16_clipping, 150),

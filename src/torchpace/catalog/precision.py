@@ -77,7 +77,10 @@ ENTRIES: tuple[Technique, ...] = (
             "Without hardware support (GPUs before Ampere, CPUs without AVX512-BF16 or AMX) "
             "bfloat16 is emulated or converted back and forth and can be slower than float32. "
             "Small models pay for the casts and gain little, and some kernels are slower in "
-            "bfloat16 than in float32 on some backends, so measure per workload."
+            "bfloat16 than in float32 on some backends, so measure per workload. On Hopper "
+            "GPUs scaled-dot-product attention in bfloat16 can take the cuDNN backend, which "
+            "builds a graph for each new input shape: batches padded to their longest sequence "
+            "pay that on most steps; pin the flash or efficient backend (attention-backend)."
         ),
         measured=(
             "Train step against fp32: cnn 1.95x [1.92-2.00] (2.42x [2.37-2.48] with "
@@ -85,7 +88,11 @@ ENTRIES: tuple[Technique, ...] = (
             "backward runs about 4.5x slower in bf16 than in fp32 (53 vs 12 ms at 32x4x128x32); lm"
             " with the math attention backend 1.25x [1.23-1.28]; seqcls 0.74x [0.49-0.81], its "
             "spread following the batch lengths (2-core AMX Xeon VM, torch 2.13.0+cpu; `python "
-            "benchmarks/cpu_techniques.py` (benchmarks/results/2026-11-21-cpu-techniques.json))."
+            "benchmarks/cpu_techniques.py` (benchmarks/results/2026-11-21-cpu-techniques.json)). "
+            "Whole run of examples/naive_seqcls.py (200 steps, variable lengths) with bf16 and "
+            "the other CUDA edits of `apply`: 2.6x slower than as written, 1.19x faster with "
+            "torch.backends.cuda.enable_cudnn_sdp(False) (one H200, torch 2.11.0+cu130, one "
+            "run each; benchmarks/results/2026-11-27-gpu-check-h200-apply.json)."
         ),
         changes_numerics=True,
         devices=BOTH,
