@@ -166,6 +166,20 @@ def test_a_name_also_bound_by_unpacking_is_unknown() -> None:
     assert model_weights(_ctx(body), "model") is None
 
 
+@pytest.mark.parametrize(
+    "rebinding",
+    ["model = model.to(device)", "model = model.cuda().train()", "model = torch.compile(model)",
+     "model = nn.DataParallel(model)"],
+)  # fmt: skip
+def test_a_model_rebound_to_itself_moved_or_wrapped_keeps_its_size(rebinding: str) -> None:
+    # mrdbourke's cheatsheet: ``model_1 = model_1.to(device)`` in the cell that trains it
+    # (issue 32, judged debatable: autocast for nn.Linear(1, 1)); it made the model unknown
+    assert model_weights(_ctx(SPIRAL + rebinding + "\n"), "model") == 2 * 100 + 100 * 3
+    vae = VAE.replace("model = VAE()", "model = VAE(hidden=4096)")
+    assert model_weights(_ctx(vae + rebinding + "\n"), "model") > TINY_WEIGHTS  # type: ignore[operator]
+    assert model_weights(_ctx(SPIRAL + "model = other.to(device)\n"), "model") is None
+
+
 def _small_loops(body: str) -> list[bool]:
     ctx = _ctx(body)
     small = launch_bound(ctx)

@@ -255,7 +255,7 @@ MODEL_WRAPPERS = frozenset(
 )
 
 
-def _rewraps(names: Resolver, target: str, value: ast.Call) -> bool:
+def rewraps(names: Resolver, target: str, value: ast.Call) -> bool:
     """``model = DDP(model, ...)``: ``target`` wrapped in a wrapper that keeps its forward."""
     return (
         names.qualname(value.func) in MODEL_WRAPPERS
@@ -743,7 +743,7 @@ def _collect_bindings(facts: LoopFacts, tree: ast.Module, by_type: dict[type, li
             made.setdefault(target, []).extend(functions)
         else:
             unmade.add(target)
-        if _rewraps(names, target, value):
+        if rewraps(names, target, value):
             continue  # the same module, wrapped: its class is what the other bindings say
         if qual == DATALOADER:
             facts.loader_calls.setdefault(target, []).append(value)

@@ -27,7 +27,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from functools import cached_property
 
-from torchpace.lint.loops import LOOPS, Function, dotted, strip_moves, walk
+from torchpace.lint.loops import LOOPS, Function, dotted, rewraps, strip_moves, walk
 from torchpace.lint.rule import FileContext, argument, parameter_names, passed_for
 from torchpace.lint.tree import subtree
 from torchpace.lint.values import int_value
@@ -364,6 +364,10 @@ class _Sizer:
         total = 0
         for value in values:
             value = strip_moves(value)
+            if dotted(value) == target or (
+                isinstance(value, ast.Call) and rewraps(self.ctx.names, target, value)
+            ):
+                continue  # ``model = model.to(device)``, ``model = DDP(model)``: the same model
             if not isinstance(value, ast.Call):
                 raise _Unknown
             name = self.ctx.names.qualname(value.func) or ""
