@@ -5,7 +5,6 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from torchpace.lint.device import may_use_accelerator
 from torchpace.lint.loops import NESTED_SCOPES, assignments, dotted, strip_moves, walk
 from torchpace.lint.rule import FileContext, Report, Rule
 from torchpace.lint.tree import children, subtree
@@ -285,8 +284,8 @@ def _own_nodes(fn: ast.AST) -> Iterator[ast.AST]:
 def _check_hand_written_attention(ctx: FileContext) -> Iterator[Report]:
     if b"softmax" not in ctx.source.lower():
         return  # no softmax, no attention: most files stop here (lint's speed)
-    if ctx.loops.step_loops and not may_use_accelerator(ctx):
-        return  # the file trains, on the CPU only: the fused kernels are the GPU's advice
+    # Also on the CPU: SDPA's fused CPU kernel ran a float32 forward and backward 1.4-3.4x
+    # faster than the hand-written form, from 5 to 512 tokens (benchmarks/sdpa_cpu.py).
     # the functions whose own body (not a nested def, class or lambda) names a softmax: found
     # from each softmax upwards, not by walking every function (lint's speed)
     owners = set()
@@ -347,14 +346,16 @@ are kept on an attribute or returned to a caller that may want them (the fused k
 return them). Returned weights are followed up through the callers in the same file (the
 multi-head module, the layer, the model, including layers iterated from an `nn.ModuleList`):
 where every caller drops them (`x, attn = layer(x)` and `attn` never read), it is reported.
-Not reported in a file that trains and shows it runs on the CPU only (no device anywhere).
+Reported on the CPU as well: SDPA has a fused CPU kernel too, and a float32 forward and
+backward ran 1.4-3.4x faster through it than the hand-written form, from 5 to 512 tokens
+(`python benchmarks/sdpa_cpu.py`, a 2-core EPYC with torch 2.13).
 
 ## Why is this slow
 Each step is its own kernel, and the whole `L x L` attention matrix is written to memory and
 read back several times, forward and backward. `F.scaled_dot_product_attention` computes the
-same function in one call that dispatches to fused kernels (flash, memory-efficient, cuDNN)
-that never store the matrix. With hand-written attention there is also no attention backend for
-the tune to choose.
+same function in one call that dispatches to fused kernels (flash, memory-efficient, cuDNN,
+and a flash kernel on the CPU) that never store the matrix. With hand-written attention there
+is also no attention backend for the tune to choose.
 
 ## Example
 ```python
