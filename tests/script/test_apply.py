@@ -449,3 +449,34 @@ def test_the_matmul_flag_goes_after_import_torch_not_before():
     findings, notes = plan_edits(inner, "x.py", Plan(fast_math=True), device="cuda")
     assert not [f for f in findings if f.technique == "tf32"]
     assert [n.technique for n in notes if n.technique == "tf32"] == ["tf32"]
+
+
+EVAL_LOADER = b"""\
+import torch
+from torch.utils.data import DataLoader
+
+train_loader = DataLoader(train_set, batch_size=64, shuffle=True)
+val_loader = DataLoader(val_set, batch_size=256)
+preload = next(iter(DataLoader(train_set, batch_size=len(train_set))))
+for epoch in range(10):
+    for x, y in train_loader:
+        loss = model(x.cuda()).sum()
+        loss.backward()
+        optimizer.step()
+    with torch.no_grad():
+        for x, y in val_loader:
+            model(x.cuda())
+"""
+
+
+def test_workers_go_only_into_the_loaders_that_feed_training():
+    # The H200 run of 2026-11-27 (docs/gpu.md): apply wrote persistent workers into naive_cnn's
+    # evaluation loader too, processes kept for the whole run to serve a few batches. Lint's
+    # TP101 reading says which loaders feed training; apply edits those and says why not others.
+    findings, notes = plan_edits(EVAL_LOADER, "x.py", Plan(loader_workers=2), device="cuda")
+    out = apply_fixes(EVAL_LOADER, findings).source.decode()
+    assert "shuffle=True, num_workers=2, pin_memory=True, persistent_workers=True)" in out
+    assert "val_loader = DataLoader(val_set, batch_size=256)\n" in out
+    assert "DataLoader(train_set, batch_size=len(train_set))))\n" in out
+    why = {n.line: n.text for n in notes if n.technique == "loader-workers"}
+    assert set(why) == {5, 6} and all("does not feed training" in w for w in why.values())

@@ -10,9 +10,10 @@ Edits, each only where the script's own syntax makes it certain:
   device (``catalog.FUSED_KERNELS``), without ``**kw``, ``foreach=`` or ``differentiable=``
   (lint's TP405 reading: fused kernels are not differentiable);
 - ``loader-workers``: ``num_workers``, ``pin_memory`` and ``persistent_workers`` on each
-  ``DataLoader(...)`` without ``**kw``, except where lint's TP101 reading says workers would
-  break it (a dataset of the file that puts items on a device, an ``IterableDataset`` that does
-  not shard by ``get_worker_info()``): there an instruction says why it was left alone;
+  ``DataLoader(...)`` that feeds training steps (lint's TP101 reading: not an evaluation or a
+  read-once loader) without ``**kw``, except where that reading says workers would break it (a
+  dataset of the file that puts items on a device, an ``IterableDataset`` that does not shard by
+  ``get_worker_info()``): there an instruction says why it was left alone;
 - ``tf32`` / ``cudnn-benchmark``: the flags, after the module's leading imports and its
   module-level ``import torch`` (an instruction where torch is imported only inside a
   function, a ``try`` or a branch); not the auto-tuner in
@@ -49,7 +50,11 @@ from torchpace import techniques
 from torchpace.catalog import fused_on
 from torchpace.findings import Edit, Finding, Fix, Location
 from torchpace.lint import values
-from torchpace.lint.dataloaders import streams_without_sharding, yields_device_tensors
+from torchpace.lint.dataloaders import (
+    feeds_training,
+    streams_without_sharding,
+    yields_device_tensors,
+)
 from torchpace.lint.engine import context
 from torchpace.lint.imports import Resolver
 from torchpace.lint.results import LintError
@@ -190,7 +195,10 @@ def _loader(s: _Script, plan: Plan, device: str) -> tuple[list[Finding], list[In
         # Lint's own readings (TP101 stays silent on these loaders for the same reasons): a
         # worker cannot make CUDA tensors, and each worker would yield an unsharded stream whole
         why = (
-            "its dataset puts items on a device, which worker processes cannot do"
+            "it does not feed training steps (an evaluation or a read-once loader): the plan's "
+            "workers were measured on the training loader"
+            if not feeds_training(s.ctx, call)
+            else "its dataset puts items on a device, which worker processes cannot do"
             if yields_device_tensors(s.ctx, call)
             else "its IterableDataset does not shard by get_worker_info(): each worker would "
             "yield the whole stream"
