@@ -480,3 +480,45 @@ def test_workers_go_only_into_the_loaders_that_feed_training():
     assert "DataLoader(train_set, batch_size=len(train_set))))\n" in out
     why = {n.line: n.text for n in notes if n.technique == "loader-workers"}
     assert set(why) == {5, 6} and all("does not feed training" in w for w in why.values())
+
+
+WORKERS_OPTION = b"""\
+import argparse
+import torch
+from torch.utils.data import DataLoader
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--workers", type=int, default=0)
+args = parser.parse_args()
+train_loader = DataLoader(train_set, batch_size=64, shuffle=True, num_workers=args.workers)
+more = DataLoader(more_set, batch_size=64, shuffle=True, num_workers=args.workers)
+other = DataLoader(other_set, batch_size=64, shuffle=True, num_workers=workers_for(other_set))
+for epoch in range(10):
+    for loader in (train_loader, more, other):
+        for x, y in loader:
+            loss = model(x.cuda()).sum()
+            loss.backward()
+            optimizer.step()
+"""
+
+
+def test_workers_read_from_an_option_change_the_options_default():
+    # Issue 32's first false class, seen from apply: num_workers=args.workers with a default of
+    # 0. Writing a literal over it took the count away from the command line; the option's
+    # default changes instead (once for both loaders), and persistent_workers follows the value
+    # at run time, since True with --workers 0 raises. A count apply cannot follow stays as
+    # written, with an instruction, and gets no persistent_workers that could raise.
+    findings, notes = plan_edits(WORKERS_OPTION, "x.py", Plan(loader_workers=3), device="cuda")
+    out = apply_fixes(WORKERS_OPTION, findings).source.decode()
+    assert 'parser.add_argument("--workers", type=int, default=3)' in out
+    assert (
+        out.count("num_workers=args.workers, pin_memory=True, persistent_workers=args.workers > 0)")
+        == 2
+    )
+    assert "num_workers=workers_for(other_set), pin_memory=True)" in out
+    why = {n.line: n.text for n in notes if n.technique == "loader-workers"}
+    assert why == {
+        10: "num_workers=workers_for(other_set) is left as written: make it 3 where it is set"
+    }
+    again, _ = plan_edits(out.encode(), "x.py", Plan(loader_workers=3), device="cuda")
+    assert apply_fixes(out.encode(), again).source.decode() == out

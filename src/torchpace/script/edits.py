@@ -13,7 +13,9 @@ Edits, each only where the script's own syntax makes it certain:
   ``DataLoader(...)`` that feeds training steps (lint's TP101 reading: not an evaluation or a
   read-once loader) without ``**kw``, except where that reading says workers would break it (a
   dataset of the file that puts items on a device, an ``IterableDataset`` that does not shard by
-  ``get_worker_info()``): there an instruction says why it was left alone;
+  ``get_worker_info()``): there an instruction says why it was left alone. A count read from an
+  option (``num_workers=args.workers``) changes the option's default, not the call, and
+  ``persistent_workers`` follows it (``args.workers > 0``);
 - ``tf32`` / ``cudnn-benchmark``: the flags, after the module's leading imports and its
   module-level ``import torch`` (an instruction where torch is imported only inside a
   function, a ``try`` or a branch); not the auto-tuner in
@@ -187,6 +189,7 @@ def _loader(s: _Script, plan: Plan, device: str) -> tuple[list[Finding], list[In
     }
     out: list[Finding] = []
     notes: list[Instruction] = []
+    done_defaults: set[int] = set()  # option defaults already edited, for a loader before
     for call in s.calls:
         if s.qualname(call) != "torch.utils.data.DataLoader" or _has_star_kwargs(call):
             continue
@@ -209,11 +212,17 @@ def _loader(s: _Script, plan: Plan, device: str) -> tuple[list[Finding], list[In
             if workers > 0:
                 notes.append(Instruction("loader-workers", call.lineno, f"left alone: {why}"))
             continue
-        edits = []
+        edits, defaults = _workers_from_an_option(s, call, workers, done_defaults, notes)
         for name, value in values.items():
             kw = keyword(call, name)
             if kw is None and value in ("0", "False"):
                 continue  # the default already
+            if name in defaults:
+                value = defaults[name]
+                if not value:
+                    continue
+            elif kw is not None and name == "num_workers" and _number(kw.value) is None:
+                continue  # an expression apply cannot follow: told by _workers_from_an_option
             edit = _set_kw(s, call, name, value)
             if edit is not None:
                 edits.append(edit)
@@ -221,6 +230,39 @@ def _loader(s: _Script, plan: Plan, device: str) -> tuple[list[Finding], list[In
             title = ", ".join(f"{k}={v}" for k, v in values.items())
             out.append(_finding(s, "loader-workers", call, title, *_merge_inserts(edits)))
     return out, notes
+
+
+def _workers_from_an_option(
+    s: _Script, call: ast.Call, workers: int, done_defaults: set[int], notes: list[Instruction]
+) -> tuple[list[Edit], dict[str, str]]:
+    """A loader whose ``num_workers`` reads an option (``num_workers=args.workers``): the
+    option's default becomes the plan's count, where lint's reading finds the one place it is
+    set, so the command line still decides; ``persistent_workers`` then follows the value at run
+    time (``args.workers > 0``: True with 0 workers raises). Where the value cannot be followed,
+    the keyword stays as written and an instruction says what to set (``persistent_workers`` then
+    only where the value is a name or an attribute, read twice alike). Returns the edits of
+    defaults and the keyword values that replace the literal ones."""
+    kw = keyword(call, "num_workers")
+    if kw is None or _number(kw.value) is not None:
+        return [], {}
+    text = ast.get_source_segment(s.source.decode("utf-8", "replace"), kw.value) or ""
+    where = _origin(s, kw.value)
+    if where is None or where.kind == "literal" or not isinstance(where.value, (int, float)):
+        notes.append(
+            Instruction(
+                "loader-workers",
+                call.lineno,
+                f"num_workers={text} is left as written: make it {workers} where it is set",
+            )
+        )
+        # a name or an attribute reads the same value twice; a call might not: left out then
+        return [], {"persistent_workers": f"{text} > 0" if _simple(kw.value) else ""}
+    edits = []
+    if where.value != workers and id(where.node) not in done_defaults:
+        done_defaults.add(id(where.node))
+        n = where.node
+        edits.append(Edit(n.lineno, n.col_offset, *end_of(n), str(workers)))
+    return edits, {"persistent_workers": f"{text} > 0"}
 
 
 def _merge_inserts(edits: list[Edit]) -> list[Edit]:
