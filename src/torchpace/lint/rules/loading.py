@@ -87,9 +87,25 @@ def _assigned_once(ctx: FileContext, node: ast.expr | None) -> ast.expr | None:
     return node
 
 
+def _of_indices(ctx: FileContext, call: ast.Call) -> bool:
+    """The loader batches indices (``DataLoader(range(n), batch_size, shuffle=True)``,
+    ``torch.arange(n)``): a shuffled sampler of ints, whose batch the loop then uses to index
+    tensors it holds. An item costs nothing to make and a batch is a few kilobytes of ints."""
+    data = _assigned_once(ctx, argument(call, "dataset", 0))
+    if isinstance(data, ast.Call) and dotted(data.func) == "list" and len(data.args) == 1:
+        data = data.args[0]  # list(range(n))
+    if not isinstance(data, ast.Call):
+        return False
+    if isinstance(data.func, ast.Name) and data.func.id == "range":
+        return "range" not in ctx.names.bindings  # the builtin, not an import of that name
+    return ctx.names.qualname(data.func) == "torch.arange"
+
+
 def _check_loader_workers(ctx: FileContext) -> Iterator[Report]:
     cpu_only: bool | None = None
     for call in _training_loaders(ctx):
+        if _of_indices(ctx, call):
+            continue  # workers would batch ints; the sampler stays in this process anyway
         if _in_memory(ctx, call):
             # A CPU-only run over tensors in memory: workers would only add processes that
             # slice tensors the main process holds (issue 32; the doctor measured one slower).
@@ -123,8 +139,11 @@ a literal 0, or an option or config field whose default in the same file is 0
 (`num_workers=args.workers` with `parser.add_argument("--workers", default=0)`, a click option,
 a dataclass field). Not in a file that runs on the CPU only when the dataset is tensors in
 memory (`TensorDataset(x, y)`, also when every call of the function that builds the loader
-hands it one): there workers only slice tensors the main process holds.
-Calls that pass `*args` or `**kwargs` are not flagged: they may set it.
+hands it one): there workers only slice tensors the main process holds. Nor a loader of
+indices on any device (`DataLoader(range(n), batch_size, shuffle=True)`, `torch.arange(n)`,
+the shuffled index batches of link-prediction and full-graph scripts): its items cost nothing
+to make, and workers would only batch ints. Calls that pass `*args` or `**kwargs` are not
+flagged: they may set it.
 
 ## Why is this slow
 With `num_workers=0` the training process reads, decodes and collates each batch itself, and the
@@ -263,7 +282,7 @@ def _check_pin_memory(ctx: FileContext) -> Iterator[Report]:
             # a copy about as long as the staged one it saves. Workers come first (TP101); the
             # judges called pinning alone "negligible" on 118 of 140 findings (issue 32).
             continue
-        if _small_batches(ctx, call):
+        if _small_batches(ctx, call) or _of_indices(ctx, call):
             continue  # a copy of microseconds, pinned or not
         if pin is None:
             unpinned.append(Report(call))
@@ -300,7 +319,8 @@ TP101 asks for workers; with them, pinning runs in the loader's own thread, besi
 Nor a loader of batches of a few hundred kilobytes, whose copy takes microseconds pinned or
 not: a torchvision dataset of images at most 32 pixels a side (MNIST, CIFAR-10) that its
 transform, spelled out in the file, does not enlarge; token ids padded by a Hugging Face text
-collator or by a collate function returning `tokenizer.pad(...)`.
+collator or by a collate function returning `tokenizer.pad(...)`; indices
+(`DataLoader(range(n), batch_size, shuffle=True)`, `torch.arange(n)`).
 
 ## Why is this slow
 The GPU copies from host memory by DMA, which needs page-locked (pinned) memory. A batch in

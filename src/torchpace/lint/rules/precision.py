@@ -353,7 +353,12 @@ def _check_cuda_loop_without_autocast(ctx: FileContext) -> Iterator[Report]:
         # environment's (lint.environment); autocast would not make such a run faster.
         return
     # A model small enough that its step is kernel launches (lint.scale): casts only add some.
-    training = [loop for loop in training if id(loop) not in ctx.launch_bound]
+    # A model of embeddings alone: autocast has no matmul or convolution to cast.
+    training = [
+        loop
+        for loop in training
+        if id(loop) not in ctx.launch_bound and not _embeddings_only(ctx, loop)
+    ]
     if not training:
         return
     # One finding per file, on the first training loop the file puts on a device: the fix is
@@ -362,6 +367,39 @@ def _check_cuda_loop_without_autocast(ctx: FileContext) -> Iterator[Report]:
     # device for any loop keeps its first.
     placed = [loop for loop in training if _on_a_device(ctx, loop)]
     yield Report(min(placed or training, key=lambda loop: loop.lineno))
+
+
+# Models that are embedding tables and nothing else: their loss is lookups, dot products and
+# sums, none of which autocast runs in lower precision (torch.amp's op lists). PyG's random-walk
+# embeddings (their ``loss()`` is a sigmoid of row-wise dot products), and torch.nn's tables.
+_EMBEDDING_MODELS = frozenset(
+    {
+        *("torch.nn.Embedding", "torch.nn.EmbeddingBag"),
+        *("torch_geometric.nn.Node2Vec", "torch_geometric.nn.models.Node2Vec"),
+        *("torch_geometric.nn.MetaPath2Vec", "torch_geometric.nn.models.MetaPath2Vec"),
+    }
+)
+
+
+def _embeddings_only(ctx: FileContext, loop: Loop) -> bool:
+    """Every model the loop runs is an embedding model (``model = Node2Vec(...)``, then
+    ``model.loss(pos_rw, neg_rw)`` each step): nothing else the file builds from ``torch.nn`` or
+    defines as a class is called in it, nor any model :func:`called_models` finds."""
+    facts = ctx.loops
+    roots = set()
+    for node in walk(loop.body):
+        if isinstance(node, ast.Call):
+            target = dotted(node.func)
+            if target is not None:
+                roots.add(target.split(".")[0])
+    embedding = {r for r in roots if facts.instances.get(r) in _EMBEDDING_MODELS}
+    if not embedding:
+        return False
+    for root in roots - embedding:
+        owner = facts.instances.get(root) or ""
+        if owner in facts.classes or (owner.startswith("torch.nn.") and "Loss" not in owner):
+            return False  # another module of the file runs too
+    return all(t.split(".")[0] in embedding for t in called_models(ctx, loop))
 
 
 def _on_a_device(ctx: FileContext, loop: Loop) -> bool:
@@ -396,7 +434,9 @@ CUDA_LOOP_WITHOUT_AUTOCAST = Rule(
 Flags the first training loop of a file that trains on CUDA and never uses `torch.autocast`
 (nor `.half()` / `.bfloat16()` / float16 dtypes, nor a framework that manages precision). Not
 in a file that steps an environment (reinforcement learning): there the step time is the
-environment's and the network that picks actions is small.
+environment's and the network that picks actions is small. Nor where every model the loop
+runs is embedding tables alone (`nn.Embedding`, PyG's `Node2Vec` and `MetaPath2Vec`): their
+loss is lookups and dot products, which autocast does not cast.
 
 {SMALL_MODELS_DOC}
 

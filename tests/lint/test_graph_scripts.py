@@ -1,0 +1,81 @@
+"""Graph-network training scripts (issue 32's change-3 set, snap-stanford/ogb's examples): a
+loader of indices, and a model of embeddings alone. The fixtures are cut from ogb's
+linkproppred/collab/mlp.py and nodeproppred/arxiv/node2vec.py (MIT), shortened."""
+
+from __future__ import annotations
+
+from torchpace.lint import RULES, FileResult, lint_source
+
+INDEX_LOADER = """
+import torch
+from torch.utils.data import DataLoader
+
+device = torch.device("cuda")
+
+
+def train(predictor, x, split_edge, optimizer, batch_size):
+    pos_train_edge = split_edge["train"]["edge"].to(x.device)
+    for perm in DataLoader(range(pos_train_edge.size(0)), batch_size, shuffle=True):
+        optimizer.zero_grad()
+        edge = pos_train_edge[perm].t()
+        pos_out = predictor(x[edge[0]], x[edge[1]])
+        loss = -torch.log(pos_out + 1e-15).mean()
+        loss.backward()
+        optimizer.step()
+"""
+
+NODE2VEC = """
+import torch
+from torch_geometric.nn import Node2Vec
+
+device = torch.device("cuda")
+model = Node2Vec(edge_index, 128, 80, 20, 10, sparse=True).to(device)
+loader = model.loader(batch_size=256, shuffle=True, num_workers=4)
+optimizer = torch.optim.SparseAdam(list(model.parameters()), lr=0.01)
+for epoch in range(1, 6):
+    for i, (pos_rw, neg_rw) in enumerate(loader):
+        optimizer.zero_grad()
+        loss = model.loss(pos_rw.to(device), neg_rw.to(device))
+        loss.backward()
+        optimizer.step()
+"""
+
+
+def _codes(source: str) -> list[str]:
+    result = lint_source("train.py", source.encode(), RULES)
+    assert isinstance(result, FileResult), result
+    return [f.code for f in result.findings]
+
+
+def test_a_loader_of_indices_is_not_asked_for_workers_nor_pinning():
+    # 18 such loaders in ogb's link-prediction and full-graph scripts, judged debatable: a
+    # batch is 65,536 ints, and workers would only batch them
+    assert not {"TP101", "TP102"} & set(_codes(INDEX_LOADER))
+    for dataset in ("torch.arange(n)", "list(range(n))", "indices"):
+        source = INDEX_LOADER.replace("range(pos_train_edge.size(0))", dataset)
+        source = source.replace("def train", "indices = range(10)\n\n\ndef train")
+        assert "TP101" not in _codes(source), dataset
+    # a dataset of samples still wants workers, and pinning once it has them
+    samples = INDEX_LOADER.replace("range(pos_train_edge.size(0))", "EdgeDataset(split_edge)")
+    assert "TP101" in _codes(samples)
+    pinned = samples.replace("shuffle=True)", "shuffle=True, num_workers=4)")
+    assert "TP102" in _codes(pinned)
+    # a ``range`` that is not the builtin is read as any other dataset
+    shadowed = "from mydata import range\n" + INDEX_LOADER
+    assert "TP101" in _codes(shadowed)
+
+
+def test_an_embedding_model_is_not_asked_for_autocast():
+    # ogb's node2vec and metapath2vec scripts (9 findings, judged false: no matmul): the loss
+    # is lookups and row-wise dot products, which autocast does not cast
+    assert "TP302" not in _codes(NODE2VEC)
+    table = NODE2VEC.replace(
+        "Node2Vec(edge_index, 128, 80, 20, 10, sparse=True)", "torch.nn.Embedding(1000, 128)"
+    )
+    assert "TP302" not in _codes(table)
+    # a classifier trained in the same loop has matmuls to cast
+    with_head = NODE2VEC.replace(
+        "loss = model.loss(pos_rw.to(device), neg_rw.to(device))",
+        "loss = model.loss(pos_rw.to(device), neg_rw.to(device)) + head(model()).sum()",
+    ).replace("optimizer = ", "head = torch.nn.Linear(128, 40).to(device)\noptimizer = ")
+    assert "TP302" in _codes(with_head)
