@@ -79,3 +79,40 @@ def test_an_embedding_model_is_not_asked_for_autocast():
         "loss = model.loss(pos_rw.to(device), neg_rw.to(device)) + head(model()).sum()",
     ).replace("optimizer = ", "head = torch.nn.Linear(128, 40).to(device)\noptimizer = ")
     assert "TP302" in _codes(with_head)
+
+
+PYG_LOADER = """
+import argparse
+import torch
+from torch_geometric.loader import DataLoader
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--num_workers", type=int, default=0)
+args = parser.parse_args()
+device = torch.device("cuda:0") if torch.cuda.is_available() else torch.device("cpu")
+train_loader = DataLoader(dataset[split_idx["train"]], batch_size=32, shuffle=True,
+                          num_workers=args.num_workers)
+valid_loader = DataLoader(dataset[split_idx["valid"]], batch_size=32, shuffle=False,
+                          num_workers=args.num_workers)
+for epoch in range(1, 101):
+    for step, batch in enumerate(train_loader):
+        batch = batch.to(device)
+        loss = criterion(model(batch), batch.y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+"""
+
+
+def test_pygs_dataloader_is_read_as_torchs():
+    # ogb's graphproppred and pcqm4m scripts (7 patterns, listed before the change): PyG's
+    # DataLoader subclasses torch's and hands it num_workers; --num_workers defaults to 0
+    result = lint_source("train.py", PYG_LOADER.encode(), RULES)
+    assert isinstance(result, FileResult), result
+    assert [f.location.line for f in result.findings if f.code == "TP101"] == [11]
+    dgl = PYG_LOADER.replace("torch_geometric.loader", "dgl.dataloading").replace(
+        "import DataLoader", "import GraphDataLoader as DataLoader"
+    )
+    assert "TP101" in _codes(dgl)
+    other = PYG_LOADER.replace("torch_geometric.loader", "mylib.loaders")
+    assert "TP101" not in _codes(other)  # a loader class lint does not know

@@ -39,6 +39,18 @@ LOOPS = (ast.For, ast.AsyncFor, ast.While)
 NESTED_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 
 DATALOADER = "torch.utils.data.DataLoader"
+# DataLoader subclasses of graph libraries that take a dataset first and hand num_workers,
+# pin_memory and persistent_workers to torch's (PyG's mini-batches of graphs, DGL's): read as
+# torch's own loader. Their later positional parameters differ, so only keywords count there.
+DATALOADERS = frozenset(
+    {
+        DATALOADER,
+        "torch_geometric.loader.DataLoader",
+        "torch_geometric.loader.dataloader.DataLoader",
+        "torch_geometric.data.DataLoader",  # before PyG 2.0
+        "dgl.dataloading.GraphDataLoader",
+    }
+)
 # Names that say "optimizer" in the usual spellings: opt, optim, optimizer, g_optim, optimizer_d.
 _OPTIMIZER_NAME = re.compile(r"^(opt|optim\w*|\w*_opt|\w*_optim\w*|\w*optimi[sz]er\w*)$", re.I)
 # Names that say "data loader": loader, train_loader, dataloader, val_dl.
@@ -195,7 +207,7 @@ def returned_loaders(function: Function, names: Resolver) -> list[ast.Call]:
     return [
         r
         for r in returned(function)
-        if isinstance(r, ast.Call) and names.qualname(r.func) == DATALOADER
+        if isinstance(r, ast.Call) and names.qualname(r.func) in DATALOADERS
     ]
 
 
@@ -391,7 +403,7 @@ class LoopFacts:
         method given a loader first (MAE's ``metric_logger.log_every(data_loader, ...)``)."""
         if isinstance(node, ast.Call):
             name = self.names.qualname(node.func) or dotted(node.func)
-            if name == DATALOADER:
+            if name in DATALOADERS:
                 return True
             if name in ITER_WRAPPERS:
                 return any(self.is_loader(a) for a in node.args)
@@ -745,10 +757,10 @@ def _collect_bindings(facts: LoopFacts, tree: ast.Module, by_type: dict[type, li
             unmade.add(target)
         if rewraps(names, target, value):
             continue  # the same module, wrapped: its class is what the other bindings say
-        if qual == DATALOADER:
+        if qual in DATALOADERS:
             facts.loader_calls.setdefault(target, []).append(value)
         if (
-            qual == DATALOADER
+            qual in DATALOADERS
             or local in returns_loader
             or (
                 isinstance(value.func, ast.Name)
@@ -1021,7 +1033,7 @@ def _may_train(by_type: dict[type, list[Any]], names: Resolver) -> bool:
                 return True
             if func.attr == "eval" and MODEL_NAME.search(last):
                 return True
-        elif names.qualname(func) in {DATALOADER, "torch.autograd.backward"}:
+        elif names.qualname(func) in {*DATALOADERS, "torch.autograd.backward"}:
             return True
     for node in [*by_type.get(ast.For, ()), *by_type.get(ast.AsyncFor, ())]:
         source = iterated(node.iter)

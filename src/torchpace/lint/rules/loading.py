@@ -15,7 +15,7 @@ from torchpace.lint.dataloaders import (
     yields_device_tensors,
 )
 from torchpace.lint.device import may_use_accelerator, uses_cuda
-from torchpace.lint.loops import DATALOADER, dotted, returned, returned_loaders, walk
+from torchpace.lint.loops import DATALOADERS, dotted, returned, returned_loaders, walk
 from torchpace.lint.rule import (
     FileContext,
     Report,
@@ -38,7 +38,7 @@ _PIN_MEMORY_POSITION = 7
 def _training_loaders(ctx: FileContext) -> Iterator[ast.Call]:
     """The DataLoader calls that may feed training steps (see :mod:`..dataloaders`)."""
     for call, name in ctx.calls:
-        if name == DATALOADER and feeds_training(ctx, call):
+        if name in DATALOADERS and feeds_training(ctx, call):
             yield call
 
 
@@ -134,7 +134,8 @@ DATALOADER_WITHOUT_WORKERS = Rule(
     technique="loader-workers",
     doc="""\
 ## What it does
-Flags a `torch.utils.data.DataLoader` created without `num_workers`, or with `num_workers=0`:
+Flags a `torch.utils.data.DataLoader` (or PyG's or DGL's subclass for graphs, which hands its
+`num_workers` to it) created without `num_workers`, or with `num_workers=0`:
 a literal 0, or an option or config field whose default in the same file is 0
 (`num_workers=args.workers` with `parser.add_argument("--workers", default=0)`, a click option,
 a dataclass field). Not in a file that runs on the CPU only when the dataset is tensors in
