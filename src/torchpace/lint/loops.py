@@ -51,6 +51,9 @@ DATALOADERS = frozenset(
         "dgl.dataloading.GraphDataLoader",
     }
 )
+# A function named for one training step (``train_step``, ``training_step``, ``step``), not for
+# an epoch (``train_one_epoch``): given the optimizer, a call of it is a step.
+_STEP_FUNCTION = re.compile(r"(^|_)step$", re.IGNORECASE)
 # Names that say "optimizer" in the usual spellings: opt, optim, optimizer, g_optim, optimizer_d.
 _OPTIMIZER_NAME = re.compile(r"^(opt|optim\w*|\w*_opt|\w*_optim\w*|\w*optimi[sz]er\w*)$", re.I)
 # Names that say "data loader": loader, train_loader, dataloader, val_dl.
@@ -430,6 +433,11 @@ class LoopFacts:
             return False
         if self.is_backward(node) or self.is_optimizer_step(node) or self._is_next_batch(node):
             return True
+        name = node.func.attr if isinstance(node.func, ast.Attribute) else dotted(node.func)
+        if self.hands_optimizer(node) and _STEP_FUNCTION.search(name or ""):
+            # ``kge_model.train_step(kge_model, optimizer, train_iterator, args)`` (ogb's KGE
+            # scripts): a function of another file, named for a step, given the optimizer
+            return True
         return any(self.function_steps(f) for f in self.callees(node, scope))
 
     def function_steps(self, function: Function) -> bool:
@@ -742,6 +750,8 @@ def _collect_bindings(facts: LoopFacts, tree: ast.Module, by_type: dict[type, li
         [*by_type.get(ast.Assign, ()), *by_type.get(ast.AnnAssign, ())]
     ):
         value = strip_moves(value)
+        if dotted(value) == target:
+            continue  # ``model = model.cuda()``: the same object, moved; its class stays
         if not isinstance(value, ast.Call):
             seen.setdefault(target, set()).add("?")
             unmade.add(target)
@@ -1024,6 +1034,10 @@ def _may_train(by_type: dict[type, list[Any]], names: Resolver) -> bool:
         func = node.func
         if isinstance(func, ast.Attribute):
             if func.attr not in {"backward", "step", "eval"}:
+                if _STEP_FUNCTION.search(func.attr) and any(
+                    _OPTIMIZER_NAME.match((dotted(a) or "").rsplit(".", 1)[-1]) for a in node.args
+                ):
+                    return True  # ``model.train_step(model, optimizer, ...)``: see is_step
                 continue
             owner = dotted(func.value) or ""
             last = owner.rsplit(".", 1)[-1]
