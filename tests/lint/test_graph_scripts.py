@@ -174,3 +174,43 @@ def test_a_step_function_of_another_file_given_the_optimizer_makes_a_training_lo
     (tmp_path / "model.py").write_text(KGE_MODEL.replace("train_step", "train_one_epoch"))
     main(["lint", ".", "--select", "TP201", "--format", "json"])
     assert json.loads(capsys.readouterr().out) == []
+
+
+KGE_FORWARD = """
+
+    def __init__(self, nentity, nrelation, hidden_dim):
+        super().__init__()
+        self.entity_embedding = nn.Parameter(torch.zeros(nentity, hidden_dim))
+        self.relation_embedding = nn.Parameter(torch.zeros(nrelation, hidden_dim))
+
+    def forward(self, sample):
+        head = torch.index_select(self.entity_embedding, dim=0, index=sample[:, 0])
+        relation = torch.index_select(self.relation_embedding, dim=0, index=sample[:, 1])
+        tail = torch.index_select(self.entity_embedding, dim=0, index=sample[:, 2])
+        return 12.0 - torch.norm(head + relation - tail, p=1, dim=1)
+"""
+
+
+def test_a_model_of_embedding_parameters_in_a_project_file_is_not_asked_for_autocast(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # ogb's KGE models (TransE, RotatE, ComplEx, DistMult): two nn.Parameter tables read with
+    # index_select, scored with sums and norms; judged false (no-matmul) when TP302 fired
+    monkeypatch.chdir(tmp_path)
+    run = KGE_RUN.replace("for step", "writer = SummaryWriter()\nfor step").replace(
+        "import torch\n", "import torch\nfrom torch.utils.tensorboard import SummaryWriter\n"
+    )
+    (tmp_path / "run.py").write_text(run)
+    model = KGE_MODEL.replace(
+        "class KGEModel(nn.Module):", "class KGEModel(nn.Module):" + KGE_FORWARD
+    )
+    (tmp_path / "model.py").write_text(model)
+    main(["lint", ".", "--select", "TP302", "--format", "json"])
+    assert json.loads(capsys.readouterr().out) == []
+    # one Linear in the model: autocast has a matmul to run
+    dense = model.replace(
+        "super().__init__()\n", "super().__init__()\n        self.proj = nn.Linear(8, 8)\n"
+    )
+    (tmp_path / "model.py").write_text(dense)
+    main(["lint", ".", "--select", "TP302", "--format", "json"])
+    assert [f["path"] for f in json.loads(capsys.readouterr().out)] == ["run.py"]

@@ -23,6 +23,7 @@ calls into it.
 from __future__ import annotations
 
 import ast
+import builtins
 import functools
 import os
 import re
@@ -357,6 +358,78 @@ def builds_conv_net(ctx: FileContext, call: ast.Call, name: str | None) -> bool:
     if isinstance(call.func, ast.Name) and call.func.id in ctx.loops.classes:
         return False  # a class of this file (convs.py's own check reads it)
     return any(cls in conv_classes(path) for path, cls in imported_from(ctx, call))
+
+
+# --------------------------------------------------------------------------- matmul-free models
+
+# What a model may build or call and still hold no matrix product or convolution: embedding
+# tables and parameters read by index, elementwise and reduction math, norms and activations.
+_TABLES = frozenset(
+    {"torch.nn.Parameter", "torch.nn.Embedding", "torch.nn.EmbeddingBag", "torch.nn.ModuleList"}
+)
+_PRODUCTS = frozenset(
+    {
+        *("torch.matmul", "torch.mm", "torch.bmm", "torch.einsum", "torch.addmm", "torch.baddbmm"),
+        *("torch.tensordot", "torch.bilinear", "torch.chain_matmul", "torch.linalg.multi_dot"),
+        *("torch.nn.functional.linear", "torch.nn.functional.bilinear"),
+        *("torch.nn.functional.scaled_dot_product_attention",),
+    }
+)
+_PRODUCT_METHODS = frozenset({"matmul", "mm", "bmm", "addmm", "baddbmm", "einsum"})
+
+
+def dotted_name(node: ast.expr) -> str:
+    """``nn.Module`` -> "nn.Module"; "" for anything but names and attributes."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return f"{dotted_name(node.value)}.{node.attr}"
+    return ""
+
+
+def matmul_free(ctx: FileContext, call: ast.Call) -> bool:
+    """``call`` builds an ``nn.Module`` class of this or a project file whose every line is free
+    of matrix products and convolutions: it builds embedding tables and parameters only, and
+    computes with elementwise math, norms and reductions (ogb's knowledge-graph embeddings:
+    TransE, RotatE, ComplEx). Anything it cannot read (a layer of a library, a submodule of
+    another class built in ``__init__``, a ``@``) makes it not free."""
+    found = definition(ctx, call)
+    if found is None or not isinstance(found[1], ast.ClassDef):
+        return False
+    where, cls = found
+    bases = {(where.names.qualname(b) or dotted_name(b)).rsplit(".", 1)[-1] for b in cls.bases}
+    if "Module" not in bases:
+        return False  # a module of torch.nn's, directly: not one derived from another class
+    tables = False
+    built = {
+        id(n)
+        for m in cls.body
+        if isinstance(m, ast.FunctionDef) and m.name == "__init__"
+        for n in subtree(m)
+    }
+    for node in subtree(cls):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
+            return False
+        if not isinstance(node, ast.Call):
+            continue
+        name = where.names.qualname(node.func) or ""
+        tables = tables or name in _TABLES - {"torch.nn.ModuleList"}
+        if name in _PRODUCTS or name.startswith("torch.nn.functional.conv"):
+            return False
+        if name.startswith("torch.nn.") and name[9:10].isupper() and name not in _TABLES:
+            return False  # a layer: Linear, Conv2d, LSTM, MultiheadAttention, ...
+        func = node.func
+        if isinstance(func, ast.Attribute) and func.attr in _PRODUCT_METHODS:
+            return False  # ``x.matmul(w)``
+        if (
+            id(node) in built
+            and isinstance(func, ast.Name)
+            and func.id[:1].isupper()
+            and not name.startswith("torch.")
+            and not hasattr(builtins, func.id)
+        ):
+            return False  # a submodule of another class, of this file or not: not read
+    return tables  # and it holds weights: embedding tables or parameters
 
 
 # --------------------------------------------------------------------------- device helpers

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 from torchpace.findings import Edit, Fix
 from torchpace.lint.device import moves_to_a_device, uses_cuda
-from torchpace.lint.loops import Loop, dotted, walk
+from torchpace.lint.loops import Loop, dotted, strip_moves, walk
 from torchpace.lint.rule import (
     FileContext,
     Report,
@@ -381,25 +381,86 @@ _EMBEDDING_MODELS = frozenset(
 )
 
 
+# What a training loop reads besides its models: torch's other objects (optimizers, devices,
+# loaders, scalers), and the loggers and progress bars of the usual libraries.
+_NOT_MODELS = ("torch.", "tensorboardX.", "wandb.", "logging.", "tqdm.", "numpy.", "argparse.")
+
+
 def _embeddings_only(ctx: FileContext, loop: Loop) -> bool:
-    """Every model the loop runs is an embedding model (``model = Node2Vec(...)``, then
-    ``model.loss(pos_rw, neg_rw)`` each step): nothing else the file builds from ``torch.nn`` or
-    defines as a class is called in it, nor any model :func:`called_models` finds."""
+    """Every model the loop uses is embedding tables alone (``model = Node2Vec(...)``, then
+    ``model.loss(pos_rw, neg_rw)`` each step; ogb's TransE in a model file of the project):
+    every name the loop reads that the file binds to something built is such a model, an
+    optimizer or scheduler, a loss, or a class of the project that is not a module (a logger);
+    and any model :func:`called_models` finds by its name is one of them."""
     facts = ctx.loops
-    roots = set()
-    for node in walk(loop.body):
-        if isinstance(node, ast.Call):
-            target = dotted(node.func)
-            if target is not None:
-                roots.add(target.split(".")[0])
-    embedding = {r for r in roots if facts.instances.get(r) in _EMBEDDING_MODELS}
+    read = {
+        (dotted(node) or "").split(".")[0]
+        for node in walk(loop.body)
+        if isinstance(node, (ast.Name, ast.Attribute))
+    }
+    embedding = set()
+    for name in read:
+        owner = facts.instances.get(name)
+        if owner is None:
+            continue
+        if owner in _EMBEDDING_MODELS or _builds_matmul_free(ctx, name):
+            embedding.add(name)
+        elif owner.startswith(_NOT_MODELS) and not owner.startswith("torch.nn."):
+            continue  # an optimizer, a device, a loader, a writer
+        elif "Loss" in owner or _not_a_module(ctx, name):
+            continue
+        else:
+            return False  # a layer, a model class, or something lint cannot read
     if not embedding:
         return False
-    for root in roots - embedding:
-        owner = facts.instances.get(root) or ""
-        if owner in facts.classes or (owner.startswith("torch.nn.") and "Loss" not in owner):
-            return False  # another module of the file runs too
-    return all(t.split(".")[0] in embedding for t in called_models(ctx, loop))
+    # what called_models takes for a model by its name, unless it is a function of this file
+    # (``save_model(kge_model, ...)``)
+    models = {t for t in called_models(ctx, loop) if t not in facts.functions}
+    return all(t.split(".")[0] in embedding for t in models)
+
+
+def _not_a_module(ctx: FileContext, name: str) -> bool:
+    """``name`` is built, everywhere the file binds it, from a class of this or a project file
+    that derives from no ``nn.Module`` (ogb's ``Logger``)."""
+    from torchpace.lint.project import definition
+
+    calls = _built(ctx, name)
+    for call in calls:
+        found = definition(ctx, call)
+        if found is None or not isinstance(found[1], ast.ClassDef):
+            return False
+        where, cls = found
+        if any(
+            (where.names.qualname(b) or dotted(b) or "").rsplit(".", 1)[-1] in ("Module", "")
+            or (isinstance(b, ast.Name) and b.id in where.loops.classes)
+            for b in cls.bases
+        ):
+            return False
+    return bool(calls)
+
+
+def _built(ctx: FileContext, name: str) -> list[ast.Call]:
+    """The calls ``name`` is assigned from (``model = Net().to(device)``: ``Net()``)."""
+    return [
+        value
+        for node in ctx.of_type(ast.Assign)
+        for target in node.targets
+        if isinstance(target, ast.Name) and target.id == name
+        for value in [strip_moves(node.value)]
+        if isinstance(value, ast.Call)
+    ]
+
+
+def _builds_matmul_free(ctx: FileContext, name: str) -> bool:
+    """``name`` is bound, everywhere the file binds it, to a model class of this or a project
+    file with no matrix product or convolution in it (`lint.project.matmul_free`)."""
+    from torchpace.lint.project import matmul_free
+
+    owner = ctx.loops.instances.get(name)
+    if owner is None or owner.startswith("torch."):
+        return False
+    calls = _built(ctx, name)
+    return bool(calls) and all(matmul_free(ctx, call) for call in calls)
 
 
 def _on_a_device(ctx: FileContext, loop: Loop) -> bool:
@@ -435,8 +496,10 @@ Flags the first training loop of a file that trains on CUDA and never uses `torc
 (nor `.half()` / `.bfloat16()` / float16 dtypes, nor a framework that manages precision). Not
 in a file that steps an environment (reinforcement learning): there the step time is the
 environment's and the network that picks actions is small. Nor where every model the loop
-runs is embedding tables alone (`nn.Embedding`, PyG's `Node2Vec` and `MetaPath2Vec`): their
-loss is lookups and dot products, which autocast does not cast.
+runs is embedding tables alone (`nn.Embedding`, PyG's `Node2Vec` and `MetaPath2Vec`, or an
+`nn.Module` class of the project that builds only parameters and embeddings and computes with
+no matrix product or convolution, as knowledge-graph embeddings do): their loss is lookups,
+elementwise math and reductions, which autocast does not cast.
 
 {SMALL_MODELS_DOC}
 
