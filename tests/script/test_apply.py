@@ -36,6 +36,13 @@ def _applied(source: bytes, plan: Plan, device: str = "cpu") -> bytes:
     return result.source
 
 
+def _loader_edits(source: bytes, plan: Plan) -> tuple[str, dict[int, str]]:
+    """The script with the plan's loader edits on CUDA, and apply's loader instructions by line."""
+    findings, notes = plan_edits(source, "x.py", plan, device="cuda")
+    why = {n.line: n.text for n in notes if n.technique == "loader-workers"}
+    return apply_fixes(source, findings).source.decode(), why
+
+
 def test_golden_edits_of_every_kind():
     source = (DATA / "apply.in.py").read_bytes()
     assert _applied(source, FULL) == (DATA / "apply.out.py").read_bytes()
@@ -396,12 +403,10 @@ def test_workers_are_not_written_where_lint_says_they_would_break_the_loader():
     # Issue 31: an edit is only as safe as the rule says. TP101 stays silent on an unsharded
     # IterableDataset (each worker would yield the whole stream) and on a dataset that makes CUDA
     # tensors (a worker cannot); apply leaves those loaders alone and says why.
-    findings, notes = plan_edits(STREAM, "x.py", Plan(loader_workers=2), device="cuda")
-    out = apply_fixes(STREAM, findings).source.decode()
+    out, why = _loader_edits(STREAM, Plan(loader_workers=2))
     assert "shards = DataLoader(Shards(), batch_size=8, num_workers=2" in out
     assert "stream = DataLoader(Stream(), batch_size=8)\n" in out
     assert "on_device = DataLoader(OnDevice(), batch_size=8)\n" in out
-    why = {n.line: n.text for n in notes if n.technique == "loader-workers"}
     assert "each worker would yield the whole stream" in why[22]
     assert "worker processes cannot" in why[23]
 
@@ -473,12 +478,10 @@ def test_workers_go_only_into_the_loaders_that_feed_training():
     # The H200 run of 2026-11-27 (docs/gpu.md): apply wrote persistent workers into naive_cnn's
     # evaluation loader too, processes kept for the whole run to serve a few batches. Lint's
     # TP101 reading says which loaders feed training; apply edits those and says why not others.
-    findings, notes = plan_edits(EVAL_LOADER, "x.py", Plan(loader_workers=2), device="cuda")
-    out = apply_fixes(EVAL_LOADER, findings).source.decode()
+    out, why = _loader_edits(EVAL_LOADER, Plan(loader_workers=2))
     assert "shuffle=True, num_workers=2, pin_memory=True, persistent_workers=True)" in out
     assert "val_loader = DataLoader(val_set, batch_size=256)\n" in out
     assert "DataLoader(train_set, batch_size=len(train_set))))\n" in out
-    why = {n.line: n.text for n in notes if n.technique == "loader-workers"}
     assert set(why) == {5, 6} and all("does not feed training" in w for w in why.values())
 
 
@@ -508,15 +511,13 @@ def test_workers_read_from_an_option_change_the_options_default():
     # default changes instead (once for both loaders), and persistent_workers follows the value
     # at run time, since True with --workers 0 raises. A count apply cannot follow stays as
     # written, with an instruction, and gets no persistent_workers that could raise.
-    findings, notes = plan_edits(WORKERS_OPTION, "x.py", Plan(loader_workers=3), device="cuda")
-    out = apply_fixes(WORKERS_OPTION, findings).source.decode()
+    out, why = _loader_edits(WORKERS_OPTION, Plan(loader_workers=3))
     assert 'parser.add_argument("--workers", type=int, default=3)' in out
     assert (
         out.count("num_workers=args.workers, pin_memory=True, persistent_workers=args.workers > 0)")
         == 2
     )
     assert "num_workers=workers_for(other_set), pin_memory=True)" in out
-    why = {n.line: n.text for n in notes if n.technique == "loader-workers"}
     assert why == {
         10: "num_workers=workers_for(other_set) is left as written: make it 3 where it is set"
     }
