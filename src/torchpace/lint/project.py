@@ -34,6 +34,7 @@ from typing import Any, TypeVar, cast
 
 from torchpace.lint.engine import MAX_PYTHON_BYTES, SUBCLASS, parse
 from torchpace.lint.imports import Resolver
+from torchpace.lint.loops import dotted
 from torchpace.lint.results import FileResult
 from torchpace.lint.rule import FileContext
 from torchpace.lint.tree import subtree
@@ -378,15 +379,6 @@ _PRODUCTS = frozenset(
 _PRODUCT_METHODS = frozenset({"matmul", "mm", "bmm", "addmm", "baddbmm", "einsum"})
 
 
-def dotted_name(node: ast.expr) -> str:
-    """``nn.Module`` -> "nn.Module"; "" for anything but names and attributes."""
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
-        return f"{dotted_name(node.value)}.{node.attr}"
-    return ""
-
-
 def matmul_free(ctx: FileContext, call: ast.Call) -> bool:
     """``call`` builds an ``nn.Module`` class of this or a project file whose every line is free
     of matrix products and convolutions: it builds embedding tables and parameters only, and
@@ -394,10 +386,12 @@ def matmul_free(ctx: FileContext, call: ast.Call) -> bool:
     TransE, RotatE, ComplEx). Anything it cannot read (a layer of a library, a submodule of
     another class built in ``__init__``, a ``@``) makes it not free."""
     found = definition(ctx, call)
-    if found is None or not isinstance(found[1], ast.ClassDef):
+    if found is None:
         return False
     where, cls = found
-    bases = {(where.names.qualname(b) or dotted_name(b)).rsplit(".", 1)[-1] for b in cls.bases}
+    if not isinstance(cls, ast.ClassDef):
+        return False
+    bases = {(where.names.qualname(b) or dotted(b) or "").rsplit(".", 1)[-1] for b in cls.bases}
     if "Module" not in bases:
         return False  # a module of torch.nn's, directly: not one derived from another class
     tables = False

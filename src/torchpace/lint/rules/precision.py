@@ -427,10 +427,10 @@ def _not_a_module(ctx: FileContext, name: str) -> bool:
     calls = _built(ctx, name)
     for call in calls:
         found = definition(ctx, call)
-        if found is None or not isinstance(found[1], ast.ClassDef):
+        if found is None:
             return False
         where, cls = found
-        if any(
+        if not isinstance(cls, ast.ClassDef) or any(
             (where.names.qualname(b) or dotted(b) or "").rsplit(".", 1)[-1] in ("Module", "")
             or (isinstance(b, ast.Name) and b.id in where.loops.classes)
             for b in cls.bases
