@@ -212,6 +212,19 @@ def definition(ctx: FileContext, call: ast.Call) -> tuple[FileContext, ast.stmt]
     return None
 
 
+Defined = TypeVar("Defined", ast.ClassDef, ast.FunctionDef)
+
+
+def definition_of(
+    ctx: FileContext, call: ast.Call, kind: type[Defined]
+) -> tuple[FileContext, Defined] | None:
+    """:func:`definition`, where it is a ``kind`` (a class, or a function)."""
+    found = definition(ctx, call)
+    if found is None or not isinstance(found[1], kind):
+        return None
+    return found[0], found[1]
+
+
 def _top_level(ctx: FileContext, name: str) -> ast.stmt | None:
     """The file's module-level class or function of that name (the last, as Python binds it)."""
     found = [
@@ -385,12 +398,10 @@ def matmul_free(ctx: FileContext, call: ast.Call) -> bool:
     computes with elementwise math, norms and reductions (ogb's knowledge-graph embeddings:
     TransE, RotatE, ComplEx). Anything it cannot read (a layer of a library, a submodule of
     another class built in ``__init__``, a ``@``) makes it not free."""
-    found = definition(ctx, call)
+    found = definition_of(ctx, call, ast.ClassDef)
     if found is None:
         return False
     where, cls = found
-    if not isinstance(cls, ast.ClassDef):
-        return False
     bases = {(where.names.qualname(b) or dotted(b) or "").rsplit(".", 1)[-1] for b in cls.bases}
     if "Module" not in bases:
         return False  # a module of torch.nn's, directly: not one derived from another class

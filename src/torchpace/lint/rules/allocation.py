@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 from torchpace.findings import Edit, Fix
 from torchpace.lint.loops import dotted, returned
-from torchpace.lint.project import definition
+from torchpace.lint.project import definition_of
 from torchpace.lint.rule import FileContext, Report, Rule, end_of, has_star_args, keyword
 from torchpace.lint.rules.syncs import REFERENCES, check_calls_to, hot_calls
 from torchpace.lint.tree import subtree
@@ -183,12 +183,10 @@ def _returns_host_tensor(ctx: FileContext, call: ast.Call) -> bool:
     """``call`` calls a function of this file or of an imported project file whose every
     return is a tensor it builds on the host (kohya's ``prepare_img_ids``: ``torch.zeros``, item
     assignments, ``einops.repeat``, then ``return img_ids``): the caller's move copies it."""
-    found = definition(ctx, call)
+    found = definition_of(ctx, call, ast.FunctionDef)
     if found is None:
         return False
     home, function = found
-    if not isinstance(function, ast.FunctionDef):
-        return False
     values = returned(function)
     return bool(values) and all(
         _built_on_host(home, v)

@@ -422,15 +422,15 @@ def _embeddings_only(ctx: FileContext, loop: Loop) -> bool:
 def _not_a_module(ctx: FileContext, name: str) -> bool:
     """``name`` is built, everywhere the file binds it, from a class of this or a project file
     that derives from no ``nn.Module`` (ogb's ``Logger``)."""
-    from torchpace.lint.project import definition
+    from torchpace.lint.project import definition_of
 
     calls = _built(ctx, name)
     for call in calls:
-        found = definition(ctx, call)
+        found = definition_of(ctx, call, ast.ClassDef)
         if found is None:
             return False
         where, cls = found
-        if not isinstance(cls, ast.ClassDef) or any(
+        if any(
             (where.names.qualname(b) or dotted(b) or "").rsplit(".", 1)[-1] in ("Module", "")
             or (isinstance(b, ast.Name) and b.id in where.loops.classes)
             for b in cls.bases
