@@ -11,6 +11,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 import time
@@ -156,8 +158,6 @@ APPLY_EXAMPLES = (("naive_cnn", 200), ("naive_lm", 200), ("naive_seqcls", 200))
 
 def _losses(text: str) -> list[float]:
     """The losses a naive example prints (``step N loss X``; naive_lm prints a tensor's repr)."""
-    import re
-
     found = re.findall(r"^step \d+ loss \D*?(-?\d+(?:\.\d+)?(?:e-?\d+)?)", text, re.M)
     return [float(x) for x in found]
 
@@ -170,8 +170,6 @@ def _apply_and_run(work: Path, example: str, steps: int, device: str) -> dict[st
     And it may not take more than 1.5x the original's wall time (one run each, process and
     worker start included: the bound is loose; naive_seqcls took 2.6x on an H200 on 2026-11-27,
     cuDNN attention building a graph per padded length, see docs/gpu.md)."""
-    import shutil
-
     plan = work / "apply-plan.json"
     plan.write_text(json.dumps(APPLY_PLAN))
     copy = work / f"{example}_applied.py"

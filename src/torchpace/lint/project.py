@@ -378,9 +378,8 @@ def builds_conv_net(ctx: FileContext, call: ast.Call, name: str | None) -> bool:
 
 # What a model may build or call and still hold no matrix product or convolution: embedding
 # tables and parameters read by index, elementwise and reduction math, norms and activations.
-_TABLES = frozenset(
-    {"torch.nn.Parameter", "torch.nn.Embedding", "torch.nn.EmbeddingBag", "torch.nn.ModuleList"}
-)
+_WEIGHTS = frozenset({"torch.nn.Parameter", "torch.nn.Embedding", "torch.nn.EmbeddingBag"})
+_TABLES = _WEIGHTS | {"torch.nn.ModuleList"}
 _PRODUCTS = frozenset(
     {
         *("torch.matmul", "torch.mm", "torch.bmm", "torch.einsum", "torch.addmm", "torch.baddbmm"),
@@ -418,7 +417,7 @@ def matmul_free(ctx: FileContext, call: ast.Call) -> bool:
         if not isinstance(node, ast.Call):
             continue
         name = where.names.qualname(node.func) or ""
-        tables = tables or name in _TABLES - {"torch.nn.ModuleList"}
+        tables = tables or name in _WEIGHTS
         if name in _PRODUCTS or name.startswith("torch.nn.functional.conv"):
             return False
         if name.startswith("torch.nn.") and name[9:10].isupper() and name not in _TABLES:

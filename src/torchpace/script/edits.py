@@ -59,6 +59,7 @@ from torchpace.lint.dataloaders import (
 )
 from torchpace.lint.engine import context
 from torchpace.lint.imports import Resolver
+from torchpace.lint.loops import DATALOADER
 from torchpace.lint.results import LintError
 from torchpace.lint.rule import FileContext, end_of, keyword
 from torchpace.lint.rules.convs import chooses_cudnn_setup
@@ -191,7 +192,7 @@ def _loader(s: _Script, plan: Plan, device: str) -> tuple[list[Finding], list[In
     notes: list[Instruction] = []
     done_defaults: set[int] = set()  # option defaults already edited, for a loader before
     for call in s.calls:
-        if s.qualname(call) != "torch.utils.data.DataLoader" or _has_star_kwargs(call):
+        if s.qualname(call) != DATALOADER or _has_star_kwargs(call):
             continue
         if len(call.args) > 5:  # num_workers given by position: leave the call alone
             continue
@@ -212,17 +213,11 @@ def _loader(s: _Script, plan: Plan, device: str) -> tuple[list[Finding], list[In
             if workers > 0:
                 notes.append(Instruction("loader-workers", call.lineno, f"left alone: {why}"))
             continue
-        edits, defaults = _workers_from_an_option(s, call, workers, done_defaults, notes)
-        for name, value in values.items():
-            kw = keyword(call, name)
-            if kw is None and value in ("0", "False"):
-                continue  # the default already
-            if name in defaults:
-                value = defaults[name]
-                if not value:
-                    continue
-            elif kw is not None and name == "num_workers" and _number(kw.value) is None:
-                continue  # an expression apply cannot follow: told by _workers_from_an_option
+        edits, instead = _workers_from_an_option(s, call, workers, done_defaults, notes)
+        for name, literal in values.items():
+            value = instead.get(name, literal)
+            if value is None or (keyword(call, name) is None and literal in ("0", "False")):
+                continue  # left as written, or the default already
             edit = _set_kw(s, call, name, value)
             if edit is not None:
                 edits.append(edit)
@@ -234,14 +229,14 @@ def _loader(s: _Script, plan: Plan, device: str) -> tuple[list[Finding], list[In
 
 def _workers_from_an_option(
     s: _Script, call: ast.Call, workers: int, done_defaults: set[int], notes: list[Instruction]
-) -> tuple[list[Edit], dict[str, str]]:
+) -> tuple[list[Edit], dict[str, str | None]]:
     """A loader whose ``num_workers`` reads an option (``num_workers=args.workers``): the
     option's default becomes the plan's count, where lint's reading finds the one place it is
     set, so the command line still decides; ``persistent_workers`` then follows the value at run
     time (``args.workers > 0``: True with 0 workers raises). Where the value cannot be followed,
     the keyword stays as written and an instruction says what to set (``persistent_workers`` then
     only where the value is a name or an attribute, read twice alike). Returns the edits of
-    defaults and the keyword values that replace the literal ones."""
+    defaults and the keyword values that replace the literal ones (None: left as written)."""
     kw = keyword(call, "num_workers")
     if kw is None or _number(kw.value) is not None:
         return [], {}
@@ -256,13 +251,14 @@ def _workers_from_an_option(
             )
         )
         # a name or an attribute reads the same value twice; a call might not: left out then
-        return [], {"persistent_workers": f"{text} > 0" if _simple(kw.value) else ""}
+        persistent = f"{text} > 0" if _simple(kw.value) else None
+        return [], {"num_workers": None, "persistent_workers": persistent}
     edits = []
     if where.value != workers and id(where.node) not in done_defaults:
         done_defaults.add(id(where.node))
         n = where.node
         edits.append(Edit(n.lineno, n.col_offset, *end_of(n), str(workers)))
-    return edits, {"persistent_workers": f"{text} > 0"}
+    return edits, {"num_workers": None, "persistent_workers": f"{text} > 0"}
 
 
 def _merge_inserts(edits: list[Edit]) -> list[Edit]:
@@ -704,7 +700,7 @@ def _batch_instruction(
 def _shuffled_loader(s: _Script, call: ast.Call) -> str | None:
     """The name ``call`` is assigned to, where it is ``name = DataLoader(..., batch_size=...,
     shuffle=True)`` with no sampler of its own: the training loader that bucketing replaces."""
-    if s.qualname(call) != "torch.utils.data.DataLoader" or _has_star_kwargs(call):
+    if s.qualname(call) != DATALOADER or _has_star_kwargs(call):
         return None
     shuffle = keyword(call, "shuffle")
     if (

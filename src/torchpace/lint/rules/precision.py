@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 from torchpace.findings import Edit, Fix
 from torchpace.lint.device import moves_to_a_device, uses_cuda
-from torchpace.lint.loops import Loop, dotted, strip_moves, walk
+from torchpace.lint.loops import Loop, assignments, dotted, strip_moves, walk
 from torchpace.lint.rule import (
     FileContext,
     Report,
@@ -441,14 +441,8 @@ def _not_a_module(ctx: FileContext, name: str) -> bool:
 
 def _built(ctx: FileContext, name: str) -> list[ast.Call]:
     """The calls ``name`` is assigned from (``model = Net().to(device)``: ``Net()``)."""
-    return [
-        value
-        for node in ctx.of_type(ast.Assign)
-        for target in node.targets
-        if isinstance(target, ast.Name) and target.id == name
-        for value in [strip_moves(node.value)]
-        if isinstance(value, ast.Call)
-    ]
+    moved = (strip_moves(v) for t, v in assignments(ctx.of_type(ast.Assign)) if t == name)
+    return [value for value in moved if isinstance(value, ast.Call)]
 
 
 def _builds_matmul_free(ctx: FileContext, name: str) -> bool:
