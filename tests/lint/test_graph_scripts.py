@@ -215,9 +215,10 @@ def test_a_model_of_embedding_parameters_in_a_project_file_is_not_asked_for_auto
         "class KGEModel(nn.Module):", "class KGEModel(nn.Module):" + KGE_FORWARD
     )
     assert _lint_here(capsys, "TP302", {"run.py": run, "model.py": model}) == []
-    # one Linear in the model: autocast has a matmul to run
+    # one Linear in the model: autocast has a matmul to run (a wide one: the model, now sized
+    # in its own file, is not small)
     dense = model.replace(
-        "super().__init__()\n", "super().__init__()\n        self.proj = nn.Linear(8, 8)\n"
+        "super().__init__()\n", "super().__init__()\n        self.proj = nn.Linear(4096, 4096)\n"
     )
     found = _lint_here(capsys, "TP302", {"model.py": dense})
     assert [f["path"] for f in found] == ["run.py"]

@@ -311,3 +311,85 @@ def test_a_metric_the_loop_calls_leaves_a_small_model_small() -> None:
     assert _small_loops(SPIRAL + metric + loop) == [True]
     other = "from mylib import Scorer\nacc_fn = Scorer()\n"  # a library this file cannot read
     assert _small_loops(SPIRAL + other + loop) == [False]
+
+
+MODEL_FILE = """\
+import torch.nn as nn
+
+
+class Net(nn.Module):
+    def __init__(self, input_size=784, hidden=HIDDEN):
+        super().__init__()
+        self.body = Block(input_size, hidden)
+        self.head = nn.Linear(hidden, 10)
+
+    def forward(self, x):
+        return self.head(self.body(x))
+
+
+class Block(nn.Module):
+    def __init__(self, n_in, n_out):
+        super().__init__()
+        self.fc = nn.Linear(n_in, n_out)
+
+    def forward(self, x):
+        return self.fc(x).relu()
+"""
+
+LOGGER_FILE = """\
+class Logger:
+    def __init__(self, path):
+        self.file = open(path, "w")
+
+    def scalar(self, name, value):
+        self.file.write(f"{name} {value}\\n")
+"""
+
+RUN_FILE = """\
+import torch
+import torch.nn as nn
+from model import Net
+from logger import Logger
+
+device = torch.device("cuda")
+model = Net(hidden=HIDDEN_HERE).to(device)
+log = Logger("train.log")
+criterion = nn.CrossEntropyLoss()
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+for x, y in loader:
+    x, y = x.to(device), y.to(device)
+    loss = criterion(model(x), y)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    log.scalar("loss", loss)
+"""
+
+
+@pytest.mark.parametrize(
+    ("default", "passed", "small"),
+    [
+        ("100", "500", True),  # 784-500-10: the size this file passes, read in the model's file
+        ("100", "4096", False),  # 3.2 M weights
+        ("100", "args.hidden", False),  # a size this file does not give
+    ],
+)
+def test_a_model_class_of_another_project_file_is_sized_there_with_the_sizes_passed_here(
+    tmp_path, monkeypatch, default: str, passed: str, small: bool
+) -> None:
+    # pytorch-tutorial's tensorboard example: the MLP of the script, and a Logger class of the
+    # project (derived from nothing) whose method the loop calls: no weights
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "model.py").write_text(MODEL_FILE.replace("HIDDEN", default))
+    (tmp_path / "logger.py").write_text(LOGGER_FILE)
+    source = RUN_FILE.replace("HIDDEN_HERE", passed)
+    (tmp_path / "run.py").write_text(source)
+    ctx = context(str(tmp_path / "run.py"), source.encode(), ast.parse(source))
+    assert (model_weights(ctx, "model") is not None) is (passed != "args.hidden")
+    assert bool(launch_bound(ctx)) is small
+    # the same logger built from a class of the project that derives from a library's is unknown
+    (tmp_path / "logger.py").write_text(
+        "from tensorboardX import SummaryWriter\n\n\nclass Logger(SummaryWriter):\n    pass\n"
+    )
+    ctx = context(str(tmp_path / "run.py"), source.encode(), ast.parse(source))
+    assert not launch_bound(ctx)

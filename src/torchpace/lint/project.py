@@ -214,6 +214,29 @@ def definition(ctx: FileContext, call: ast.Call) -> tuple[FileContext, ast.stmt]
 
 Defined = TypeVar("Defined", ast.ClassDef, ast.FunctionDef)
 
+# Bases that make a class no module: Python's own, and the standard library's abstract and
+# typing helpers. A base from anywhere else (a library's model, a class of the project) may be one.
+_PLAIN_BASES = frozenset({"object", "Exception", "dict", "list", "tuple", "str"})
+_PLAIN_MODULES = ("abc.", "typing.", "enum.", "collections.", "dataclasses.")
+
+
+def plain_class(where: FileContext, cls: ast.ClassDef) -> bool:
+    """``cls`` derives from nothing but ``object`` or the standard library (``class Logger:``,
+    ``class Meter(ABC):``): no ``nn.Module``, so no weights and nothing a device computes."""
+    for base in cls.bases:
+        name = where.names.qualname(base) or ""
+        if name.startswith(_PLAIN_MODULES):
+            continue
+        if (
+            isinstance(base, ast.Name)
+            and base.id in _PLAIN_BASES
+            and base.id not in where.names.bindings
+            and _top_level(where, base.id) is None
+        ):
+            continue
+        return False
+    return True
+
 
 def definition_of(
     ctx: FileContext, call: ast.Call, kind: type[Defined]

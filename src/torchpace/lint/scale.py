@@ -10,12 +10,14 @@ findings "debatable: negligible" every time; the rules that report them leave su
 
 What counts is read, never guessed. A model is known when every module it builds is a
 ``torch.nn`` layer whose sizes are literals, module constants, option defaults or constructor
-arguments with literal values (or a class of this file built the same way); a layer from a
-library (torchvision, timm, a class imported from another file) or a size the file cannot read
-makes the model unknown, and unknown is never small. A loop is launch-bound when it trains and
-every model it calls is known and small. A model reached through a function's parameter
-(``def train(model, loader): ...``) is known when every call of that function in the file passes
-a known small model.
+arguments with literal values, or a class of this file or of another file of the project
+(``from model import Net``) built the same way, each read in its own file with the sizes its
+caller passes; a class that derives from no module (a logger, a meter) and the objects of
+logging and metric libraries have no weights. A layer from a library (torchvision, timm) or a
+size the file cannot read makes the model unknown, and unknown is never small. A loop is
+launch-bound when it trains and every model it calls is known and small. A model reached through
+a function's parameter (``def train(model, loader): ...``) is known when every call of that
+function in the file passes a known small model.
 """
 
 from __future__ import annotations
@@ -35,8 +37,8 @@ from torchpace.lint.values import int_value
 # What the rules that leave such loops alone say of it in their docs (docs/rules.md).
 SMALL_MODELS_DOC = (
     "Not in the training loop of a small model: one whose every layer this file or notebook "
-    "builds with sizes it can read (literals, constants, option defaults, constructor "
-    "arguments), with at most a million weights and no convolution wider than 16 channels "
+    "(or the project file that defines its class) builds with sizes it can read (literals, "
+    "constants, option defaults, constructor arguments), with at most a million weights and no convolution wider than 16 channels "
     "(a 2-100-3 MLP, LeNet, a 784-400-20 VAE). Its kernels take microseconds on a GPU, so the "
     "step's time is Python and kernel launches, which this change does not shorten. A model "
     "from a library, or a size the file does not give, is never taken as small."
@@ -74,8 +76,12 @@ _CONTAINER_PATHS = frozenset(f"torch.nn.{c}" for c in _CONTAINERS)
 _REPEATS = (ast.ListComp, ast.GeneratorExp, ast.DictComp, ast.SetComp)
 _BUILTINS = frozenset({"int", "float", "bool", "str", "len", "max", "min", "sum", "round", "abs"})
 
-# Libraries whose callables hold no weights (a metric called in the loop, ``acc_fn(y_pred, y)``).
-_WEIGHTLESS_LIBRARIES = ("torchmetrics.",)
+# Libraries whose callables hold no weights: a metric called in the loop (``acc_fn(y_pred, y)``),
+# a progress bar, a logger or a writer the loop reports to.
+_WEIGHTLESS_LIBRARIES = (
+    *("torchmetrics.", "tqdm.", "wandb.", "tensorboardX.", "logging.", "mlflow.", "neptune."),
+    *("numpy.", "time.", "collections.", "visdom.", "matplotlib.", "comet_ml."),
+)
 
 Env = dict[str, int | None]
 # Parameters already followed through the calls of their function: (id(function), name).
@@ -91,8 +97,12 @@ class _Unknown(Exception):
 class _Sizer:
     """Counts the weights of models built in one file (module docs)."""
 
-    def __init__(self, ctx: FileContext) -> None:
+    def __init__(self, ctx: FileContext, sizers: dict[int, _Sizer] | None = None) -> None:
         self.ctx = ctx
+        # One sizer per file, shared by the sizers of the files a model's classes come from
+        # (so a class that builds itself across two files is seen building itself).
+        self.sizers = {} if sizers is None else sizers
+        self.sizers[id(ctx)] = self
         # The file's classes by name (lint.loops keeps them only for files that train).
         self.classes = {n.name: n for n in ctx.of_type(ast.ClassDef)}
         self._classes: dict[tuple[str, tuple[tuple[str, int | None], ...]], int] = {}
@@ -255,7 +265,10 @@ class _Sizer:
             elif local is not None and local in self.classes and local != owner:
                 weights = self.of_class(local, self._bind(local, call, env))
             elif self._is_module_slot(call):
-                raise _Unknown
+                found = self._project_class(call, env)
+                if found is None:
+                    raise _Unknown
+                weights = found
             else:
                 weights = 0
             if weights and id(call) in repeated:
@@ -288,9 +301,11 @@ class _Sizer:
                 return n
         return None
 
-    def _bind(self, cls: str, call: ast.Call, env: Env) -> Env:
-        """The class's ``__init__`` parameters as sizes: from the call, else their defaults."""
-        init = self._init(cls)
+    def _bind(self, cls: str, call: ast.Call, env: Env, callee: _Sizer | None = None) -> Env:
+        """The class's ``__init__`` parameters as sizes: from the call (read in this file),
+        else their defaults (read in the file of the class, ``callee``'s)."""
+        callee = self if callee is None else callee
+        init = callee._init(cls)
         if init is None:
             return {}
         params = [*init.args.posonlyargs, *init.args.args][1:]  # self
@@ -307,13 +322,36 @@ class _Sizer:
             if given is not None:
                 bound[p.arg] = value(given, env)
             elif i >= first_default:
-                bound[p.arg] = value(defaults[i - first_default], {})
+                bound[p.arg] = callee._size_or_none(defaults[i - first_default], {})
             else:
                 bound[p.arg] = None
         for p, d in zip(init.args.kwonlyargs, init.args.kw_defaults, strict=True):
-            given = next((k.value for k in call.keywords if k.arg == p.arg), d)
-            bound[p.arg] = value(given, env if given is not d else {})
+            given = next((k.value for k in call.keywords if k.arg == p.arg), None)
+            if given is not None:
+                bound[p.arg] = value(given, env)
+            else:
+                bound[p.arg] = callee._size_or_none(d, {})
         return bound
+
+    def _project_class(self, call: ast.Call, env: Env) -> int | None:
+        """Weights of the class ``call`` builds where another file of the project defines it
+        (``from model import Net``), sized in that file with the sizes this call passes; 0 for
+        a class that is no module (``Logger()``); None where the call builds no class of the
+        project's."""
+        from torchpace.lint.project import definition_of, plain_class
+
+        found = definition_of(self.ctx, call, ast.ClassDef)
+        if found is None:
+            return None
+        where, cls = found
+        if plain_class(where, cls):
+            return 0
+        if where is self.ctx:
+            return None  # this file's own class, where it is not a top-level one: unread
+        other = self.sizers.get(id(where)) or _Sizer(where, self.sizers)
+        if cls.name not in other.classes:
+            raise _Unknown
+        return other.of_class(cls.name, self._bind(cls.name, call, env, callee=other))
 
     def of_class(self, cls: str, env: Env) -> int:
         key = (cls, tuple(sorted(env.items())))
@@ -324,6 +362,9 @@ class _Sizer:
         self._building.add(cls)
         try:
             node = self.classes[cls]
+            if self._plain(node):
+                self._classes[key] = 0
+                return 0  # a logger, a meter: no module
             init = self._init(cls)
             scope = dict(env)
             if init is not None:  # ``self.hidden = hidden``: sizes read back as ``self.hidden``
@@ -339,6 +380,11 @@ class _Sizer:
             self._building.discard(cls)
         self._classes[key] = weights
         return weights
+
+    def _plain(self, node: ast.ClassDef) -> bool:
+        from torchpace.lint.project import plain_class
+
+        return plain_class(self.ctx, node)
 
     def _foreign_base(self, base: ast.expr) -> bool:
         """A base class other than ``nn.Module`` (or ``object``) builds modules unread here."""
@@ -377,9 +423,12 @@ class _Sizer:
             elif _is_nn(name):
                 weights = self.built(value, {})  # the call itself and what it is given
             elif name.startswith(_WEIGHTLESS_LIBRARIES):
-                weights = 0  # a metric: no weights, nothing for the device to compute at scale
+                weights = 0  # a metric, a logger: no weights, nothing to compute at scale
             else:
-                raise _Unknown
+                found = self._project_class(value, {})
+                if found is None:
+                    raise _Unknown
+                weights = found
             total = max(total, weights)
         return total
 

@@ -421,20 +421,13 @@ def _embeddings_only(ctx: FileContext, loop: Loop) -> bool:
 
 def _not_a_module(ctx: FileContext, name: str) -> bool:
     """``name`` is built, everywhere the file binds it, from a class of this or a project file
-    that derives from no ``nn.Module`` (ogb's ``Logger``)."""
-    from torchpace.lint.project import definition_of
+    that derives from no ``nn.Module`` (ogb's ``Logger``: `lint.project.plain_class`)."""
+    from torchpace.lint.project import definition_of, plain_class
 
     calls = _built(ctx, name)
     for call in calls:
         found = definition_of(ctx, call, ast.ClassDef)
-        if found is None:
-            return False
-        where, cls = found
-        if any(
-            (where.names.qualname(b) or dotted(b) or "").rsplit(".", 1)[-1] in ("Module", "")
-            or (isinstance(b, ast.Name) and b.id in where.loops.classes)
-            for b in cls.bases
-        ):
+        if found is None or not plain_class(*found):
             return False
     return bool(calls)
 
