@@ -38,10 +38,11 @@ from torchpace.lint.values import int_value
 SMALL_MODELS_DOC = (
     "Not in the training loop of a small model: one whose every layer this file or notebook "
     "(or the project file that defines its class) builds with sizes it can read (literals, "
-    "constants, option defaults, constructor arguments), with at most a million weights and no convolution wider than 16 channels "
-    "(a 2-100-3 MLP, LeNet, a 784-400-20 VAE). Its kernels take microseconds on a GPU, so the "
-    "step's time is Python and kernel launches, which this change does not shorten. A model "
-    "from a library, or a size the file does not give, is never taken as small."
+    "constants, option defaults, constructor arguments), with at most a million weights and "
+    "no convolution wider than 16 channels (a 2-100-3 MLP, LeNet, a 784-400-20 VAE). Its "
+    "kernels take microseconds on a GPU, so the step's time is Python and kernel launches, "
+    "which this change does not shorten. A model from a library, or a size the file does not "
+    "give, is never taken as small."
 )
 
 # A million weights: a 784-512-512-10 MLP (0.67 M) does about 43 MFLOP a sample forward and

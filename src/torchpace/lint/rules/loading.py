@@ -101,14 +101,26 @@ def _of_indices(ctx: FileContext, call: ast.Call) -> bool:
     return ctx.names.qualname(data.func) == "torch.arange"
 
 
+def _trained_on_here(ctx: FileContext, call: ast.Call) -> bool:
+    """A training loop of this file iterates the loader ``call`` builds."""
+    return any(
+        call in iterated_loader_calls(ctx, loop)
+        for loop in ctx.loops.training_loops()
+        if isinstance(loop, (ast.For, ast.AsyncFor))
+    )
+
+
 def _check_loader_workers(ctx: FileContext) -> Iterator[Report]:
     cpu_only: bool | None = None
     for call in _training_loaders(ctx):
         if _of_indices(ctx, call):
             continue  # workers would batch ints; the sampler stays in this process anyway
-        if _in_memory(ctx, call):
-            # A CPU-only run over tensors in memory: workers would only add processes that
-            # slice tensors the main process holds (issue 32; the doctor measured one slower).
+        if _in_memory(ctx, call) or _trained_on_here(ctx, call):
+            # A CPU-only run: over tensors in memory, workers would only add processes that
+            # slice tensors the main process holds (issue 32; the doctor measured one slower);
+            # where this file's own loop trains on the loader, they would take cores from the
+            # step's own threads (the catalogue's "hurts when"). A loader built here and
+            # trained on elsewhere is still reported: its run's device is not read here.
             if cpu_only is None:
                 cpu_only = not may_use_accelerator(ctx)
             if cpu_only:
@@ -138,9 +150,12 @@ Flags a `torch.utils.data.DataLoader` (or PyG's or DGL's subclass for graphs, wh
 `num_workers` to it) created without `num_workers`, or with `num_workers=0`:
 a literal 0, or an option or config field whose default in the same file is 0
 (`num_workers=args.workers` with `parser.add_argument("--workers", default=0)`, a click option,
-a dataclass field). Not in a file that runs on the CPU only when the dataset is tensors in
+a dataclass field). Not in a file that runs on the CPU only, where the dataset is tensors in
 memory (`TensorDataset(x, y)`, also when every call of the function that builds the loader
-hands it one): there workers only slice tensors the main process holds. Nor a loader of
+hands it one) or a training loop of the same file iterates the loader: over tensors in memory
+workers only slice tensors the main process holds, and on the CPU they take cores from the
+step's own threads (whether they pay there is measured by `torchpace doctor`, not read). A
+loader a CPU-only file builds for a loop elsewhere is still reported. Nor a loader of
 indices on any device (`DataLoader(range(n), batch_size, shuffle=True)`, `torch.arange(n)`,
 the shuffled index batches of link-prediction and full-graph scripts): its items cost nothing
 to make, and workers would only batch ints. Calls that pass `*args` or `**kwargs` are not
