@@ -13,7 +13,7 @@ import ast
 from collections.abc import Iterator
 
 from torchpace.lint.device import may_use_accelerator
-from torchpace.lint.loops import LOOPS, Scope, dotted, walk
+from torchpace.lint.loops import LOOPS, Scope, assignments, dotted, walk
 from torchpace.lint.rule import Check, FileContext, Report, Rule, parameter_names
 from torchpace.lint.scale import SMALL_MODELS_DOC
 from torchpace.lint.tensors import TensorFacts
@@ -430,13 +430,74 @@ def _check_data_dependent_shape(ctx: FileContext) -> Iterator[Report]:
                 )
             ):
                 yield Report(node)
-        elif (
-            isinstance(node, ast.Subscript)
-            and isinstance(node.ctx, ast.Load)
-            and _is_mask(node.slice, ctx, ctx.tensors(scope))
-            and not ctx.tensors(scope).is_host(node.slice)
-        ):
-            yield Report(node)  # a mask in host memory is counted there: no wait
+        elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load):
+            tensors = ctx.tensors(scope)
+            # ``x[mask]``, and ``edge_index[:, mask]``: one index of several is a mask; one in
+            # host memory is counted there, with no wait
+            index = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+            index = [i for i in index if not tensors.is_host(i)]
+            if any(_is_mask(i, ctx, tensors) for i in index) or (
+                _a_tensor(node.value, tensors)
+                and not tensors.is_host(node.value)
+                and any(_a_comparison(i, ctx, scope) for i in index)
+            ):
+                yield Report(node)
+
+
+# Methods that only a tensor has, each returning a tensor: NumPy arrays have none of them, and
+# a module's ``.to()``/``.float()`` is never indexed.
+_TENSOR_ONLY_METHODS = frozenset(
+    {"to", "float", "half", "double", "long", "int", "bfloat16", "detach", "contiguous"}
+    | {"clone", "permute", "unsqueeze", "sigmoid", "softmax", "log_softmax"}
+)
+
+
+def _a_tensor(node: ast.expr, tensors: TensorFacts) -> bool:
+    """A tensor, as lint's tensor facts know it or by a method only tensors have
+    (``pred.to(torch.float32)``)."""
+    if tensors.is_tensor(node):
+        return True
+    return (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in _TENSOR_ONLY_METHODS
+    )
+
+
+def _a_comparison(node: ast.expr, ctx: FileContext, scope: Scope, depth: int = 0) -> bool:
+    """``node`` is a comparison (``a == b``, ``~m``, ``m1 & m2`` of comparisons), or a name the
+    scope binds to one and nothing else: as the index of a tensor it can only be a boolean mask
+    (``pred[batch.y == batch.y]`` where what ``batch.y`` is, lint does not know; a Python bool
+    would index ``pred[True]``, which nobody writes)."""
+    if isinstance(node, ast.Compare):
+        return all(isinstance(op, _ELEMENTWISE) for op in node.ops)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Invert):
+        return _a_comparison(node.operand, ctx, scope, depth)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.BitAnd, ast.BitOr)):
+        return _a_comparison(node.left, ctx, scope, depth) and _a_comparison(
+            node.right, ctx, scope, depth
+        )
+    if isinstance(node, ast.Name) and depth < 2:
+        bound = [
+            value
+            for target, value in assignments(ctx.of_type(ast.Assign))
+            if target == node.id and ctx.enclosing_scope(value) is scope
+        ]
+        stores = sum(
+            1
+            for n in subtree(scope)
+            if isinstance(n, ast.Name) and n.id == node.id and isinstance(n.ctx, ast.Store)
+        )
+        return (
+            bool(bound)
+            and len(bound) == stores
+            and all(_a_comparison(v, ctx, scope, depth + 1) for v in bound)
+        )
+    return False
+
+
+# ``in`` and ``is`` give a Python bool whatever their operands are.
+_ELEMENTWISE = (ast.Eq, ast.NotEq, ast.Lt, ast.LtE, ast.Gt, ast.GtE)
 
 
 DATA_DEPENDENT_SHAPE_IN_LOOP = Rule(
@@ -447,7 +508,9 @@ DATA_DEPENDENT_SHAPE_IN_LOOP = Rule(
     doc=f"""\
 ## What it does
 Flags `nonzero()`, single-argument `torch.where`, `masked_select`, `argwhere` and indexing with
-a boolean mask (`x[x > 0]`, `x[mask]` where `mask` is a comparison) inside a training loop.
+a boolean mask (`x[x > 0]`, `x[mask]` where `mask` is a comparison, `edge_index[:, mask]`) inside
+a training loop. A comparison indexing a tensor is taken as a mask even where lint does not know
+what is compared (`pred.float()[batch.y == batch.y]`): a Python bool would index `pred[True]`.
 Assigning through a mask (`x[mask] = 0`) is not flagged, nor a tensor or mask in host memory
 (a loader's batch before it is moved, `torch.from_numpy`, a factory without `device=`, or what
 is computed from one such as `torch.arange(n) < k`): its count needs no wait for the device.
