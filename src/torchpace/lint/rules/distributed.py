@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from torchpace.lint.loops import Loop, is_cadence_gate, walk
+from torchpace.lint.loops import EVAL_NAME, Loop, dotted, is_cadence_gate, walk
 from torchpace.lint.rule import FileContext, Report, Rule, has_star_args, is_const, keyword
 
 _DDP = "torch.nn.parallel.DistributedDataParallel"
@@ -217,11 +217,27 @@ def _check_sampler_without_set_epoch(ctx: FileContext) -> Iterator[Report]:
     if not several_epochs or _uses_attribute(ctx, "set_epoch"):
         return
     for call, name in ctx.calls:
-        if name != _SAMPLER or has_star_args(call):
+        if name != _SAMPLER or has_star_args(call) or _for_evaluation(ctx, call):
             continue
         shuffle = keyword(call, "shuffle")
         if shuffle is None or is_const(shuffle.value, True):
             yield Report(call)
+
+
+def _for_evaluation(ctx: FileContext, call: ast.Call) -> bool:
+    """The sampler serves evaluation, whose order changes nothing: it is built under
+    ``torch.no_grad()`` or in a function named for evaluation (tacotron2's ``validate``), or
+    its name or its dataset's says so (``val_sampler``, ``DistributedSampler(val_set)``)."""
+    if id(call) in ctx.loops.no_grad:
+        return True
+    scope = ctx.enclosing_scope(call)
+    if not isinstance(scope, ast.Module) and EVAL_NAME.search(scope.name):
+        return True
+    parent = ctx.parents.get(id(call))
+    names = [dotted(call.args[0]) if call.args else None]
+    if isinstance(parent, ast.Assign):
+        names += [dotted(t) for t in parent.targets]
+    return any(n is not None and EVAL_NAME.search(n.rsplit(".", 1)[-1]) for n in names)
 
 
 SAMPLER_WITHOUT_SET_EPOCH = Rule(
@@ -232,7 +248,9 @@ SAMPLER_WITHOUT_SET_EPOCH = Rule(
     doc="""\
 ## What it does
 Flags a shuffling `DistributedSampler` in a file that trains for several epochs and never calls
-`set_epoch()`.
+`set_epoch()`. Not a sampler for evaluation, whose order changes nothing: one built under
+`torch.no_grad()` or in a function named for evaluation (`validate`), or named so itself or by
+its dataset (`val_sampler`, `DistributedSampler(val_set)`).
 
 ## Why is this slow
 The sampler seeds its shuffle with `seed + epoch`, and the epoch only changes through
