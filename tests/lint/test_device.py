@@ -99,6 +99,38 @@ for epoch in range(100):
     assert [f.location.line for f in result.findings] == [5]
 
 
+APEX = """\
+import torch
+
+model = Tacotron2(hparams).cuda()
+optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+if hparams.fp16_run:
+    from apex import amp
+    model, optimizer = amp.initialize(model, optimizer, opt_level="O2")
+for batch in train_loader:
+    x, y = model.parse_batch(batch)
+    loss = criterion(model(x), y)
+    loss.backward()
+    optimizer.step()
+"""
+
+
+def test_apex_amp_manages_precision_so_no_autocast_advice() -> None:
+    # NVIDIA/tacotron2 (change-4): --fp16_run casts the model with apex's amp.initialize; TP302
+    # was judged false (already done) there
+    from torchpace.lint import RULES, FileResult, lint_source
+
+    rules = [r for r in RULES if r.code == "TP302"]
+    result = lint_source("train.py", APEX.encode(), rules)
+    assert isinstance(result, FileResult)
+    assert not result.findings
+    lines = APEX.splitlines(keepends=True)
+    without = "".join([*lines[:5], "    pass\n", *lines[7:]])  # no apex: float32 throughout
+    result = lint_source("train.py", without.encode(), rules)
+    assert isinstance(result, FileResult)
+    assert [f.location.line for f in result.findings] == [7]
+
+
 # kohya's finetune/make_captions.py: a loader feeding captioning under no_grad, in a file with no
 # training loop.
 CAPTIONS = (

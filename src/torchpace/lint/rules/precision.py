@@ -323,7 +323,8 @@ _AUTOCASTS = frozenset(
 )
 # The file runs in reduced precision some other way, or through a framework that may: cannot tell.
 _OTHER_PRECISION_ATTRS = frozenset({"half", "bfloat16", "float16"})
-_FRAMEWORKS = ("accelerate", "lightning", "pytorch_lightning", "deepspeed", "transformers")
+# NVIDIA's apex: ``amp.initialize(model, optimizer, opt_level="O2")`` casts the model itself.
+_FRAMEWORKS = ("accelerate", "lightning", "pytorch_lightning", "deepspeed", "transformers", "apex")
 
 
 def _manages_precision(ctx: FileContext) -> bool:
@@ -480,7 +481,8 @@ CUDA_LOOP_WITHOUT_AUTOCAST = Rule(
     doc=f"""\
 ## What it does
 Flags the first training loop of a file that trains on CUDA and never uses `torch.autocast`
-(nor `.half()` / `.bfloat16()` / float16 dtypes, nor a framework that manages precision). Not
+(nor `.half()` / `.bfloat16()` / float16 dtypes, nor a framework that manages precision:
+Accelerate, Lightning, DeepSpeed, Transformers, NVIDIA's apex). Not
 in a file that steps an environment (reinforcement learning): there the step time is the
 environment's and the network that picks actions is small. Nor where every model the loop
 runs is embedding tables alone (`nn.Embedding`, PyG's `Node2Vec` and `MetaPath2Vec`, or an
