@@ -424,3 +424,37 @@ def test_hand_written_attention_in_a_script_that_trains_on_the_cpu() -> None:
     assert (8, "TP307") in _codes(source)
     on_gpu = source.replace("model = Net()", "model = Net().cuda()")
     assert (8, "TP307") in _codes(on_gpu)
+
+
+VERBOSE = """\
+import argparse
+import torch
+
+parser = argparse.ArgumentParser()
+parser.add_argument("-v", "--verbose", action="store_true")
+parser.add_argument("--print_freq", type=int, default=10)
+parser.add_argument("--log_grads", action="store_true")
+args = parser.parse_args()
+model = model.cuda()
+for x, y in loader:
+    loss = model(x.cuda()).sum()
+    loss.backward()
+    optimizer.step()
+    if args.verbose:
+        print("loss", loss.item())
+    if args.verbose and not quiet:
+        print("loss", loss.item(), flush=True)
+    if args.log_grads:
+        writer.add_scalar("loss", loss.item())
+"""
+
+
+def test_diagnostics_behind_an_option_off_by_default_are_not_every_step() -> None:
+    # eriklindernoren/PyTorch-YOLOv3 (change-4): `if args.verbose:` prints the loss with
+    # .item() each step, only under -v (store_true); judged false (an opt-in debug flag)
+    def syncs(source: str) -> list[int]:
+        return [line for line, code in _codes(source) if code == "TP201"]
+
+    assert syncs(VERBOSE) == [19]  # an option not named for diagnostics: may be on
+    on = VERBOSE.replace('"--verbose", action="store_true"', '"--verbose", default=True')
+    assert syncs(on) == [15, 17, 19]

@@ -150,6 +150,13 @@ def is_cadence_gate(test: ast.expr, helpers: frozenset[str] = frozenset()) -> bo
     return False
 
 
+def _opt_in(test: ast.expr, flags: frozenset[str]) -> bool:
+    """``args.verbose``, or an ``and`` holding it, where ``verbose`` is one of ``flags``."""
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        return any(_opt_in(v, flags) for v in test.values)
+    return isinstance(test, ast.Attribute) and test.attr in flags
+
+
 def _first_steps(test: ast.expr) -> bool:
     """``if ni < 3:``: a body run on the first few steps only (a literal bound)."""
     return (
@@ -311,6 +318,7 @@ class LoopFacts:
     repeated: set[int] = field(default_factory=set)  # id(loop) of loops run more than once
     no_grad: set[int] = field(default_factory=set)  # id(node) of code run with autograd off
     cadence_helpers: frozenset[str] = frozenset()  # functions returning ``step % n == 0``
+    off_flags: frozenset[str] = frozenset()  # options for diagnostics, off by default
     eval_loops: list[Loop] = field(default_factory=list)
 
     # Resolution of calls to code of this file.
@@ -907,6 +915,14 @@ def _mark_hot(
             # the cadence test. A gated body that trains is accumulation, not logging: hot.
             stack += [*_ungated_part(node.test, facts.cadence_helpers), *node.orelse]
             continue
+        if (
+            isinstance(node, ast.If)
+            and _opt_in(node.test, facts.off_flags)
+            and not facts.trains(node.body, scope)
+        ):
+            # ``if args.verbose: print(loss.item())``: diagnostics a run does only when asked
+            stack += [node.test, *node.orelse]
+            continue
         if isinstance(node, ast.If) and _ends_run(node.body):
             # ``if not math.isfinite(loss): print(...); sys.exit(1)``: the body runs at most once.
             stack += [node.test, *node.orelse]
@@ -1125,10 +1141,13 @@ def analyse(
     by_type: dict[type, list[Any]],
     names: Resolver,
     entries: frozenset[str] = frozenset(),
+    off_flags: frozenset[str] = frozenset(),
 ) -> LoopFacts:
     """The loops of one parsed file: step loops, epoch loops, and the hot code. ``entries``:
-    module-level functions that another file calls on every step (:mod:`.project`), hot too."""
-    facts = LoopFacts(names)
+    module-level functions that another file calls on every step (:mod:`.project`), hot too.
+    ``off_flags``: options for diagnostics that are off by default (``values.debug_flags_off``):
+    what ``if args.verbose:`` runs is not hot."""
+    facts = LoopFacts(names, off_flags=off_flags)
     if not entries and not _may_train(by_type, names) and not _defines_step_methods(by_type):
         return facts  # most library modules: nothing to analyse
     _collect_bindings(facts, tree, by_type)

@@ -67,8 +67,9 @@ class FileContext:
     def loops(self) -> LoopFacts:
         """The file's training loops and hot code, analysed on first use."""
         from torchpace.lint.loops import analyse
+        from torchpace.lint.values import debug_flags_off
 
-        return analyse(self.tree, self.by_type, self.names, self.entries)
+        return analyse(self.tree, self.by_type, self.names, self.entries, debug_flags_off(self))
 
     @cached_property
     def env_bound(self) -> frozenset[int]:

@@ -19,6 +19,7 @@ Anything else, or more than one candidate, is None: the rules stay as they were.
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass
 
 from torchpace.lint.loops import rewrites_globals
@@ -92,6 +93,26 @@ def _action_default(call: ast.Call) -> ast.expr | None:
 
 
 _options_of = per_context(options, list[Option]())
+
+# Options named for diagnostics: logging more, debugging, profiling, tracing, plotting.
+DEBUG_NAME = re.compile(
+    r"(^|_)(verbose|debug\w*|dbg|profil\w*|trace|tracing|print\w*|show\w*|visuali[sz]\w*"
+    r"|plot\w*|anomaly\w*|sanity\w*)($|_)",
+    re.I,
+)
+
+
+def debug_flags_off(ctx: FileContext) -> frozenset[str]:
+    """The dests of this file's options named for diagnostics that are off unless asked for
+    (``--verbose`` with ``store_true``, ``--debug`` defaulting to None or 0): code under
+    ``if args.verbose:`` is not what a run does by default (issue 32's verdict rules: "an
+    opt-in debug flag")."""
+    return frozenset(
+        o.dest
+        for o in _options_of(ctx)
+        if DEBUG_NAME.search(o.dest)
+        and (o.default is None or (isinstance(o.default, ast.Constant) and not o.default.value))
+    )
 
 
 def _argparse_default(ctx: FileContext, attr: str) -> list[Origin]:

@@ -222,7 +222,9 @@ HOST_SYNC_IN_LOOP = Rule(
 Flags `.item()`, `.tolist()`, `.cpu()` and `.numpy()`, `float()` / `int()` / `bool()` of a
 tensor, and a GradScaler's `get_scale()` or `state_dict()` (both read the scale with `.item()`),
 inside a training loop or a function that the loop calls. Calls under
-a logging cadence (`if step % 100 == 0:`, `if step % 100 == 0 or step == last:`), after the
+a logging cadence (`if step % 100 == 0:`, `if step % 100 == 0 or step == last:`) or under an
+option for diagnostics that is off by default (`if args.verbose:` with `--verbose` a
+`store_true`; also `--debug`, `--profile`, `--print_*`, `--show_*`, `--plot_*`), after the
 loop, and in evaluation loops (under `torch.no_grad()`, after `model.eval()`, in a function
 named for evaluation) are not flagged; the optimizer step of gradient accumulation
 (`if (i + 1) % accumulate == 0: optimizer.step()`) is training, and is. Nor are reads of
