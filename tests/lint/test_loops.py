@@ -458,3 +458,29 @@ def test_diagnostics_behind_an_option_off_by_default_are_not_every_step() -> Non
     assert syncs(VERBOSE) == [19]  # an option not named for diagnostics: may be on
     on = VERBOSE.replace('"--verbose", action="store_true"', '"--verbose", default=True')
     assert syncs(on) == [15, 17, 19]
+
+
+ACCUMULATED = """\
+import torch
+
+model = model.cuda()
+for step, (x, y) in enumerate(loader):
+    loss = model(x.cuda()).sum() / args.gradient_accumulation_steps
+    loss.backward()
+    if step % args.gradient_accumulation_steps == 0:
+        optimizer.step()
+        optimizer.zero_grad()
+    if step % args.gradient_accumulation_steps == 0:
+        scheduler.step()
+        metrics = losses.mean().tolist()
+    if step % args.log_every == 0:
+        print(loss.item())
+"""
+
+
+def test_a_gate_on_the_accumulation_count_is_every_optimizer_step_not_a_cadence() -> None:
+    # allenai/open-instruct's reward_modeling.py (change-4): metrics read with .tolist() under
+    # `training_step % args.gradient_accumulation_steps == 0`, beside scheduler.step(): every
+    # optimizer step, judged true; a logging period stays a cadence
+    syncs = [line for line, code in _codes(ACCUMULATED) if code == "TP201"]
+    assert syncs == [12]

@@ -230,6 +230,25 @@ def _is_modulo(node: ast.expr, helpers: frozenset[str] = frozenset()) -> bool:
     )
 
 
+# The count of micro-batches whose gradients one optimizer step adds up.
+ACCUMULATION = re.compile(
+    r"(^|_)(grad(ient)?_?acc\w*|accum\w*|accumulat\w*|update_freq|iters_to_accumulate)($|_)",
+    re.I,
+)
+
+
+def _every_optimizer_step(test: ast.expr) -> bool:
+    """``step % args.gradient_accumulation_steps == 0``: the optimizer step's boundary, passed
+    on every step of the optimizer (every step at all where the count is 1), not a logging
+    cadence."""
+    return any(
+        isinstance(n, ast.BinOp)
+        and isinstance(n.op, ast.Mod)
+        and ACCUMULATION.search((dotted(n.right) or "").rsplit(".", 1)[-1]) is not None
+        for n in ast.walk(test)
+    )
+
+
 def assignments(nodes: Iterable[ast.AST]) -> Iterator[tuple[str, ast.expr]]:
     """(target text, value) for each plain assignment ``a = v`` / ``self.a = v``, and for each
     element of a tuple assigned a tuple of the same length."""
@@ -910,6 +929,7 @@ def _mark_hot(
             isinstance(node, ast.If)
             and is_cadence_gate(node.test, facts.cadence_helpers)
             and not facts.trains(node.body, scope)
+            and not _every_optimizer_step(node.test)
         ):
             # The gated body runs once per N steps, and so does what ``and`` evaluates after
             # the cadence test. A gated body that trains is accumulation, not logging: hot.

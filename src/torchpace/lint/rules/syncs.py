@@ -227,7 +227,9 @@ option for diagnostics that is off by default (`if args.verbose:` with `--verbos
 `store_true`; also `--debug`, `--profile`, `--print_*`, `--show_*`, `--plot_*`), after the
 loop, and in evaluation loops (under `torch.no_grad()`, after `model.eval()`, in a function
 named for evaluation) are not flagged; the optimizer step of gradient accumulation
-(`if (i + 1) % accumulate == 0: optimizer.step()`) is training, and is. Nor are reads of
+(`if (i + 1) % accumulate == 0: optimizer.step()`) is training, and is; so is what a gate on
+the accumulation count runs (`if step % args.gradient_accumulation_steps == 0:`), once per
+optimizer step. Nor are reads of
 tensors in host memory: a loader's batch before it is moved (also a batch a function is
 handed and moves only after the read, `batch = move_to_device(batch, device)`), `from_numpy`.
 Nor a stop flag the ranks agree on: a tensor the loop hands to `dist.all_reduce` or
