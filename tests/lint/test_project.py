@@ -163,6 +163,58 @@ def test_a_conv_net_from_another_file_needs_the_autotuner(
     assert not any(code == "TP303" for _, _, code in _found(capsys, "gan.py"))
 
 
+DARKNET = """\
+import torch.nn as nn
+
+
+def create_modules(defs):
+    layers = nn.ModuleList()
+    for d in defs:
+        layers.append(nn.Conv2d(d["in"], d["out"], 3))
+    return layers
+
+
+class Darknet(nn.Module):
+    def __init__(self, config_path):
+        super().__init__()
+        self.module_list = create_modules(parse(config_path))
+
+
+def load_model(config_path, weights=None):
+    model = Darknet(config_path)
+    return model
+
+
+def load_mlp(width):
+    return nn.Linear(width, width)
+"""
+
+YOLO = """\
+import torch
+from models import load_model
+
+model = load_model("yolov3.cfg").cuda()
+for imgs, targets in loader:
+    loss = model(imgs.cuda()).sum()
+    loss.backward()
+    optimizer.step()
+"""
+
+
+def test_a_conv_net_built_by_a_function_of_another_file_needs_the_autotuner(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # eriklindernoren/PyTorch-YOLOv3 (change-4): `model = load_model(args.model)` returns a
+    # Darknet, whose convs a module-level function of its file builds in a loop; the pattern
+    # was listed (TP303 at train.py's load_model line) and missed
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "models.py").write_text(DARKNET)
+    (tmp_path / "train.py").write_text(YOLO)
+    assert ("train.py", 4, "TP303") in _found(capsys, "train.py")
+    (tmp_path / "train.py").write_text(YOLO.replace('load_model("yolov3.cfg")', "load_mlp(64)"))
+    assert not any(code == "TP303" for _, _, code in _found(capsys, "train.py"))
+
+
 def test_a_model_without_convs_from_another_file_is_not_a_conv_net(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

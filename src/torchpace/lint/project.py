@@ -344,9 +344,11 @@ def _star_sources(ctx: FileContext, path: Path) -> list[Path]:
 
 
 def conv_classes(path: Path) -> frozenset[str]:
-    """The classes of the file at ``path`` that build conv layers, directly or through other
-    classes of the same file (a ResNet built from its Bottleneck blocks), and those it
-    re-exports from another project file with ``from .x import *`` (one level)."""
+    """The classes and module-level functions of the file at ``path`` that build conv layers,
+    directly or through other classes and functions of the same file (a ResNet built from its
+    Bottleneck blocks; YOLOv3's ``Darknet`` from ``create_modules``, and ``load_model`` that
+    returns one), and those it re-exports from another project file with ``from .x import *``
+    (one level)."""
     ctx = _parsed(path)
     if ctx is None:
         return frozenset()
@@ -356,9 +358,11 @@ def conv_classes(path: Path) -> frozenset[str]:
 
 
 def _conv_classes_of(ctx: FileContext) -> frozenset[str]:
-    classes = {c.name: c for c in ctx.of_type(ast.ClassDef)}
+    builders: dict[str, ast.AST] = {c.name: c for c in ctx.of_type(ast.ClassDef)}
+    builders.update((n.name, n) for n in ctx.tree.body if isinstance(n, ast.FunctionDef))
     made = {
-        name: {n for n in subtree(cls) if isinstance(n, ast.Call)} for name, cls in classes.items()
+        name: {n for n in subtree(node) if isinstance(n, ast.Call)}
+        for name, node in builders.items()
     }
     found = {
         name
@@ -382,8 +386,9 @@ _own_conv_classes = per_context(_conv_classes_of, frozenset[str]())
 
 def builds_conv_net(ctx: FileContext, call: ast.Call, name: str | None) -> bool:
     """``call`` constructs a conv net defined elsewhere: a torchvision model, or a class that a
-    project file builds from conv layers, imported by name, through its module, relatively or
-    with ``from models import *`` (PyTorch-GAN, pytorch/examples' fast_neural_style)."""
+    project file builds from conv layers (or a function of it that builds one), imported by
+    name, through its module, relatively or with ``from models import *`` (PyTorch-GAN,
+    pytorch/examples' fast_neural_style, YOLOv3's ``load_model``)."""
     if name is not None and name.startswith("torchvision.models."):
         last = name.rsplit(".", 1)[-1]
         return last[:1].islower() and last not in _NOT_MODELS

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from torchpace.findings import Fix
 from torchpace.lint.device import uses_cuda
-from torchpace.lint.loops import dotted, parameter_defaults, returned
+from torchpace.lint.loops import dotted, parameter_defaults, returned, strip_moves
 from torchpace.lint.project import builds_conv_net, definition, training_helpers
 from torchpace.lint.rule import (
     FileContext,
@@ -96,14 +96,19 @@ def chooses_cudnn_setup(ctx: FileContext) -> bool:
 
 def _builds_conv_net_here(ctx: FileContext) -> list[ast.Call]:
     """In a file with no convs of its own: the first construction of a conv net defined
-    elsewhere (a torchvision model, or a class another project file builds from convs)."""
+    elsewhere (a torchvision model, a class another project file builds from convs, or what a
+    function of such a file returns: ``model = load_model(cfg)``)."""
+    assigned = {id(strip_moves(node.value)) for node in ctx.of_type(ast.Assign)}
     for call, name in ctx.calls:
         func = call.func
         last = (dotted(func) or "").rsplit(".", 1)[-1]
         if (
             (name or "").startswith("torchvision.models.")
             or isinstance(func, ast.Subscript)
-            or (last[:1].isupper() and not (name or "").startswith("torch."))
+            or (
+                not (name or "").startswith("torch.")
+                and (last[:1].isupper() or id(call) in assigned)
+            )
         ) and builds_conv_net(ctx, call, name):
             return [call]
     return []
@@ -175,7 +180,9 @@ turns cuDNN off, uses `torch.backends.cudnn.flags(...)`, or calls anything with
 `deterministic=True` (a seeding helper such as YOLOv5's `init_seeds`). A file without convs of
 its own is flagged at the construction of a conv net it trains: a torchvision model, or a class that
 another file of the project (beside it or up to three directories above, imported by name,
-through its module, relatively or with `*`) builds from conv layers.
+through its module, relatively or with `*`) builds from conv layers, directly or through a
+function of that file, or what a function of that file returns after building one
+(`model = load_model(cfg)`).
 
 {SMALL_MODELS_DOC}
 
