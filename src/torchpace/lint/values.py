@@ -94,10 +94,11 @@ def _action_default(call: ast.Call) -> ast.expr | None:
 
 _options_of = per_context(options, list[Option]())
 
-# Options named for diagnostics: logging more, debugging, profiling, tracing, plotting.
+# Options named for diagnostics: logging more, debugging, profiling, tracing, plotting, and
+# synchronizing each step for exact host timings (timm's ``--synchronize-step``).
 DEBUG_NAME = re.compile(
     r"(^|_)(verbose|debug\w*|dbg|profil\w*|trace|tracing|print\w*|show\w*|visuali[sz]\w*"
-    r"|plot\w*|anomaly\w*|sanity\w*)($|_)",
+    r"|plot\w*|anomaly\w*|sanity\w*|synchroni[sz]e\w*)($|_)",
     re.I,
 )
 

@@ -224,7 +224,8 @@ tensor, and a GradScaler's `get_scale()` or `state_dict()` (both read the scale 
 inside a training loop or a function that the loop calls. Calls under
 a logging cadence (`if step % 100 == 0:`, `if step % 100 == 0 or step == last:`) or under an
 option for diagnostics that is off by default (`if args.verbose:` with `--verbose` a
-`store_true`; also `--debug`, `--profile`, `--print_*`, `--show_*`, `--plot_*`), after the
+`store_true`; also `--debug`, `--profile`, `--print_*`, `--show_*`, `--plot_*`,
+`--synchronize-step`), after the
 loop, and in evaluation loops (under `torch.no_grad()`, after `model.eval()`, in a function
 named for evaluation) are not flagged; the optimizer step of gradient accumulation
 (`if (i + 1) % accumulate == 0: optimizer.step()`) is training, and is; so is what a gate on
@@ -663,7 +664,9 @@ SYNCHRONIZE_IN_LOOP = Rule(
     technique="avoid-syncs",
     doc=f"""\
 ## What it does
-Flags `torch.cuda.synchronize()` inside a training loop, unless a logging cadence gates it.
+Flags `torch.cuda.synchronize()` inside a training loop, unless a logging cadence gates it or
+an option for diagnostics that is off by default (`if args.synchronize_step:` with a
+`store_true`, as timm times its steps; TP201 lists the names).
 A name bound to the function (`sync = torch.cuda.synchronize if cuda else noop`) counts as
 the function.
 
