@@ -490,10 +490,10 @@ def test_a_sync_behind_an_opt_in_timing_option_is_not_every_step() -> None:
     # timm's train.py: `if args.synchronize_step: torch.cuda.synchronize()`, with
     # --synchronize-step a store_true for exact host timings; judged false (an opt-in)
     source = VERBOSE.replace('"--log_grads"', '"--synchronize-step"').replace(
-        "    if args.log_grads:\n        writer.add_scalar(\"loss\", loss.item())\n",
+        '    if args.log_grads:\n        writer.add_scalar("loss", loss.item())\n',
         "    if args.synchronize_step:\n        torch.cuda.synchronize()\n",
     )
     assert "torch.cuda.synchronize()" in source
     assert not [line for line, code in _codes(source) if code in ("TP201", "TP205")]
-    always = source.replace("action=\"store_true\")\nargs", "default=True)\nargs")
+    always = source.replace('action="store_true")\nargs', "default=True)\nargs")
     assert [line for line, code in _codes(always) if code == "TP205"] == [19]
