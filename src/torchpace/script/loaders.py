@@ -8,14 +8,19 @@ does (``torchpace.speedups.batching``'s samplers in place of ``shuffle=True``)."
 
 from __future__ import annotations
 
+import functools
 import inspect
+import os
+import sys
 from collections.abc import Callable
+from types import FrameType
 from typing import Any
 
 import torch
 from torch.utils.data import DataLoader, IterableDataset, RandomSampler
 
 from torchpace.runtime.patching import Patches
+from torchpace.runtime.user_code import is_internal
 from torchpace.speedups.applied import Applied, done, skipped
 from torchpace.speedups.bucketed_loader import (
     bucket_sampler,
@@ -81,7 +86,17 @@ class LoaderPatch:
             info["length_p90"], info["length_max"] = quantiles
         self.loaders.append(info)
         if plan.loader == "auto" or plan.loader_workers is not None:
-            if iterable:
+            site = None if iterable else _site_for_evaluation()
+            if site is not None:
+                self.applied.append(
+                    skipped(
+                        "loader-workers",
+                        f"the DataLoader at {site} serves evaluation or is read once (lint's "
+                        "reading, as for TP101): its workers are left as written",
+                        warn=False,
+                    )
+                )
+            elif iterable:
                 self.applied.append(
                     skipped(
                         "loader-workers",
@@ -173,3 +188,53 @@ class LoaderPatch:
         )
         self.applied.append(done("length-bucketing", [f"DataLoader({name}): {what}"]))
         return kw
+
+
+def _site_for_evaluation() -> str | None:
+    """``path:line`` of the script's DataLoader call being run, where lint reads it as a loader
+    that does not feed training (:func:`torchpace.lint.dataloaders.feeds_training`, TP101's and
+    ``apply``'s reading: an evaluation loader, one named for it, one iterated once); None for a
+    training loader, and for a call lint does not read (a library's, a file it cannot parse)."""
+    frame: FrameType | None = sys._getframe(1)
+    while frame is not None and (
+        is_internal(frame.f_code) or _in_a_library(frame.f_code.co_filename)
+    ):
+        frame = frame.f_back
+    if frame is None:
+        return None
+    path, line = frame.f_code.co_filename, frame.f_lineno
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return None  # <stdin>, a notebook's cell, a file gone since
+    if line in _evaluation_loader_lines(path, stat.st_mtime_ns, stat.st_size):
+        return f"{os.path.basename(path)}:{line}"
+    return None
+
+
+def _in_a_library(path: str) -> bool:
+    parts = path.replace("\\", "/").split("/")
+    return "site-packages" in parts or "dist-packages" in parts
+
+
+@functools.lru_cache(maxsize=32)
+def _evaluation_loader_lines(path: str, mtime_ns: int, size: int) -> frozenset[int]:
+    """The lines of every DataLoader call in the file at ``path`` that lint reads as not feeding
+    training (cached per version of the file)."""
+    from torchpace.lint.dataloaders import feeds_training
+    from torchpace.lint.engine import parse
+    from torchpace.lint.loops import DATALOADERS
+    from torchpace.lint.rule import FileContext
+
+    try:
+        with open(path, "rb") as f:
+            ctx = parse(path, f.read())
+    except OSError:
+        return frozenset()
+    if not isinstance(ctx, FileContext):
+        return frozenset()
+    lines: set[int] = set()
+    for call, name in ctx.calls:
+        if name in DATALOADERS and not feeds_training(ctx, call):
+            lines.update(range(call.lineno, (call.end_lineno or call.lineno) + 1))
+    return frozenset(lines)
