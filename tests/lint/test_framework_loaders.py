@@ -176,3 +176,44 @@ for epoch in range(5):
     assert _codes(source).get("TP103") == [8]
     pinned = source.replace("shuffle=True)", "shuffle=True, pin_memory=True)")
     assert "TP103" not in _codes(pinned)
+
+
+SAMPLER = """\
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+BATCH_SIZE = 4
+
+
+class TextSamplerDataset(Dataset):
+    def __init__(self, data, seq_len):
+        self.data, self.seq_len = data, seq_len
+
+    def __getitem__(self, index):
+        start = torch.randint(0, self.data.size(0) - self.seq_len - 1, (1,)).item()
+        return self.data[start : start + self.seq_len + 1].long()
+
+    def __len__(self):
+        return self.data.size(0) // self.seq_len
+
+
+loader = DataLoader(TextSamplerDataset(tokens, 1024), batch_size=BATCH_SIZE)
+model = model.cuda()
+for batch in loader:
+    model(batch.cuda()).mean().backward()
+    optimizer.step()
+"""
+
+
+def test_no_workers_advice_for_a_few_items_that_are_slices_of_what_the_dataset_holds():
+    # x-transformers' train scripts and Lightning's tensor-parallel example (corpus 1): a random
+    # slice of a token tensor, 4 a batch: judged debatable (negligible) every time
+    assert "TP101" not in _codes(SAMPLER)
+    # a thousand such items a batch is milliseconds of Python a step (ogb, AI-vaccine: judged
+    # true), and an item that goes through a transform is not a slice
+    assert _codes(SAMPLER.replace("BATCH_SIZE = 4", "BATCH_SIZE = 1024")).get("TP101") == [19]
+    transformed = SAMPLER.replace(
+        "return self.data[start : start + self.seq_len + 1].long()",
+        "return self.transform(self.data[start : start + self.seq_len + 1])",
+    )
+    assert _codes(transformed).get("TP101") == [19]

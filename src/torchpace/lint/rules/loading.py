@@ -101,6 +101,61 @@ def _of_indices(ctx: FileContext, call: ast.Call) -> bool:
     return ctx.names.qualname(data.func) == "torch.arange"
 
 
+# What an item may cost and still be nothing to hand a worker: indexing and slicing what the
+# dataset holds, a random start, a cast or a copy of the slice.
+_CHEAP_CALLS = frozenset(
+    {
+        *("len", "int", "min", "max", "range", "torch.randint", "torch.tensor", "torch.as_tensor"),
+        *("random.randint", "random.randrange", "numpy.random.randint", "torch.from_numpy"),
+    }
+)
+# A batch of this many cheap items: each an indexing of a few microseconds, and the collation.
+_FEW_ITEMS = 64
+_CHEAP_METHODS = frozenset(
+    {"long", "float", "int", "clone", "item", "size", "view", "unsqueeze", "squeeze", "contiguous"}
+)
+
+
+def _cheap_items(ctx: FileContext, call: ast.Call) -> bool:
+    """Batches of at most :data:`_FEW_ITEMS` items (the batch size a literal, a constant or an
+    option default) from a dataset class of this or a project file whose ``__getitem__`` only
+    indexes what the dataset holds, with casts, copies and a random start (x-transformers'
+    ``TextSamplerDataset``: a random slice of a token tensor, 4 a batch): an item costs
+    microseconds, so a batch well under a millisecond, and workers would only add processes and
+    a copy between them. Any other call (a transform, a tokenizer, a file read) makes the item
+    not cheap; a batch of hundreds of such items (ogb's 256, 1,024 in AI-vaccine's loaders:
+    judged true) costs milliseconds of Python a step, which workers do take off the step."""
+    from torchpace.lint.project import definition_of
+
+    size = int_value(ctx, argument(call, "batch_size", 1))
+    if size is None or size > _FEW_ITEMS:
+        return False
+    data = _assigned_once(ctx, argument(call, "dataset", 0))
+    if not isinstance(data, ast.Call):
+        return False
+    found = definition_of(ctx, data, ast.ClassDef)
+    if found is None:
+        return False
+    where, cls = found
+    getitem = next(
+        (m for m in cls.body if isinstance(m, ast.FunctionDef) and m.name == "__getitem__"), None
+    )
+    if getitem is None:
+        return False
+    for node in subtree(getitem):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        if where.names.qualname(func) in _CHEAP_CALLS or (
+            isinstance(func, ast.Name) and func.id in ("len", "int", "min", "max", "range")
+        ):
+            continue
+        if isinstance(func, ast.Attribute) and func.attr in _CHEAP_METHODS:
+            continue
+        return False
+    return True
+
+
 def _trained_on_here(ctx: FileContext, call: ast.Call) -> bool:
     """A training loop of this file iterates the loader ``call`` builds."""
     return any(
@@ -115,6 +170,8 @@ def _check_loader_workers(ctx: FileContext) -> Iterator[Report]:
     for call in _training_loaders(ctx):
         if _of_indices(ctx, call):
             continue  # workers would batch ints; the sampler stays in this process anyway
+        if _cheap_items(ctx, call):
+            continue  # an item is a slice of what the dataset holds: nothing for a worker to do
         if _in_memory(ctx, call) or _trained_on_here(ctx, call):
             # A CPU-only run: over tensors in memory, workers would only add processes that
             # slice tensors the main process holds (issue 32; the doctor measured one slower);
@@ -155,7 +212,10 @@ memory (`TensorDataset(x, y)`, also when every call of the function that builds 
 hands it one) or a training loop of the same file iterates the loader: over tensors in memory
 workers only slice tensors the main process holds, and on the CPU they take cores from the
 step's own threads (whether they pay there is measured by `torchpace doctor`, not read). A
-loader a CPU-only file builds for a loop elsewhere is still reported. Nor a loader of
+loader a CPU-only file builds for a loop elsewhere is still reported. Nor, on any device, a
+loader of at most 64 items a batch (a literal, constant or option default) from a dataset class
+whose `__getitem__` only indexes or slices what the dataset holds, with casts and a random
+start (a random window of a token tensor): a batch costs well under a millisecond. Nor a loader of
 indices on any device (`DataLoader(range(n), batch_size, shuffle=True)`, `torch.arange(n)`,
 the shuffled index batches of link-prediction and full-graph scripts): its items cost nothing
 to make, and workers would only batch ints. Calls that pass `*args` or `**kwargs` are not
