@@ -682,3 +682,71 @@ def test_a_subclass_in_another_file_overrides_a_method_the_base_trainers_loop_ca
     )
     found = {f for f in _found(capsys, ".") if f[2] == "TP207"}
     assert found == {("flux_train_network.py", 7, "TP207")}  # not sample(): no loop calls it
+
+
+SUBMODULES = {
+    "train.py": """\
+import torch
+from model import GNN
+
+model = GNN(300).cuda()
+for batch in loader:
+    batch = batch.to("cuda")
+    loss = model(batch).sum()
+    loss.backward()
+    optimizer.step()
+""",
+    "model.py": """\
+import torch.nn as nn
+from conv import Virtualnode
+
+
+class Encoder(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.node = Virtualnode(dim)
+
+    def forward(self, batch):
+        return self.node(batch)
+
+
+class GNN(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.encoder = Encoder(dim)
+
+    def forward(self, batch):
+        return self.encoder(batch)
+""",
+    "conv.py": """\
+import torch
+import torch.nn as nn
+
+
+class Virtualnode(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.embedding = nn.Embedding(1, dim)
+
+    def forward(self, batch):
+        n = batch.batch[-1].item() + 1
+        return self.embedding(torch.zeros(n, dtype=torch.long, device=batch.x.device))
+
+
+def summarise(batch):
+    return batch.x.sum().item()
+""",
+}
+
+
+def test_the_forward_of_a_submodule_from_another_file_runs_every_step(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # ogb's graph property trainers (change-3): main_pyg.py trains GNN (gnn.py), whose
+    # __init__ builds, through a class of its own file, GNN_node_Virtualnode of conv.py; its
+    # forward reads batch[-1].item() on every step, two files from the loop (listed, missed)
+    _project(tmp_path, monkeypatch, SUBMODULES)
+    found = _found(capsys, ".")
+    assert ("conv.py", 11, "TP201") in found
+    # a helper function of that file that no forward calls is not hot
+    assert not any(path == "conv.py" and line == 16 for path, line, _ in found)

@@ -102,9 +102,10 @@ def _with_step_callees(
 ) -> list[FileResult | LintError]:
     """Lint again, with their entry points, the files whose functions and model classes another
     file's training loop calls on every step (:mod:`torchpace.lint.project`); usually none or a
-    few. One file deep: following what those files call in turn (a third file) found one true
-    finding and three false ones in the 42-repository corpus and cost about a fifth of lint's
-    speed on it, relinting large library files twice."""
+    few. One file deep for functions: following what those files call in turn (a third file)
+    found one true finding and three false ones in the 42-repository corpus and cost about a
+    fifth of lint's speed on it, relinting large library files twice. A model's submodules are
+    followed further (``project.MODEL_DEPTH``): what its ``__init__`` builds, its forward runs."""
     entries = step_callees([r for r in results if isinstance(r, FileResult)])
     if not entries:
         return results

@@ -14,10 +14,11 @@ its hot code makes to functions imported from another module (``import utils`` +
 above it (up to :data:`MAX_LEVELS`), and the command lints those files once more with the
 functions as hot entry points (:func:`torchpace.lint.loops.analyse`), on the device their caller
 uses. Module-level functions are followed, methods of a class another file's loop uses (a
-model's ``forward``, ``logger.update``), and the overrides a subclass in another file makes of
-a method its base class's training loop calls on ``self`` (a base trainer's ``train()`` calling
-``self.get_noise_pred_and_target(...)``). No file is parsed twice unless another file's loop
-calls into it.
+model's ``forward``, ``logger.update``), the ``forward`` of the module classes of other files
+that such a model builds in its ``__init__`` (up to :data:`MODEL_DEPTH` files deep), and the
+overrides a subclass in another file makes of a method its base class's training loop calls on
+``self`` (a base trainer's ``train()`` calling ``self.get_noise_pred_and_target(...)``). No file
+is parsed twice unless another file's loop calls into it.
 """
 
 from __future__ import annotations
@@ -81,6 +82,7 @@ def step_callees(results: Sequence[FileResult]) -> dict[str, frozenset[str]]:
             target = _module_file(module, Path(r.path), linted)
             if target is not None and target != _key(r.path):
                 found[target].add(function)
+    _add_submodule_forwards(found, linted)
     if hooks:
         # a module-level ``class X(... Base ...)`` naming one of the classes: the cheap test
         # before a file is parsed for its subclasses
@@ -95,6 +97,73 @@ def step_callees(results: Sequence[FileResult]) -> dict[str, frozenset[str]]:
                 for entry in _overrides(r, hooks):
                     found[_key(r.path)].add(entry)
     return {linted[k]: frozenset(v) for k, v in found.items()}
+
+
+# How many files deep a model's submodules are followed: a model, its blocks, their layers.
+MODEL_DEPTH = 3
+
+
+def _add_submodule_forwards(found: dict[str, set[str]], linted: dict[str, str]) -> None:
+    """Add to ``found`` the ``forward`` of every module class of another linted file that the
+    ``__init__`` of a model class whose forward runs every step builds (ogb's ``GNN`` builds
+    ``GNN_node_Virtualnode`` of conv.py; VITS's generator its flows of modules.py): what a model
+    builds in ``__init__`` its forward runs, so those forwards run every step too. Up to
+    :data:`MODEL_DEPTH` files deep; only module classes, never helper functions (following
+    those a second file deep found more false findings than true ones)."""
+    todo = [(key, name) for key, names in found.items() for name in names]
+    depth = {item: 1 for item in todo}
+    while todo:
+        key, name = todo.pop()
+        cls_name, _, method = name.partition(".")
+        if method != "forward" or depth[(key, name)] >= MODEL_DEPTH:
+            continue
+        ctx = _parsed(Path(linted[key]))
+        cls = None if ctx is None else _top_level(ctx, cls_name)
+        if ctx is None or not isinstance(cls, ast.ClassDef):
+            continue
+        for call in _built_in_init(ctx, cls):
+            for path, other in imported_from(ctx, call):
+                target = _key(path)
+                if target not in linted or target == key:
+                    continue
+                defined = _parsed(path)
+                sub = None if defined is None else _top_level(defined, other)
+                if defined is None or not isinstance(sub, ast.ClassDef):
+                    continue
+                if plain_class(defined, sub):
+                    continue  # a logger, a config: no forward
+                entry = f"{other}.forward"
+                if entry not in found[target]:
+                    found[target].add(entry)
+                    depth[(target, entry)] = depth[(key, name)] + 1
+                    todo.append((target, entry))
+
+
+def _built_in_init(ctx: FileContext, cls: ast.ClassDef) -> list[ast.Call]:
+    """The calls of capitalised names (classes, by their name) in the ``__init__`` of ``cls``
+    and of the classes of the same file it builds there, transitively (VITS's
+    ``SynthesizerTrn`` builds its ``ResidualCouplingBlock``, which builds ``modules.Flip()``)."""
+    out: list[ast.Call] = []
+    seen = {cls.name}
+    todo = [cls]
+    while todo:
+        node = todo.pop()
+        init = next(
+            (m for m in node.body if isinstance(m, ast.FunctionDef) and m.name == "__init__"),
+            None,
+        )
+        for call in (n for n in subtree(init) if isinstance(n, ast.Call)) if init else ():
+            if not isinstance(call.func, (ast.Name, ast.Attribute)):
+                continue
+            last = (dotted(call.func) or "").rsplit(".", 1)[-1]
+            if not last[:1].isupper():
+                continue
+            out.append(call)
+            own = _top_level(ctx, last) if isinstance(call.func, ast.Name) else None
+            if isinstance(own, ast.ClassDef) and own.name not in seen:
+                seen.add(own.name)
+                todo.append(own)
+    return out
 
 
 def _overrides(result: FileResult, hooks: dict[tuple[str, str], set[str]]) -> Iterator[str]:
