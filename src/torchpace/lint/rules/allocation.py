@@ -128,12 +128,12 @@ _CUDA_TYPES = frozenset(
 
 
 def _host_factory(ctx: FileContext, node: ast.expr) -> ast.Call | None:
-    """The host factory call under ``node``, through dtype casts; None if not one."""
+    """The host factory call under ``node``, through dtype casts (``.long()``,
+    ``.to(x.dtype)``); None if not one."""
     while (
         isinstance(node, ast.Call)
         and isinstance(node.func, ast.Attribute)
-        and node.func.attr in _CASTS
-        and not node.args
+        and ((node.func.attr in _CASTS and not node.args) or _casts_only(ctx, node))
     ):
         node = node.func.value
     if not isinstance(node, ast.Call) or ctx.names.qualname(node.func) not in _FACTORIES:
@@ -141,6 +141,29 @@ def _host_factory(ctx: FileContext, node: ast.expr) -> ast.Call | None:
     if has_star_args(node) or keyword(node, "device") is not None:
         return None
     return node
+
+
+_DTYPES = frozenset(
+    f"torch.{t}"
+    for t in (
+        "float32", "float", "float64", "double", "float16", "half", "bfloat16", "int64", "long",
+        "int32", "int", "int16", "int8", "uint8", "bool",
+    )
+)  # fmt: skip
+
+
+def _casts_only(ctx: FileContext, call: ast.Call) -> bool:
+    """``.to(dtype)``, where what it is given is a dtype and nothing a device: ``torch.long``,
+    ``x.dtype``, ``dtype=...`` alone (ogb's ``torch.zeros(n).to(edge_index.dtype)``)."""
+    if not (isinstance(call.func, ast.Attribute) and call.func.attr == "to"):
+        return False
+    if any(k.arg != "dtype" for k in call.keywords) or len(call.args) > 1:
+        return False
+    if not call.args:
+        return bool(call.keywords)
+    arg = call.args[0]
+    name = dotted(arg) or ""
+    return ctx.names.qualname(arg) in _DTYPES or name.rsplit(".", 1)[-1] == "dtype"
 
 
 # Methods that make a new tensor from one, where it is: a host tensor stays on the host.
@@ -367,10 +390,11 @@ HOST_TENSOR_MOVED = Rule(
 ## What it does
 Flags a tensor factory (`torch.tensor`, `zeros`, `ones`, `rand`, `randn`, `arange`, ...) whose
 result is moved with `.cuda()`, `.to(device)` or `.type_as(x)`, inside a training loop:
-immediately, after a dtype cast (`torch.ones(n).long().to(device)`), or through a name bound
-only to it (`z = torch.randn(n, d)` then `z = z.type_as(imgs)`), through methods, pointwise
-functions, arithmetic and einops that keep it on the host, or returned by a function of this
-file or of an imported project file that builds it so (`prepare_img_ids(b, h, w).to(device)`).
+immediately, after a dtype cast (`torch.ones(n).long().to(device)`,
+`.to(x.dtype).to(x.device)`), or through a name bound only to it (`z = torch.randn(n, d)` then
+`z = z.type_as(imgs)`), through methods, pointwise functions, arithmetic and einops that keep it
+on the host, or returned by a function of this file or of an imported project file that builds
+it so (`prepare_img_ids(b, h, w).to(device)`).
 Also numpy data copied into a legacy CUDA tensor type
 (`torch.cuda.FloatTensor(np.random.normal(...))`, or a name bound to such a type).
 
