@@ -207,9 +207,7 @@ def test_a_conv_net_built_by_a_function_of_another_file_needs_the_autotuner(
     # eriklindernoren/PyTorch-YOLOv3 (change-4): `model = load_model(args.model)` returns a
     # Darknet, whose convs a module-level function of its file builds in a loop; the pattern
     # was listed (TP303 at train.py's load_model line) and missed
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "models.py").write_text(DARKNET)
-    (tmp_path / "train.py").write_text(YOLO)
+    _project(tmp_path, monkeypatch, {"models.py": DARKNET, "train.py": YOLO})
     assert ("train.py", 4, "TP303") in _found(capsys, "train.py")
     (tmp_path / "train.py").write_text(YOLO.replace('load_model("yolov3.cfg")', "load_mlp(64)"))
     assert not any(code == "TP303" for _, _, code in _found(capsys, "train.py"))

@@ -345,25 +345,18 @@ class Logger:
         self.file.write(f"{name} {value}\\n")
 """
 
-RUN_FILE = """\
-import torch
-import torch.nn as nn
-from model import Net
-from logger import Logger
-
-device = torch.device("cuda")
+RUN_FILE = (
+    HEAD.replace(
+        "import torch.nn.functional as F\n", "from model import Net\nfrom logger import Logger\n"
+    )
+    + """
 model = Net(hidden=HIDDEN_HERE).to(device)
 log = Logger("train.log")
 criterion = nn.CrossEntropyLoss()
 optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-for x, y in loader:
-    x, y = x.to(device), y.to(device)
-    loss = criterion(model(x), y)
-    optimizer.zero_grad()
-    loss.backward()
-    optimizer.step()
-    log.scalar("loss", loss)
 """
+    + LOOP.replace("    print(loss.item())\n", '    log.scalar("loss", loss)\n')
+)
 
 
 @pytest.mark.parametrize(
