@@ -140,6 +140,34 @@ def _read_before_move(scope: Scope, receiver: ast.expr) -> bool:
     return _moves_later(scope, name, receiver.lineno)
 
 
+def _batch_read_before_rebinding(ctx: FileContext, receiver: ast.expr) -> bool:
+    """The name read is one the enclosing loop's header binds from a loader's batch, and no
+    statement of the loop's body binds it again before this read (PyTorch-GAN's
+    ``labels = to_categorical(labels.numpy(), ...)``, the batch's CPU labels made a device
+    tensor on the same line): in host memory, whatever the name holds later."""
+    name = _root(receiver)
+    if name is None:
+        return False
+    loop = None
+    for ancestor in ctx.ancestors(receiver):
+        if isinstance(ancestor, LOOPS):
+            loop = ancestor
+            break
+    if not isinstance(loop, (ast.For, ast.AsyncFor)) or not ctx.loops.is_loader(loop.iter):
+        return False  # also a read in an inner loop, which a rebinding may have run before
+    if name not in {n.id for n in subtree(loop.target) if isinstance(n, ast.Name)}:
+        return False
+    statement = next(a for a in [receiver, *ctx.ancestors(receiver)] if isinstance(a, ast.stmt))
+    return not any(
+        isinstance(n, ast.Name)
+        and n.id == name
+        and isinstance(n.ctx, ast.Store)
+        and (n.lineno, n.col_offset) < (statement.lineno, statement.col_offset)
+        for stmt in loop.body
+        for n in subtree(stmt)
+    )
+
+
 # Collectives whose result every rank holds alike: read on the host to decide, they are a stop
 # flag the ranks agree on (issue 32), which the loop needs each time it checks it.
 _AGREEING = frozenset(
@@ -198,6 +226,8 @@ def _check_host_sync(ctx: FileContext) -> Iterator[Report]:
                 continue  # a loader's batch or a from_numpy tensor: already on the host
             if _read_before_move(scope, receiver):
                 continue  # a batch handed in, read before this function moves it
+            if _batch_read_before_rebinding(ctx, receiver):
+                continue  # the loader's batch, read before the loop body binds the name anew
             if _agreed_decision(ctx, call):
                 continue  # a stop flag every rank holds alike: the loop needs it to decide
             yield Report(call)
@@ -232,7 +262,9 @@ named for evaluation) are not flagged; the optimizer step of gradient accumulati
 the accumulation count runs (`if step % args.gradient_accumulation_steps == 0:`), once per
 optimizer step. Nor are reads of
 tensors in host memory: a loader's batch before it is moved (also a batch a function is
-handed and moves only after the read, `batch = move_to_device(batch, device)`), `from_numpy`.
+handed and moves only after the read, `batch = move_to_device(batch, device)`, and a batch
+read before the loop's body binds its name anew, `labels = one_hot(labels.numpy())`),
+`from_numpy`.
 Nor a stop flag the ranks agree on: a tensor the loop hands to `dist.all_reduce` or
 `dist.broadcast` and then reads to decide a branch (`if stop.item():`), which every rank needs.
 
