@@ -495,11 +495,19 @@ def _bind(target: ast.expr, value: ast.expr | None) -> Iterator[tuple[str, ast.e
 def _bind_loop_target(
     target: ast.expr, iterable: ast.expr, *, batch: bool
 ) -> Iterator[tuple[str, ast.expr | None]]:
-    """``for x, y in loader`` makes x and y tensors; ``for i, (x, y) in enumerate(loader)`` too."""
+    """``for x, y in loader`` makes x and y tensors; ``for i, (x, y) in enumerate(loader)`` too,
+    also inside a progress bar (``tqdm(enumerate(loader))``: ``i`` is still the count)."""
+    inner = iterable
+    while (
+        isinstance(inner, ast.Call)
+        and inner.args
+        and (dotted(inner.func) or "").rsplit(".", 1)[-1] == "tqdm"
+    ):
+        inner = inner.args[0]
     enumerated = (
-        isinstance(iterable, ast.Call)
-        and isinstance(iterable.func, ast.Name)
-        and iterable.func.id == "enumerate"
+        isinstance(inner, ast.Call)
+        and isinstance(inner.func, ast.Name)
+        and inner.func.id == "enumerate"
     )
     if enumerated and isinstance(target, ast.Tuple) and len(target.elts) == 2:
         yield from _bind(target.elts[0], None)
