@@ -9,7 +9,8 @@ import sys
 from types import FrameType
 from typing import Any
 
-from torchpace.doctor.sites import Site, is_user_code
+from torchpace.doctor.sites import Site
+from torchpace.runtime.user_code import is_user_code
 
 
 def _user_code(frame: FrameType) -> bool:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from types import FrameType
 from typing import TYPE_CHECKING
 
-from torchpace.doctor.sites import is_user_code
+from torchpace.runtime.user_code import is_user_code
 
 if TYPE_CHECKING:
     from torchpace.doctor.recorder import Recorder

@@ -4,37 +4,9 @@ from __future__ import annotations
 
 import os
 import sys
-import sysconfig
 from types import CodeType, FrameType
 
 from torchpace.runtime.user_code import is_internal
-
-# The standard library's and installed packages' folders: code there is not the user's.
-_LIBRARY_DIRS = tuple(
-    {
-        os.path.abspath(p) + os.sep
-        for key in ("stdlib", "platstdlib", "purelib", "platlib")
-        if (p := sysconfig.get_paths().get(key))
-    }
-)
-_user: dict[CodeType, bool] = {}  # code object -> the user's own code; cached
-
-
-def is_user_code(code: CodeType) -> bool:
-    """The user's own code: not torch's or torchpace's, not the standard library's or an
-    installed package's, not generated (``<string>``, ``<frozen ...>``). Cached per code object,
-    as the probe's line tracer asks on every call and the sampler on every sample."""
-    known = _user.get(code)
-    if known is None:
-        name = code.co_filename
-        known = not (
-            is_internal(code)
-            or name.startswith("<")
-            or os.path.abspath(name).startswith(_LIBRARY_DIRS)
-        )
-        _user[code] = known
-    return known
-
 
 Site = tuple[str, int]  # (absolute path, line)
 

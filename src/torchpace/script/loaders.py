@@ -20,7 +20,7 @@ import torch
 from torch.utils.data import DataLoader, IterableDataset, RandomSampler
 
 from torchpace.runtime.patching import Patches
-from torchpace.runtime.user_code import is_internal
+from torchpace.runtime.user_code import is_user_code
 from torchpace.speedups.applied import Applied, done, skipped
 from torchpace.speedups.bucketed_loader import (
     bucket_sampler,
@@ -196,9 +196,7 @@ def _site_for_evaluation() -> str | None:
     ``apply``'s reading: an evaluation loader, one named for it, one iterated once); None for a
     training loader, and for a call lint does not read (a library's, a file it cannot parse)."""
     frame: FrameType | None = sys._getframe(1)
-    while frame is not None and (
-        is_internal(frame.f_code) or _in_a_library(frame.f_code.co_filename)
-    ):
+    while frame is not None and not is_user_code(frame.f_code):
         frame = frame.f_back
     if frame is None:
         return None
@@ -206,15 +204,10 @@ def _site_for_evaluation() -> str | None:
     try:
         stat = os.stat(path)
     except OSError:
-        return None  # <stdin>, a notebook's cell, a file gone since
+        return None  # a file gone since
     if line in _evaluation_loader_lines(path, stat.st_mtime_ns, stat.st_size):
         return f"{os.path.basename(path)}:{line}"
     return None
-
-
-def _in_a_library(path: str) -> bool:
-    parts = path.replace("\\", "/").split("/")
-    return "site-packages" in parts or "dist-packages" in parts
 
 
 @functools.lru_cache(maxsize=32)
