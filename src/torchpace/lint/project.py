@@ -126,11 +126,10 @@ def _add_submodule_forwards(found: dict[str, set[str]], linted: dict[str, str]) 
                 target = _key(path)
                 if target not in linted or target == key:
                     continue
-                defined = _parsed(path)
-                sub = None if defined is None else _top_level(defined, other)
-                if defined is None or not isinstance(sub, ast.ClassDef):
+                defined = _defined_in(path, other)
+                if defined is None or not isinstance(defined[1], ast.ClassDef):
                     continue
-                if plain_class(defined, sub):
+                if plain_class(defined[0], defined[1]):
                     continue  # a logger, a config: no forward
                 entry = f"{other}.forward"
                 if entry not in found[target]:
@@ -274,11 +273,17 @@ def definition(ctx: FileContext, call: ast.Call) -> tuple[FileContext, ast.stmt]
         if own is not None:
             return (ctx, own)
     for path, name in imported_from(ctx, call):
-        other = _parsed(path)
-        found = None if other is None else _top_level(other, name)
-        if other is not None and found is not None:
-            return (other, found)
+        found = _defined_in(path, name)
+        if found is not None:
+            return found
     return None
+
+
+def _defined_in(path: Path, name: str) -> tuple[FileContext, ast.stmt] | None:
+    """The module-level class or function ``name`` of the file at ``path``, with that file."""
+    other = _parsed(path)
+    found = None if other is None else _top_level(other, name)
+    return None if other is None or found is None else (other, found)
 
 
 Defined = TypeVar("Defined", ast.ClassDef, ast.FunctionDef)

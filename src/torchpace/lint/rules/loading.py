@@ -105,10 +105,11 @@ def _of_indices(ctx: FileContext, call: ast.Call) -> bool:
 # dataset holds, a random start, a cast or a copy of the slice.
 _CHEAP_CALLS = frozenset(
     {
-        *("len", "int", "min", "max", "range", "torch.randint", "torch.tensor", "torch.as_tensor"),
-        *("random.randint", "random.randrange", "numpy.random.randint", "torch.from_numpy"),
+        *("torch.randint", "torch.tensor", "torch.as_tensor", "torch.from_numpy"),
+        *("random.randint", "random.randrange", "numpy.random.randint"),
     }
 )
+_CHEAP_BUILTINS = frozenset({"len", "int", "min", "max", "range"})  # no qualname: builtins
 # A batch of this many cheap items: each an indexing of a few microseconds, and the collation.
 _FEW_ITEMS = 64
 _CHEAP_METHODS = frozenset(
@@ -147,7 +148,7 @@ def _cheap_items(ctx: FileContext, call: ast.Call) -> bool:
             continue
         func = node.func
         if where.names.qualname(func) in _CHEAP_CALLS or (
-            isinstance(func, ast.Name) and func.id in ("len", "int", "min", "max", "range")
+            isinstance(func, ast.Name) and func.id in _CHEAP_BUILTINS
         ):
             continue
         if isinstance(func, ast.Attribute) and func.attr in _CHEAP_METHODS:

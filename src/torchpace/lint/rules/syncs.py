@@ -148,11 +148,7 @@ def _batch_read_before_rebinding(ctx: FileContext, receiver: ast.expr) -> bool:
     name = _root(receiver)
     if name is None:
         return False
-    loop = None
-    for ancestor in ctx.ancestors(receiver):
-        if isinstance(ancestor, LOOPS):
-            loop = ancestor
-            break
+    loop = next((a for a in ctx.ancestors(receiver) if isinstance(a, LOOPS)), None)
     if not isinstance(loop, (ast.For, ast.AsyncFor)) or not ctx.loops.is_loader(loop.iter):
         return False  # also a read in an inner loop, which a rebinding may have run before
     if name not in {n.id for n in subtree(loop.target) if isinstance(n, ast.Name)}:
@@ -515,14 +511,15 @@ def _a_comparison(node: ast.expr, ctx: FileContext, scope: Scope, depth: int = 0
             node.right, ctx, scope, depth
         )
     if isinstance(node, ast.Name) and depth < 2:
+        nodes = list(subtree(scope))  # the scope's own bindings, not the whole file's
         bound = [
             value
-            for target, value in assignments(ctx.of_type(ast.Assign))
+            for target, value in assignments(n for n in nodes if isinstance(n, ast.Assign))
             if target == node.id and ctx.enclosing_scope(value) is scope
         ]
         stores = sum(
             1
-            for n in subtree(scope)
+            for n in nodes
             if isinstance(n, ast.Name) and n.id == node.id and isinstance(n.ctx, ast.Store)
         )
         return (
