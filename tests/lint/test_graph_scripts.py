@@ -133,6 +133,43 @@ def test_pygs_dataloader_is_read_as_torchs():
     assert "TP101" not in _codes(other)  # a loader class lint does not know
 
 
+SAINT = """
+import torch
+from torch_geometric.loader import GraphSAINTRandomWalkSampler, NeighborSampler
+
+device = torch.device("cuda")
+loader = GraphSAINTRandomWalkSampler(data, batch_size=20000, walk_length=2, num_steps=30)
+neighbor_loader = NeighborSampler(data.edge_index, sizes=[25, 20], batch_size=1024, shuffle=True,
+                                  num_workers=12)
+for epoch in range(1, 31):
+    for batch in loader:
+        batch = batch.to(device)
+        loss = model(batch.x, batch.edge_index).sum()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    for batch_size, n_id, adjs in neighbor_loader:
+        adjs = [adj.to(device) for adj in adjs]
+        loss = model(x[n_id].to(device), adjs).sum()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+"""
+
+
+def test_pygs_subgraph_samplers_are_read_as_torchs_loader():
+    # ogb's nodeproppred/mag and products scripts (MIT), shortened: PyG's samplers of subgraphs
+    # subclass torch's DataLoader (listed by change-3's judges before the change: a sampler
+    # without workers walks the graph in the training process; one with 12 workers copies its
+    # unpinned subgraphs to the GPU)
+    result = lint_source("train.py", SAINT.encode(), RULES)
+    assert isinstance(result, FileResult), result
+    found = sorted((f.location.line, f.code) for f in result.findings if f.code[:4] == "TP10")
+    assert found == [(6, "TP101"), (7, "TP102"), (7, "TP104")]
+    older = SAINT.replace("torch_geometric.loader", "torch_geometric.data")  # PyG before 2.0
+    assert sorted(c for c in _codes(older) if c[:4] == "TP10") == ["TP101", "TP102", "TP104"]
+
+
 KGE_RUN = """
 import torch
 from model import KGEModel

@@ -497,3 +497,59 @@ def test_a_sync_behind_an_opt_in_timing_option_is_not_every_step() -> None:
     assert not [line for line, code in _codes(source) if code in ("TP201", "TP205")]
     always = source.replace('action="store_true")\nargs', "default=True)\nargs")
     assert [line for line, code in _codes(always) if code == "TP205"] == [19]
+
+
+def test_a_models_blocks_of_the_same_file_run_every_step_through_their_containers() -> None:
+    # ogb's nodeproppred/mag RGCN (MIT), shortened: the model's __init__ builds its layers into
+    # an nn.ModuleList and its forward calls them as ``self.convs[i](...)``; a transformer's
+    # ``for block in self.blocks: x = block(x)``. Neither call names the class, but what a model
+    # builds its forward runs, as lint.project reads it for classes of other files.
+    source = """
+        import torch
+        import torch.nn as nn
+
+        class Conv(nn.Module):
+            def __init__(self, d):
+                super().__init__()
+                self.lin = nn.Linear(d, d)
+
+            def forward(self, x):
+                print(x.sum().item())
+                return self.lin(x)
+
+        class Block(nn.Module):
+            def __init__(self, d):
+                super().__init__()
+                self.lin = nn.Linear(d, d)
+
+            def forward(self, x):
+                return self.lin(x) * x.max().item()
+
+        class Unused(nn.Module):
+            def forward(self, x):
+                return x.sum().item()
+
+        class Net(nn.Module):
+            def __init__(self, d, n):
+                super().__init__()
+                self.convs = nn.ModuleList()
+                for _ in range(n):
+                    self.convs.append(Conv(d))
+                self.blocks = nn.ModuleList([Block(d) for _ in range(n)])
+
+            def forward(self, x):
+                for i in range(len(self.convs)):
+                    x = self.convs[i](x)
+                for block in self.blocks:
+                    x = block(x)
+                return x
+
+        model = Net(4096, 24).cuda()
+        for x in loader:
+            x = x.cuda(non_blocking=True)
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                loss = model(x).sum()
+            loss.backward()
+            opt.step()
+    """
+    assert _codes(source) == [(11, "TP201"), (20, "TP201")]  # not Unused.forward

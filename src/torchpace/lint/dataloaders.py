@@ -28,6 +28,7 @@ from torchpace.lint.device import moves_to_a_device
 from torchpace.lint.loops import (
     EVAL_NAME,
     ITER_WRAPPERS,
+    SUBGRAPH_LOADERS,
     assignments,
     dotted,
     iterated,
@@ -103,6 +104,8 @@ def loader_argument(
 ) -> ast.expr | Unknown | None:
     """What ``call`` passes for ``name``: an expression, None when not passed, or
     :data:`UNKNOWN` when ``*args`` or a ``**kwargs`` dict this file does not spell out may."""
+    if ctx.names.qualname(call.func) in SUBGRAPH_LOADERS:
+        position = len(call.args)  # their positional parameters are their own: keywords only
     value = argument(call, name, position)
     if value is not None:
         return value

@@ -39,18 +39,49 @@ LOOPS = (ast.For, ast.AsyncFor, ast.While)
 NESTED_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 
 DATALOADER = "torch.utils.data.DataLoader"
-# DataLoader subclasses of graph libraries that take a dataset first and hand num_workers,
-# pin_memory and persistent_workers to torch's (PyG's mini-batches of graphs, DGL's): read as
-# torch's own loader. Their later positional parameters differ, so only keywords count there.
+# DataLoader subclasses of graph libraries that hand num_workers, pin_memory and
+# persistent_workers to torch's (PyG's mini-batches of graphs and its samplers of subgraphs,
+# DGL's): read as torch's own loader.
+# PyG's samplers of subgraphs, in 2.x (``loader``) and before (``data``): they take a graph
+# first, and their other positional parameters are their own, so only keywords are read there.
+SUBGRAPH_LOADERS = frozenset(
+    f"torch_geometric.{where}.{name}"
+    for where in ("loader", "data")
+    for name in (
+        "NeighborLoader",
+        "NeighborSampler",
+        "LinkNeighborLoader",
+        "HGTLoader",
+        "ClusterLoader",
+        "GraphSAINTSampler",
+        "GraphSAINTNodeSampler",
+        "GraphSAINTEdgeSampler",
+        "GraphSAINTRandomWalkSampler",
+        "ShaDowKHopSampler",
+        "RandomNodeLoader",
+        "RandomNodeSampler",
+    )
+)
 DATALOADERS = frozenset(
     {
         DATALOADER,
         "torch_geometric.loader.DataLoader",
         "torch_geometric.loader.dataloader.DataLoader",
         "torch_geometric.data.DataLoader",  # before PyG 2.0
+        "torch_geometric.loader.DataListLoader",
+        "torch_geometric.loader.DenseDataLoader",
         "dgl.dataloading.GraphDataLoader",
+        *SUBGRAPH_LOADERS,
     }
 )
+
+
+def may_build_loader(source: bytes) -> bool:
+    """Whether a file's text names a loader class of :data:`DATALOADERS` (a fast test before
+    any tree is walked: most files build no loader)."""
+    return b"Loader" in source or b"Sampler" in source
+
+
 # A function named for one training step (``train_step``, ``training_step``, ``step``), not for
 # an epoch (``train_one_epoch``): given the optimizer, a call of it is a step.
 _STEP_FUNCTION = re.compile(r"(^|_)step$", re.IGNORECASE)
@@ -980,6 +1011,29 @@ def _mark_all(
             continue
         done.add(id(function))
         _mark_hot(facts, _before_early_return(function.body), function, queue)
+        queue += _submodule_forwards(facts, function)
+
+
+def _submodule_forwards(facts: LoopFacts, function: Function) -> list[Function]:
+    """The ``forward`` of each module class of this file that the ``__init__`` of ``function``'s
+    class builds, where ``function`` is that class's ``forward``: what a model builds its
+    forward runs, also where the call does not name the class (``for conv in self.convs:``,
+    ``self.blocks[i](x)``, ``self.layers(x)`` of a ``Sequential``). The same reading that
+    :mod:`torchpace.lint.project` makes of a model's submodules in other files."""
+    if function.name != "forward":
+        return []
+    cls = facts._class_of(function)
+    init = facts._methods(cls, "__init__")
+    if not init:
+        return []
+    built = {
+        n.func.id
+        for n in walk(init[0].body)
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id != cls
+    }
+    return [
+        f for name in sorted(built & facts.classes.keys()) for f in facts._methods(name, "forward")
+    ]
 
 
 def _flag_default(function: Function, test: ast.expr) -> tuple[str, bool] | None:

@@ -15,7 +15,14 @@ from torchpace.lint.dataloaders import (
     yields_device_tensors,
 )
 from torchpace.lint.device import may_use_accelerator, uses_cuda
-from torchpace.lint.loops import DATALOADERS, dotted, returned, returned_loaders, walk
+from torchpace.lint.loops import (
+    DATALOADERS,
+    dotted,
+    may_build_loader,
+    returned,
+    returned_loaders,
+    walk,
+)
 from torchpace.lint.rule import (
     FileContext,
     Report,
@@ -205,7 +212,8 @@ DATALOADER_WITHOUT_WORKERS = Rule(
     doc="""\
 ## What it does
 Flags a `torch.utils.data.DataLoader` (or PyG's or DGL's subclass for graphs, which hands its
-`num_workers` to it) created without `num_workers`, or with `num_workers=0`:
+`num_workers` to it: PyG's `DataLoader` and its samplers of subgraphs, `NeighborLoader`,
+`ClusterLoader`, the GraphSAINT samplers) created without `num_workers`, or with `num_workers=0`:
 a literal 0, or an option or config field whose default in the same file is 0
 (`num_workers=args.workers` with `parser.add_argument("--workers", default=0)`, a click option,
 a dataclass field). Not in a file that runs on the CPU only, where the dataset is tensors in
@@ -380,10 +388,11 @@ DATALOADER_WITHOUT_PIN_MEMORY = Rule(
     technique="pinned-memory",
     doc="""\
 ## What it does
-Flags a `torch.utils.data.DataLoader` created without `pin_memory=True` (not passed, or passed
-as `False`) in a file that uses a CUDA device: it calls `.cuda()`, moves something with
-`.to("cuda")`, builds `torch.device("cuda")`, passes `device="cuda"`, or assigns or compares a
-device such as `"cuda" if torch.cuda.is_available() else "cpu"`. A file that only asks
+Flags a `torch.utils.data.DataLoader` (or a graph library's subclass of it, as for TP101)
+created without `pin_memory=True` (not passed, or passed as `False`) in a file that uses a
+CUDA device: it calls `.cuda()`, moves something with `.to("cuda")`, builds
+`torch.device("cuda")`, passes `device="cuda"`, or assigns or compares a device such as
+`"cuda" if torch.cuda.is_available() else "cpu"`. A file that only asks
 `torch.cuda.is_available()` does not count. A loader handed to `accelerator.prepare(...)`
 (Accelerate) or `fabric.setup_dataloaders(...)` (Fabric) feeds the GPU the framework chose and
 counts too, unless the framework is put on the CPU. Calls that pass `*args` or `**kwargs`, and
@@ -452,7 +461,7 @@ def _batch_names(target: ast.expr) -> set[str]:
 
 
 def _check_non_blocking_unpinned(ctx: FileContext) -> Iterator[Report]:
-    if b"DataLoader" not in ctx.source:
+    if not may_build_loader(ctx.source):
         return
     for node in ctx.of_type(ast.For, ast.AsyncFor):
         calls = iterated_loader_calls(ctx, node)
@@ -551,7 +560,7 @@ def _epoch_hooks(ctx: FileContext) -> Iterator[ast.Call]:
 
 
 def _check_workers_not_persistent(ctx: FileContext) -> Iterator[Report]:
-    if b"DataLoader" not in ctx.source:
+    if not may_build_loader(ctx.source):
         return  # before the loop analysis: most files build no loader
     reiterated = [
         call

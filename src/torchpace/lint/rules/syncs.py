@@ -470,9 +470,14 @@ def _check_data_dependent_shape(ctx: FileContext) -> Iterator[Report]:
             index = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
             index = [i for i in index if not tensors.is_host(i)]
             if any(_is_mask(i, ctx, tensors) for i in index) or (
-                _a_tensor(node.value, tensors)
-                and not tensors.is_host(node.value)
-                and any(_a_comparison(i, ctx, scope) for i in index)
+                not tensors.is_host(node.value)
+                and (
+                    (
+                        (_a_tensor(node.value, tensors) or _a_module_input(node.value, ctx, scope))
+                        and any(_a_comparison(i, ctx, scope) for i in index)
+                    )
+                    or any(_a_comparison(i, ctx, scope, of_module_input=True) for i in index)
+                )
             ):
                 yield Report(node)
 
@@ -497,35 +502,71 @@ def _a_tensor(node: ast.expr, tensors: TensorFacts) -> bool:
     )
 
 
-def _a_comparison(node: ast.expr, ctx: FileContext, scope: Scope, depth: int = 0) -> bool:
+def _a_module_input(node: ast.expr, ctx: FileContext, scope: Scope, depth: int = 0) -> bool:
+    """A parameter of a method of a module class (``def forward(self, x, edge_index, ...)``
+    of an ``nn.Module`` or a library's layer), or a slice of one (``target = x[:, 1:]``): what
+    a model is handed each step is its batch's tensors (ogb's ``RGCNConv.forward`` selecting
+    ``edge_index[:, edge_type == i]``)."""
+    from torchpace.lint.project import plain_class
+
+    if not isinstance(node, ast.Name):
+        return False
+    owner = ctx.parents.get(id(scope))
+    if not (isinstance(owner, ast.ClassDef) and owner.bases and not plain_class(ctx, owner)):
+        return False
+    if node.id in parameter_names(scope):
+        return True
+    bound = _bound_in(node.id, ctx, scope) if depth < 2 else None
+    return bool(bound) and all(
+        isinstance(v, ast.Subscript) and _a_module_input(v.value, ctx, scope, depth + 1)
+        for v in bound or ()
+    )
+
+
+def _bound_in(name: str, ctx: FileContext, scope: Scope) -> list[ast.expr] | None:
+    """What the scope's own assignments bind ``name`` to, where they are all that binds it
+    (not a loop target, an unpacking of a call, ``with ... as``); else None."""
+    nodes = list(subtree(scope))
+    bound = [
+        value
+        for target, value in assignments(n for n in nodes if isinstance(n, ast.Assign))
+        if target == name and ctx.enclosing_scope(value) is scope
+    ]
+    stores = sum(
+        1
+        for n in nodes
+        if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store)
+    )
+    return bound if bound and len(bound) == stores else None
+
+
+def _a_comparison(
+    node: ast.expr, ctx: FileContext, scope: Scope, depth: int = 0, *, of_module_input: bool = False
+) -> bool:
     """``node`` is a comparison (``a == b``, ``~m``, ``m1 & m2`` of comparisons), or a name the
     scope binds to one and nothing else: as the index of a tensor it can only be a boolean mask
     (``pred[batch.y == batch.y]`` where what ``batch.y`` is, lint does not know; a Python bool
-    would index ``pred[True]``, which nobody writes)."""
+    would index ``pred[True]``, which nobody writes). ``of_module_input``: one comparison at
+    least compares a module's input (:func:`_a_module_input`), so the mask is a tensor whatever
+    it indexes (``embed[mask]`` with ``mask = target != ignore_index`` in a ``forward``)."""
     if isinstance(node, ast.Compare):
-        return all(isinstance(op, _ELEMENTWISE) for op in node.ops)
+        return all(isinstance(op, _ELEMENTWISE) for op in node.ops) and (
+            not of_module_input
+            or any(_a_module_input(o, ctx, scope) for o in (node.left, *node.comparators))
+        )
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Invert):
-        return _a_comparison(node.operand, ctx, scope, depth)
+        return _a_comparison(node.operand, ctx, scope, depth, of_module_input=of_module_input)
     if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.BitAnd, ast.BitOr)):
-        return _a_comparison(node.left, ctx, scope, depth) and _a_comparison(
-            node.right, ctx, scope, depth
+        sides = (node.left, node.right)
+        return all(_a_comparison(n, ctx, scope, depth) for n in sides) and (
+            not of_module_input
+            or any(_a_comparison(n, ctx, scope, depth, of_module_input=True) for n in sides)
         )
     if isinstance(node, ast.Name) and depth < 2:
-        nodes = list(subtree(scope))  # the scope's own bindings, not the whole file's
-        bound = [
-            value
-            for target, value in assignments(n for n in nodes if isinstance(n, ast.Assign))
-            if target == node.id and ctx.enclosing_scope(value) is scope
-        ]
-        stores = sum(
-            1
-            for n in nodes
-            if isinstance(n, ast.Name) and n.id == node.id and isinstance(n.ctx, ast.Store)
-        )
-        return (
-            bool(bound)
-            and len(bound) == stores
-            and all(_a_comparison(v, ctx, scope, depth + 1) for v in bound)
+        bound = _bound_in(node.id, ctx, scope)  # the scope's own bindings, not the file's
+        return bool(bound) and all(
+            _a_comparison(v, ctx, scope, depth + 1, of_module_input=of_module_input)
+            for v in bound or ()
         )
     return False
 
@@ -545,6 +586,8 @@ Flags `nonzero()`, single-argument `torch.where`, `masked_select`, `argwhere` an
 a boolean mask (`x[x > 0]`, `x[mask]` where `mask` is a comparison, `edge_index[:, mask]`) inside
 a training loop. A comparison indexing a tensor is taken as a mask even where lint does not know
 what is compared (`pred.float()[batch.y == batch.y]`): a Python bool would index `pred[True]`.
+In a method of a module class, what the method is given is taken as the batch's tensors
+(`edge_index[:, edge_type == i]` in a graph layer's `forward`), and so are slices of it.
 Assigning through a mask (`x[mask] = 0`) is not flagged, nor a tensor or mask in host memory
 (a loader's batch before it is moved, `torch.from_numpy`, a factory without `device=`, or what
 is computed from one such as `torch.arange(n) < k`): its count needs no wait for the device.
