@@ -125,6 +125,22 @@ def test_constructor_arguments_override_defaults_and_unknown_ones_stay_unknown()
     assert model_weights(_ctx(body), "model") is None  # no --hidden option in this file
 
 
+def test_a_notebooks_sizes_are_read_from_arithmetic_and_from_cells_run_again() -> None:
+    # Atcold/NYU-DLSP20's 06-convnet notebook (CC BY-NC-SA), shortened: `input_size = 28*28`,
+    # and `n_hidden = 8` bound again by a cell that repeats it before the second run
+    body = """
+    input_size = 28 * 28
+    n_hidden = 8
+    model = nn.Sequential(nn.Linear(input_size, n_hidden), nn.Linear(n_hidden, 10))
+    n_hidden = 8
+    """
+    assert model_weights(_ctx(body), "model") == 784 * 8 + 8 * 10
+    changed = body.replace("n_hidden = 8\n", "n_hidden = 4096\n", 1)
+    assert model_weights(_ctx(changed), "model") is None  # two sizes: which one runs is unread
+    looped = body.rstrip(" ") + "    for n_hidden in (8, 16):\n        pass\n"
+    assert model_weights(_ctx(looped), "model") is None  # also a loop's target
+
+
 @pytest.mark.parametrize(
     "model",
     [

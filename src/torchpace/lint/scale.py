@@ -9,7 +9,8 @@ step waits for a queue that is already empty. The judges of the lint corpus call
 findings "debatable: negligible" every time; the rules that report them leave such loops alone.
 
 What counts is read, never guessed. A model is known when every module it builds is a
-``torch.nn`` layer whose sizes are literals, module constants, option defaults or constructor
+``torch.nn`` layer whose sizes are literals, module constants (also arithmetic of literals,
+and a name a notebook binds again to the same size), option defaults or constructor
 arguments with literal values, or a class of this file or of another file of the project
 (``from model import Net``) built the same way, each read in its own file with the sizes its
 caller passes; a class that derives from no module (a logger, a meter) and the objects of
@@ -32,7 +33,7 @@ from functools import cached_property
 from torchpace.lint.loops import LOOPS, Function, dotted, rewraps, strip_moves, walk
 from torchpace.lint.rule import FileContext, argument, parameter_names, passed_for
 from torchpace.lint.tree import subtree
-from torchpace.lint.values import int_value
+from torchpace.lint.values import int_value, module_bindings
 
 # What the rules that leave such loops alone say of it in their docs (docs/rules.md).
 SMALL_MODELS_DOC = (
@@ -108,6 +109,7 @@ class _Sizer:
         self.classes = {n.name: n for n in ctx.of_type(ast.ClassDef)}
         self._classes: dict[tuple[str, tuple[tuple[str, int | None], ...]], int] = {}
         self._building: set[str] = set()
+        self._reading: set[str] = set()  # module-level names being read (``n = n + 1``)
 
     # Where names are bound, indexed once per file.
 
@@ -176,9 +178,24 @@ class _Sizer:
                 raise _Unknown
             return value
         value = int_value(self.ctx, node)
+        if value is None and isinstance(node, ast.Name) and node.id not in self._reading:
+            value = self._module_size(node.id)
         if value is None:
             raise _Unknown
         return value
+
+    def _module_size(self, name: str) -> int | None:
+        """A module-level size bound to arithmetic of literals (``input_size = 28 * 28``), or
+        bound again to the same size (a notebook cell run twice)."""
+        values = module_bindings(self.ctx, name)
+        if values is None:
+            return None
+        self._reading.add(name)
+        try:
+            sizes = {self._size_or_none(v, {}) for v in values}
+        finally:
+            self._reading.discard(name)
+        return sizes.pop() if len(sizes) == 1 and None not in sizes else None
 
     def _size_or_none(self, node: ast.expr | None, env: Env) -> int | None:
         try:

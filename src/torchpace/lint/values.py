@@ -219,6 +219,26 @@ def _module_constant(ctx: FileContext, name: str) -> list[Origin]:
     return []
 
 
+def module_bindings(ctx: FileContext, name: str) -> list[ast.expr] | None:
+    """What a module-level name is bound to, where plain module-level assignments ``name =
+    value`` are all that bind it (also more than once: a notebook cell run again with
+    ``n_hidden = 8``); None where anything else binds it, or the file runs a config into its
+    globals (:func:`rewrites_globals`)."""
+    if rewrites_globals(ctx.by_type):
+        return None
+    body = ctx.tree.body if isinstance(ctx.tree, ast.Module) else []
+    stores = sum(1 for n in ctx.of_type(ast.Name) if n.id == name and isinstance(n.ctx, ast.Store))
+    values = [
+        n.value
+        for n in ctx.of_type(ast.Assign)
+        if n in body
+        and len(n.targets) == 1
+        and isinstance(n.targets[0], ast.Name)
+        and n.targets[0].id == name
+    ]
+    return values if values and len(values) == stores else None
+
+
 def origin(ctx: FileContext, node: ast.expr | None) -> Origin | None:
     """Where ``node``'s value is set, where the file declares exactly one place (module docs)."""
     found: list[Origin] = []
