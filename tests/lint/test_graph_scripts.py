@@ -170,6 +170,86 @@ def test_pygs_subgraph_samplers_are_read_as_torchs_loader():
     assert sorted(c for c in _codes(older) if c[:4] == "TP10") == ["TP101", "TP102", "TP104"]
 
 
+INFERENCE_LOADER = """
+import torch
+from torch_geometric.loader import ClusterLoader, NeighborSampler
+
+device = torch.device("cuda")
+train_loader = ClusterLoader(cluster_data, batch_size=32, shuffle=True, num_workers=12)
+subgraph_loader = NeighborSampler(data.edge_index, sizes=[-1], batch_size=1024,
+                                  shuffle=False, num_workers=12)
+subgraph_loader.data.num_nodes = data.num_nodes
+
+
+@torch.no_grad()
+def test(model, data):
+    model.eval()
+    return model.inference(data.x, subgraph_loader)
+
+
+for epoch in range(1, 51):
+    for batch in train_loader:
+        batch = batch.to(device)
+        loss = model(batch.x, batch.edge_index).sum()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    if epoch % 5 == 0:
+        test(model, data)
+"""
+
+
+def test_a_loader_only_handed_to_evaluation_does_not_feed_training():
+    # ogb's nodeproppred/products/cluster_gcn.py (MIT), shortened: the layer-wise inference
+    # loader is only given to model.inference() in a @torch.no_grad() test(); change-3's judges
+    # called its TP102 and TP104 findings false (eval-context)
+    assert _loader_findings(INFERENCE_LOADER) == [(6, "TP102"), (6, "TP104")]  # training's only
+    trained = INFERENCE_LOADER.replace("in train_loader:", "in subgraph_loader:")
+    assert (7, "TP102") in _loader_findings(trained)
+
+
+def _loader_findings(source: str) -> list[tuple[int, str]]:
+    result = lint_source("train.py", source.encode(), RULES)
+    assert isinstance(result, FileResult), result
+    return sorted((f.location.line, f.code) for f in result.findings if f.code[:4] == "TP10")
+
+
+GRAPH_ON_GPU = """
+import torch
+from torch_geometric.loader import NeighborLoader
+
+device = torch.device("cuda")
+data = dataset[0].to(device, "x", "y")
+train_loader = NeighborLoader(data, input_nodes=data.train_mask, num_neighbors=[25, 10],
+                              batch_size=1024, shuffle=True, num_workers=6,
+                              persistent_workers=True)
+for epoch in range(1, 11):
+    for batch in train_loader:
+        loss = model(batch.x, batch.edge_index.to(device)).sum()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+"""
+
+
+@pytest.mark.parametrize(
+    "moved",
+    [
+        'data = dataset[0].to(device, "x", "y")',  # bound to the moved graph
+        'data = dataset[0]\ndata.to(device, "x", "y")',  # moved in place (PyG's Data.to)
+        "data = dataset[0]\ndata.x = data.x.to(device)",  # its features only
+    ],
+)
+def test_pinning_is_not_asked_of_a_pyg_sampler_whose_graph_is_on_the_gpu(moved):
+    # PyG's NeighborLoader gathers a batch's features in the main process, from the device,
+    # when the graph holds CUDA tensors (filter_per_worker inferred False): the workers and
+    # their pinning see only the sampled indices. A graph left in host memory is asked.
+    source = GRAPH_ON_GPU.replace('data = dataset[0].to(device, "x", "y")', moved)
+    assert "TP102" not in _codes(source)
+    on_host = GRAPH_ON_GPU.replace('data = dataset[0].to(device, "x", "y")', "data = dataset[0]")
+    assert "TP102" in _codes(on_host)
+
+
 KGE_RUN = """
 import torch
 from model import KGEModel

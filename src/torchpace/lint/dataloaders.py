@@ -5,13 +5,16 @@ A loader *feeds training* unless the code shows otherwise, which the real-world 
 
 - it is named for evaluation (``val_loader``, ``eval_dataloader``), or built in a function so
   named (Lightning's ``val_dataloader()``, ``test_dataloader()``, ``predict_dataloader()``);
-- every loop over it is an evaluation loop (:mod:`torchpace.lint.loops`);
+- every loop over it is an evaluation loop (:mod:`torchpace.lint.loops`); or, never looped
+  over here, it is only handed to evaluation (a call with autograd off, in or of a function
+  named for evaluation: PyG's ``model.inference(x, subgraph_loader)`` in ``test()``);
 - it is read once, ``next(iter(DataLoader(...)))`` or with ``batch_size=len(dataset)``, to
   preload a dataset; it is built with autograd off (in a ``@torch.no_grad()`` function); every
   loop over it calls nothing (an input-pipeline demo);
 - for workers and pinning: its dataset, a class of the same file, returns tensors already on
   the device (``__getitem__`` calls ``.cuda()``): worker processes cannot create CUDA tensors and
-  pinning them raises.
+  pinning them raises; for pinning: a PyG sampler of subgraphs whose graph the file moves to
+  the device, whose batches PyG gathers on the device (:func:`graph_on_device`).
 
 Arguments passed through ``**kwargs`` are read when the dict is built in the same file from
 literals (``kwargs = {"num_workers": 1}``, ``kwargs.update({...})``, ``dict(...)``), as
@@ -199,6 +202,37 @@ def _only_peeked(ctx: FileContext, name: str, until: float = float("inf")) -> bo
     return bool(peeks) and all(n in peeks or _inspected(ctx, n) for n in uses)
 
 
+def _only_evaluated(ctx: FileContext, name: str, until: float = float("inf")) -> bool:
+    """Every read of the plain name ``name`` (before line ``until``; not a function's own
+    parameter of that name) hands it to evaluation: a call with autograd off, in a function
+    named for evaluation, or of one (PyG's layer-wise ``model.inference(x, subgraph_loader)``
+    in a ``@torch.no_grad() def test():``). Reads of its attributes (``del loader.data.x``,
+    ``loader.data.num_nodes = n``) configure it; they iterate nothing."""
+    uses = [
+        n
+        for n in ctx.of_type(ast.Name)
+        if n.id == name
+        and isinstance(n.ctx, ast.Load)
+        and n.lineno < until  # type: ignore[attr-defined]
+        and not _shadowed(ctx, n, name)
+        and not isinstance(ctx.parents.get(id(n)), ast.Attribute)
+    ]
+    return bool(uses) and all(_given_to_evaluation(ctx, n) for n in uses)
+
+
+def _given_to_evaluation(ctx: FileContext, node: ast.AST) -> bool:
+    call = ctx.parents.get(id(node))
+    if not isinstance(call, ast.Call) or node is call.func:
+        return False
+    scope = ctx.enclosing_scope(call)
+    callee = (dotted(call.func) or "").rsplit(".", 1)[-1]
+    return (
+        id(call) in ctx.loops.no_grad
+        or bool(EVAL_NAME.search(callee))
+        or (not isinstance(scope, ast.Module) and bool(EVAL_NAME.search(scope.name)))
+    )
+
+
 _INSPECT = frozenset({"print", "len", "type", "repr", "str"})
 
 
@@ -316,7 +350,7 @@ def feeds_training(ctx: FileContext, call: ast.Call) -> bool:
     ):
         return False  # iterated here, in a file with no training loop: captioning, caching
     loops = [loop for loop in _loops_over(ctx, name) if loop.lineno < until]
-    if not loops and _only_peeked(ctx, name, until):
+    if not loops and (_only_peeked(ctx, name, until) or _only_evaluated(ctx, name, until)):
         return False
     evaluation = {id(loop) for loop in ctx.loops.eval_loops}
     idle = {id(loop) for loop in loops if not any(isinstance(n, ast.Call) for n in walk(loop.body))}
@@ -330,6 +364,44 @@ def _dataset_class(ctx: FileContext, call: ast.Call) -> ast.ClassDef | None:
         return facts.classes.get(dataset.func.id)
     owner = facts.instances.get(dotted(dataset) or "") if dataset is not None else None
     return facts.classes.get(owner or "")
+
+
+def graph_on_device(ctx: FileContext, call: ast.Call) -> bool:
+    """A PyG sampler of subgraphs (:data:`SUBGRAPH_LOADERS`) whose graph the file moves to a
+    device, whole or in part (``data = data.to(device)``, ``data.to(device, "x", "y")``,
+    ``data.x = data.x.to(device)``): PyG then gathers each batch's features in the main
+    process, from the device (its ``filter_per_worker`` is inferred False), so the loader's
+    workers and its pinning see only the sampled indices."""
+    if ctx.names.qualname(call.func) not in SUBGRAPH_LOADERS:
+        return False
+    graph = argument(call, "data", 0)
+    if isinstance(graph, ast.Call) and (dotted(graph.func) or "").endswith("copy") and graph.args:
+        graph = graph.args[0]  # ``copy.copy(data)``: the same tensors
+    name = dotted(graph) if graph is not None else None
+    if name is None:
+        return False
+    scope = ctx.enclosing_scope(call)
+    root = name.split(".")[0]
+    if not isinstance(scope, ast.Module) and not (
+        root in parameter_names(scope)
+        or any(
+            isinstance(n, ast.Name) and n.id == root and isinstance(n.ctx, ast.Store)
+            for n in subtree(scope)
+        )
+    ):
+        scope = ctx.tree  # a function building its loader from the module's graph
+    for node, _ in ctx.calls:
+        if not moves_to_a_device(node, ctx.names) or ctx.enclosing_scope(node) is not scope:
+            continue  # a function's own ``data`` (``for data in loader: data.to(device)``)
+        parent = ctx.parents.get(id(node))
+        if isinstance(parent, ast.Assign) and any(dotted(t) == name for t in parent.targets):
+            return True  # ``data = dataset[0].to(device, "x", "y")``
+        moved = node.func.value  # type: ignore[attr-defined]
+        while isinstance(moved, (ast.Attribute, ast.Subscript)) and dotted(moved) != name:
+            moved = moved.value
+        if dotted(moved) == name:
+            return True
+    return False
 
 
 def yields_device_tensors(ctx: FileContext, call: ast.Call) -> bool:

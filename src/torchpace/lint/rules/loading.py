@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from torchpace.lint.dataloaders import (
     Unknown,
     feeds_training,
+    graph_on_device,
     iterated_loader_calls,
     loader_argument,
     prepared_by_framework,
@@ -369,6 +370,8 @@ def _check_pin_memory(ctx: FileContext) -> Iterator[Report]:
             continue
         if _small_batches(ctx, call) or _of_indices(ctx, call):
             continue  # a copy of microseconds, pinned or not
+        if graph_on_device(ctx, call):
+            continue  # batches gathered on the device in the main process: nothing to pin
         if pin is None:
             unpinned.append(Report(call))
         elif is_const(pin, False):
@@ -402,7 +405,10 @@ Not a loader without workers (`num_workers` not passed, 0, or an option or confi
 default in the file is 0): there the loader pins each batch in the training thread before the
 step, a copy about as long as the staged one pinning saves, so pinning alone gains little.
 TP101 asks for workers; with them, pinning runs in the loader's own thread, beside the step.
-Nor a loader of batches of a few hundred kilobytes, whose copy takes microseconds pinned or
+Nor a PyG sampler of subgraphs (`NeighborLoader`) whose graph the file moves to the device
+(`data.to(device, "x", "y")`): PyG then gathers each batch's features on the device in the
+main process, so pinning would only pin the sampled indices. Nor a loader of batches of a few
+hundred kilobytes, whose copy takes microseconds pinned or
 not: a torchvision dataset of images at most 32 pixels a side (MNIST, CIFAR-10) that its
 transform, spelled out in the file, does not enlarge; token ids padded by a Hugging Face text
 collator or by a collate function returning `tokenizer.pad(...)`; indices
