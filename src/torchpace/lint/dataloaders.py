@@ -8,13 +8,15 @@ A loader *feeds training* unless the code shows otherwise, which the real-world 
 - every loop over it is an evaluation loop (:mod:`torchpace.lint.loops`); or, never looped
   over here, it is only handed to evaluation (a call with autograd off, in or of a function
   named for evaluation: PyG's ``model.inference(x, subgraph_loader)`` in ``test()``);
-- it is read once, ``next(iter(DataLoader(...)))`` or with ``batch_size=len(dataset)``, to
-  preload a dataset; it is built with autograd off (in a ``@torch.no_grad()`` function); every
-  loop over it calls nothing (an input-pipeline demo);
+- it is read once, ``next(iter(DataLoader(...)))`` (also through an iterator that only
+  ``next()`` reads, outside any loop) or with ``batch_size=len(dataset)``, to preload a dataset
+  or show a sample; it is built with autograd off (in a ``@torch.no_grad()`` function); every
+  loop over it calls nothing, or only shows what it reads (an input-pipeline demo);
 - for workers and pinning: its dataset, a class of the same file, returns tensors already on
-  the device (``__getitem__`` calls ``.cuda()``): worker processes cannot create CUDA tensors and
-  pinning them raises; for pinning: a PyG sampler of subgraphs whose graph the file moves to
-  the device, whose batches PyG gathers on the device (:func:`graph_on_device`).
+  the device (``__getitem__`` calls ``.cuda()``), or its ``collate_fn`` puts the batch there:
+  worker processes cannot create CUDA tensors and pinning them raises; for pinning: a PyG
+  sampler of subgraphs whose graph the file moves to the device, whose batches PyG gathers on
+  the device (:func:`graph_on_device`).
 
 Arguments passed through ``**kwargs`` are read when the dict is built in the same file from
 literals (``kwargs = {"num_workers": 1}``, ``kwargs.update({...})``, ``dict(...)``), as
@@ -25,13 +27,14 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from torchpace.lint.device import moves_to_a_device
 from torchpace.lint.loops import (
     EVAL_NAME,
     ITER_WRAPPERS,
     SUBGRAPH_LOADERS,
+    Function,
     assignments,
     dotted,
     iterated,
@@ -159,16 +162,50 @@ def prepared_by_framework(ctx: FileContext, call: ast.Call) -> bool:
     return False
 
 
-def _read_once(ctx: FileContext, call: ast.Call) -> bool:
-    """``next(iter(DataLoader(...)))``: one batch, to preload a dataset."""
+def _read_once(ctx: FileContext, call: ast.AST) -> bool:
+    """``next(iter(DataLoader(...)))``: one batch, to preload a dataset; also through an
+    iterator only ``next()`` reads (a tutorial's ``dataiter = iter(loader)``, then ``images,
+    labels = next(dataiter)`` to show a sample)."""
     parent = ctx.parents.get(id(call))
     grand = ctx.parents.get(id(parent)) if parent is not None else None
-    return (
-        isinstance(parent, ast.Call)
-        and dotted(parent.func) == "iter"
-        and isinstance(grand, ast.Call)
-        and dotted(grand.func) == "next"
+    if not (isinstance(parent, ast.Call) and dotted(parent.func) == "iter"):
+        return False
+    if isinstance(grand, ast.Call) and dotted(grand.func) == "next":
+        return True
+    if not (
+        isinstance(grand, ast.Assign)
+        and len(grand.targets) == 1
+        and isinstance(grand.targets[0], ast.Name)
+    ):
+        return False
+    iterator = grand.targets[0].id
+    names = [n for n in ctx.of_type(ast.Name) if n.id == iterator]
+    # up to the name's next binding (a notebook's next demo; ``data_iter = iter(loader)`` again
+    # at each epoch's end is read by ``next()`` in the loop, which is no single read)
+    until = min(
+        (n.lineno for n in names if isinstance(n.ctx, ast.Store) and n.lineno > grand.lineno),
+        default=float("inf"),
     )
+    reads = [n for n in names if isinstance(n.ctx, ast.Load) and grand.lineno <= n.lineno < until]
+    return all(
+        isinstance(p := ctx.parents.get(id(n)), ast.Call)
+        and dotted(p.func) == "next"
+        and p.args[:1] == [n]
+        and not _in_a_loop(ctx, p)
+        for n in reads
+    )
+
+
+def _in_a_loop(ctx: FileContext, node: ast.AST) -> bool:
+    """``node`` runs inside a loop of its own scope (or a comprehension)."""
+    parent = ctx.parents.get(id(node))
+    while parent is not None and not isinstance(
+        parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.Module)
+    ):
+        if isinstance(parent, (ast.For, ast.AsyncFor, ast.While, ast.comprehension)):
+            return True
+        parent = ctx.parents.get(id(parent))
+    return False
 
 
 def _next_assignment(ctx: FileContext, name: str, call: ast.Call) -> float:
@@ -186,24 +223,25 @@ def _next_assignment(ctx: FileContext, name: str, call: ast.Call) -> float:
     return min(later, default=float("inf"))
 
 
-def _only_peeked(ctx: FileContext, name: str, until: float = float("inf")) -> bool:
-    """Every read of the plain name ``name`` in the file (before line ``until``; not a
+def _only_peeked(
+    ctx: FileContext, name: str, mine: Callable[[ast.AST], bool] = lambda n: True
+) -> bool:
+    """Every read of the plain name ``name`` in the file (those ``mine`` keeps; not a
     function's own parameter of that name) is ``next(iter(name))``: a loader built to show one
     batch (a tutorial's sample image), never looped over or handed on (issue 32)."""
     uses = [
         n
         for n in ctx.of_type(ast.Name)
-        if n.id == name
-        and isinstance(n.ctx, ast.Load)
-        and n.lineno < until  # type: ignore[attr-defined]
-        and not _shadowed(ctx, n, name)
+        if n.id == name and isinstance(n.ctx, ast.Load) and mine(n) and not _shadowed(ctx, n, name)
     ]
     peeks = [n for n in uses if _read_once(ctx, n)]
     return bool(peeks) and all(n in peeks or _inspected(ctx, n) for n in uses)
 
 
-def _only_evaluated(ctx: FileContext, name: str, until: float = float("inf")) -> bool:
-    """Every read of the plain name ``name`` (before line ``until``; not a function's own
+def _only_evaluated(
+    ctx: FileContext, name: str, mine: Callable[[ast.AST], bool] = lambda n: True
+) -> bool:
+    """Every read of the plain name ``name`` (those ``mine`` keeps; not a function's own
     parameter of that name) hands it to evaluation: a call with autograd off, in a function
     named for evaluation, or of one (PyG's layer-wise ``model.inference(x, subgraph_loader)``
     in a ``@torch.no_grad() def test():``). Reads of its attributes (``del loader.data.x``,
@@ -213,7 +251,7 @@ def _only_evaluated(ctx: FileContext, name: str, until: float = float("inf")) ->
         for n in ctx.of_type(ast.Name)
         if n.id == name
         and isinstance(n.ctx, ast.Load)
-        and n.lineno < until  # type: ignore[attr-defined]
+        and mine(n)
         and not _shadowed(ctx, n, name)
         and not isinstance(ctx.parents.get(id(n)), ast.Attribute)
     ]
@@ -349,12 +387,26 @@ def feeds_training(ctx: FileContext, call: ast.Call) -> bool:
         and not _handed_on(ctx, name)
     ):
         return False  # iterated here, in a file with no training loop: captioning, caching
-    loops = [loop for loop in _loops_over(ctx, name) if loop.lineno < until]
-    if not loops and (_only_peeked(ctx, name, until) or _only_evaluated(ctx, name, until)):
+
+    def mine(node: ast.AST) -> bool:
+        """A read of this loader: before the name's next assignment, and not before the loader
+        in its own scope (a notebook's earlier demo loader of the same name)."""
+        return node.lineno < until and (  # type: ignore[attr-defined]
+            node.lineno >= call.lineno or ctx.enclosing_scope(node) is not scope  # type: ignore[attr-defined]
+        )
+
+    loops = [loop for loop in _loops_over(ctx, name) if mine(loop)]
+    if not loops and (_only_peeked(ctx, name, mine) or _only_evaluated(ctx, name, mine)):
         return False
     evaluation = {id(loop) for loop in ctx.loops.eval_loops}
-    idle = {id(loop) for loop in loops if not any(isinstance(n, ast.Call) for n in walk(loop.body))}
+    idle = {id(loop) for loop in loops if _idle(loop)}
     return not loops or not all(id(loop) in evaluation | idle for loop in loops)
+
+
+def _idle(loop: ast.For | ast.AsyncFor) -> bool:
+    """A loop over batches that computes nothing: it calls nothing, or only shows what it
+    reads (``print(inputs.shape)``, a tutorial's "dummy training loop")."""
+    return all(dotted(n.func) in _INSPECT for n in walk(loop.body) if isinstance(n, ast.Call))
 
 
 def _dataset_class(ctx: FileContext, call: ast.Call) -> ast.ClassDef | None:
@@ -405,14 +457,36 @@ def graph_on_device(ctx: FileContext, call: ast.Call) -> bool:
 
 
 def yields_device_tensors(ctx: FileContext, call: ast.Call) -> bool:
-    """The loader's dataset is a class of this file whose items are put on a device."""
+    """The loader's dataset is a class of this file whose items are put on a device, or its
+    ``collate_fn`` is a function of this file that puts the batch there, also through
+    ``functools.partial`` (rasbt's ``partial(custom_collate_fn, device=device)``)."""
     cls = _dataset_class(ctx, call)
-    return cls is not None and any(
+    if cls is not None and any(
         isinstance(method, ast.FunctionDef)
         and method.name in {"__getitem__", "__iter__"}
         and any(moves_to_a_device(n, ctx.names) for n in subtree(method))
         for method in cls.body
+    ):
+        return True
+    collate = _collate_functions(ctx, argument(call, "collate_fn", 6))
+    return bool(collate) and all(
+        any(moves_to_a_device(n, ctx.names) for n in subtree(f)) for f in collate
     )
+
+
+def _collate_functions(ctx: FileContext, node: ast.expr | None, depth: int = 0) -> list[Function]:
+    """The functions of this file ``node`` may name: ``f``, ``partial(f, ...)``, or a name
+    bound only to those (in each branch of an ``if``); empty where any is something else."""
+    if isinstance(node, ast.Call) and ctx.names.qualname(node.func) == "functools.partial":
+        return _collate_functions(ctx, node.args[0] if node.args else None, depth)
+    if not isinstance(node, ast.Name) or depth > 1:
+        return []
+    functions = ctx.loops.functions.get(node.id, [])
+    if len(functions) == 1:
+        return functions
+    bound = [v for t, v in assignments(ctx.of_type(ast.Assign)) if t == node.id]
+    found = [_collate_functions(ctx, v, depth + 1) for v in bound]
+    return [f for fs in found for f in fs] if found and all(found) else []
 
 
 def streams_without_sharding(ctx: FileContext, call: ast.Call) -> bool:

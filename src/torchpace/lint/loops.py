@@ -370,6 +370,7 @@ class LoopFacts:
     cadence_helpers: frozenset[str] = frozenset()  # functions returning ``step % n == 0``
     off_flags: frozenset[str] = frozenset()  # options for diagnostics, off by default
     eval_loops: list[Loop] = field(default_factory=list)
+    by_type: dict[type, list[Any]] = field(default_factory=dict)  # the file's nodes by class
 
     # Resolution of calls to code of this file.
 
@@ -579,11 +580,32 @@ class LoopFacts:
             return True
         if not isinstance(scope, ast.Module) and EVAL_NAME.search(scope.name):
             return True
+        if not isinstance(scope, ast.Module) and self._only_run_without_grad(scope):
+            return True
         if isinstance(loop, (ast.For, ast.AsyncFor)):
             loader = dotted(iterated(loop.iter)) or ""
             if EVAL_NAME.search(loader.rsplit(".", 1)[-1].lower()):
                 return True
         return bool(in_eval_mode(scope, loop.lineno))
+
+    def _only_run_without_grad(self, function: Function) -> bool:
+        """A module-level function this file only calls with autograd off, and names nowhere
+        else (rasbt's ``calc_loss_loader``, called by ``evaluate_model`` under
+        ``torch.no_grad()``): what its loops read is an evaluation's."""
+        name = function.name
+        if self.functions.get(name) != [function] or self._class_of(function) is not None:
+            return False
+        calls = [
+            c
+            for c in self.by_type.get(ast.Call, ())
+            if isinstance(c.func, ast.Name) and c.func.id == name
+        ]
+        uses = sum(
+            1
+            for n in self.by_type.get(ast.Name, ())
+            if n.id == name and isinstance(n.ctx, ast.Load)
+        )
+        return bool(calls) and len(calls) == uses and all(id(c) in self.no_grad for c in calls)
 
     def _without_grad(self, stmt: ast.stmt) -> bool:
         return id(stmt) in self.no_grad or (
@@ -652,14 +674,16 @@ def _cadence_helpers(facts: LoopFacts, by_type: dict[type, list[Any]]) -> frozen
     without W&B, else ``return self.global_step % interval == 0``); then, as ``=name``, the
     variables assigned only such tests (:func:`is_cadence_gate`)."""
 
-    def gates(values: list[ast.expr]) -> bool:
+    def gates(function: Function) -> bool:
+        values = returned(function)
         tests = [v for v in values if not (isinstance(v, ast.Constant) and v.value is False)]
-        return bool(tests) and all(is_cadence_gate(v) for v in tests)
+        return bool(tests) and all(
+            is_cadence_gate(v) or (isinstance(v, ast.Name) and _narrowed_gate(function, v.id))
+            for v in tests
+        )
 
     helpers = frozenset(
-        name
-        for name, functions in facts.functions.items()
-        if all(gates(returned(f)) for f in functions)
+        name for name, functions in facts.functions.items() if all(gates(f) for f in functions)
     )
     values: dict[str, list[ast.expr]] = {}
     for node in [*by_type.get(ast.Assign, ()), *by_type.get(ast.AugAssign, ())]:
@@ -676,6 +700,29 @@ def _cadence_helpers(facts: LoopFacts, by_type: dict[type, list[Any]]) -> frozen
         if all(is_cadence_gate(v, helpers) for v in assigned)
     }
     return helpers | flags
+
+
+def _narrowed_gate(function: Function, name: str) -> bool:
+    """``name`` is, in ``function``, assigned a cadence test and otherwise only narrowed by it
+    (Meta Lingua's ``every_n_steps``: ``test = step % freq == 0``, then ``test = test and
+    (acc_step == k)``, ``return test``)."""
+    assigned: list[ast.expr] = []
+    for node in walk(function.body):
+        if isinstance(node, ast.AugAssign) and dotted(node.target) == name:
+            return False
+        if isinstance(node, ast.Assign) and any(dotted(t) == name for t in node.targets):
+            if len(node.targets) != 1:
+                return False
+            assigned.append(node.value)
+    narrowed = [
+        v
+        for v in assigned
+        if isinstance(v, ast.BoolOp)
+        and isinstance(v.op, ast.And)
+        and any(isinstance(x, ast.Name) and x.id == name for x in v.values)
+    ]
+    gates = [v for v in assigned if v not in narrowed]
+    return bool(gates) and all(is_cadence_gate(v) for v in gates)
 
 
 def _unit_periods(facts: LoopFacts, by_type: dict[type, list[Any]]) -> frozenset[str]:
@@ -929,13 +976,24 @@ _EVAL_NAME = re.compile(
 )
 
 
-def _evaluates(facts: LoopFacts, function: Function) -> bool:
+def evaluation_function(facts: LoopFacts, function: Function) -> bool:
     """An evaluation function the epoch loop calls beside training (PyG's ``@torch.no_grad()
     def test():``): autograd off by its decorator, and named for evaluation or putting a model
     in ``eval()`` mode. Its reads are the evaluation's, once per epoch, not the step's (issue
-    32: 42 such syncs). A ``@no_grad`` helper the step needs (an EMA update) stays hot."""
+    32: 42 such syncs). Also one named for evaluation that puts a model in ``eval()`` mode and
+    computes under ``with torch.no_grad():`` (DGL's ``def evaluate(...)``). A ``@no_grad``
+    helper the step needs (an EMA update) stays hot."""
     if not any(disables_grad(facts.names, d) for d in function.decorator_list):
-        return False
+        return bool(_EVAL_NAME.search(function.name.lower())) and (
+            any(facts._without_grad(stmt) for stmt in function.body)
+            and any(
+                isinstance(n, ast.Call)
+                and isinstance(n.func, ast.Attribute)
+                and n.func.attr == "eval"
+                and not n.args
+                for n in walk(function.body)
+            )
+        )
     if _EVAL_NAME.search(function.name.lower()):
         return True
     return any(
@@ -983,7 +1041,7 @@ def _mark_hot(
             stack += [node.test, *getattr(node, facts.decided[id(node)])]
             continue
         if isinstance(node, ast.Call):
-            called = [f for f in facts.callees(node, scope) if not _evaluates(facts, f)]
+            called = [f for f in facts.callees(node, scope) if not evaluation_function(facts, f)]
             for f in called:
                 facts.callers.setdefault(id(f), (f, []))[1].append(node)
             queue += called
@@ -1221,7 +1279,7 @@ def analyse(
     module-level functions that another file calls on every step (:mod:`.project`), hot too.
     ``off_flags``: options for diagnostics that are off by default (``values.debug_flags_off``):
     what ``if args.verbose:`` runs is not hot."""
-    facts = LoopFacts(names, off_flags=off_flags)
+    facts = LoopFacts(names, off_flags=off_flags, by_type=by_type)
     if not entries and not _may_train(by_type, names) and not _defines_step_methods(by_type):
         return facts  # most library modules: nothing to analyse
     _collect_bindings(facts, tree, by_type)

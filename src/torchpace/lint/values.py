@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from torchpace.lint.loops import rewrites_globals
 from torchpace.lint.project import imported_files, per_context
-from torchpace.lint.rule import FileContext, keyword
+from torchpace.lint.rule import FileContext, keyword, parameter_names
 from torchpace.lint.tree import subtree
 
 
@@ -247,8 +247,40 @@ def origin(ctx: FileContext, node: ast.expr | None) -> Origin | None:
     elif isinstance(node, ast.Attribute):
         found = _class_field(ctx, node.attr)  # self.cfg.num_workers
     elif isinstance(node, ast.Name):
-        found = _click_default(ctx, node.id) or _module_constant(ctx, node.id)
+        found = (
+            _click_default(ctx, node.id)
+            or _module_constant(ctx, node.id)
+            or _local_constant(ctx, node)
+        )
     return found[0] if len(found) == 1 else None
+
+
+def _local_constant(ctx: FileContext, node: ast.Name) -> list[Origin]:
+    """A name the scope it is read in binds once, with a plain ``name = literal`` (in a
+    function that is not given it, or in the module's ``if __name__ == "__main__":`` block:
+    rasbt's ``num_workers = 0`` then ``DataLoader(..., num_workers=num_workers)``)."""
+    scope = ctx.enclosing_scope(node)
+    if node.id in parameter_names(scope) or (
+        isinstance(scope, ast.Module) and rewrites_globals(ctx.by_type)
+    ):
+        return []
+    own = [n for n in subtree(scope) if ctx.enclosing_scope(n) is scope]
+    stores = [
+        n
+        for n in own
+        if isinstance(n, ast.Name) and n.id == node.id and isinstance(n.ctx, ast.Store)
+    ]
+    if len(stores) != 1:
+        return []
+    parent = ctx.parents.get(id(stores[0]))
+    if (
+        isinstance(parent, ast.Assign)
+        and parent.targets == [stores[0]]
+        and isinstance(parent.value, ast.Constant)
+        and not any(isinstance(n, (ast.Global, ast.Nonlocal)) for n in own)
+    ):
+        return [Origin(parent.value, "constant")]
+    return []
 
 
 def option_default(ctx: FileContext, node: ast.expr | None) -> ast.expr | None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from torchpace.findings import Edit, Fix
 from torchpace.lint.device import moves_to_a_device, uses_cuda
@@ -23,6 +23,7 @@ from torchpace.lint.rule import (
 )
 from torchpace.lint.rules.evaluation import called_models
 from torchpace.lint.scale import SMALL_MODELS_DOC
+from torchpace.lint.tree import subtree
 
 _DEPRECATED_AMP = {"torch.cuda.amp.autocast": "autocast", "torch.cuda.amp.GradScaler": "GradScaler"}
 # The torch release that added each `torch.amp` form (release notes: torch.amp.autocast with a
@@ -345,9 +346,40 @@ def _manages_precision(ctx: FileContext) -> bool:
     )
 
 
+# FSDP's mixed precision (``fully_shard(model, mp_policy=MixedPrecisionPolicy(param_dtype=
+# torch.bfloat16))``, FSDP1's ``MixedPrecision``): the sharded model computes in that dtype.
+_FSDP_PRECISION = frozenset({"MixedPrecisionPolicy", "MixedPrecision"})
+
+
+def _fsdp_precision(nodes: Iterable[ast.AST]) -> bool:
+    return any(
+        isinstance(n, ast.Call) and (dotted(n.func) or "").rsplit(".", 1)[-1] in _FSDP_PRECISION
+        for n in nodes
+    )
+
+
+def _shards_in_mixed_precision(ctx: FileContext) -> bool:
+    """The file, or a function of another project file it calls, builds an FSDP
+    mixed-precision policy (Meta Lingua's ``parallelize_model`` in ``lingua/distributed.py``)."""
+    from torchpace.lint.project import definition_of
+
+    if _fsdp_precision(ctx.nodes):
+        return True
+    for call, _ in ctx.calls:
+        found = definition_of(ctx, call, ast.FunctionDef)
+        if found is not None and found[0] is not ctx and _fsdp_precision(subtree(found[1])):
+            return True
+    return False
+
+
 def _check_cuda_loop_without_autocast(ctx: FileContext) -> Iterator[Report]:
     training = ctx.loops.training_loops()
-    if not training or _manages_precision(ctx) or not uses_cuda(ctx):
+    if (
+        not training
+        or _manages_precision(ctx)
+        or not uses_cuda(ctx)
+        or _shards_in_mixed_precision(ctx)
+    ):
         return
     if ctx.env_bound:
         # Reinforcement learning: the network is small and the step time is the
@@ -482,7 +514,9 @@ CUDA_LOOP_WITHOUT_AUTOCAST = Rule(
 ## What it does
 Flags the first training loop of a file that trains on CUDA and never uses `torch.autocast`
 (nor `.half()` / `.bfloat16()` / float16 dtypes, nor a framework that manages precision:
-Accelerate, Lightning, DeepSpeed, Transformers, NVIDIA's apex). Not
+Accelerate, Lightning, DeepSpeed, Transformers, NVIDIA's apex; nor FSDP's mixed-precision
+policy, `MixedPrecisionPolicy(param_dtype=...)` or `MixedPrecision(...)`, built in the file or
+in a project function it calls, such as a `parallelize_model()`). Not
 in a file that steps an environment (reinforcement learning): there the step time is the
 environment's and the network that picks actions is small. Nor where every model the loop
 runs is embedding tables alone (`nn.Embedding`, PyG's `Node2Vec` and `MetaPath2Vec`, or an

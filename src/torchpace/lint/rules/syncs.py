@@ -13,7 +13,7 @@ import ast
 from collections.abc import Iterator
 
 from torchpace.lint.device import may_use_accelerator
-from torchpace.lint.loops import LOOPS, Scope, assignments, dotted, walk
+from torchpace.lint.loops import LOOPS, Scope, assignments, dotted, evaluation_function, walk
 from torchpace.lint.rule import Check, FileContext, Report, Rule, parameter_names
 from torchpace.lint.scale import SMALL_MODELS_DOC
 from torchpace.lint.tensors import TensorFacts
@@ -30,9 +30,35 @@ def _hot(ctx: FileContext, *, waits: bool = True) -> Iterator[tuple[ast.AST, Sco
     if ctx.loops.hot and (ctx.entries or may_use_accelerator(ctx)):  # entries: see lint.project
         bound = ctx.env_bound  # an RL interaction loop reads its action back every step anyway
         small = ctx.launch_bound if waits else frozenset()
+        synced = _synced_by_evaluation(ctx) if waits else frozenset()
         for node, scope in ctx.loops.hot.values():
-            if id(node) not in bound and id(node) not in small:
+            if id(node) not in bound and id(node) not in small and id(node) not in synced:
                 yield node, scope
+
+
+def _synced_by_evaluation(ctx: FileContext) -> frozenset[int]:
+    """The nodes of training loops that call, on every step, an evaluation function of this
+    file that reads a value to the host (DGL's full-graph examples: ``acc = evaluate(...)``
+    returning ``correct.item()``): the step waits for the device there anyway, so the loop's
+    other reads add no wait of their own."""
+    cached: frozenset[int] | None = ctx.__dict__.get("_tp_synced_by_evaluation")
+    if cached is not None:
+        return cached
+    facts = ctx.loops
+    out: set[int] = set()
+    for loop in facts.step_loops:
+        scope = facts.scope_of[id(loop)]
+        nodes = list(walk(loop.body))
+        for call in (n for n in nodes if isinstance(n, ast.Call) and id(n) in facts.hot):
+            functions = facts.callees(call, scope)
+            if functions and all(
+                evaluation_function(facts, f) and any(_sync_method(n) for n in walk(f.body))
+                for f in functions
+            ):
+                out |= {id(n) for n in nodes}
+                break
+    ctx.__dict__["_tp_synced_by_evaluation"] = found = frozenset(out)
+    return found
 
 
 def hot_calls(
@@ -263,6 +289,12 @@ read before the loop's body binds its name anew, `labels = one_hot(labels.numpy(
 `from_numpy`.
 Nor a stop flag the ranks agree on: a tensor the loop hands to `dist.all_reduce` or
 `dist.broadcast` and then reads to decide a branch (`if stop.item():`), which every rank needs.
+Nor the reads of a training loop that calls, on every step, an evaluation function of the file
+that reads a value to the host (`acc = evaluate(model)` returning `correct.item()`, one step
+an epoch in full-graph training): the step waits there anyway. A loop over a loader in a
+function the file only calls with autograd off (`calc_loss_loader`, called by
+`evaluate_model` under `torch.no_grad()`) is evaluation; so is a function named for it that
+puts the model in `eval()` mode and computes under `with torch.no_grad():`.
 
 {SMALL_MODELS_DOC}
 
