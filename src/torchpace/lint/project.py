@@ -126,7 +126,7 @@ def _add_submodule_forwards(found: dict[str, set[str]], linted: dict[str, str]) 
                 target = _key(path)
                 if target not in linted or target == key:
                     continue
-                defined = _defined_in(path, other)
+                defined = defined_in(path, other)
                 if defined is None or not isinstance(defined[1], ast.ClassDef):
                     continue
                 if plain_class(defined[0], defined[1]):
@@ -273,13 +273,13 @@ def definition(ctx: FileContext, call: ast.Call) -> tuple[FileContext, ast.stmt]
         if own is not None:
             return (ctx, own)
     for path, name in imported_from(ctx, call):
-        found = _defined_in(path, name)
+        found = defined_in(path, name)
         if found is not None:
             return found
     return None
 
 
-def _defined_in(path: Path, name: str) -> tuple[FileContext, ast.stmt] | None:
+def defined_in(path: Path, name: str) -> tuple[FileContext, ast.stmt] | None:
     """The module-level class or function ``name`` of the file at ``path``, with that file."""
     other = _parsed(path)
     found = None if other is None else _top_level(other, name)

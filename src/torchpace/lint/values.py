@@ -264,20 +264,18 @@ def _local_constant(ctx: FileContext, node: ast.Name) -> list[Origin]:
         isinstance(scope, ast.Module) and rewrites_globals(ctx.by_type)
     ):
         return []
-    own = [n for n in subtree(scope) if ctx.enclosing_scope(n) is scope]
     stores = [
         n
-        for n in own
-        if isinstance(n, ast.Name) and n.id == node.id and isinstance(n.ctx, ast.Store)
+        for n in ctx.of_type(ast.Name)
+        if n.id == node.id and isinstance(n.ctx, ast.Store) and ctx.enclosing_scope(n) is scope
     ]
-    if len(stores) != 1:
+    if len(stores) != 1 or any(node.id in n.names for n in ctx.of_type(ast.Global, ast.Nonlocal)):
         return []
     parent = ctx.parents.get(id(stores[0]))
     if (
         isinstance(parent, ast.Assign)
         and parent.targets == [stores[0]]
         and isinstance(parent.value, ast.Constant)
-        and not any(isinstance(n, (ast.Global, ast.Nonlocal)) for n in own)
     ):
         return [Origin(parent.value, "constant")]
     return []

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterable, Iterator
+from pathlib import Path
 
 from torchpace.findings import Edit, Fix
 from torchpace.lint.device import moves_to_a_device, uses_cuda
@@ -361,14 +362,25 @@ def _fsdp_precision(nodes: Iterable[ast.AST]) -> bool:
 def _shards_in_mixed_precision(ctx: FileContext) -> bool:
     """The file, or a function of another project file it calls, builds an FSDP
     mixed-precision policy (Meta Lingua's ``parallelize_model`` in ``lingua/distributed.py``)."""
-    from torchpace.lint.project import definition_of
+    from torchpace.lint.project import defined_in, find_module
 
     if _fsdp_precision(ctx.nodes):
         return True
-    for call, _ in ctx.calls:
-        found = definition_of(ctx, call, ast.FunctionDef)
-        if found is not None and found[0] is not ctx and _fsdp_precision(subtree(found[1])):
-            return True
+    called = {c.func.id for c, _ in ctx.calls if isinstance(c.func, ast.Name)}
+    for node in ctx.of_type(ast.ImportFrom):
+        names = {a.asname or a.name: a.name for a in node.names if (a.asname or a.name) in called}
+        if not names or not ctx.path:
+            continue
+        path = find_module(node.module or "", Path(ctx.path), node.level)
+        try:
+            if path is None or b"MixedPrecision" not in path.read_bytes():
+                continue  # most imported modules: no parse needed
+        except OSError:
+            continue
+        for name in names.values():
+            found = defined_in(path, name)
+            if found is not None and _fsdp_precision(subtree(found[1])):
+                return True
     return False
 
 
