@@ -238,3 +238,49 @@ def test_a_tutorials_demo_loops_and_peeks_do_not_feed_training():
         "        ",
     )
     assert (13, "TP101") in _found(trained)  # next() in a training loop reads every batch
+
+
+# Issue 32's sixth change set (cloneofsimo/minDiffusion, MIT; judged before the change, rounds
+# 2026-11-27t and u).
+
+MIN_DIFFUSION = """
+import torch
+from torch.utils.data import DataLoader
+from tqdm import tqdm
+from unet import NaiveUnet
+
+
+def train_cifar10(n_epoch: int = 100, device: str = "cuda:1") -> None:
+    ddpm = DDPM(eps_model=NaiveUnet(3, 3, n_feat=128), betas=(1e-4, 0.02), n_T=1000)
+    ddpm.to(device)
+    dataloader = DataLoader(dataset, batch_size=512, shuffle=True, num_workers=16)
+    optim = torch.optim.Adam(ddpm.parameters(), lr=1e-5)
+    for i in range(n_epoch):
+        pbar = tqdm(dataloader)
+        loss_ema = None
+        for x, _ in pbar:
+            optim.zero_grad()
+            x = x.to(device)
+            loss = ddpm(x)
+            loss.backward()
+            if loss_ema is None:
+                loss_ema = loss.item()
+            else:
+                loss_ema = 0.9 * loss_ema + 0.1 * loss.item()
+            pbar.set_description(f"loss: {loss_ema:.4f}")
+            optim.step()
+"""
+
+
+def test_a_device_parameters_cuda_default_a_progress_bars_loader_and_a_lazy_first_value():
+    # the script names CUDA only as its function's default device; it iterates its loader
+    # through `pbar = tqdm(dataloader)`; `if loss_ema is None:` runs once an epoch
+    found = _found(MIN_DIFFUSION)
+    assert (16, "TP302") in found  # the training loop, on CUDA through the default
+    assert (11, "TP104") in found  # 16 workers, re-iterated through the progress bar
+    assert (22, "TP201") not in found  # the first step's value only
+    assert (24, "TP201") in found  # every other step's
+    on_cpu = MIN_DIFFUSION.replace('device: str = "cuda:1"', 'device: str = "cpu"')
+    assert "TP302" not in [c for _, c in _found(on_cpu)]
+    every_step = MIN_DIFFUSION.replace("if loss_ema is None:", "if loss_ema is not None:")
+    assert (22, "TP201") in _found(every_step)  # not an initialisation: reported

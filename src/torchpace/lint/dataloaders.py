@@ -345,6 +345,9 @@ def iterated_loader_calls(ctx: FileContext, loop: ast.For | ast.AsyncFor) -> lis
         return []
     names = [name]
     scope = ctx.enclosing_scope(loop)
+    wrapped = _wrapped_by(ctx, name, scope)
+    if wrapped is not None:  # ``pbar = tqdm(dataloader)``, then ``for x, _ in pbar:``
+        names.append(wrapped)
     if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)) and name in parameter_names(
         scope
     ):
@@ -354,6 +357,29 @@ def iterated_loader_calls(ctx: FileContext, loop: ast.For | ast.AsyncFor) -> lis
     for n in dict.fromkeys(names):
         calls += ctx.loops.loader_calls.get(n, []) or _returned_loaders(ctx, n)
     return calls
+
+
+def _wrapped_by(ctx: FileContext, name: str, scope: ast.AST) -> str | None:
+    """What ``name`` wraps, where ``scope`` binds it only to an iteration wrapper of one name
+    (``pbar = tqdm(dataloader)``): that name."""
+    bound = [
+        value
+        for target, value in assignments(ctx.of_type(ast.Assign))
+        if target == name and ctx.enclosing_scope(value) is scope
+    ]
+    inner = {
+        dotted(iterated(v))
+        for v in bound
+        if isinstance(v, ast.Call) and dotted(v.func) in ITER_WRAPPERS and v.args
+    }
+    return (
+        inner.pop()
+        if bound
+        and len(inner) == 1
+        and len(bound)
+        == sum(isinstance(v, ast.Call) and dotted(v.func) in ITER_WRAPPERS for v in bound)
+        else None
+    )
 
 
 def _shadowed(ctx: FileContext, node: ast.AST, name: str) -> bool:

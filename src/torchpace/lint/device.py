@@ -10,7 +10,8 @@ device, creates them there, or picks CUDA as its device:
   CUDA device (``torch.zeros(3, device="cuda")``, ``torch.load(f, map_location="cuda:0")``);
 - a CUDA device assigned to a name, attribute or item (``device = "cuda"``, ``DEVICE = "cuda" if
   torch.cuda.is_available() else "cpu"``, ``device = f"cuda:{rank}"``), given as an option's
-  ``default=`` (``parser.add_argument("--device", default="cuda")``), or compared with
+  ``default=`` (``parser.add_argument("--device", default="cuda")``) or as the default of a
+  function's device parameter (``def train(n_epoch=100, device="cuda:1"):``), or compared with
   (``if device.type == "cuda":``);
 - ``torch.accelerator.current_accelerator()`` (the device idiom of torch 2.6+: the CUDA device
   on a GPU machine), ``torch.accelerator.set_device_index(...)``;
@@ -196,6 +197,9 @@ def uses_cuda(ctx: FileContext) -> bool:
     for call, name in ctx.calls:
         if _call_uses_cuda(call, name, names):
             return True
+    for function in ctx.of_type(ast.FunctionDef, ast.AsyncFunctionDef):
+        if _cuda_parameter_default(function, names):
+            return True
     for node in ctx.of_type(ast.Assign, ast.AnnAssign, ast.Compare):
         if isinstance(node, (ast.Assign, ast.AnnAssign)) and is_cuda_device(node.value, names):
             return True
@@ -206,6 +210,23 @@ def uses_cuda(ctx: FileContext) -> bool:
         ):
             return True
     return False
+
+
+def _cuda_parameter_default(
+    function: ast.FunctionDef | ast.AsyncFunctionDef, names: Resolver
+) -> bool:
+    """A parameter named for a device whose default is a CUDA device (minDiffusion's
+    ``def train_cifar10(n_epoch: int = 100, device: str = "cuda:1")``)."""
+    args = function.args
+    positional = [*args.posonlyargs, *args.args]
+    pairs = [
+        *zip(positional[len(positional) - len(args.defaults) :], args.defaults, strict=True),
+        *zip(args.kwonlyargs, args.kw_defaults, strict=True),
+    ]
+    return any(
+        "device" in arg.arg.lower() and default is not None and is_cuda_device(default, names)
+        for arg, default in pairs
+    )
 
 
 # Frameworks that place the model and batches on a device for the script.

@@ -1032,6 +1032,11 @@ def _mark_hot(
             # ``if args.verbose: print(loss.item())``: diagnostics a run does only when asked
             stack += [node.test, *node.orelse]
             continue
+        if isinstance(node, ast.If) and _initialises(node) and not facts.trains(node.body, scope):
+            # ``if loss_ema is None: loss_ema = loss.item()``: the body sets what its test
+            # asks for, so it runs once (until the name is reset, per epoch at most)
+            stack += [node.test, *node.orelse]
+            continue
         if isinstance(node, ast.If) and _ends_run(node.body):
             # ``if not math.isfinite(loss): print(...); sys.exit(1)``: the body runs at most once.
             stack += [node.test, *node.orelse]
@@ -1053,6 +1058,28 @@ def _mark_hot(
                 if isinstance(a, ast.Lambda)
             ]
         stack.extend(children(node))
+
+
+def _initialises(node: ast.If) -> bool:
+    """``if x is None: x = ...``: a test that a name is unset, whose body sets it."""
+    test = node.test
+    if not (
+        isinstance(test, ast.Compare)
+        and len(test.ops) == 1
+        and isinstance(test.ops[0], ast.Is)
+        and isinstance(test.comparators[0], ast.Constant)
+        and test.comparators[0].value is None
+    ):
+        return False
+    name = dotted(test.left)
+    return name is not None and any(
+        isinstance(stmt, (ast.Assign, ast.AnnAssign))
+        and any(
+            dotted(t) == name
+            for t in (stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target])
+        )
+        for stmt in node.body
+    )
 
 
 def _mark_all(

@@ -394,7 +394,8 @@ DATALOADER_WITHOUT_PIN_MEMORY = Rule(
 Flags a `torch.utils.data.DataLoader` (or a graph library's subclass of it, as for TP101)
 created without `pin_memory=True` (not passed, or passed as `False`) in a file that uses a
 CUDA device: it calls `.cuda()`, moves something with `.to("cuda")`, builds
-`torch.device("cuda")`, passes `device="cuda"`, or assigns or compares a device such as
+`torch.device("cuda")`, passes `device="cuda"`, gives it as a device parameter's default
+(`def train(device="cuda:1"):`), or assigns or compares a device such as
 `"cuda" if torch.cuda.is_available() else "cpu"`. A file that only asks
 `torch.cuda.is_available()` does not count. A loader handed to `accelerator.prepare(...)`
 (Accelerate) or `fabric.setup_dataloaders(...)` (Fabric) feeds the GPU the framework chose and
@@ -596,7 +597,8 @@ WORKERS_NOT_PERSISTENT = Rule(
     doc="""\
 ## What it does
 Flags a `DataLoader` with `num_workers` above 0 and no `persistent_workers=True` that is
-iterated inside another loop, such as an epoch loop: by its name, in a function of the same
+iterated inside another loop, such as an epoch loop: by its name (also through a progress bar
+bound to it, `pbar = tqdm(loader)`), in a function of the same
 file that the epoch loop hands it to (`train_one_epoch(model, train_loader)`), when a function
 of the file built and returned it, or as the loader a Lightning `train_dataloader()` hook
 returns, which the Trainer iterates every epoch (unless `max_epochs=1`). The count is a literal,

@@ -277,9 +277,10 @@ inside a training loop or a function that the loop calls. Calls under
 a logging cadence (`if step % 100 == 0:`, `if step % 100 == 0 or step == last:`) or under an
 option for diagnostics that is off by default (`if args.verbose:` with `--verbose` a
 `store_true`; also `--debug`, `--profile`, `--print_*`, `--show_*`, `--plot_*`,
-`--synchronize-step`), after the
-loop, and in evaluation loops (under `torch.no_grad()`, after `model.eval()`, in a function
-named for evaluation) are not flagged; the optimizer step of gradient accumulation
+`--synchronize-step`), under a first-value test whose body sets what it tests (`if loss_ema
+is None: loss_ema = loss.item()`, once until reset), after the loop, and in evaluation loops
+(under `torch.no_grad()`, after `model.eval()`, in a function named for evaluation) are not
+flagged; the optimizer step of gradient accumulation
 (`if (i + 1) % accumulate == 0: optimizer.step()`) is training, and is; so is what a gate on
 the accumulation count runs (`if step % args.gradient_accumulation_steps == 0:`), once per
 optimizer step. Nor are reads of
