@@ -345,9 +345,10 @@ def iterated_loader_calls(ctx: FileContext, loop: ast.For | ast.AsyncFor) -> lis
         return []
     names = [name]
     scope = ctx.enclosing_scope(loop)
-    wrapped = _wrapped_by(ctx, name, scope)
-    if wrapped is not None:  # ``pbar = tqdm(dataloader)``, then ``for x, _ in pbar:``
-        names.append(wrapped)
+    if name not in ctx.loops.loader_calls and not ctx.loops.is_loader(loop.iter):
+        wrapped = _wrapped_by(ctx, name, scope)
+        if wrapped is not None:  # ``pbar = tqdm(dataloader)``, then ``for x, _ in pbar:``
+            names.append(wrapped)
     if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)) and name in parameter_names(
         scope
     ):

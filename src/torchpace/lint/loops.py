@@ -79,7 +79,7 @@ DATALOADERS = frozenset(
 def may_build_loader(source: bytes) -> bool:
     """Whether a file's text names a loader class of :data:`DATALOADERS` (a fast test before
     any tree is walked: most files build no loader)."""
-    return b"Loader" in source or b"Sampler" in source
+    return b"Loader" in source or b"torch_geometric" in source
 
 
 # A function named for one training step (``train_step``, ``training_step``, ``step``), not for
@@ -682,6 +682,10 @@ def _cadence_helpers(facts: LoopFacts, by_type: dict[type, list[Any]]) -> frozen
             for v in tests
         )
 
+    if not any(isinstance(n.op, ast.Mod) for n in by_type.get(ast.BinOp, ())) and not any(
+        is_cadence_gate(n) for n in by_type.get(ast.Compare, ())
+    ):
+        return _unit_periods(facts, by_type)  # no ``% n`` nor first-steps test: nothing gates
     helpers = frozenset(
         name for name, functions in facts.functions.items() if all(gates(f) for f in functions)
     )

@@ -198,8 +198,14 @@ _NOT_MODELS = frozenset({"get_model", "get_model_weights", "get_weight", "list_m
 
 
 def find_module(module: str, caller: Path, level: int = 0) -> Path | None:
-    """The file ``import module`` means from ``caller`` (see :func:`_candidates`)."""
-    return next((c for c in _candidates(module, caller, level) if c.is_file()), None)
+    """The file ``import module`` means from ``caller`` (see :func:`_candidates`); the files
+    of one folder import the same modules, so each lookup is made once per folder and run."""
+    return _find_module(module, caller.parent, level)
+
+
+@functools.lru_cache(maxsize=4096)
+def _find_module(module: str, folder: Path, level: int) -> Path | None:
+    return next((c for c in _candidates(module, folder / "_", level) if c.is_file()), None)
 
 
 def imported_from(ctx: FileContext, call: ast.Call) -> Iterator[tuple[Path, str]]:
