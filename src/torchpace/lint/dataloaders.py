@@ -36,6 +36,7 @@ from torchpace.lint.loops import (
     SUBGRAPH_LOADERS,
     Function,
     assignments,
+    bound_in,
     dotted,
     iterated,
     returned_loaders,
@@ -229,11 +230,7 @@ def _only_peeked(
     """Every read of the plain name ``name`` in the file (those ``mine`` keeps; not a
     function's own parameter of that name) is ``next(iter(name))``: a loader built to show one
     batch (a tutorial's sample image), never looped over or handed on (issue 32)."""
-    uses = [
-        n
-        for n in ctx.of_type(ast.Name)
-        if n.id == name and isinstance(n.ctx, ast.Load) and mine(n) and not _shadowed(ctx, n, name)
-    ]
+    uses = _reads(ctx, name, mine)
     peeks = [n for n in uses if _read_once(ctx, n)]
     return bool(peeks) and all(n in peeks or _inspected(ctx, n) for n in uses)
 
@@ -247,15 +244,19 @@ def _only_evaluated(
     in a ``@torch.no_grad() def test():``). Reads of its attributes (``del loader.data.x``,
     ``loader.data.num_nodes = n``) configure it; they iterate nothing."""
     uses = [
-        n
-        for n in ctx.of_type(ast.Name)
-        if n.id == name
-        and isinstance(n.ctx, ast.Load)
-        and mine(n)
-        and not _shadowed(ctx, n, name)
-        and not isinstance(ctx.parents.get(id(n)), ast.Attribute)
+        n for n in _reads(ctx, name, mine) if not isinstance(ctx.parents.get(id(n)), ast.Attribute)
     ]
     return bool(uses) and all(_given_to_evaluation(ctx, n) for n in uses)
+
+
+def _reads(ctx: FileContext, name: str, mine: Callable[[ast.AST], bool]) -> list[ast.Name]:
+    """The reads of the plain name ``name`` that ``mine`` keeps, but a function's own parameter
+    of that name."""
+    return [
+        n
+        for n in ctx.of_type(ast.Name)
+        if n.id == name and isinstance(n.ctx, ast.Load) and mine(n) and not _shadowed(ctx, n, name)
+    ]
 
 
 def _given_to_evaluation(ctx: FileContext, node: ast.AST) -> bool:
@@ -363,24 +364,15 @@ def iterated_loader_calls(ctx: FileContext, loop: ast.For | ast.AsyncFor) -> lis
 def _wrapped_by(ctx: FileContext, name: str, scope: ast.AST) -> str | None:
     """What ``name`` wraps, where ``scope`` binds it only to an iteration wrapper of one name
     (``pbar = tqdm(dataloader)``): that name."""
-    bound = [
-        value
-        for target, value in assignments(ctx.of_type(ast.Assign))
-        if target == name and ctx.enclosing_scope(value) is scope
-    ]
-    inner = {
-        dotted(iterated(v))
-        for v in bound
-        if isinstance(v, ast.Call) and dotted(v.func) in ITER_WRAPPERS and v.args
-    }
-    return (
-        inner.pop()
-        if bound
-        and len(inner) == 1
-        and len(bound)
-        == sum(isinstance(v, ast.Call) and dotted(v.func) in ITER_WRAPPERS for v in bound)
-        else None
-    )
+
+    def wrapper(value: ast.expr) -> bool:
+        return (
+            isinstance(value, ast.Call) and dotted(value.func) in ITER_WRAPPERS and bool(value.args)
+        )
+
+    bound = bound_in(ctx, name, scope) or []
+    inner = {dotted(iterated(v)) for v in bound}
+    return inner.pop() if bound and all(wrapper(v) for v in bound) and len(inner) == 1 else None
 
 
 def _shadowed(ctx: FileContext, node: ast.AST, name: str) -> bool:
@@ -487,18 +479,20 @@ def yields_device_tensors(ctx: FileContext, call: ast.Call) -> bool:
     """The loader's dataset is a class of this file whose items are put on a device, or its
     ``collate_fn`` is a function of this file that puts the batch there, also through
     ``functools.partial`` (rasbt's ``partial(custom_collate_fn, device=device)``)."""
+
+    def moves(function: ast.AST) -> bool:
+        return any(moves_to_a_device(n, ctx.names) for n in subtree(function))
+
     cls = _dataset_class(ctx, call)
     if cls is not None and any(
         isinstance(method, ast.FunctionDef)
         and method.name in {"__getitem__", "__iter__"}
-        and any(moves_to_a_device(n, ctx.names) for n in subtree(method))
+        and moves(method)
         for method in cls.body
     ):
         return True
     collate = _collate_functions(ctx, argument(call, "collate_fn", 6))
-    return bool(collate) and all(
-        any(moves_to_a_device(n, ctx.names) for n in subtree(f)) for f in collate
-    )
+    return bool(collate) and all(moves(f) for f in collate)
 
 
 def _collate_functions(ctx: FileContext, node: ast.expr | None, depth: int = 0) -> list[Function]:

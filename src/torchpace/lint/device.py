@@ -217,15 +217,11 @@ def _cuda_parameter_default(
 ) -> bool:
     """A parameter named for a device whose default is a CUDA device (minDiffusion's
     ``def train_cifar10(n_epoch: int = 100, device: str = "cuda:1")``)."""
-    args = function.args
-    positional = [*args.posonlyargs, *args.args]
-    pairs = [
-        *zip(positional[len(positional) - len(args.defaults) :], args.defaults, strict=True),
-        *zip(args.kwonlyargs, args.kw_defaults, strict=True),
-    ]
+    from torchpace.lint.loops import parameter_defaults
+
     return any(
-        "device" in arg.arg.lower() and default is not None and is_cuda_device(default, names)
-        for arg, default in pairs
+        "device" in name.lower() and is_cuda_device(default, names)
+        for name, default in parameter_defaults(function).items()
     )
 
 

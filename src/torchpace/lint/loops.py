@@ -26,10 +26,13 @@ import ast
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from torchpace.lint.imports import Resolver
 from torchpace.lint.tree import children, subtree
+
+if TYPE_CHECKING:
+    from torchpace.lint.rule import FileContext
 
 Function = ast.FunctionDef | ast.AsyncFunctionDef
 Scope = ast.Module | ast.FunctionDef | ast.AsyncFunctionDef
@@ -278,6 +281,23 @@ def _every_optimizer_step(test: ast.expr) -> bool:
         and ACCUMULATION.search((dotted(n.right) or "").rsplit(".", 1)[-1]) is not None
         for n in ast.walk(test)
     )
+
+
+def bound_in(ctx: FileContext, name: str, scope: ast.AST) -> list[ast.expr] | None:
+    """What the scope's own assignments bind ``name`` to, where they are all that binds it
+    (not a loop target, an unpacking of a call, ``with ... as``); else None."""
+    nodes = list(subtree(scope))
+    bound = [
+        value
+        for target, value in assignments(n for n in nodes if isinstance(n, ast.Assign))
+        if target == name and ctx.enclosing_scope(value) is scope
+    ]
+    stores = sum(
+        1
+        for n in nodes
+        if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store)
+    )
+    return bound if bound and len(bound) == stores else None
 
 
 def assignments(nodes: Iterable[ast.AST]) -> Iterator[tuple[str, ast.expr]]:
@@ -987,21 +1007,23 @@ def evaluation_function(facts: LoopFacts, function: Function) -> bool:
     32: 42 such syncs). Also one named for evaluation that puts a model in ``eval()`` mode and
     computes under ``with torch.no_grad():`` (DGL's ``def evaluate(...)``). A ``@no_grad``
     helper the step needs (an EMA update) stays hot."""
+    named = bool(_EVAL_NAME.search(function.name.lower()))
     if not any(disables_grad(facts.names, d) for d in function.decorator_list):
-        return bool(_EVAL_NAME.search(function.name.lower())) and (
-            any(facts._without_grad(stmt) for stmt in function.body)
-            and any(
-                isinstance(n, ast.Call)
-                and isinstance(n.func, ast.Attribute)
-                and n.func.attr == "eval"
-                and not n.args
-                for n in walk(function.body)
-            )
+        return (
+            named
+            and any(facts._without_grad(stmt) for stmt in function.body)
+            and _switches_to_eval(function)
         )
-    if _EVAL_NAME.search(function.name.lower()):
-        return True
+    return named or _switches_to_eval(function)
+
+
+def _switches_to_eval(function: Function) -> bool:
+    """``function`` calls ``.eval()`` on something (a model, put in evaluation mode)."""
     return any(
-        isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "eval"
+        isinstance(n, ast.Call)
+        and isinstance(n.func, ast.Attribute)
+        and n.func.attr == "eval"
+        and not n.args
         for n in walk(function.body)
     )
 

@@ -51,12 +51,12 @@ def _key(path: str | Path) -> str:
     return os.path.normcase(os.path.abspath(path))
 
 
-def _candidates(module: str, caller: Path, level: int = 0) -> Iterator[Path]:
-    """The files ``import module`` from ``caller`` may mean, nearest first: beside it or up to
-    :data:`MAX_LEVELS` directories above (``level`` > 0: a relative import, from the caller's
-    package)."""
+def _candidates(module: str, folder: Path, level: int = 0) -> Iterator[Path]:
+    """The files ``import module`` from a file in ``folder`` may mean, nearest first: beside it
+    or up to :data:`MAX_LEVELS` directories above (``level`` > 0: a relative import, from the
+    caller's package)."""
     parts = [p for p in module.split(".") if p]
-    bases = [caller.parent, *caller.parent.parents]
+    bases = [folder, *folder.parents]
     for base in bases[level - 1 : level] if level else bases[: MAX_LEVELS + 1]:
         yield base.joinpath(*parts).with_suffix(".py") if parts else base / "__init__.py"
         yield base.joinpath(*parts, "__init__.py")
@@ -64,7 +64,7 @@ def _candidates(module: str, caller: Path, level: int = 0) -> Iterator[Path]:
 
 def _module_file(module: str, caller: Path, linted: dict[str, str]) -> str | None:
     """The linted file that ``import module`` from ``caller`` most likely means."""
-    return next((k for c in _candidates(module, caller) if (k := _key(c)) in linted), None)
+    return next((k for c in _candidates(module, caller.parent) if (k := _key(c)) in linted), None)
 
 
 def step_callees(results: Sequence[FileResult]) -> dict[str, frozenset[str]]:
@@ -205,7 +205,7 @@ def find_module(module: str, caller: Path, level: int = 0) -> Path | None:
 
 @functools.lru_cache(maxsize=4096)
 def _find_module(module: str, folder: Path, level: int) -> Path | None:
-    return next((c for c in _candidates(module, folder / "_", level) if c.is_file()), None)
+    return next((c for c in _candidates(module, folder, level) if c.is_file()), None)
 
 
 def imported_from(ctx: FileContext, call: ast.Call) -> Iterator[tuple[Path, str]]:

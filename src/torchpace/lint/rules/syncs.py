@@ -13,7 +13,14 @@ import ast
 from collections.abc import Iterator
 
 from torchpace.lint.device import may_use_accelerator
-from torchpace.lint.loops import LOOPS, Scope, assignments, dotted, evaluation_function, walk
+from torchpace.lint.loops import (
+    LOOPS,
+    Scope,
+    bound_in,
+    dotted,
+    evaluation_function,
+    walk,
+)
 from torchpace.lint.rule import Check, FileContext, Report, Rule, parameter_names
 from torchpace.lint.scale import SMALL_MODELS_DOC
 from torchpace.lint.tensors import TensorFacts
@@ -549,28 +556,11 @@ def _a_module_input(node: ast.expr, ctx: FileContext, scope: Scope, depth: int =
         return False
     if node.id in parameter_names(scope):
         return True
-    bound = _bound_in(node.id, ctx, scope) if depth < 2 else None
+    bound = bound_in(ctx, node.id, scope) if depth < 2 else None
     return bool(bound) and all(
         isinstance(v, ast.Subscript) and _a_module_input(v.value, ctx, scope, depth + 1)
         for v in bound or ()
     )
-
-
-def _bound_in(name: str, ctx: FileContext, scope: Scope) -> list[ast.expr] | None:
-    """What the scope's own assignments bind ``name`` to, where they are all that binds it
-    (not a loop target, an unpacking of a call, ``with ... as``); else None."""
-    nodes = list(subtree(scope))
-    bound = [
-        value
-        for target, value in assignments(n for n in nodes if isinstance(n, ast.Assign))
-        if target == name and ctx.enclosing_scope(value) is scope
-    ]
-    stores = sum(
-        1
-        for n in nodes
-        if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store)
-    )
-    return bound if bound and len(bound) == stores else None
 
 
 def _a_comparison(
@@ -596,7 +586,7 @@ def _a_comparison(
             or any(_a_comparison(n, ctx, scope, depth, of_module_input=True) for n in sides)
         )
     if isinstance(node, ast.Name) and depth < 2:
-        bound = _bound_in(node.id, ctx, scope)  # the scope's own bindings, not the file's
+        bound = bound_in(ctx, node.id, scope)  # the scope's own bindings, not the file's
         return bool(bound) and all(
             _a_comparison(v, ctx, scope, depth + 1, of_module_input=of_module_input)
             for v in bound or ()
