@@ -120,9 +120,10 @@ def git(gitdir: Path, *args: str, capture: bool = True) -> bytes:
 
 
 def find_mirror(mirror: Path, repo: str) -> Path | None:
-    """A bare git dir for REPO under MIRROR (either MIRROR/owner+name/repo or MIRROR/owner+name)."""
+    """A git dir for REPO under MIRROR: MIRROR/owner+name/repo, MIRROR/owner+name (bare), or a
+    checkout's MIRROR/owner+name/repo/.git."""
     base = mirror / repo_dirname(repo)
-    for cand in (base / "repo", base):
+    for cand in (base / "repo", base, base / "repo" / ".git"):
         if (cand / "HEAD").is_file() and (cand / "objects").is_dir():
             return cand
     return None
