@@ -73,3 +73,26 @@ def test_missing_cuda_is_a_clear_error(capsys: pytest.CaptureFixture[str]) -> No
         pytest.skip("this machine has CUDA; the error path is for machines without it")
     assert main(["env", "--device", "cuda", "--no-peak"]) == 2
     assert "CUDA is not available" in capsys.readouterr().err
+
+
+def test_lint_imports_no_other_verb(tmp_path) -> None:
+    """`torchpace lint` starts without the doctor's, tune's or report's modules (start-up time
+    on a large corpus); an unknown command still names every verb."""
+    script = tmp_path / "train.py"
+    script.write_text("import torch\nx = torch.zeros(1)\n")
+    probe = (
+        "import sys\n"
+        "from torchpace.cli import main\n"
+        f"rc = main(['lint', {str(script)!r}])\n"
+        "verbs = [m for m in sys.modules if m.split('.')[1:2] in (['doctor'], ['tune'],"
+        " ['report'], ['script'], ['train'])]\n"
+        "print(rc, sorted(verbs))\n"
+    )
+    proc = run_python("-c", probe)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "0 []", proc.stdout
+
+    proc = run_python("-m", "torchpace", "lnt")
+    assert proc.returncode == 2
+    for verb in ("doctor", "tune", "report", "compare", "apply", "lint"):
+        assert verb in proc.stderr

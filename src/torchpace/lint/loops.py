@@ -242,8 +242,14 @@ def _ungated_part(test: ast.expr, helpers: frozenset[str]) -> list[ast.expr]:
 
 
 def returned(function: Function) -> list[ast.expr]:
-    """The values ``function`` returns (``return x``), nested functions and lambdas excluded."""
-    return [n.value for n in walk(function.body) if isinstance(n, ast.Return) and n.value]
+    """The values ``function`` returns (``return x``), nested functions and lambdas excluded;
+    found once per function (kept on the node: the rules ask for the same ones often)."""
+    cached: list[ast.expr] | None = function.__dict__.get("_tp_returned")
+    if cached is None:
+        cached = function.__dict__["_tp_returned"] = [
+            n.value for n in walk(function.body) if isinstance(n, ast.Return) and n.value
+        ]
+    return cached
 
 
 def returned_loaders(function: Function, names: Resolver) -> list[ast.Call]:
@@ -1202,14 +1208,11 @@ def _mark_repeated(facts: LoopFacts, tree: ast.Module) -> None:
     """Loops that run more than once: nested in another loop, or in a function a loop calls."""
     called_in_loops: list[Function] = []
     for scope in _scopes(tree):
-        for loop in walk(scope.body):
-            if not isinstance(loop, LOOPS):
-                continue
-            for node in walk(loop.body):
-                if isinstance(node, LOOPS):
-                    facts.repeated.add(id(node))
-                elif isinstance(node, ast.Call):
-                    called_in_loops += facts.callees(node, scope)
+        for node in _in_loop_bodies(scope.body):
+            if isinstance(node, LOOPS):
+                facts.repeated.add(id(node))
+            elif isinstance(node, ast.Call):
+                called_in_loops += facts.callees(node, scope)
     seen: set[int] = set()
     while called_in_loops:
         function = called_in_loops.pop()
@@ -1221,6 +1224,24 @@ def _mark_repeated(facts: LoopFacts, tree: ast.Module) -> None:
                 facts.repeated.add(id(node))
             elif isinstance(node, ast.Call):
                 called_in_loops += facts.callees(node, function)
+
+
+def _in_loop_bodies(body: list[ast.stmt]) -> Iterator[ast.AST]:
+    """Each node of ``body``'s scope that is in the body of a loop (nested loops included), once:
+    ``walk(loop.body)`` for every loop ``walk(body)`` meets, without walking a nested loop's
+    body again for each loop around it."""
+    stack: list[tuple[ast.AST, bool]] = [(node, False) for node in body]
+    while stack:
+        node, inside = stack.pop()
+        if inside:
+            yield node
+        if isinstance(node, NESTED_SCOPES):
+            continue
+        if not inside and isinstance(node, LOOPS):
+            in_body = {id(n) for n in node.body}
+            stack.extend((kid, id(kid) in in_body) for kid in children(node))
+        else:
+            stack.extend((kid, inside) for kid in children(node))
 
 
 # Names of modules that are run for evaluation: model, net, encoder, ...

@@ -113,6 +113,8 @@ def _python_lines(lines: list[str]) -> list[str]:
         magic = first[2:].split(maxsplit=1)[0] if first[2:].strip() else ""
         if magic not in _PYTHON_CELL_MAGICS:
             return ["" for _ in lines]
+    if not any(_MAGIC.match(line) or line.lstrip().startswith("%%") for line in lines):
+        return lines  # plain Python: no need to find where logical lines begin
     out: list[str] = []
     continues = False  # the previous line was IPython syntax ending with a backslash
     for line, starts in zip(lines, _logical_starts(lines), strict=True):

@@ -18,12 +18,59 @@ from typing import Any
 _KIDS = "_tp_kids"
 
 
+# Fields that never hold a node (identifiers, numbers, strings, constants; by Python's ASDL),
+# and the context markers: the index reads only the other fields of each class.
+_LEAF_FIELDS = frozenset(
+    {
+        "ctx",
+        "id",
+        "attr",
+        "arg",
+        "asname",
+        "module",
+        "level",
+        "conversion",
+        "simple",
+        "is_async",
+        "type_comment",
+        "kind",
+        "rest",
+        "kwd_attrs",
+        "tag",
+    }
+)
+# Classes whose ``name``, ``names`` or ``value`` field holds an identifier, a list of them or a
+# constant, not nodes.
+_LEAF_BY_CLASS: dict[type, frozenset[str]] = {
+    ast.FunctionDef: frozenset({"name"}),
+    ast.AsyncFunctionDef: frozenset({"name"}),
+    ast.ClassDef: frozenset({"name"}),
+    ast.alias: frozenset({"name"}),
+    ast.ExceptHandler: frozenset({"name"}),
+    ast.MatchStar: frozenset({"name"}),
+    ast.MatchAs: frozenset({"name"}),
+    ast.Global: frozenset({"names"}),
+    ast.Nonlocal: frozenset({"names"}),
+    ast.Constant: frozenset({"value"}),
+    ast.MatchSingleton: frozenset({"value"}),
+}
+_NODE_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _node_fields(kind: type) -> tuple[str, ...]:
+    """The fields of AST class ``kind`` that may hold nodes, in field order."""
+    leaves = _LEAF_FIELDS | _LEAF_BY_CLASS.get(kind, frozenset())
+    fields = _NODE_FIELDS[kind] = tuple(f for f in kind._fields if f not in leaves)  # type: ignore[attr-defined]
+    return fields
+
+
 def all_nodes(tree: ast.AST) -> tuple[tuple[ast.AST, ...], dict[type, list[Any]]]:
     """Every node of ``tree``, breadth first, without the context markers, and the same nodes
     grouped by class; each node keeps its children for :func:`children`."""
     out: list[ast.AST] = [tree]
     by_type: dict[type, list[Any]] = {}
     node_type, i = ast.AST, 0
+    node_fields = _NODE_FIELDS
     while i < len(out):
         node = out[i]
         i += 1
@@ -32,10 +79,11 @@ def all_nodes(tree: ast.AST) -> tuple[tuple[ast.AST, ...], dict[type, list[Any]]
             by_type[kind].append(node)
         else:
             by_type[kind] = [node]
+        fields = node_fields.get(kind)
+        if fields is None:
+            fields = _node_fields(kind)
         kids: list[ast.AST] = []
-        for field in node._fields:
-            if field == "ctx":
-                continue
+        for field in fields:
             value = getattr(node, field, None)
             if value.__class__ is list:
                 for item in value:

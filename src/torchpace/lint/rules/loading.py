@@ -43,11 +43,15 @@ _NUM_WORKERS_POSITION = 5
 _PIN_MEMORY_POSITION = 7
 
 
-def _training_loaders(ctx: FileContext) -> Iterator[ast.Call]:
-    """The DataLoader calls that may feed training steps (see :mod:`..dataloaders`)."""
-    for call, name in ctx.calls:
-        if name in DATALOADERS and feeds_training(ctx, call):
-            yield call
+def _training_loaders(ctx: FileContext) -> list[ast.Call]:
+    """The DataLoader calls that may feed training steps (see :mod:`..dataloaders`), worked
+    out once per file (five rules read them)."""
+    cached: list[ast.Call] | None = ctx.__dict__.get("_tp_training_loaders")
+    if cached is None:
+        cached = ctx.__dict__["_tp_training_loaders"] = [
+            call for call, name in ctx.calls if name in DATALOADERS and feeds_training(ctx, call)
+        ]
+    return cached
 
 
 _IN_MEMORY = frozenset(

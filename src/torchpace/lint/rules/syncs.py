@@ -29,18 +29,27 @@ from torchpace.lint.tree import subtree
 REFERENCES = 'PyTorch Performance Tuning Guide, "Avoid unnecessary CPU-GPU synchronization"'
 
 
-def _hot(ctx: FileContext, *, waits: bool = True) -> Iterator[tuple[ast.AST, Scope]]:
+def _hot(ctx: FileContext, *, waits: bool = True) -> list[tuple[ast.AST, Scope]]:
     """The hot code, in a file that may use an accelerator: on the CPU alone nothing runs
     asynchronously, so nothing waits for a device. For a rule about waiting for the device
     (``waits``), not the loops of a small model (lint.scale): its kernels take microseconds, so
-    the queue a sync waits on is about empty."""
+    the queue a sync waits on is about empty. Worked out once per file (seven rules read it)."""
+    key = "_tp_hot_waits" if waits else "_tp_hot"
+    cached: list[tuple[ast.AST, Scope]] | None = ctx.__dict__.get(key)
+    if cached is not None:
+        return cached
+    out: list[tuple[ast.AST, Scope]] = []
     if ctx.loops.hot and (ctx.entries or may_use_accelerator(ctx)):  # entries: see lint.project
         bound = ctx.env_bound  # an RL interaction loop reads its action back every step anyway
         small = ctx.launch_bound if waits else frozenset()
         synced = _synced_by_evaluation(ctx) if waits else frozenset()
-        for node, scope in ctx.loops.hot.values():
-            if id(node) not in bound and id(node) not in small and id(node) not in synced:
-                yield node, scope
+        out = [
+            (node, scope)
+            for node, scope in ctx.loops.hot.values()
+            if id(node) not in bound and id(node) not in small and id(node) not in synced
+        ]
+    ctx.__dict__[key] = out
+    return out
 
 
 def _synced_by_evaluation(ctx: FileContext) -> frozenset[int]:
@@ -68,12 +77,18 @@ def _synced_by_evaluation(ctx: FileContext) -> frozenset[int]:
     return found
 
 
-def hot_calls(
-    ctx: FileContext, *, waits: bool = True
-) -> Iterator[tuple[ast.Call, str | None, Scope]]:
-    for node, scope in _hot(ctx, waits=waits):
-        if isinstance(node, ast.Call):
-            yield node, ctx.names.qualname(node.func), scope
+def hot_calls(ctx: FileContext, *, waits: bool = True) -> list[tuple[ast.Call, str | None, Scope]]:
+    """The calls of :func:`_hot`'s code, with their resolved names."""
+    key = "_tp_hot_calls_waits" if waits else "_tp_hot_calls"
+    cached: list[tuple[ast.Call, str | None, Scope]] | None = ctx.__dict__.get(key)
+    if cached is None:
+        qualname = ctx.names.qualname
+        cached = ctx.__dict__[key] = [
+            (node, qualname(node.func), scope)
+            for node, scope in _hot(ctx, waits=waits)
+            if isinstance(node, ast.Call)
+        ]
+    return cached
 
 
 # TP201 ------------------------------------------------------------------------------------------
