@@ -97,3 +97,22 @@ def test_the_collector_is_restored_after_a_failing_lint() -> None:
         raise RuntimeError("a rule crashed the worker")
     assert gc.get_threshold() == before
     assert gc.get_freeze_count() == 0
+
+
+def test_a_per_file_reading_runs_once_per_file_and_options() -> None:
+    from torchpace.lint.engine import parse
+    from torchpace.lint.rule import FileContext, per_file
+
+    runs: list[tuple[str, bool]] = []
+
+    @per_file
+    def reading(ctx: FileContext, *, waits: bool = True) -> int:
+        runs.append((ctx.path, waits))
+        return len(runs)
+
+    one, two = parse("one.py", b"x = 1\n"), parse("two.py", b"y = 2\n")
+    assert isinstance(one, FileContext) and isinstance(two, FileContext)
+    assert reading(one) == reading(one, waits=True) == 1  # the default is the same options
+    assert reading(one, waits=False) == 2
+    assert reading(two) == 3
+    assert runs == [("one.py", True), ("one.py", False), ("two.py", True)]

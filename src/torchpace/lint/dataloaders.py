@@ -42,7 +42,7 @@ from torchpace.lint.loops import (
     returned_loaders,
     walk,
 )
-from torchpace.lint.rule import FileContext, argument, parameter_names, passed_for
+from torchpace.lint.rule import FileContext, argument, parameter_names, passed_for, per_file
 from torchpace.lint.tree import subtree
 
 
@@ -312,12 +312,10 @@ def _returned_loaders(ctx: FileContext, name: str) -> list[ast.Call]:
     ``loader = get_loader(ds, 32)`` with ``def get_loader(...): return DataLoader(...)``."""
     if EVAL_NAME.search(name.rsplit(".", 1)[-1]):
         return []
-    cached = ctx.__dict__.get("_tp_loaders_by_name")
-    if cached is None:
-        cached = ctx.__dict__["_tp_loaders_by_name"] = _loaders_by_name(ctx)
-    return cached.get(name, [])
+    return _loaders_by_name(ctx).get(name, [])
 
 
+@per_file
 def _loaders_by_name(ctx: FileContext) -> dict[str, list[ast.Call]]:
     """Each name bound to the result of a function of this file that returns DataLoaders."""
     facts = ctx.loops

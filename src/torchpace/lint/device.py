@@ -41,7 +41,7 @@ import ast
 import re
 
 from torchpace.lint.imports import Resolver
-from torchpace.lint.rule import FileContext, argument
+from torchpace.lint.rule import FileContext, argument, per_file
 
 _CUDA = re.compile(r"cuda(:\d+)?")
 # Keywords whose value says where tensors go; `default=` is an option's (argparse, click).
@@ -184,6 +184,7 @@ def framework_on_cpu(ctx: FileContext) -> bool:
     return False
 
 
+@per_file
 def uses_cuda(ctx: FileContext) -> bool:
     """True when the file moves or creates tensors or modules on a CUDA device (see module doc).
 
@@ -272,6 +273,7 @@ def _moves_somewhere(call: ast.Call) -> bool:
     )
 
 
+@per_file
 def may_use_accelerator(ctx: FileContext) -> bool:
     """False for a file that shows it runs on the CPU only: nothing is moved or created on a
     device (no ``.cuda()``, no ``.to(x)`` other than a dtype or ``"cpu"``, no ``device=`` but

@@ -9,11 +9,13 @@ engine turns them into findings with positions.
 from __future__ import annotations
 
 import ast
+import functools
+import inspect
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from torchpace.findings import Edit, Fix
 from torchpace.lint.imports import Resolver
@@ -31,6 +33,31 @@ DOC_HEADINGS = (
     "Fix safety",
     "References",
 )
+
+T = TypeVar("T")
+
+
+def per_file(reading: Callable[..., T]) -> Callable[..., T]:
+    """``reading(ctx, **options)`` worked out once per file and options, kept on the context:
+    what several rules ask of the same file (its hot code, its training loaders, whether it
+    uses CUDA) is not worked out again for each of them."""
+    name = f"{reading.__module__}.{reading.__qualname__}"
+    defaults = {
+        p.name: p.default
+        for p in inspect.signature(reading).parameters.values()
+        if p.kind is inspect.Parameter.KEYWORD_ONLY
+    }
+
+    @functools.wraps(reading)
+    def cached(ctx: FileContext, **options: Any) -> T:
+        store: dict[Any, Any] = ctx.__dict__.setdefault("_tp_per_file", {})
+        key = (name, *sorted({**defaults, **options}.items()))
+        if key not in store:
+            store[key] = reading(ctx, **options)
+        return store[key]  # type: ignore[no-any-return]
+
+    return cached
+
 
 # Functions that run the function they are given as their first argument, in new processes.
 _SPAWNS = frozenset({"torch.multiprocessing.spawn", "torch.multiprocessing.start_processes"})

@@ -33,6 +33,7 @@ from torchpace.lint.rule import (
     is_const,
     keyword,
     passed_for,
+    per_file,
 )
 from torchpace.lint.tree import subtree
 from torchpace.lint.values import int_value, option_default
@@ -43,15 +44,10 @@ _NUM_WORKERS_POSITION = 5
 _PIN_MEMORY_POSITION = 7
 
 
+@per_file
 def _training_loaders(ctx: FileContext) -> list[ast.Call]:
-    """The DataLoader calls that may feed training steps (see :mod:`..dataloaders`), worked
-    out once per file (five rules read them)."""
-    cached: list[ast.Call] | None = ctx.__dict__.get("_tp_training_loaders")
-    if cached is None:
-        cached = ctx.__dict__["_tp_training_loaders"] = [
-            call for call, name in ctx.calls if name in DATALOADERS and feeds_training(ctx, call)
-        ]
-    return cached
+    """The DataLoader calls that may feed training steps (see :mod:`..dataloaders`)."""
+    return [call for call, name in ctx.calls if name in DATALOADERS and feeds_training(ctx, call)]
 
 
 _IN_MEMORY = frozenset(

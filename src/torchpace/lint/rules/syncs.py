@@ -21,7 +21,7 @@ from torchpace.lint.loops import (
     evaluation_function,
     walk,
 )
-from torchpace.lint.rule import Check, FileContext, Report, Rule, parameter_names
+from torchpace.lint.rule import Check, FileContext, Report, Rule, parameter_names, per_file
 from torchpace.lint.scale import SMALL_MODELS_DOC
 from torchpace.lint.tensors import TensorFacts
 from torchpace.lint.tree import subtree
@@ -29,37 +29,30 @@ from torchpace.lint.tree import subtree
 REFERENCES = 'PyTorch Performance Tuning Guide, "Avoid unnecessary CPU-GPU synchronization"'
 
 
+@per_file
 def _hot(ctx: FileContext, *, waits: bool = True) -> list[tuple[ast.AST, Scope]]:
     """The hot code, in a file that may use an accelerator: on the CPU alone nothing runs
     asynchronously, so nothing waits for a device. For a rule about waiting for the device
     (``waits``), not the loops of a small model (lint.scale): its kernels take microseconds, so
-    the queue a sync waits on is about empty. Worked out once per file (seven rules read it)."""
-    key = "_tp_hot_waits" if waits else "_tp_hot"
-    cached: list[tuple[ast.AST, Scope]] | None = ctx.__dict__.get(key)
-    if cached is not None:
-        return cached
-    out: list[tuple[ast.AST, Scope]] = []
-    if ctx.loops.hot and (ctx.entries or may_use_accelerator(ctx)):  # entries: see lint.project
-        bound = ctx.env_bound  # an RL interaction loop reads its action back every step anyway
-        small = ctx.launch_bound if waits else frozenset()
-        synced = _synced_by_evaluation(ctx) if waits else frozenset()
-        out = [
-            (node, scope)
-            for node, scope in ctx.loops.hot.values()
-            if id(node) not in bound and id(node) not in small and id(node) not in synced
-        ]
-    ctx.__dict__[key] = out
-    return out
+    the queue a sync waits on is about empty."""
+    if not (ctx.loops.hot and (ctx.entries or may_use_accelerator(ctx))):  # see lint.project
+        return []
+    bound = ctx.env_bound  # an RL interaction loop reads its action back every step anyway
+    small = ctx.launch_bound if waits else frozenset()
+    synced = _synced_by_evaluation(ctx) if waits else frozenset()
+    return [
+        (node, scope)
+        for node, scope in ctx.loops.hot.values()
+        if id(node) not in bound and id(node) not in small and id(node) not in synced
+    ]
 
 
+@per_file
 def _synced_by_evaluation(ctx: FileContext) -> frozenset[int]:
     """The nodes of training loops that call, on every step, an evaluation function of this
     file that reads a value to the host (DGL's full-graph examples: ``acc = evaluate(...)``
     returning ``correct.item()``): the step waits for the device there anyway, so the loop's
     other reads add no wait of their own."""
-    cached: frozenset[int] | None = ctx.__dict__.get("_tp_synced_by_evaluation")
-    if cached is not None:
-        return cached
     facts = ctx.loops
     out: set[int] = set()
     for loop in facts.step_loops:
@@ -73,8 +66,7 @@ def _synced_by_evaluation(ctx: FileContext) -> frozenset[int]:
             ):
                 out |= {id(n) for n in nodes}
                 break
-    ctx.__dict__["_tp_synced_by_evaluation"] = found = frozenset(out)
-    return found
+    return frozenset(out)
 
 
 def hot_calls(ctx: FileContext, *, waits: bool = True) -> list[tuple[ast.Call, str | None, Scope]]:
