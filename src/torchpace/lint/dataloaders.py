@@ -39,6 +39,7 @@ from torchpace.lint.loops import (
     bound_in,
     dotted,
     iterated,
+    returned,
     returned_loaders,
     walk,
 )
@@ -474,13 +475,17 @@ def graph_on_device(ctx: FileContext, call: ast.Call) -> bool:
 
 
 def yields_device_tensors(ctx: FileContext, call: ast.Call) -> bool:
-    """The loader's dataset is a class of this file whose items are put on a device, or its
-    ``collate_fn`` is a function of this file that puts the batch there, also through
-    ``functools.partial`` (rasbt's ``partial(custom_collate_fn, device=device)``)."""
+    """The loader's dataset holds tensors already on a device (``TensorDataset(x, y)`` of
+    tensors made with ``device=device`` or moved with ``.to(device)``), is a class of this file
+    whose items are put on a device, or its ``collate_fn`` is a function of this file that puts
+    the batch there, also through ``functools.partial`` (rasbt's ``partial(custom_collate_fn,
+    device=device)``)."""
 
     def moves(function: ast.AST) -> bool:
         return any(moves_to_a_device(n, ctx.names) for n in subtree(function))
 
+    if _holds_device_tensors(ctx, argument(call, "dataset", 0), call):
+        return True
     cls = _dataset_class(ctx, call)
     if cls is not None and any(
         isinstance(method, ast.FunctionDef)
@@ -491,6 +496,97 @@ def yields_device_tensors(ctx: FileContext, call: ast.Call) -> bool:
         return True
     collate = _collate_functions(ctx, argument(call, "collate_fn", 6))
     return bool(collate) and all(moves(f) for f in collate)
+
+
+# Datasets of the tensors they are given: an item is a slice of them.
+TENSOR_DATASETS = frozenset(
+    {"torch.utils.data.TensorDataset", "torch.utils.data.dataset.TensorDataset"}
+)
+
+
+def _holds_device_tensors(ctx: FileContext, data: ast.expr | None, at: ast.AST) -> bool:
+    """``data``, read at ``at``, is a ``TensorDataset`` of which a tensor is on a device: a
+    worker process could not even index it (CUDA does not survive a fork), and a batch is
+    already where the step needs it (a course's ``x = torch.tensor(x, device=device)``)."""
+    data = _binding_before(ctx, data, at)
+    if not (isinstance(data, ast.Call) and ctx.names.qualname(data.func) in TENSOR_DATASETS):
+        return False
+    return any(_device_tensor(ctx, arg, data) for arg in data.args)
+
+
+def _device_tensor(ctx: FileContext, node: ast.expr | None, at: ast.AST, depth: int = 0) -> bool:
+    """``node`` is a tensor made on a device or moved to one (as far as the file shows): a
+    factory given ``device=`` other than "cpu", ``.to(device)``, ``.cuda()``, a slice of such a
+    tensor, or a name last bound to one before ``at``, also by unpacking what a function of
+    this file returns (``x_train, x_test = load_data(device)``), one call deep."""
+    while isinstance(node, ast.Subscript):
+        node = node.value  # ``x[train_idx]``: a slice of the tensor is where the tensor is
+    if isinstance(node, ast.Call):
+        device = next((k.value for k in node.keywords if k.arg == "device"), None)
+        if device is not None:
+            return not (isinstance(device, ast.Constant) and device.value == "cpu")
+        return moves_to_a_device(node, ctx.names)
+    if not isinstance(node, ast.Name) or depth > 1:
+        return False
+    bound = _assignment_before(ctx, node.id, at)
+    if bound is None:
+        return False
+    target, value = bound
+    if isinstance(target, ast.Name):
+        return _device_tensor(ctx, value, value, depth + 1)
+    # ``a, b = f(...)``: the element of what ``f`` returns at ``a``'s place.
+    place = next(
+        i for i, e in enumerate(target.elts) if isinstance(e, ast.Name) and e.id == node.id
+    )
+    if isinstance(value, ast.Tuple) and len(value.elts) == len(target.elts):
+        return _device_tensor(ctx, value.elts[place], value, depth + 1)
+    if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Name)):
+        return False
+    functions = ctx.loops.functions.get(value.func.id, [])
+    results = [r for f in functions for r in returned(f)]
+    return bool(results) and all(
+        isinstance(r, ast.Tuple)
+        and len(r.elts) == len(target.elts)
+        and _device_tensor(ctx, r.elts[place], r, depth + 1)
+        for r in results
+    )
+
+
+def _binding_before(ctx: FileContext, node: ast.expr | None, at: ast.AST) -> ast.expr | None:
+    """What a name was last bound to by a plain assignment before ``at``; else ``node``."""
+    if not isinstance(node, ast.Name):
+        return node
+    bound = _assignment_before(ctx, node.id, at)
+    return bound[1] if bound is not None and isinstance(bound[0], ast.Name) else None
+
+
+def _assignment_before(
+    ctx: FileContext, name: str, at: ast.AST
+) -> tuple[ast.Name | ast.Tuple, ast.expr] | None:
+    """The last assignment to ``name`` in ``at``'s scope before ``at``'s line, as (the target
+    that binds it, the value): ``name = v`` or ``a, name = v``; None where there is none or the
+    name is bound otherwise there (a loop, ``with``, an augmented assignment) in between."""
+    scope = ctx.enclosing_scope(at)
+    line = at.lineno  # type: ignore[attr-defined]
+    best: tuple[int, ast.Name | ast.Tuple, ast.expr] | None = None
+    other = 0
+    for node in walk(scope.body):
+        if not isinstance(node, ast.Name) or node.id != name or not isinstance(node.ctx, ast.Store):
+            continue
+        if node.lineno >= line:
+            continue
+        assign = ctx.parents.get(id(node))
+        target: ast.AST = node
+        if isinstance(assign, ast.Tuple):
+            target, assign = assign, ctx.parents.get(id(assign))
+        if isinstance(assign, ast.Assign) and target in assign.targets:
+            if best is None or node.lineno > best[0]:
+                best = (node.lineno, target, assign.value)  # type: ignore[assignment]
+        else:
+            other = max(other, node.lineno)
+    if best is None or other >= best[0]:
+        return None
+    return best[1], best[2]
 
 
 def _collate_functions(ctx: FileContext, node: ast.expr | None, depth: int = 0) -> list[Function]:

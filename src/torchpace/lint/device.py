@@ -196,13 +196,17 @@ def uses_cuda(ctx: FileContext) -> bool:
         return False
     names = ctx.names
     for call, name in ctx.calls:
-        if _call_uses_cuda(call, name, names):
+        if _call_uses_cuda(call, name, names) and not _unused_device(ctx, call, name):
             return True
     for function in ctx.of_type(ast.FunctionDef, ast.AsyncFunctionDef):
         if _cuda_parameter_default(function, names):
             return True
     for node in ctx.of_type(ast.Assign, ast.AnnAssign, ast.Compare):
-        if isinstance(node, (ast.Assign, ast.AnnAssign)) and is_cuda_device(node.value, names):
+        if (
+            isinstance(node, (ast.Assign, ast.AnnAssign))
+            and is_cuda_device(node.value, names)
+            and not _only_shown(ctx, node)
+        ):
             return True
         if isinstance(node, ast.Assign) and _from_device_helper(ctx, node):
             return True
@@ -301,6 +305,41 @@ def may_use_accelerator(ctx: FileContext) -> bool:
             "torch.accelerator."
         ):
             arg = call.args[0] if call.args else None
-            if not (isinstance(arg, ast.Constant) and arg.value == "cpu"):
+            cpu = isinstance(arg, ast.Constant) and arg.value == "cpu"
+            if not cpu and not _unused_device(ctx, call, name):
                 return True
     return False
+
+
+# Calls that show a value, and do nothing else with it.
+_SHOWS = frozenset({"print", "logging.info", "logging.debug", "logging.warning"})
+
+
+def _unused_device(ctx: FileContext, call: ast.Call, name: str | None) -> bool:
+    """``device = torch.device(...)`` with the device :func:`_only_shown`."""
+    assign = ctx.parents.get(id(call))
+    return name == "torch.device" and isinstance(assign, ast.Assign) and _only_shown(ctx, assign)
+
+
+def _only_shown(ctx: FileContext, assign: ast.Assign | ast.AnnAssign) -> bool:
+    """The device that ``assign`` binds to a name is never used, only shown: every read of the
+    name in the file formats or prints it (a course's set-up cell, ``device = "cuda" if
+    torch.cuda.is_available() else "cpu"`` and ``print(f"Using device: {device}")``, before
+    notebooks that never move anything to it). Nothing runs on a device nobody hands on."""
+    targets = assign.targets if isinstance(assign, ast.Assign) else [assign.target]
+    if len(targets) != 1 or not isinstance(targets[0], ast.Name):
+        return False
+    name = targets[0].id
+    reads = [n for n in ctx.of_type(ast.Name) if n.id == name and isinstance(n.ctx, ast.Load)]
+    for node in reads:
+        parent = ctx.parents.get(id(node))
+        if isinstance(parent, ast.FormattedValue):
+            continue
+        if (
+            isinstance(parent, ast.Call)
+            and node in parent.args
+            and ctx.names.qualname(parent.func) in _SHOWS
+        ):
+            continue
+        return False
+    return bool(reads)  # a device never read at all: a snippet, a module others import from

@@ -164,12 +164,12 @@ CUDNN_BENCHMARK_NOT_ENABLED = Rule(
 ## What it does
 Flags the first convolution layer (`nn.Conv1d/2d/3d`, `nn.ConvTranspose1d/2d/3d`) of a file
 that trains (it has a training loop) on a CUDA device (`.cuda()`, `.to("cuda")`,
-`device="cuda"`, a device such as `"cuda" if torch.cuda.is_available() else "cpu"`) and never
-sets `torch.backends.cudnn.benchmark`. A model library that trains nothing is left to the
-scripts that train its models. A file that builds convolutions and hands the model to another
-project file's training function (a course notebook calling `d2l.train_ch5(net, ...)` with the
-course's `try_gpu()` device) trains them too, unless that file sets the auto-tuner itself or
-the model handed over is a small one (below).
+`device="cuda"`, a device such as `"cuda" if torch.cuda.is_available() else "cpu"` that is
+used, not only printed) and never sets `torch.backends.cudnn.benchmark`. A model library that
+trains nothing is left to the scripts that train its models. A file that builds convolutions
+and hands the model to another project file's training function (a course notebook calling
+`d2l.train_ch5(net, ...)` with the course's `try_gpu()` device) trains them too, unless that
+file sets the auto-tuner itself or the model handed over is a small one (below).
 
 The file is not flagged when it sets `benchmark` at all (`False` or an expression is a
 decision, for instance for inputs whose shape changes every step; but `benchmark = False` or

@@ -6,6 +6,7 @@ import ast
 from collections.abc import Iterator
 
 from torchpace.lint.dataloaders import (
+    TENSOR_DATASETS,
     Unknown,
     feeds_training,
     graph_on_device,
@@ -50,10 +51,8 @@ def _training_loaders(ctx: FileContext) -> list[ast.Call]:
     return [call for call, name in ctx.calls if name in DATALOADERS and feeds_training(ctx, call)]
 
 
-_IN_MEMORY = frozenset(
+_IN_MEMORY = TENSOR_DATASETS | frozenset(
     {
-        "torch.utils.data.TensorDataset",
-        "torch.utils.data.dataset.TensorDataset",
         "torch.tensor",
         "torch.as_tensor",
         "torch.from_numpy",
@@ -228,8 +227,11 @@ whose `__getitem__` only indexes or slices what the dataset holds, with casts an
 start (a random window of a token tensor): a batch costs well under a millisecond. Nor a loader of
 indices on any device (`DataLoader(range(n), batch_size, shuffle=True)`, `torch.arange(n)`,
 the shuffled index batches of link-prediction and full-graph scripts): its items cost nothing
-to make, and workers would only batch ints. Calls that pass `*args` or `**kwargs` are not
-flagged: they may set it.
+to make, and workers would only batch ints. Nor a loader over a `TensorDataset` of tensors
+made on a device or moved to one before it (`torch.tensor(x, device=device)`, `.to(device)`,
+also through a function of the file that returns them, or a slice of them): a batch is already
+where the step needs it, and a worker could not index a CUDA tensor. Calls that pass `*args` or
+`**kwargs` are not flagged: they may set it.
 
 ## Why is this slow
 With `num_workers=0` the training process reads, decodes and collates each batch itself, and the
@@ -396,8 +398,9 @@ created without `pin_memory=True` (not passed, or passed as `False`) in a file t
 CUDA device: it calls `.cuda()`, moves something with `.to("cuda")`, builds
 `torch.device("cuda")`, passes `device="cuda"`, gives it as a device parameter's default
 (`def train(device="cuda:1"):`), or assigns or compares a device such as
-`"cuda" if torch.cuda.is_available() else "cpu"`. A file that only asks
-`torch.cuda.is_available()` does not count. A loader handed to `accelerator.prepare(...)`
+`"cuda" if torch.cuda.is_available() else "cpu"` and uses it (a device only printed, as in a
+course's set-up cell, does not count). A file that only asks `torch.cuda.is_available()` does
+not count. A loader handed to `accelerator.prepare(...)`
 (Accelerate) or `fabric.setup_dataloaders(...)` (Fabric) feeds the GPU the framework chose and
 counts too, unless the framework is put on the CPU. Calls that pass `*args` or `**kwargs`, and
 `pin_memory=` expressions whose value cannot be known, are not flagged.
@@ -408,7 +411,9 @@ step, a copy about as long as the staged one pinning saves, so pinning alone gai
 TP101 asks for workers; with them, pinning runs in the loader's own thread, beside the step.
 Nor a PyG sampler of subgraphs (`NeighborLoader`) whose graph the file moves to the device
 (`data.to(device, "x", "y")`): PyG then gathers each batch's features on the device in the
-main process, so pinning would only pin the sampled indices. Nor a loader of batches of a few
+main process, so pinning would only pin the sampled indices. Nor a loader over a
+`TensorDataset` of tensors already on a device (see TP101): there is nothing on the host to
+pin. Nor a loader of batches of a few
 hundred kilobytes, whose copy takes microseconds pinned or
 not: a torchvision dataset of images at most 32 pixels a side (MNIST, CIFAR-10) that its
 transform, spelled out in the file, does not enlarge; token ids padded by a Hugging Face text

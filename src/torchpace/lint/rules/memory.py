@@ -186,9 +186,9 @@ OPTIMIZER_WITHOUT_FUSED = Rule(
 ## What it does
 Flags `torch.optim.Adam`, `AdamW` and `SGD` created without `fused=True`, or with
 `fused=False`, in a file that uses a CUDA device (`.cuda()`, `.to("cuda")`, `device="cuda"`, a
-device such as `"cuda" if torch.cuda.is_available() else "cpu"`). Calls that pass `**kwargs`,
-choose `foreach=` by an expression, or ask for `differentiable=` are not flagged. Off by default
-and informational: select it with `--select TP405`.
+device such as `"cuda" if torch.cuda.is_available() else "cpu"` that is used, not only printed).
+Calls that pass `**kwargs`, choose `foreach=` by an expression, or ask for `differentiable=`
+are not flagged. Off by default and informational: select it with `--select TP405`.
 
 ## Why is this slow
 Without `fused`, a CUDA optimizer runs the multi-tensor `foreach` path: each elementwise step of

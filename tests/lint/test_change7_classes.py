@@ -1,0 +1,113 @@
+"""False classes issue 32's seventh change set showed (jeffheaton/app_deep_learning, a course's
+notebooks; judged before any rule changed against it, round 2026-11-27x). Each fixture has the
+shape of one of its cells, shortened and renamed; each test fails on the rules before the
+change and keeps the finding where the shape differs in what matters."""
+
+from __future__ import annotations
+
+import textwrap
+
+from torchpace.lint import RULES, FileResult, lint_source
+
+
+def _codes(source: str) -> list[str]:
+    result = lint_source("train.py", textwrap.dedent(source).encode(), RULES)
+    assert isinstance(result, FileResult), result
+    return [f.code for f in result.findings]
+
+
+_MLP_ON_DEVICE = """
+    import torch
+    from torch import nn
+    from torch.utils.data import DataLoader, TensorDataset
+
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    features = scale(table)
+    features = torch.tensor(features, device=device, dtype=torch.float32)
+    target = torch.tensor(labels, device=device)
+    loader = DataLoader(TensorDataset(features, target), batch_size=16, shuffle=True)
+    model = nn.Sequential(nn.Linear(features.shape[1], 50), nn.ReLU(), nn.Linear(50, 3)).to(device)
+    for epoch in range(100):
+        for x, y in loader:
+            loss = nn.functional.cross_entropy(model(x), y)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+"""
+
+
+def test_a_tensor_dataset_made_on_the_device_gets_no_worker_advice():
+    # Workers could not index CUDA tensors after a fork, and each batch is already on the device
+    assert "TP101" not in _codes(_MLP_ON_DEVICE)
+    on_host = _MLP_ON_DEVICE.replace(", device=device, dtype", ", dtype").replace(
+        "torch.tensor(labels, device=device)", "torch.tensor(labels)"
+    )
+    assert "TP101" in _codes(on_host)
+
+
+def test_device_tensors_returned_by_a_function_or_sliced_per_fold():
+    source = """
+        import torch
+        from torch.utils.data import DataLoader, TensorDataset
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+
+        def load_data(device):
+            x = torch.tensor(read_features(), device=device, dtype=torch.float32)
+            y = torch.tensor(read_labels(), device=device)
+            return x, y, ["a", "b"]
+
+        x, y, names = load_data(device)
+        model = build_model().to(device)
+        for train_idx, val_idx in folds:
+            fold = TensorDataset(x[train_idx], y[train_idx])
+            loader = DataLoader(fold, batch_size=32, shuffle=True)
+            for xb, yb in loader:
+                loss = loss_fn(model(xb), yb)
+                loss.backward()
+                optimizer.step()
+    """
+    assert "TP101" not in _codes(source)
+    # Bound again on the host after the function call: the last binding before the loader counts
+    rebound = source.replace(
+        "x, y, names = load_data(device)\n",
+        "x, y, names = load_data(device)\n"
+        "        x = torch.tensor(read_features())\n"
+        "        y = torch.tensor(read_labels())\n",
+    )
+    assert "TP101" in _codes(rebound)
+
+
+_PRINTED_DEVICE = """
+    import torch
+    from torch import nn
+
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    print(f"Using device: {device}")
+
+    x = torch.tensor(points, dtype=torch.float32)
+    y = torch.tensor(labels, dtype=torch.float32)
+    model = build_model(width=args.width)
+    optimizer = torch.optim.Adam(model.parameters())
+    for epoch in range(500):
+        optimizer.zero_grad()
+        loss = nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        optimizer.step()
+        history.append(loss.item())
+"""
+
+
+def test_a_device_that_is_only_printed_leaves_the_notebook_on_the_cpu():
+    assert _codes(_PRINTED_DEVICE) == []
+    for used in (
+        "model = build_model(width=args.width).to(device)",
+        "model = build_model(width=args.width, device=device)",
+    ):
+        moved = _PRINTED_DEVICE.replace("model = build_model(width=args.width)", used)
+        assert "TP201" in _codes(moved), used
+    as_torch_device = _PRINTED_DEVICE.replace(
+        'device = "cuda" if torch.cuda.is_available() else "cpu"',
+        'device = torch.device("cuda" if torch.cuda.is_available() else "cpu")',
+    )
+    assert _codes(as_torch_device) == []
