@@ -111,3 +111,30 @@ def test_a_device_that_is_only_printed_leaves_the_notebook_on_the_cpu():
         'device = torch.device("cuda" if torch.cuda.is_available() else "cpu")',
     )
     assert _codes(as_torch_device) == []
+
+
+def test_a_non_blocking_copy_in_an_evaluation_loop_is_not_the_training_runs():
+    source = """
+        import torch
+        from torch.utils.data import DataLoader
+
+        device = torch.device("cuda")
+        train_loader = DataLoader(train_set, batch_size=64, num_workers=4)
+        test_loader = DataLoader(test_set, batch_size=64, num_workers=4)
+        model = build_model().to(device)
+        for epoch in range(10):
+            model.train()
+            for x, y in train_loader:
+                x = x.to(device, non_blocking=True)
+                loss = criterion(model(x), y.to(device))
+                loss.backward()
+                optimizer.step()
+            model.eval()
+            with torch.no_grad():
+                for x, y in test_loader:
+                    x = x.to(device, non_blocking=True)
+                    total += criterion(model(x), y.to(device))
+    """
+    result = lint_source("train.py", textwrap.dedent(source).encode(), RULES)
+    assert isinstance(result, FileResult)
+    assert [f.location.line for f in result.findings if f.code == "TP103"] == [12]

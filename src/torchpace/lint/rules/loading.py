@@ -475,7 +475,10 @@ def _batch_names(target: ast.expr) -> set[str]:
 def _check_non_blocking_unpinned(ctx: FileContext) -> Iterator[Report]:
     if not may_build_loader(ctx.source):
         return
+    evaluation = {id(loop) for loop in ctx.loops.eval_loops} | ctx.loops.no_grad
     for node in ctx.of_type(ast.For, ast.AsyncFor):
+        if id(node) in evaluation:
+            continue  # an evaluation pass: not the training run's copies
         calls = iterated_loader_calls(ctx, node)
         if not calls or not _unpinned(calls):
             continue
@@ -511,7 +514,8 @@ NON_BLOCKING_UNPINNED = Rule(
 ## What it does
 Flags `.to(..., non_blocking=True)` and `.cuda(non_blocking=True)` on the batches of a
 `DataLoader` created without `pin_memory=True`, also where the loop iterates a parameter and the
-file hands it that loader. Not on a loader that Accelerate or Fabric
+file hands it that loader. Not in an evaluation loop (after `model.eval()`, under
+`torch.no_grad()`). Not on a loader that Accelerate or Fabric
 prepares: the framework has already moved the batch, so the copy is a no-op (TP102 reports the
 unpinned loader instead).
 
