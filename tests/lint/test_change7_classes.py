@@ -138,3 +138,69 @@ def test_a_non_blocking_copy_in_an_evaluation_loop_is_not_the_training_runs():
     result = lint_source("train.py", textwrap.dedent(source).encode(), RULES)
     assert isinstance(result, FileResult)
     assert [f.location.line for f in result.findings if f.code == "TP103"] == [12]
+
+
+_TABLE_MLP = """
+    import torch
+    from torch import nn
+
+    device = torch.device("cuda")
+    x = torch.tensor(table[feature_columns].values, dtype=torch.float32).to(device)
+    y = torch.tensor(table["target"].values, dtype=torch.float32).to(device)
+    model = nn.Sequential(
+        nn.Linear(x.shape[1], 50), nn.ReLU(), nn.Linear(50, 25), nn.ReLU(), nn.Linear(25, 1)
+    ).to(device)
+    optimizer = torch.optim.Adam(model.parameters())
+    for epoch in range(1000):
+        optimizer.zero_grad()
+        loss = nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        optimizer.step()
+        history.append(loss.item())
+"""
+
+
+def test_a_narrow_model_over_the_datas_width_is_small():
+    # The course's regression MLPs: 50 and 25 units over the table's columns
+    assert not {"TP201", "TP302"} & set(_codes(_TABLE_MLP))
+    for wide in (
+        "nn.Linear(x.shape[1], 512), nn.ReLU(), nn.Linear(512, 25)",  # a wide side
+        "nn.Linear(x.shape[1], y.shape[1]), nn.ReLU(), nn.Linear(50, 25)",  # data on both sides
+        "nn.Linear(x.shape[1] * 64, 50), nn.ReLU(), nn.Linear(50, 25)",  # arithmetic of it
+    ):
+        source = _TABLE_MLP.replace("nn.Linear(x.shape[1], 50), nn.ReLU(), nn.Linear(50, 25)", wide)
+        assert {"TP201", "TP302"} <= set(_codes(source)), wide
+
+
+def test_the_datas_width_handed_to_a_model_class():
+    source = """
+        import torch
+        from torch import nn
+
+        class Net(nn.Module):
+            def __init__(self, in_count, out_count):
+                super().__init__()
+                self.fc1 = nn.Linear(in_count, 50)
+                self.fc2 = nn.Linear(50, 25)
+                self.fc3 = nn.Linear(25, out_count)
+
+            def forward(self, x):
+                return self.fc3(torch.relu(self.fc2(torch.relu(self.fc1(x)))))
+
+        device = "cuda"
+        x = torch.tensor(features, device=device)
+        y = torch.tensor(targets, device=device)
+        model = Net(x.shape[1], 1).to(device)
+        loss_fn = nn.MSELoss()
+        optimizer = torch.optim.Adam(model.parameters())
+        for epoch in range(1000):
+            optimizer.zero_grad()
+            loss = loss_fn(model(x), y)
+            loss.backward()
+            optimizer.step()
+            print(loss.item())
+    """
+    assert not {"TP201", "TP302"} & set(_codes(source))
+    # A layer of another kind is not sized with the data's width
+    embedded = source.replace("nn.Linear(in_count, 50)", "nn.Embedding(in_count, 50)")
+    assert {"TP201", "TP302"} <= set(_codes(embedded))

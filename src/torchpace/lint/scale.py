@@ -14,8 +14,11 @@ and a name a notebook binds again to the same size), option defaults or construc
 arguments with literal values, or a class of this file or of another file of the project
 (``from model import Net``) built the same way, each read in its own file with the sizes its
 caller passes; a class that derives from no module (a logger, a meter) and the objects of
-logging and metric libraries have no weights. A layer from a library (torchvision, timm) or a
-size the file cannot read makes the model unknown, and unknown is never small. A loop is
+logging and metric libraries have no weights. One size is read from the data rather than the
+file: a linear layer's side given as the data's width (``nn.Linear(x.shape[1], 50)``), beside
+a side of at most :data:`NARROW_WIDTH` the file gives, is counted at :data:`DATA_WIDTH`. A layer
+from a library (torchvision, timm) or a size the file cannot read makes the model unknown, and
+unknown is never small. A loop is
 launch-bound when it trains and every model it calls is known and small. A model reached through
 a function's parameter (``def train(model, loader): ...``) is known when every call of that
 function in the file passes a known small model.
@@ -39,7 +42,8 @@ from torchpace.lint.values import int_value, module_bindings
 SMALL_MODELS_DOC = (
     "Not in the training loop of a small model: one whose every layer this file or notebook "
     "(or the project file that defines its class) builds with sizes it can read (literals, "
-    "constants, option defaults, constructor arguments), with at most a million weights and "
+    "constants, option defaults, constructor arguments; a linear layer of at most 64 units "
+    "over the data's width, `nn.Linear(x.shape[1], 50)`), with at most a million weights and "
     "no convolution wider than 16 channels (a 2-100-3 MLP, LeNet, a 784-400-20 VAE). Its "
     "kernels take microseconds on a GPU, so the step's time is Python and kernel launches, "
     "which this change does not shorten. A model from a library, or a size the file does not "
@@ -49,6 +53,14 @@ SMALL_MODELS_DOC = (
 # A million weights: a 784-512-512-10 MLP (0.67 M) does about 43 MFLOP a sample forward and
 # backward, microseconds a step on any GPU that trains; its step is launch-bound.
 TINY_WEIGHTS = 1_000_000
+# A layer whose one side is the data's width (``nn.Linear(x.shape[1], 50)``, a table's columns,
+# a graph's node features: the file reads it from the data, never spells it) and whose other
+# side is a size the file gives of at most NARROW_WIDTH: it is counted with DATA_WIDTH on the
+# data's side. Its work per sample is at most NARROW_WIDTH multiply-adds per input feature: at
+# 4,096 features (Cora's 1,433 words, CiteSeer's 3,703, a 32x32 colour image's 3,072) it holds
+# 262 k weights. Any other layer with the data's width stays unknown.
+NARROW_WIDTH = 64
+DATA_WIDTH = 4096
 # Convolutions do work in proportion to the image, which the file seldom says: only narrow ones
 # (LeNet's 6 and 16, a tutorial's 10) are taken as small at any image size a tutorial uses.
 TINY_CONV_CHANNELS = 16
@@ -96,6 +108,31 @@ class _Unknown(Exception):
     """A size or a module this file does not spell out."""
 
 
+class _DataWidth(int):
+    """The width of the data a layer is given, read from it (``x.shape[1]``): counted as
+    :data:`DATA_WIDTH` by the one layer kind that may take it (see NARROW_WIDTH)."""
+
+
+_DATA_ATTRIBUTES = frozenset({"num_features", "num_node_features", "num_edge_features"})
+
+
+def _reads_data_width(node: ast.expr) -> bool:
+    """``x.shape[1]``, ``x.shape[-1]``, ``x.size(1)``, ``dataset.num_features``."""
+    if isinstance(node, ast.Subscript):
+        index = node.slice
+        if isinstance(index, ast.UnaryOp) and isinstance(index.op, ast.USub):
+            index = index.operand
+        return (
+            isinstance(node.value, ast.Attribute)
+            and node.value.attr == "shape"
+            and isinstance(index, ast.Constant)
+            and type(index.value) is int
+        )
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        return node.func.attr == "size" and len(node.args) == 1 and not node.keywords
+    return isinstance(node, ast.Attribute) and node.attr in _DATA_ATTRIBUTES
+
+
 class _Sizer:
     """Counts the weights of models built in one file (module docs)."""
 
@@ -107,7 +144,7 @@ class _Sizer:
         self.sizers[id(ctx)] = self
         # The file's classes by name (lint.loops keeps them only for files that train).
         self.classes = {n.name: n for n in ctx.of_type(ast.ClassDef)}
-        self._classes: dict[tuple[str, tuple[tuple[str, int | None], ...]], int] = {}
+        self._classes: dict[tuple[str, tuple[tuple[str, int | None, bool], ...]], int] = {}
         self._building: set[str] = set()
         self._reading: set[str] = set()  # module-level names being read (``n = n + 1``)
 
@@ -154,10 +191,12 @@ class _Sizer:
             raise _Unknown
         if isinstance(node, ast.Constant) and type(node.value) is int:
             return node.value
+        if _reads_data_width(node):
+            return _DataWidth(DATA_WIDTH)
         if isinstance(node, ast.BinOp) and isinstance(
             node.op, (ast.Add, ast.Sub, ast.Mult, ast.FloorDiv, ast.Pow)
         ):
-            left, right = self.size(node.left, env), self.size(node.right, env)
+            left, right = self.known(node.left, env), self.known(node.right, env)
             if isinstance(node.op, ast.Pow):
                 if not 0 <= right <= 8:
                     raise _Unknown
@@ -184,6 +223,13 @@ class _Sizer:
             raise _Unknown
         return value
 
+    def known(self, node: ast.expr | None, env: Env) -> int:
+        """:meth:`size`, where the data's width is unknown."""
+        value = self.size(node, env)
+        if isinstance(value, _DataWidth):
+            raise _Unknown
+        return value
+
     def _module_size(self, name: str) -> int | None:
         """A module-level size bound to arithmetic of literals (``input_size = 28 * 28``), or
         bound again to the same size (a notebook cell run twice)."""
@@ -192,10 +238,12 @@ class _Sizer:
             return None
         self._reading.add(name)
         try:
-            sizes = {self._size_or_none(v, {}) for v in values}
+            sizes = [self._size_or_none(v, {}) for v in values]
         finally:
             self._reading.discard(name)
-        return sizes.pop() if len(sizes) == 1 and None not in sizes else None
+        if None in sizes or len({(v, isinstance(v, _DataWidth)) for v in sizes}) != 1:
+            return None
+        return sizes[0]
 
     def _size_or_none(self, node: ast.expr | None, env: Env) -> int | None:
         try:
@@ -205,8 +253,8 @@ class _Sizer:
 
     def _kernel(self, node: ast.expr | None, env: Env, dims: int) -> int:
         if isinstance(node, (ast.Tuple, ast.List)):
-            return math.prod(self.size(e, env) for e in node.elts)
-        return int(self.size(node, env) ** dims)
+            return math.prod(self.known(e, env) for e in node.elts)
+        return int(self.known(node, env) ** dims)
 
     # Layers.
 
@@ -216,21 +264,26 @@ class _Sizer:
             return 0
         arg = lambda name, pos: argument(call, name, pos)  # noqa: E731
         if kind == "Linear":
-            return self.size(arg("in_features", 0), env) * self.size(arg("out_features", 1), env)
+            sides = self.size(arg("in_features", 0), env), self.size(arg("out_features", 1), env)
+            given = [s for s in sides if not isinstance(s, _DataWidth)]
+            if len(given) < 2 and (not given or given[0] > NARROW_WIDTH):
+                raise _Unknown  # the data's width on both sides, or beside a wide side
+            return sides[0] * sides[1]
+        size = self.known  # below, a layer with the data's width is unknown
         if kind in ("Embedding", "EmbeddingBag"):
-            n = self.size(arg("num_embeddings", 0), env)
-            return n * self.size(arg("embedding_dim", 1), env)
+            n = size(arg("num_embeddings", 0), env)
+            return n * size(arg("embedding_dim", 1), env)
         if kind.startswith(("Conv", "ConvTranspose")) and kind[-2:] in ("1d", "2d", "3d"):
-            c_in = self.size(arg("in_channels", 0), env)
-            c_out = self.size(arg("out_channels", 1), env)
+            c_in = size(arg("in_channels", 0), env)
+            c_out = size(arg("out_channels", 1), env)
             if max(c_in, c_out) > TINY_CONV_CHANNELS:
                 raise _Unknown  # wide enough that the image size, unread here, decides
             groups = self._default(arg("groups", 6), env, 1)
             kernel = self._kernel(arg("kernel_size", 2), env, int(kind[-2]))
             return c_in // max(groups, 1) * c_out * kernel
         if kind in _RNN_GATES:
-            inputs = self.size(arg("input_size", 0), env)
-            hidden = self.size(arg("hidden_size", 1), env)
+            inputs = size(arg("input_size", 0), env)
+            hidden = size(arg("hidden_size", 1), env)
             layers = 1 if kind.endswith("Cell") else self._default(arg("num_layers", 2), env, 1)
             bidirectional = argument(call, "bidirectional", 7)
             directions = 2 if isinstance(bidirectional, ast.Constant) and bidirectional.value else 1
@@ -240,11 +293,11 @@ class _Sizer:
             deeper = _RNN_GATES[kind] * (hidden * directions + hidden) * hidden
             return directions * (per_layer + (layers - 1) * deeper)
         if kind == "MultiheadAttention":
-            return 4 * self.size(arg("embed_dim", 0), env) ** 2
+            return 4 * size(arg("embed_dim", 0), env) ** 2
         raise _Unknown  # a Transformer's defaults, or a layer not in this table
 
     def _default(self, node: ast.expr | None, env: Env, default: int) -> int:
-        return default if node is None else self.size(node, env)
+        return default if node is None else self.known(node, env)
 
     def _parameter(self, call: ast.Call, env: Env) -> int:
         data = call.args[0] if call.args else None
@@ -256,7 +309,7 @@ class _Sizer:
             dims = data.args[0].elts
         else:
             dims = list(data.args)
-        return math.prod(self.size(d, env) for d in dims)
+        return math.prod(self.known(d, env) for d in dims)
 
     # Expressions and classes.
 
@@ -372,7 +425,8 @@ class _Sizer:
         return other.of_class(cls.name, self._bind(cls.name, call, env, callee=other))
 
     def of_class(self, cls: str, env: Env) -> int:
-        key = (cls, tuple(sorted(env.items())))
+        # A width read from the data is not the same size as a literal of its value.
+        key = (cls, tuple(sorted((k, v, isinstance(v, _DataWidth)) for k, v in env.items())))
         if key in self._classes:
             return self._classes[key]
         if cls in self._building:
