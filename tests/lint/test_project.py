@@ -748,3 +748,96 @@ def test_the_forward_of_a_submodule_from_another_file_runs_every_step(
     assert ("conv.py", 11, "TP201") in found
     # a helper function of that file that no forward calls is not hot
     assert not any(path == "conv.py" and line == 16 for path, line, _ in found)
+
+
+UNET_PARTS = """\
+import torch.nn as nn
+
+
+class DoubleConv(nn.Module):
+    def __init__(self, c_in, c_out):
+        super().__init__()
+        self.net = nn.Sequential(nn.Conv2d(c_in, c_out, 3, padding=1), nn.ReLU())
+
+
+class Up(nn.Module):
+    def __init__(self, c_in, c_out, bilinear=True):
+        super().__init__()
+        if bilinear:
+            self.up = nn.Upsample(scale_factor=2)
+        else:
+            self.up = nn.ConvTranspose2d(c_in, c_in // 2, 2, stride=2)
+        self.conv = DoubleConv(c_in, c_out)
+"""
+UNET_MODEL = """\
+import torch.nn as nn
+from .unet_parts import *
+
+
+class UNet(nn.Module):
+    def __init__(self, n_channels, n_classes):
+        super().__init__()
+        self.inc = DoubleConv(n_channels, 64)
+        self.up = Up(128, 64)
+"""
+UNET_TRAIN = """\
+import torch
+from unet import UNet
+model = UNet(3, 2).cuda()
+for images, masks in loader:
+    loss = criterion(model(images.cuda()), masks.cuda())
+    loss.backward()
+    optimizer.step()
+"""
+
+
+def test_a_conv_net_re_exported_by_its_package_needs_the_autotuner(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # milesial/Pytorch-UNet: train.py imports UNet from the package, whose __init__.py
+    # re-exports it from unet_model.py, built from the blocks unet_parts.py defines
+    files = {
+        "unet/__init__.py": "from .unet_model import UNet\n",
+        "unet/unet_model.py": UNET_MODEL,
+        "unet/unet_parts.py": UNET_PARTS,
+        "train.py": UNET_TRAIN,
+    }
+    _project(tmp_path, monkeypatch, files)
+    assert ("train.py", 3, "TP303") in _found(capsys, "train.py")
+
+
+def test_a_convolution_built_only_on_an_option_makes_no_conv_net(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # x-transformers: a 1x1 Conv2d mixes attention heads only when talking_heads is set
+    layers = """\
+import torch.nn as nn
+
+
+class Attention(nn.Module):
+    def __init__(self, heads, talking_heads=False):
+        super().__init__()
+        self.to_q = nn.Linear(512, 512)
+        self.talking_heads = nn.Conv2d(heads, heads, 1) if talking_heads else None
+
+
+class Decoder(nn.Module):
+    def __init__(self, depth, heads):
+        super().__init__()
+        self.layers = nn.ModuleList([Attention(heads) for _ in range(depth)])
+"""
+    train = UNET_TRAIN.replace("from unet import UNet", "from xformer import Decoder").replace(
+        "UNet(3, 2)", "Decoder(6, 8)"
+    )
+    files = {"xformer/__init__.py": "from .layers import Decoder\n", "train.py": train}
+    _project(tmp_path, monkeypatch, {**files, "xformer/layers.py": layers})
+    assert not any(code == "TP303" for _, _, code in _found(capsys, "train.py"))
+    # A convolution on both sides of the flag, or on a configuration's layer type, counts
+    for always in (
+        "nn.Conv2d(heads, heads, 1) if talking_heads else nn.Conv2d(heads, heads, 3)",
+        '[nn.Conv2d(heads, heads, 1) for t in kinds if t == "conv"]',
+    ):
+        (tmp_path / "xformer/layers.py").write_text(
+            layers.replace("nn.Conv2d(heads, heads, 1) if talking_heads else None", always)
+        )
+        assert ("train.py", 3, "TP303") in _found(capsys, "train.py"), always

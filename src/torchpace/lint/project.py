@@ -38,7 +38,7 @@ from torchpace.lint.imports import Resolver
 from torchpace.lint.loops import dotted
 from torchpace.lint.results import FileResult
 from torchpace.lint.rule import FileContext
-from torchpace.lint.tree import subtree
+from torchpace.lint.tree import children, subtree
 
 T = TypeVar("T")
 
@@ -423,45 +423,89 @@ def _star_sources(ctx: FileContext, path: Path) -> list[Path]:
     return out
 
 
-def conv_classes(path: Path) -> frozenset[str]:
+def _imported_conv_classes(ctx: FileContext, path: Path, depth: int) -> frozenset[str]:
+    """The names the file at ``path`` imports at module level from other project files that are
+    conv classes there (``from .unet_parts import *``; ``from .unet_model import UNet`` in a
+    package's ``__init__.py``), following :data:`MODEL_DEPTH` files deep."""
+    if depth <= 0:
+        return frozenset()
+    out: set[str] = set()
+    for node in ctx.tree.body:
+        if not isinstance(node, ast.ImportFrom):
+            continue
+        found = find_module(node.module or "", path, node.level)
+        if found is None or found == path:
+            continue
+        theirs = conv_classes(found, depth - 1)
+        for alias in node.names:
+            if alias.name == "*":
+                out |= theirs
+            elif alias.name in theirs:
+                out.add(alias.asname or alias.name)
+    return frozenset(out)
+
+
+def conv_classes(path: Path, depth: int = MODEL_DEPTH) -> frozenset[str]:
     """The classes and module-level functions of the file at ``path`` that build conv layers,
-    directly or through other classes and functions of the same file (a ResNet built from its
-    Bottleneck blocks; YOLOv3's ``Darknet`` from ``create_modules``, and ``load_model`` that
-    returns one), and those it re-exports from another project file with ``from .x import *``
-    (one level)."""
+    directly or through other classes and functions of the same file or of the project files it
+    imports them from (a ResNet built from its Bottleneck blocks; YOLOv3's ``Darknet`` from
+    ``create_modules``, and ``load_model`` that returns one; a U-Net built from the blocks of
+    its ``unet_parts.py``), and those it re-exports from another project file (a package's
+    ``__init__.py``: ``from .x import *``, ``from .unet_model import UNet``)."""
     ctx = _parsed(path)
     if ctx is None:
         return frozenset()
-    return _own_conv_classes(ctx).union(
-        *(_own_conv_classes(_parsed(p)) for p in _star_sources(ctx, path))
-    )
+    imported = _imported_conv_classes(ctx, path, depth)  # read again: those files may change
+    store: dict[frozenset[str], frozenset[str]] = ctx.__dict__.setdefault("_tp_conv_classes", {})
+    if imported not in store:
+        store[imported] = imported | _conv_classes_of(ctx, imported)
+    return store[imported]
 
 
-def _conv_classes_of(ctx: FileContext) -> frozenset[str]:
+def _conv_classes_of(ctx: FileContext, imported: frozenset[str] = frozenset()) -> frozenset[str]:
+    """The file's own conv builders; ``imported``: names it imports that build conv layers. A
+    layer built only when an option asks for it (``nn.Conv2d(h, h, 1) if talking_heads else
+    None``, an ``if`` without a convolution in its ``else``) does not make a conv net."""
     builders: dict[str, ast.AST] = {c.name: c for c in ctx.of_type(ast.ClassDef)}
     builders.update((n.name, n) for n in ctx.tree.body if isinstance(n, ast.FunctionDef))
-    made = {
-        name: {n for n in subtree(node) if isinstance(n, ast.Call)}
-        for name, node in builders.items()
-    }
-    found = {
-        name
-        for name, calls in made.items()
-        if any(ctx.names.qualname(c.func) in _CONV_LAYERS for c in calls)
-    }
+    found: set[str] = set()
+
+    def conv(call: ast.Call) -> bool:
+        if isinstance(call.func, ast.Name) and call.func.id in imported | found:
+            return True
+        return ctx.names.qualname(call.func) in _CONV_LAYERS
+
     changed = True
     while changed:
         changed = False
-        for name, calls in made.items():
-            if name not in found and any(
-                isinstance(c.func, ast.Name) and c.func.id in found for c in calls
-            ):
+        for name, node in builders.items():
+            if name not in found and _always_builds(node, conv):
                 found.add(name)
                 changed = True
     return frozenset(found)
 
 
-_own_conv_classes = per_context(_conv_classes_of, frozenset[str]())
+def _always_builds(node: ast.AST, wanted: Callable[[ast.Call], bool]) -> bool:
+    """A call ``wanted`` runs under ``node`` whichever way its option flags go: in both
+    branches of an ``if`` or a conditional expression on a flag (``if bilinear:``,
+    ``... if talking_heads else None``), or outside any. A branch on a comparison dispatches on
+    a configuration (YOLOv3's ``if module_def["type"] == "convolutional":``): it counts."""
+    if isinstance(node, (ast.If, ast.IfExp)) and _is_flag(node.test):
+        body = node.body if isinstance(node.body, list) else [node.body]
+        orelse = node.orelse if isinstance(node.orelse, list) else [node.orelse]
+        return any(_always_builds(n, wanted) for n in body) and any(
+            _always_builds(n, wanted) for n in orelse
+        )
+    if isinstance(node, ast.Call) and wanted(node):
+        return True
+    return any(_always_builds(kid, wanted) for kid in children(node))
+
+
+def _is_flag(test: ast.expr) -> bool:
+    """``flag``, ``self.flag``, ``args.flag``, ``not flag``: an option, not a comparison."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        test = test.operand
+    return dotted(test) is not None
 
 
 def builds_conv_net(ctx: FileContext, call: ast.Call, name: str | None) -> bool:
