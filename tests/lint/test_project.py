@@ -841,3 +841,23 @@ class Decoder(nn.Module):
             layers.replace("nn.Conv2d(heads, heads, 1) if talking_heads else None", always)
         )
         assert ("train.py", 3, "TP303") in _found(capsys, "train.py"), always
+
+
+def test_a_module_is_looked_up_again_in_another_folder_and_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The lookup was cached under the relative folder of a relative path ("train.py"): a
+    # first run where `unet` does not exist hid the package from a later run elsewhere.
+    empty = tmp_path / "first"
+    empty.mkdir()
+    _project(empty, monkeypatch, {"train.py": UNET_TRAIN})
+    assert not any(code == "TP303" for _, _, code in _found(capsys, "train.py"))
+    files = {
+        "unet/__init__.py": "from .unet_model import UNet\n",
+        "unet/unet_model.py": UNET_MODEL,
+        "unet/unet_parts.py": UNET_PARTS,
+        "train.py": UNET_TRAIN,
+    }
+    (tmp_path / "second").mkdir()
+    _project(tmp_path / "second", monkeypatch, files)
+    assert ("train.py", 3, "TP303") in _found(capsys, "train.py")

@@ -27,7 +27,7 @@ from torchpace.lint.engine import lint_source
 from torchpace.lint.fixes import NotFixable, apply_fixes, unified_diff, write_fixed
 from torchpace.lint.output import render_github, render_json, render_text
 from torchpace.lint.parallel import lint_jobs, usable_cpus
-from torchpace.lint.project import step_callees
+from torchpace.lint.project import new_run, step_callees
 from torchpace.lint.results import FileResult, LintError
 from torchpace.lint.rule import Rule
 from torchpace.lint.sarif import render_sarif
@@ -126,6 +126,7 @@ def run(args: argparse.Namespace) -> int:
     from torchpace.lint import rules as registry
 
     rules = registry.RULES
+    new_run()
     flags = {"select": args.select, "extend_select": args.extend_select, "ignore": args.ignore}
     config_error: str | None = None
     try:

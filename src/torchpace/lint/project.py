@@ -199,8 +199,9 @@ _NOT_MODELS = frozenset({"get_model", "get_model_weights", "get_weight", "list_m
 
 def find_module(module: str, caller: Path, level: int = 0) -> Path | None:
     """The file ``import module`` means from ``caller`` (see :func:`_candidates`); the files
-    of one folder import the same modules, so each lookup is made once per folder and run."""
-    return _find_module(module, caller.parent, level)
+    of one folder import the same modules, so each lookup is made once per folder and run
+    (the folder made absolute: a relative one means another folder once the process moves)."""
+    return _find_module(module, caller.parent.absolute(), level)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -423,63 +424,121 @@ def _star_sources(ctx: FileContext, path: Path) -> list[Path]:
     return out
 
 
-def _imported_conv_classes(ctx: FileContext, path: Path, depth: int) -> frozenset[str]:
-    """The names the file at ``path`` imports at module level from other project files that are
-    conv classes there (``from .unet_parts import *``; ``from .unet_model import UNet`` in a
-    package's ``__init__.py``), following :data:`MODEL_DEPTH` files deep."""
-    if depth <= 0:
-        return frozenset()
-    out: set[str] = set()
+def is_conv_class(path: Path, name: str, depth: int = MODEL_DEPTH) -> bool:
+    """Whether ``name`` in the file at ``path`` is a class or module-level function that builds
+    conv layers: directly or through other classes and functions of the same file (a ResNet
+    built from its Bottleneck blocks; YOLOv3's ``Darknet`` from ``create_modules``, and
+    ``load_model`` that returns one), or through the blocks it imports from another project file
+    (a U-Net built from its ``unet_parts.py``); or a name the file re-exports from another
+    project file (a package's ``__init__.py``: ``from .x import *``, ``from .unet_model import
+    UNet``); up to :data:`MODEL_DEPTH` files deep. Only the imports a question needs are read,
+    each file version once per run (:func:`new_run`)."""
+    version = _version(path)
+    if version is None:
+        return False
+    ctx = _parsed_version(*version)
+    if ctx is None:
+        return False
+    if name in _builders(ctx):
+        return name in _file_conv_classes(version, depth)
+    source = _imported_name(ctx, version[0], name)
+    return depth > 0 and source is not None and is_conv_class(*source, depth - 1)
+
+
+def _builders(ctx: FileContext) -> dict[str, ast.AST]:
+    """The file's classes (at any level) and module-level functions, by name."""
+    builders: dict[str, ast.AST] = {c.name: c for c in ctx.of_type(ast.ClassDef)}
+    builders.update((n.name, n) for n in ctx.tree.body if isinstance(n, ast.FunctionDef))
+    return builders
+
+
+def _imported_name(ctx: FileContext, path: Path, name: str) -> tuple[Path, str] | None:
+    """The project file and the name there that ``name`` is imported from at module level: by
+    name (``from .unet_model import UNet``, also under ``as``), else through a ``*`` import of a
+    file that defines or imports it."""
+    stars = []
     for node in ctx.tree.body:
         if not isinstance(node, ast.ImportFrom):
             continue
-        found = find_module(node.module or "", path, node.level)
-        if found is None or found == path:
-            continue
-        theirs = conv_classes(found, depth - 1)
         for alias in node.names:
-            if alias.name == "*":
-                out |= theirs
-            elif alias.name in theirs:
-                out.add(alias.asname or alias.name)
-    return frozenset(out)
+            if alias.name == "*" or (alias.asname or alias.name) == name:
+                found = find_module(node.module or "", path, node.level)
+                if found is None or found == path:
+                    continue
+                if alias.name != "*":
+                    return found, alias.name
+                stars.append(found)
+    for found in stars:
+        other = _parsed(found)
+        if other is not None and (
+            name in _builders(other) or _imported_name(other, found, name) is not None
+        ):
+            return found, name
+    return None
 
 
-def conv_classes(path: Path, depth: int = MODEL_DEPTH) -> frozenset[str]:
-    """The classes and module-level functions of the file at ``path`` that build conv layers,
-    directly or through other classes and functions of the same file or of the project files it
-    imports them from (a ResNet built from its Bottleneck blocks; YOLOv3's ``Darknet`` from
-    ``create_modules``, and ``load_model`` that returns one; a U-Net built from the blocks of
-    its ``unet_parts.py``), and those it re-exports from another project file (a package's
-    ``__init__.py``: ``from .x import *``, ``from .unet_model import UNet``)."""
-    ctx = _parsed(path)
-    if ctx is None:
-        return frozenset()
-    imported = _imported_conv_classes(ctx, path, depth)  # read again: those files may change
-    store: dict[frozenset[str], frozenset[str]] = ctx.__dict__.setdefault("_tp_conv_classes", {})
-    if imported not in store:
-        store[imported] = imported | _conv_classes_of(ctx, imported)
-    return store[imported]
+def _file_conv_classes(version: tuple[Path, int, int], depth: int) -> frozenset[str]:
+    """The conv builders of a file (see :func:`is_conv_class`), once per version and depth."""
+    key = (*version, depth)
+    found = _CONV_CLASSES.get(key)
+    if found is None:
+        _CONV_CLASSES[key] = frozenset()  # an import cycle reads no conv classes through itself
+        ctx = _parsed_version(*version)
+        found = frozenset() if ctx is None else _conv_classes_of(ctx, version[0], depth)
+        _CONV_CLASSES[key] = found
+    return found
 
 
-def _conv_classes_of(ctx: FileContext, imported: frozenset[str] = frozenset()) -> frozenset[str]:
-    """The file's own conv builders; ``imported``: names it imports that build conv layers. A
-    layer built only when an option asks for it (``nn.Conv2d(h, h, 1) if talking_heads else
-    None``, an ``if`` without a convolution in its ``else``) does not make a conv net."""
-    builders: dict[str, ast.AST] = {c.name: c for c in ctx.of_type(ast.ClassDef)}
-    builders.update((n.name, n) for n in ctx.tree.body if isinstance(n, ast.FunctionDef))
+# _file_conv_classes' readings in this run, by file version and depth.
+_CONV_CLASSES: dict[tuple[Path, int, int, int], frozenset[str]] = {}
+
+
+def new_run() -> None:
+    """Forget what was read of other files that depends on files other than the one read (a
+    file's conv classes depend on what it imports), and where modules were found (a file may
+    have been added since): each lint run reads them afresh."""
+    _CONV_CLASSES.clear()
+    _find_module.cache_clear()
+
+
+def _conv_classes_of(ctx: FileContext, path: Path, depth: int) -> frozenset[str]:
+    """The file's conv builders. A layer built only when an option asks for it
+    (``nn.Conv2d(h, h, 1) if talking_heads else None``, an ``if`` without a convolution in its
+    ``else``) does not make a conv net."""
+    builders = _builders(ctx)
+    calls = {
+        name: [n for n in subtree(node) if isinstance(n, ast.Call)]
+        for name, node in builders.items()
+    }
+    called = {c.func.id for cs in calls.values() for c in cs if isinstance(c.func, ast.Name)}
+    imported: set[str] = set()
+    if depth > 0:
+        for name in called - builders.keys():
+            source = _imported_name(ctx, path, name)
+            if source is not None and is_conv_class(*source, depth - 1):
+                imported.add(name)
     found: set[str] = set()
 
     def conv(call: ast.Call) -> bool:
-        if isinstance(call.func, ast.Name) and call.func.id in imported | found:
+        if isinstance(call.func, ast.Name) and (call.func.id in imported or call.func.id in found):
             return True
         return ctx.names.qualname(call.func) in _CONV_LAYERS
 
+    # Only a builder that calls a conv layer or another builder or import can be one.
+    candidates = {
+        name
+        for name, cs in calls.items()
+        if any(
+            (isinstance(c.func, ast.Name) and (c.func.id in builders or c.func.id in imported))
+            or ctx.names.qualname(c.func) in _CONV_LAYERS
+            for c in cs
+        )
+    }
     changed = True
     while changed:
         changed = False
-        for name, node in builders.items():
-            if name not in found and _always_builds(node, conv):
+        for name in candidates - found:
+            if _always_builds(builders[name], conv):
                 found.add(name)
                 changed = True
     return frozenset(found)
@@ -523,7 +582,7 @@ def builds_conv_net(ctx: FileContext, call: ast.Call, name: str | None) -> bool:
         return True  # ``models.__dict__[args.arch]()`` (pytorch/examples imagenet)
     if isinstance(call.func, ast.Name) and call.func.id in ctx.loops.classes:
         return False  # a class of this file (convs.py's own check reads it)
-    return any(cls in conv_classes(path) for path, cls in imported_from(ctx, call))
+    return any(is_conv_class(path, cls) for path, cls in imported_from(ctx, call))
 
 
 # --------------------------------------------------------------------------- matmul-free models
