@@ -861,3 +861,29 @@ def test_a_module_is_looked_up_again_in_another_folder_and_run(
     (tmp_path / "second").mkdir()
     _project(tmp_path / "second", monkeypatch, files)
     assert ("train.py", 3, "TP303") in _found(capsys, "train.py")
+
+
+def test_conv_classes_read_each_import_a_bounded_number_of_times(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # 30 modules that all import each other (torch's own sources look like this): reading the
+    # conv classes once read every import three files deep, 30^3 lookups per question
+    from torchpace.lint import project
+
+    n = 30
+    files = {
+        f"pkg/m{i}.py": "".join(f"from .m{j} import *\n" for j in range(n) if j != i)
+        + f"import torch.nn as nn\nclass Block{i}(nn.Module):\n    def __init__(self):\n"
+        f"        super().__init__()\n        self.b = Block{(i + 1) % n}()\n"
+        for i in range(n)
+    }
+    files["train.py"] = UNET_TRAIN.replace("from unet import UNet", "from pkg.m0 import Block0")
+    files["train.py"] = files["train.py"].replace("UNet(3, 2)", "Block0()")
+    _project(tmp_path, monkeypatch, files)
+    lookups = []
+    find = project.find_module
+    monkeypatch.setattr(project, "find_module", lambda *a, **k: lookups.append(a) or find(*a, **k))
+    assert not any(code == "TP303" for _, _, code in _found(capsys, "train.py"))
+    # n^2 import statements, each looked up about twice (its import table, the project
+    # analysis); following them three files deep per question made it n^3 and more
+    assert len(lookups) <= 3 * n * n

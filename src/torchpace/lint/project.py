@@ -455,26 +455,47 @@ def _builders(ctx: FileContext) -> dict[str, ast.AST]:
 def _imported_name(ctx: FileContext, path: Path, name: str) -> tuple[Path, str] | None:
     """The project file and the name there that ``name`` is imported from at module level: by
     name (``from .unet_model import UNet``, also under ``as``), else through a ``*`` import of a
-    file that defines or imports it."""
-    stars = []
-    for node in ctx.tree.body:
-        if not isinstance(node, ast.ImportFrom):
-            continue
-        for alias in node.names:
-            if alias.name == "*" or (alias.asname or alias.name) == name:
-                found = find_module(node.module or "", path, node.level)
-                if found is None or found == path:
-                    continue
-                if alias.name != "*":
-                    return found, alias.name
-                stars.append(found)
+    file that defines it or imports it by name (one level). Kept on the context per name."""
+    store: dict[str, tuple[Path, str] | None] = ctx.__dict__.setdefault("_tp_imported_names", {})
+    if name not in store:
+        store[name] = _find_imported_name(ctx, path, name)
+    return store[name]
+
+
+def _find_imported_name(ctx: FileContext, path: Path, name: str) -> tuple[Path, str] | None:
+    named, stars = _import_table(ctx, path)
+    if name in named:
+        return named[name]
     for found in stars:
         other = _parsed(found)
         if other is not None and (
-            name in _builders(other) or _imported_name(other, found, name) is not None
+            name in _builders(other) or name in _import_table(other, found)[0]
         ):
             return found, name
     return None
+
+
+def _import_table(ctx: FileContext, path: Path) -> tuple[dict[str, tuple[Path, str]], list[Path]]:
+    """The project files the file imports names from at module level (local name → the file and
+    its name there), and the files it ``*``-imports; looked up once per file."""
+    cached = ctx.__dict__.get("_tp_import_table")
+    if cached is not None:
+        return cached  # type: ignore[no-any-return]
+    named: dict[str, tuple[Path, str]] = {}
+    stars: list[Path] = []
+    for node in ctx.tree.body:
+        if not isinstance(node, ast.ImportFrom):
+            continue
+        found = find_module(node.module or "", path, node.level)
+        if found is None or found == path:
+            continue
+        for alias in node.names:
+            if alias.name == "*":
+                stars.append(found)
+            else:
+                named.setdefault(alias.asname or alias.name, (found, alias.name))
+    ctx.__dict__["_tp_import_table"] = table = (named, stars)
+    return table
 
 
 def _file_conv_classes(version: tuple[Path, int, int], depth: int) -> frozenset[str]:
