@@ -66,7 +66,7 @@ def test_an_interrupt_while_the_verbs_load_is_a_message(
     # parser imported the verbs' modules, ended the process by signal 2 with no message.
     from torchpace import cli
 
-    def slow_imports() -> object:
+    def slow_imports(command: str | None = None) -> object:
         raise KeyboardInterrupt
 
     monkeypatch.setattr(cli, "build_parser", slow_imports)
