@@ -31,13 +31,13 @@ import re
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import TypeVar
 
 from torchpace.lint.engine import MAX_PYTHON_BYTES, SUBCLASS, parse
 from torchpace.lint.imports import Resolver
 from torchpace.lint.loops import dotted
 from torchpace.lint.results import FileResult
-from torchpace.lint.rule import FileContext
+from torchpace.lint.rule import FileContext, per_file
 from torchpace.lint.tree import children, subtree
 
 T = TypeVar("T")
@@ -368,16 +368,12 @@ def _parsed_version(path: Path, mtime_ns: int, size: int) -> FileContext | None:
 
 
 def per_context(own: Callable[[FileContext], T], empty: T) -> Callable[[FileContext | None], T]:
-    """``own(ctx)``, computed once per parsed file version (kept on the context); ``empty``
-    for a file that could not be parsed."""
+    """``own(ctx)``, computed once per parsed file version (:func:`~torchpace.lint.rule.per_file`:
+    kept on the context); ``empty`` for a file that could not be parsed."""
+    once = per_file(own)
 
     def cached(ctx: FileContext | None) -> T:
-        if ctx is None:
-            return empty
-        store: dict[str, Any] = ctx.__dict__.setdefault("_tp_project", {})
-        if own.__name__ not in store:
-            store[own.__name__] = own(ctx)
-        return cast(T, store[own.__name__])
+        return empty if ctx is None else once(ctx)
 
     return cached
 
@@ -441,10 +437,11 @@ def is_conv_class(path: Path, name: str, depth: int = MODEL_DEPTH) -> bool:
         return False
     if name in _builders(ctx):
         return name in _file_conv_classes(version, depth)
-    source = _imported_name(ctx, version[0], name)
+    source = _imported_name(ctx, name=name)
     return depth > 0 and source is not None and is_conv_class(*source, depth - 1)
 
 
+@per_file
 def _builders(ctx: FileContext) -> dict[str, ast.AST]:
     """The file's classes (at any level) and module-level functions, by name."""
     builders: dict[str, ast.AST] = {c.name: c for c in ctx.of_type(ast.ClassDef)}
@@ -452,35 +449,28 @@ def _builders(ctx: FileContext) -> dict[str, ast.AST]:
     return builders
 
 
-def _imported_name(ctx: FileContext, path: Path, name: str) -> tuple[Path, str] | None:
+@per_file
+def _imported_name(ctx: FileContext, *, name: str) -> tuple[Path, str] | None:
     """The project file and the name there that ``name`` is imported from at module level: by
     name (``from .unet_model import UNet``, also under ``as``), else through a ``*`` import of a
-    file that defines it or imports it by name (one level). Kept on the context per name."""
-    store: dict[str, tuple[Path, str] | None] = ctx.__dict__.setdefault("_tp_imported_names", {})
-    if name not in store:
-        store[name] = _find_imported_name(ctx, path, name)
-    return store[name]
-
-
-def _find_imported_name(ctx: FileContext, path: Path, name: str) -> tuple[Path, str] | None:
-    named, stars = _import_table(ctx, path)
+    file that defines it or imports it by name (one level)."""
+    named, stars = _import_table(ctx)
     if name in named:
         return named[name]
     for found in stars:
         other = _parsed(found)
-        if other is not None and (
-            name in _builders(other) or name in _import_table(other, found)[0]
-        ):
+        if other is None:
+            continue
+        if name in _builders(other) or name in _import_table(other)[0]:
             return found, name
     return None
 
 
-def _import_table(ctx: FileContext, path: Path) -> tuple[dict[str, tuple[Path, str]], list[Path]]:
+@per_file
+def _import_table(ctx: FileContext) -> tuple[dict[str, tuple[Path, str]], list[Path]]:
     """The project files the file imports names from at module level (local name → the file and
     its name there), and the files it ``*``-imports; looked up once per file."""
-    cached = ctx.__dict__.get("_tp_import_table")
-    if cached is not None:
-        return cached  # type: ignore[no-any-return]
+    path = Path(ctx.path)
     named: dict[str, tuple[Path, str]] = {}
     stars: list[Path] = []
     for node in ctx.tree.body:
@@ -494,8 +484,7 @@ def _import_table(ctx: FileContext, path: Path) -> tuple[dict[str, tuple[Path, s
                 stars.append(found)
             else:
                 named.setdefault(alias.asname or alias.name, (found, alias.name))
-    ctx.__dict__["_tp_import_table"] = table = (named, stars)
-    return table
+    return named, stars
 
 
 def _file_conv_classes(version: tuple[Path, int, int], depth: int) -> frozenset[str]:
@@ -535,7 +524,7 @@ def _conv_classes_of(ctx: FileContext, path: Path, depth: int) -> frozenset[str]
     imported: set[str] = set()
     if depth > 0:
         for name in called - builders.keys():
-            source = _imported_name(ctx, path, name)
+            source = _imported_name(ctx, name=name)
             if source is not None and is_conv_class(*source, depth - 1):
                 imported.add(name)
     found: set[str] = set()
