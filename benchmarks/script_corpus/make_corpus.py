@@ -205,8 +205,16 @@ def materialise_repo(
             raise SystemExit(f"{repo}@{commit}:{path}: blob is incomplete in {gitdir}")
         target = dest / path
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(data)
-        os.chmod(target, 0o755 if mode == "100755" else 0o644)
+        if target.is_symlink() or target.exists():
+            target.unlink()
+        if mode == "120000":
+            # a symbolic link's blob is its target: a link, as a checkout makes it (written as a
+            # file, Practical_RL's ``runners.py -> ../week06_policy_based/runners.py`` became a
+            # one-line file that is not Python)
+            target.symlink_to(os.fsdecode(data))
+        else:
+            target.write_bytes(data)
+            os.chmod(target, 0o755 if mode == "100755" else 0o644)
         manifest[path] = sha
     return {"repo": repo, "commit": commit, "files": manifest}
 
