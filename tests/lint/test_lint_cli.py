@@ -367,6 +367,7 @@ def test_a_notebook_cell_that_is_not_python_is_left_out_and_the_run_goes_on(
         {"cell_type": "code", "source": ["!pip install x\n", "%time y = 1\n"]},
         {"cell_type": "code", "source": ["x = 1\n", "def f(:\n"]},
         {"cell_type": "code", "source": SLOW.splitlines(keepends=True)},
+        {"cell_type": "code", "source": ["for batch in loader:\n", "    step(batch)\n"]},
     ]
     nb = tmp_path / "train.ipynb"
     nb.write_text(json.dumps({"cells": cells, "metadata": {}, "nbformat": 4}))

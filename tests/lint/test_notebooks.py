@@ -118,6 +118,7 @@ def test_findings_are_placed_by_cell_and_noqa_works(
             ("code", "a = DataLoader(ds, pin_memory=True)  # noqa: TP101\n"),
             ("markdown", "more"),
             ("code", "\nb = DataLoader(ds, pin_memory=True)\n"),
+            ("code", "for batch in a:\n    step(batch)\nfor batch in b:\n    step(batch)\n"),
         )
     )
     assert main(["lint", "--select", "TP101", "nb.ipynb"]) == 1

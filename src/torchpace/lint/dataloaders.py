@@ -416,9 +416,20 @@ def feeds_training(ctx: FileContext, call: ast.Call) -> bool:
     loops = [loop for loop in _loops_over(ctx, name) if mine(loop)]
     if not loops and (_only_peeked(ctx, name, mine) or _only_evaluated(ctx, name, mine)):
         return False
+    # Built and never read after (an ``if``/``else`` binding it twice reads it once, after
+    # both): a data-preparation notebook's "does it load" cell.
+    later = _reads(ctx, name, lambda n: n.lineno > call.lineno)  # type: ignore[attr-defined]
+    if not loops and not later and "." not in name and _unseen_elsewhere(ctx, scope):
+        return False
     evaluation = {id(loop) for loop in ctx.loops.eval_loops}
     idle = {id(loop) for loop in loops if _idle(loop)}
     return not loops or not all(id(loop) in evaluation | idle for loop in loops)
+
+
+def _unseen_elsewhere(ctx: FileContext, scope: ast.AST) -> bool:
+    """A name bound in ``scope`` that no other file can read: a function's local, or anything
+    a notebook binds (a module's global may be imported by the script that trains)."""
+    return not isinstance(scope, ast.Module) or ctx.path.endswith(".ipynb")
 
 
 def _idle(loop: ast.For | ast.AsyncFor) -> bool:

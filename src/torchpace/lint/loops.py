@@ -89,6 +89,12 @@ def may_build_loader(source: bytes) -> bool:
 # an epoch (``train_one_epoch``): given the optimizer, a call of it is a step.
 _STEP_FUNCTION = re.compile(r"(^|_)step$", re.IGNORECASE)
 # Names that say "optimizer" in the usual spellings: opt, optim, optimizer, g_optim, optimizer_d.
+# Calls given the optimizer that read it rather than step it: ``get_lr(optimizer)``,
+# ``log_lr(optimizer)``, ``current_learning_rate(opt)`` (open_clip's ``get_learning_rate``, called
+# under a logging cadence whose body then looked like training).
+_READS_OPTIMIZER = re.compile(
+    r"^(get|read|log|print|show|report|current)(_|$)|(^|_)(lrs?|learning_rates?)$", re.I
+)
 _OPTIMIZER_NAME = re.compile(r"^(opt|optim\w*|\w*_opt|\w*_optim\w*|\w*optimi[sz]er\w*)$", re.I)
 # Names that say "data loader": loader, train_loader, dataloader, val_dl.
 _LOADER_NAME = re.compile(r"(loader|^dl$|_dl$|^dl_)", re.I)
@@ -568,6 +574,8 @@ class LoopFacts:
         name_of = dotted(call.func) or ""
         if "save" in name_of or "checkpoint" in name_of:
             return False  # ``save_checkpoint(model, optimizer)`` keeps it, does not step it
+        if _READS_OPTIMIZER.search(name_of.rsplit(".", 1)[-1]):
+            return False  # ``get_learning_rate(optimizer)`` for a log line reads it
         for arg in call.args:  # positional: ``loss_scaler(loss, optimizer)``
             name = dotted(arg)
             if name is not None and (
@@ -641,8 +649,16 @@ class LoopFacts:
 
 
 def in_eval_mode(scope: Scope, before: int) -> set[str]:
-    """Modules switched to eval mode in ``scope`` before line ``before`` (and not back)."""
+    """Modules switched to eval mode in ``scope`` before line ``before`` (and not back): by
+    ``model.eval()``, at the end of a chain (``model.to(device).eval()``), or in the value a
+    name is bound to (``model = Net().to(device).eval()``)."""
     mode: dict[str, tuple[int, str]] = {}
+    bound: dict[int, str] = {}  # a mode call's id -> the name its value is bound to
+    for node in walk(scope.body):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            name = dotted(node.targets[0])
+            if name is not None and isinstance(node.value, ast.Call):
+                bound[id(node.value)] = name
     for node in walk(scope.body):
         if (
             isinstance(node, ast.Call)
@@ -651,7 +667,7 @@ def in_eval_mode(scope: Scope, before: int) -> set[str]:
             and node.lineno < before
             and not (node.func.attr == "train" and node.args and _is_false(node.args[0]))
         ):
-            target = dotted(node.func.value)
+            target = dotted(strip_moves(node.func.value)) or bound.get(id(node))
             if target is not None and node.lineno >= mode.get(target, (0, ""))[0]:
                 mode[target] = (node.lineno, node.func.attr)
     return {t for t, (_, m) in mode.items() if m == "eval"}
@@ -672,15 +688,36 @@ def _defines_step_methods(by_type: dict[type, list[Any]]) -> bool:
     )
 
 
-def _framework_steps(facts: LoopFacts) -> list[Function]:
-    """The step methods of the file's Lightning modules: no loop of this file calls them, the
-    Trainer does, once per batch."""
+# Engines that run the function they are given once per batch: PyTorch-Ignite's
+# ``trainer = Engine(train_step)``, then ``trainer.run(loader, max_epochs=n)``.
+_STEP_ENGINES = frozenset(
+    {
+        "ignite.engine.Engine",
+        "ignite.engine.engine.Engine",
+        "ignite.engine.DeterministicEngine",
+        "ignite.engine.deterministic.DeterministicEngine",
+    }
+)
+
+
+def _framework_steps(facts: LoopFacts, calls: Iterable[ast.Call] = ()) -> list[Function]:
+    """What a framework runs once per batch, that no loop of this file calls: the step methods
+    of the file's Lightning modules (the Trainer calls them), and the functions of this file
+    handed to an Ignite engine (``Engine(train_step)``: its ``run`` calls it) that train."""
+    from torchpace.lint.rule import argument  # rule.py imports this module
+
     out: list[Function] = []
     for cls in facts.classes.values():
         for base in cls.bases:
             method = _STEP_METHODS.get((dotted(base) or "").rsplit(".", 1)[-1])
             if method is not None:
                 out += facts._methods(cls.name, method)
+    for call in calls:
+        if facts.names.qualname(call.func) not in _STEP_ENGINES:
+            continue
+        given = argument(call, "process_function", 0)
+        if isinstance(given, ast.Name):
+            out += [f for f in facts.functions.get(given.id, []) if facts.function_trains(f)]
     return out
 
 
@@ -1388,7 +1425,7 @@ def analyse(
         if "." in entry:
             cls, method = entry.split(".", 1)
             queue += facts._methods(cls, method)
-    queue += _framework_steps(facts)
+    queue += _framework_steps(facts, by_type.get(ast.Call, ()))
     _mark_repeated(facts, tree)
     entered = {id(f) for f in queue}
     _mark_all(facts, roots, queue)
