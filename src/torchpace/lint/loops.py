@@ -37,6 +37,8 @@ if TYPE_CHECKING:
 Function = ast.FunctionDef | ast.AsyncFunctionDef
 Scope = ast.Module | ast.FunctionDef | ast.AsyncFunctionDef
 Loop = ast.For | ast.AsyncFor | ast.While
+# What runs once per training step: a step loop's body, or a step function a framework calls
+Step = Loop | Function
 LOOPS = (ast.For, ast.AsyncFor, ast.While)
 # Definitions whose bodies run in a scope of their own, not where they are written.
 NESTED_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
@@ -98,10 +100,12 @@ _READS_OPTIMIZER = re.compile(
 _OPTIMIZER_NAME = re.compile(r"^(opt|optim\w*|\w*_opt|\w*_optim\w*|\w*optimi[sz]er\w*)$", re.I)
 # Names that say "data loader": loader, train_loader, dataloader, val_dl.
 _LOADER_NAME = re.compile(r"(loader|^dl$|_dl$|^dl_)", re.I)
-# Names of evaluation: validate, evaluate, eval_epoch, test, test_step, predict, inference, sample.
+# Names of evaluation: validate, evaluate, eval_epoch, test, test_step, predict, inference, sample;
+# not a name that starts by training, whatever follows (``train_val_pipeline``, ``train_and_test``:
+# benchmarking-gnns' whole run, which hands its loaders to the training epoch).
 EVAL_NAME = re.compile(
-    r"(^|_)(eval\w*|valid\w*|val|test\w*|predict\w*|infer\w*|sample|samples|sampling"
-    r"|generate|generation|visuali[sz]\w*)($|_)",
+    r"^(?!_*train)(?:.*?)(^|_)(eval\w*|valid\w*|val|test\w*|predict\w*|infer\w*|sample|samples"
+    r"|sampling|generate|generation|visuali[sz]\w*)($|_)",
     re.I,
 )
 # Context managers and decorators that turn autograd off.
@@ -386,6 +390,8 @@ class LoopFacts:
     optimizers: set[str] = field(default_factory=set)  # names bound to a torch.optim optimizer
     scope_of: dict[int, Scope] = field(default_factory=dict)  # id(loop or function) → scope
     step_loops: list[Loop] = field(default_factory=list)
+    # functions a framework's engine runs once per batch (Ignite's ``Engine(train_step)``)
+    step_functions: list[Function] = field(default_factory=list)
     epoch_loops: list[Loop] = field(default_factory=list)
     hot: dict[int, tuple[ast.AST, Scope]] = field(default_factory=dict)  # id(node) → node, scope
     # id(function) → the hot calls of this file that run it (entries and loops have none)
@@ -552,9 +558,14 @@ class LoopFacts:
             )
         return self._loops_in[key]
 
-    def training_loops(self) -> list[Loop]:
-        """The step loops that train: they call ``backward()`` or step an optimizer."""
-        return [loop for loop in self.step_loops if self.trains(loop.body, self.scope_of[id(loop)])]
+    def training_loops(self) -> list[Step]:
+        """The step loops that train: they call ``backward()`` or step an optimizer; and the
+        step functions a framework runs once per batch (:func:`_engine_steps`), each its own
+        scope."""
+        loops = [
+            loop for loop in self.step_loops if self.trains(loop.body, self.scope_of[id(loop)])
+        ]
+        return [*loops, *self.step_functions]
 
     def trains(self, nodes: Iterable[ast.AST], scope: Scope) -> bool:
         """Whether running ``nodes`` calls ``backward()`` or an optimizer step, here or in a
@@ -700,18 +711,25 @@ _STEP_ENGINES = frozenset(
 )
 
 
-def _framework_steps(facts: LoopFacts, calls: Iterable[ast.Call] = ()) -> list[Function]:
-    """What a framework runs once per batch, that no loop of this file calls: the step methods
-    of the file's Lightning modules (the Trainer calls them), and the functions of this file
-    handed to an Ignite engine (``Engine(train_step)``: its ``run`` calls it) that train."""
-    from torchpace.lint.rule import argument  # rule.py imports this module
-
+def _framework_steps(facts: LoopFacts) -> list[Function]:
+    """The step methods of the file's Lightning modules: no loop of this file calls them, the
+    Trainer does, once per batch."""
     out: list[Function] = []
     for cls in facts.classes.values():
         for base in cls.bases:
             method = _STEP_METHODS.get((dotted(base) or "").rsplit(".", 1)[-1])
             if method is not None:
                 out += facts._methods(cls.name, method)
+    return out
+
+
+def _engine_steps(facts: LoopFacts, calls: Iterable[ast.Call]) -> list[Function]:
+    """The functions of this file handed to an Ignite engine (``Engine(train_step)``: its
+    ``run`` calls it once per batch) that train: each is a training step of its own, with no
+    loop of this file around it."""
+    from torchpace.lint.rule import argument  # rule.py imports this module
+
+    out: list[Function] = []
     for call in calls:
         if facts.names.qualname(call.func) not in _STEP_ENGINES:
             continue
@@ -1425,7 +1443,11 @@ def analyse(
         if "." in entry:
             cls, method = entry.split(".", 1)
             queue += facts._methods(cls, method)
-    queue += _framework_steps(facts, by_type.get(ast.Call, ()))
+    queue += _framework_steps(facts)
+    facts.step_functions = _engine_steps(facts, by_type.get(ast.Call, ()))
+    for function in facts.step_functions:
+        facts.scope_of[id(function)] = function
+    queue += facts.step_functions
     _mark_repeated(facts, tree)
     entered = {id(f) for f in queue}
     _mark_all(facts, roots, queue)

@@ -529,7 +529,7 @@ def launch_bound(ctx: FileContext) -> frozenset[int]:
     """``id`` of every node of a training loop whose models are all known and small (module
     docs), and of the functions of this file that loop calls."""
     facts = ctx.loops
-    if not facts.step_loops:
+    if not facts.step_loops and not facts.step_functions:
         return frozenset()
     sizer = _Sizer(ctx)
     out: set[int] = set()

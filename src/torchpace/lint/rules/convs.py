@@ -131,7 +131,7 @@ def _trains_small_models_only(ctx: FileContext) -> bool:
 
 def _check_cudnn_benchmark(ctx: FileContext) -> Iterator[Report]:
     convs = [call for call, name in ctx.calls if name in _CONV_MODULES]
-    if not ctx.loops.step_loops:
+    if not ctx.loops.step_loops and not ctx.loops.step_functions:
         # No training here: a model library's convs are trained by a script, which is where the
         # autotuner is set (YOLOv5's common.py, vit-pytorch's __main__ smoke test: issue 16).
         # Unless this file builds the convs and hands them to another project file's training

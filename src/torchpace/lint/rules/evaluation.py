@@ -13,6 +13,7 @@ from torchpace.lint.loops import (
     Loop,
     LoopFacts,
     Scope,
+    Step,
     assignments,
     disables_grad,
     dotted,
@@ -84,7 +85,7 @@ def _runs_model(facts: LoopFacts, target: str) -> bool:
     return _a_module(facts, target) or bool(MODEL_NAME.search(target.rsplit(".", 1)[-1]))
 
 
-def called_models(ctx: FileContext, loop: Loop) -> set[str]:
+def called_models(ctx: FileContext, loop: Step) -> set[str]:
     """The targets of calls in the loop that run a model: ``model(x)``, ``self.net(x)``."""
     facts = ctx.loops
     found = set()

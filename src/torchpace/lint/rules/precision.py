@@ -8,7 +8,7 @@ from pathlib import Path
 
 from torchpace.findings import Edit, Fix
 from torchpace.lint.device import moves_to_a_device, uses_cuda
-from torchpace.lint.loops import Loop, assignments, dotted, strip_moves, walk
+from torchpace.lint.loops import Step, assignments, dotted, strip_moves, walk
 from torchpace.lint.rule import (
     FileContext,
     Report,
@@ -431,7 +431,7 @@ _EMBEDDING_MODELS = frozenset(
 _NOT_MODELS = ("torch.", "tensorboardX.", "wandb.", "logging.", "tqdm.", "numpy.", "argparse.")
 
 
-def _embeddings_only(ctx: FileContext, loop: Loop) -> bool:
+def _embeddings_only(ctx: FileContext, loop: Step) -> bool:
     """Every model the loop uses is embedding tables alone (``model = Node2Vec(...)``, then
     ``model.loss(pos_rw, neg_rw)`` each step; ogb's TransE in a model file of the project):
     every name the loop reads that the file binds to something built is such a model, an
@@ -495,7 +495,7 @@ def _builds_matmul_free(ctx: FileContext, name: str) -> bool:
     return bool(calls) and all(matmul_free(ctx, call) for call in calls)
 
 
-def _on_a_device(ctx: FileContext, loop: Loop) -> bool:
+def _on_a_device(ctx: FileContext, loop: Step) -> bool:
     """The loop moves something to a device, or a model it calls is moved to one in this file
     (``model_1.to(device)``, ``model = Net().cuda()``)."""
     body = [n for n in walk(loop.body) if isinstance(n, ast.Call)]
