@@ -170,3 +170,18 @@ def test_a_function_whose_name_starts_by_training_is_not_an_evaluation():
     # A function named for evaluation, even of the training set, stays one.
     assert _codes(source.replace("train_val_pipeline", "evaluate_train_set")) == []
     assert _codes(source.replace("train_val_pipeline", "validate")) == []
+
+
+def test_an_ignite_engine_run_for_several_epochs_restarts_the_loaders_workers():
+    # Ignite's dcgan and siamese examples: trainer.run(loader, max_epochs) iterates the loader
+    # once per epoch, as an epoch loop would, and its workers start again each time.
+    source = _IGNITE.replace(
+        "trainer.run(train_loader, max_epochs=10)",
+        "train_loader = DataLoader(ds, batch_size=64, shuffle=True, num_workers=4)\n"
+        "    trainer.run(train_loader, max_epochs=10)",
+    ).replace("import torch\n", "import torch\n    from torch.utils.data import DataLoader\n")
+    assert "TP104" in _codes(source)
+    assert "TP104" not in _codes(source.replace("max_epochs=10", "max_epochs=1"))
+    assert "TP104" not in _codes(source.replace(", max_epochs=10", ""))  # one epoch
+    persistent = source.replace("num_workers=4)", "num_workers=4, persistent_workers=True)")
+    assert "TP104" not in _codes(persistent)

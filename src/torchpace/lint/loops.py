@@ -701,7 +701,7 @@ def _defines_step_methods(by_type: dict[type, list[Any]]) -> bool:
 
 # Engines that run the function they are given once per batch: PyTorch-Ignite's
 # ``trainer = Engine(train_step)``, then ``trainer.run(loader, max_epochs=n)``.
-_STEP_ENGINES = frozenset(
+STEP_ENGINES = frozenset(
     {
         "ignite.engine.Engine",
         "ignite.engine.engine.Engine",
@@ -709,6 +709,12 @@ _STEP_ENGINES = frozenset(
         "ignite.engine.deterministic.DeterministicEngine",
     }
 )
+# What builds an engine that trains, whose ``run(loader, max_epochs=n)`` iterates the loader
+# once per epoch: the engines above, and Ignite's ready-made supervised trainer.
+TRAINING_ENGINES = STEP_ENGINES | {
+    "ignite.engine.create_supervised_trainer",
+    "ignite.engine.create_supervised.create_supervised_trainer",
+}
 
 
 def _framework_steps(facts: LoopFacts) -> list[Function]:
@@ -731,7 +737,7 @@ def _engine_steps(facts: LoopFacts, calls: Iterable[ast.Call]) -> list[Function]
 
     out: list[Function] = []
     for call in calls:
-        if facts.names.qualname(call.func) not in _STEP_ENGINES:
+        if facts.names.qualname(call.func) not in STEP_ENGINES:
             continue
         given = argument(call, "process_function", 0)
         if isinstance(given, ast.Name):

@@ -19,6 +19,8 @@ from torchpace.lint.dataloaders import (
 from torchpace.lint.device import may_use_accelerator, uses_cuda
 from torchpace.lint.loops import (
     DATALOADERS,
+    TRAINING_ENGINES,
+    assignments,
     dotted,
     may_build_loader,
     returned,
@@ -575,6 +577,31 @@ def _epoch_hooks(ctx: FileContext) -> Iterator[ast.Call]:
         yield from returned_loaders(function, ctx.names)
 
 
+def _engine_runs(ctx: FileContext) -> Iterator[ast.Call]:
+    """The DataLoaders an Ignite training engine runs for several epochs
+    (``trainer.run(train_loader, max_epochs=10)``): its ``run`` iterates the loader once per
+    epoch, as an epoch loop would. Not for one epoch, nor without ``max_epochs`` (one)."""
+    if b"ignite" not in ctx.source:
+        return
+    engines = {
+        target
+        for target, value in assignments(ctx.of_type(ast.Assign))
+        if isinstance(value, ast.Call) and ctx.names.qualname(value.func) in TRAINING_ENGINES
+    }
+    for call, _ in ctx.calls:
+        func = call.func
+        if not (isinstance(func, ast.Attribute) and func.attr == "run"):
+            continue
+        if dotted(func.value) not in engines:
+            continue
+        epochs = argument(call, "max_epochs", 1)
+        data = argument(call, "data", 0)
+        name = dotted(data) if data is not None else None
+        if epochs is None or is_const(epochs, 1) or name is None:
+            continue
+        yield from ctx.loops.loader_calls.get(name, [])
+
+
 def _check_workers_not_persistent(ctx: FileContext) -> Iterator[Report]:
     if not may_build_loader(ctx.source):
         return  # before the loop analysis: most files build no loader
@@ -584,7 +611,7 @@ def _check_workers_not_persistent(ctx: FileContext) -> Iterator[Report]:
         if id(loop) in ctx.loops.repeated
         for call in iterated_loader_calls(ctx, loop)
     ]
-    for call in dict.fromkeys([*reiterated, *_epoch_hooks(ctx)]):
+    for call in dict.fromkeys([*reiterated, *_epoch_hooks(ctx), *_engine_runs(ctx)]):
         if not feeds_training(ctx, call):
             continue
         workers = loader_argument(ctx, call, "num_workers", _NUM_WORKERS_POSITION)
