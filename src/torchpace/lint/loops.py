@@ -736,6 +736,8 @@ def _engine_steps(facts: LoopFacts, calls: Iterable[ast.Call]) -> list[Function]
     from torchpace.lint.rule import argument  # rule.py imports this module
 
     out: list[Function] = []
+    if not any(path.split(".")[0] == "ignite" for path in facts.names.bindings.values()):
+        return out  # most files: nothing of Ignite's imported
     for call in calls:
         if facts.names.qualname(call.func) not in STEP_ENGINES:
             continue
