@@ -418,8 +418,12 @@ def feeds_training(ctx: FileContext, call: ast.Call) -> bool:
         return False
     # Built and never read after (an ``if``/``else`` binding it twice reads it once, after
     # both): a data-preparation notebook's "does it load" cell.
-    later = _reads(ctx, name, lambda n: n.lineno > call.lineno)  # type: ignore[attr-defined]
-    if not loops and not later and "." not in name and _unseen_elsewhere(ctx, scope):
+    if (
+        not loops
+        and "." not in name
+        and _unseen_elsewhere(ctx, scope)
+        and not _reads(ctx, name, lambda n: n.lineno > call.lineno)  # type: ignore[attr-defined]
+    ):
         return False
     evaluation = {id(loop) for loop in ctx.loops.eval_loops}
     idle = {id(loop) for loop in loops if _idle(loop)}

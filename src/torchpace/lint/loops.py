@@ -664,12 +664,7 @@ def in_eval_mode(scope: Scope, before: int) -> set[str]:
     ``model.eval()``, at the end of a chain (``model.to(device).eval()``), or in the value a
     name is bound to (``model = Net().to(device).eval()``)."""
     mode: dict[str, tuple[int, str]] = {}
-    bound: dict[int, str] = {}  # a mode call's id -> the name its value is bound to
-    for node in walk(scope.body):
-        if isinstance(node, ast.Assign) and len(node.targets) == 1:
-            name = dotted(node.targets[0])
-            if name is not None and isinstance(node.value, ast.Call):
-                bound[id(node.value)] = name
+    bound: dict[int, str] | None = None  # a mode call's id -> the name its value is bound to
     for node in walk(scope.body):
         if (
             isinstance(node, ast.Call)
@@ -678,10 +673,25 @@ def in_eval_mode(scope: Scope, before: int) -> set[str]:
             and node.lineno < before
             and not (node.func.attr == "train" and node.args and _is_false(node.args[0]))
         ):
-            target = dotted(strip_moves(node.func.value)) or bound.get(id(node))
+            target = dotted(strip_moves(node.func.value))
+            if target is None:
+                if bound is None:
+                    bound = _bound_calls(scope)
+                target = bound.get(id(node))
             if target is not None and node.lineno >= mode.get(target, (0, ""))[0]:
                 mode[target] = (node.lineno, node.func.attr)
     return {t for t, (_, m) in mode.items() if m == "eval"}
+
+
+def _bound_calls(scope: Scope) -> dict[int, str]:
+    """``id`` of each call whose value a plain assignment in ``scope`` binds, to its target."""
+    out: dict[int, str] = {}
+    for node in walk(scope.body):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            name = dotted(node.targets[0])
+            if name is not None and isinstance(node.value, ast.Call):
+                out[id(node.value)] = name
+    return out
 
 
 def _is_false(node: ast.expr) -> bool:
