@@ -140,8 +140,11 @@ def test_a_cpu_bound_loaders_gain_is_what_the_cores_can_take() -> None:
     ceiling = share * (1 - cpu / usable_cores())
     assert _gain(top) <= ceiling + 0.05
     # Clearly more than nothing: the workers' pace of a spinning dataset is the scheduler's to
-    # give (0.3328 against a floor of ceiling - 0.15 = 0.3330 on a quiet machine).
-    assert _gain(top) >= max(0.1, ceiling / 2)
+    # give (0.3328 against a floor of ceiling - 0.15 = 0.3330 on a quiet machine). On the 2-core
+    # EPYC, six quiet runs in a row gave 0.22-0.43 against ceilings of 0.45-0.54, the lowest
+    # beside 0.21 cores of other processes (under the doctor's 0.25 noise limit), and make
+    # test's serial part 0.143 against 0.439: the floor is a quarter of the ceiling.
+    assert _gain(top) >= max(0.1, ceiling / 4)
     assert top.measured["cores"] == usable_cores()
 
 

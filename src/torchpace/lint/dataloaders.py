@@ -11,7 +11,9 @@ A loader *feeds training* unless the code shows otherwise, which the real-world 
 - it is read once, ``next(iter(DataLoader(...)))`` (also through an iterator that only
   ``next()`` reads, outside any loop) or with ``batch_size=len(dataset)``, to preload a dataset
   or show a sample; it is built with autograd off (in a ``@torch.no_grad()`` function); every
-  loop over it calls nothing, or only shows what it reads (an input-pipeline demo);
+  loop over it calls nothing, or only shows what it reads (an input-pipeline demo); or, bound
+  in a notebook or in a function, it is never read after it is built (a data-preparation
+  notebook's "does it load" cell);
 - for workers and pinning: its dataset, a class of the same file, returns tensors already on
   the device (``__getitem__`` calls ``.cuda()``), or its ``collate_fn`` puts the batch there:
   worker processes cannot create CUDA tensors and pinning them raises; for pinning: a PyG

@@ -6,7 +6,10 @@ optimizer's ``step()``, or iterates a DataLoader; calls to functions of the same
 loops (``for epoch in range(n): for batch in loader: ...``) is an *epoch loop*, not a step loop.
 
 The *hot* code is what runs on every step: the bodies of step loops, nested loops included, and
-the whole bodies of the same-file functions they call, transitively. Two things are left out:
+the whole bodies of the same-file functions they call, transitively; and the functions a
+framework calls once per batch with no loop of the file around them (a Lightning module's
+``training_step``; the function handed to a PyTorch-Ignite engine, ``Engine(train_step)``, which
+also counts as a training loop of its own). Two things are left out:
 the body of an ``if`` gated by a logging cadence (``if step % 100 == 0:``, also inside an
 ``and``, or an ``or`` with a last-step test or a flag), unless that body itself trains (the
 optimizer step of gradient accumulation runs on a cadence and is training), and anything after

@@ -636,8 +636,10 @@ Flags a `DataLoader` with `num_workers` above 0 and no `persistent_workers=True`
 iterated inside another loop, such as an epoch loop: by its name (also through a progress bar
 bound to it, `pbar = tqdm(loader)`), in a function of the same
 file that the epoch loop hands it to (`train_one_epoch(model, train_loader)`), when a function
-of the file built and returned it, or as the loader a Lightning `train_dataloader()` hook
-returns, which the Trainer iterates every epoch (unless `max_epochs=1`). The count is a literal,
+of the file built and returned it, as the loader a Lightning `train_dataloader()` hook
+returns, which the Trainer iterates every epoch (unless `max_epochs=1`), or as the loader an
+Ignite training engine runs for several epochs (`trainer.run(train_loader, max_epochs=10)`,
+`trainer` built by `Engine(step)` or `create_supervised_trainer`). The count is a literal,
 the default of an option or config field declared in the same file, or an option defined
 elsewhere. An option this file declares with the default 0 is left alone: there are no workers
 to keep, and `persistent_workers=True` with 0 workers raises (TP101 reports it instead).

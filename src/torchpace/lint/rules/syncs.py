@@ -287,7 +287,9 @@ HOST_SYNC_IN_LOOP = Rule(
 ## What it does
 Flags `.item()`, `.tolist()`, `.cpu()` and `.numpy()`, `float()` / `int()` / `bool()` of a
 tensor, and a GradScaler's `get_scale()` or `state_dict()` (both read the scale with `.item()`),
-inside a training loop or a function that the loop calls. Calls under
+inside a training loop or a function that the loop calls (also a Lightning module's
+`training_step` and the function handed to an Ignite engine, `Engine(train_step)`, which the
+framework calls once per batch). Calls under
 a logging cadence (`if step % 100 == 0:`, `if step % 100 == 0 or step == last:`) or under an
 option for diagnostics that is off by default (`if args.verbose:` with `--verbose` a
 `store_true`; also `--debug`, `--profile`, `--print_*`, `--show_*`, `--plot_*`,
