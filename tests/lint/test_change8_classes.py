@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import textwrap
 
+from test_notebooks import _notebook  # the notebook fixture of the notebook tests
+
 from torchpace.lint import RULES, FileResult, lint_source
 
 
@@ -49,20 +51,8 @@ def test_a_model_put_in_eval_mode_at_the_end_of_a_chain_makes_its_loop_an_evalua
     )
 
 
-def _notebook(*cells: str) -> bytes:
-    import json
-
-    return json.dumps(
-        {
-            "cells": [
-                {"cell_type": "code", "source": textwrap.dedent(c), "metadata": {}, "outputs": []}
-                for c in cells
-            ],
-            "metadata": {"kernelspec": {"language": "python", "name": "python3"}},
-            "nbformat": 4,
-            "nbformat_minor": 5,
-        }
-    ).encode()
+def _cells(*sources: str) -> bytes:
+    return _notebook(*(("code", textwrap.dedent(source)) for source in sources))
 
 
 def test_a_loader_built_and_never_read_loads_nothing():
@@ -77,12 +67,12 @@ def test_a_loader_built_and_never_read_loads_nothing():
         print(time.time() - start)
         """,
     )
-    result = lint_source("prepare.ipynb", _notebook(*prepare), RULES)
+    result = lint_source("prepare.ipynb", _cells(*prepare), RULES)
     assert isinstance(result, FileResult) and result.findings == ()
     # Iterated in a later cell, it loads every batch in the notebook's process: reported.
     used = lint_source(
         "prepare.ipynb",
-        _notebook(*prepare, "for g, y in train_loader:\n    print(g.num_nodes())\n"),
+        _cells(*prepare, "for g, y in train_loader:\n    print(g.num_nodes())\n"),
         RULES,
     )
     assert isinstance(used, FileResult) and [f.code for f in used.findings] == ["TP101"]
@@ -140,8 +130,8 @@ _IGNITE = """
 
 def test_the_function_an_ignite_engine_runs_once_per_batch_is_a_training_step():
     # Ignite's examples (dcgan, super_resolution, cifar10): no loop of the file calls the step,
-    # the engine's run() does, once per batch; its per-step .item() was missed.
-    # Its per-step .item(), and autocast for the CUDA step it is (reported at its def).
+    # the engine's run() does, once per batch. Its per-step .item() was missed, and autocast
+    # for the CUDA step it is (reported at its def).
     assert sorted(_codes(_IGNITE)) == ["TP201", "TP302"]
     by_keyword = _IGNITE.replace("Engine(train_step)", "Engine(process_function=train_step)")
     assert sorted(_codes(by_keyword)) == ["TP201", "TP302"]

@@ -32,6 +32,7 @@ import re
 from collections.abc import Callable, Iterator
 
 from torchpace.lint.device import moves_to_a_device
+from torchpace.lint.engine import is_notebook
 from torchpace.lint.loops import (
     EVAL_NAME,
     ITER_WRAPPERS,
@@ -435,7 +436,7 @@ def feeds_training(ctx: FileContext, call: ast.Call) -> bool:
 def _unseen_elsewhere(ctx: FileContext, scope: ast.AST) -> bool:
     """A name bound in ``scope`` that no other file can read: a function's local, or anything
     a notebook binds (a module's global may be imported by the script that trains)."""
-    return not isinstance(scope, ast.Module) or ctx.path.endswith(".ipynb")
+    return not isinstance(scope, ast.Module) or is_notebook(ctx.path)
 
 
 def _idle(loop: ast.For | ast.AsyncFor) -> bool:

@@ -688,13 +688,7 @@ def in_eval_mode(scope: Scope, before: int) -> set[str]:
 
 def _bound_calls(scope: Scope) -> dict[int, str]:
     """``id`` of each call whose value a plain assignment in ``scope`` binds, to its target."""
-    out: dict[int, str] = {}
-    for node in walk(scope.body):
-        if isinstance(node, ast.Assign) and len(node.targets) == 1:
-            name = dotted(node.targets[0])
-            if name is not None and isinstance(node.value, ast.Call):
-                out[id(node.value)] = name
-    return out
+    return {id(v): t for t, v in assignments(walk(scope.body)) if isinstance(v, ast.Call)}
 
 
 def _is_false(node: ast.expr) -> bool:
