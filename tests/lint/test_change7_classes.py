@@ -8,6 +8,10 @@ from __future__ import annotations
 import textwrap
 
 from torchpace.lint import RULES, FileResult, lint_source
+from torchpace.lint.dataloaders import yields_device_tensors
+from torchpace.lint.engine import parse
+from torchpace.lint.loops import DATALOADER
+from torchpace.lint.rule import FileContext
 
 
 def _codes(source: str) -> list[str]:
@@ -39,10 +43,14 @@ _MLP_ON_DEVICE = """
 def test_a_tensor_dataset_made_on_the_device_gets_no_worker_advice():
     # Workers could not index CUDA tensors after a fork, and each batch is already on the device
     assert "TP101" not in _codes(_MLP_ON_DEVICE)
+    # nor on the host: a batch of a TensorDataset is a slice either way (test_framework_loaders)
     on_host = _MLP_ON_DEVICE.replace(", device=device, dtype", ", dtype").replace(
         "torch.tensor(labels, device=device)", "torch.tensor(labels)"
     )
-    assert "TP101" in _codes(on_host)
+    assert "TP101" not in _codes(on_host)
+    # a dataset class that reads files per item still gets it
+    from_files = on_host.replace("TensorDataset(features, target)", "ImageFolder(root)")
+    assert "TP101" in _codes(from_files)
 
 
 def test_device_tensors_returned_by_a_function_or_sliced_per_fold():
@@ -68,6 +76,7 @@ def test_device_tensors_returned_by_a_function_or_sliced_per_fold():
                 optimizer.step()
     """
     assert "TP101" not in _codes(source)
+    assert _yields_device_tensors(source)  # apply's workers edit reads this too
     # Bound again on the host after the function call: the last binding before the loader counts
     rebound = source.replace(
         "x, y, names = load_data(device)\n",
@@ -75,7 +84,14 @@ def test_device_tensors_returned_by_a_function_or_sliced_per_fold():
         "        x = torch.tensor(read_features())\n"
         "        y = torch.tensor(read_labels())\n",
     )
-    assert "TP101" in _codes(rebound)
+    assert not _yields_device_tensors(rebound)
+
+
+def _yields_device_tensors(source: str) -> bool:
+    ctx = parse("train.py", textwrap.dedent(source).encode())
+    assert isinstance(ctx, FileContext), ctx
+    (loader,) = [c for c, name in ctx.calls if name == DATALOADER]
+    return yields_device_tensors(ctx, loader)
 
 
 _PRINTED_DEVICE = """

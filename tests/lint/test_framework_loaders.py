@@ -78,12 +78,16 @@ for xb, yb in loader:
 """
 
 
-def test_no_workers_advice_for_a_cpu_run_over_tensors_in_memory():
+def test_no_workers_advice_over_tensors_in_memory_on_any_device():
     # Issue 32: TP101 on a CPU-only script over a TensorDataset, where workers only slice
-    # tensors the main process holds (the doctor measured one worker slower).
+    # tensors the main process holds (the doctor measured one worker slower). On a GPU run a
+    # batch is the same slice: the corpus judges called all 8 such findings on GPU runs false
+    # or negligible (d2l's load_array, the course notebooks' sunspot windows), none true.
     assert "TP101" not in _codes(IN_MEMORY)
     on_gpu = IN_MEMORY.replace("model(xb)", "model.cuda()(xb.cuda())")
-    assert _codes(on_gpu).get("TP101") == [7]
+    assert "TP101" not in _codes(on_gpu)
+    from_disk = on_gpu.replace("data = TensorDataset(x, y)", "data = ImageFolder(root)")
+    assert _codes(from_disk).get("TP101") == [7]  # items decoded from files: workers pay
 
 
 def test_no_workers_advice_for_a_cpu_run_that_trains_on_the_loader_in_the_same_file():
@@ -125,9 +129,10 @@ def train_net(net, data, epochs):
 train_net(net, train_data, 5)
 """
     assert "TP101" not in _codes(source)
-    from_disk = source + "train_net(net, ImageFolder(root), 5)\n"
-    on_gpu = from_disk.replace("net(X)", "net(X.cuda())")
-    assert _codes(on_gpu).get("TP101") == [9]  # one call hands it images from disk
+    on_gpu = source.replace("net(X)", "net(X.cuda())")
+    assert "TP101" not in _codes(on_gpu)
+    from_disk = on_gpu + "train_net(net, ImageFolder(root), 5)\n"
+    assert _codes(from_disk).get("TP101") == [9]  # one call hands it images from disk
 
 
 LIGHTNING = """

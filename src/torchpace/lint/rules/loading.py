@@ -182,12 +182,17 @@ def _check_loader_workers(ctx: FileContext) -> Iterator[Report]:
             continue  # workers would batch ints; the sampler stays in this process anyway
         if _cheap_items(ctx, call):
             continue  # an item is a slice of what the dataset holds: nothing for a worker to do
-        if _in_memory(ctx, call) or _trained_on_here(ctx, call):
-            # A CPU-only run: over tensors in memory, workers would only add processes that
-            # slice tensors the main process holds (issue 32; the doctor measured one slower);
-            # where this file's own loop trains on the loader, they would take cores from the
-            # step's own threads (the catalogue's "hurts when"). A loader built here and
-            # trained on elsewhere is still reported: its run's device is not read here.
+        if _in_memory(ctx, call):
+            # Over tensors in memory, workers would only add processes that slice tensors the
+            # main process holds, on any device (issue 32: the doctor measured one slower on
+            # the CPU; the corpus judges called all 8 such findings on GPU runs false or
+            # negligible, none true).
+            continue
+        if _trained_on_here(ctx, call):
+            # A CPU-only run where this file's own loop trains on the loader: workers would
+            # take cores from the step's own threads (the catalogue's "hurts when"). A loader
+            # built here and trained on elsewhere is still reported: its run's device is not
+            # read here.
             if cpu_only is None:
                 cpu_only = not may_use_accelerator(ctx)
             if cpu_only:
@@ -218,12 +223,13 @@ Flags a `torch.utils.data.DataLoader` (or PyG's or DGL's subclass for graphs, wh
 `ClusterLoader`, the GraphSAINT samplers) created without `num_workers`, or with `num_workers=0`:
 a literal 0, or an option or config field whose default in the same file is 0
 (`num_workers=args.workers` with `parser.add_argument("--workers", default=0)`, a click option,
-a dataclass field). Not in a file that runs on the CPU only, where the dataset is tensors in
-memory (`TensorDataset(x, y)`, also when every call of the function that builds the loader
-hands it one) or a training loop of the same file iterates the loader: over tensors in memory
-workers only slice tensors the main process holds, and on the CPU they take cores from the
-step's own threads (whether they pay there is measured by `torchpace doctor`, not read). A
-loader a CPU-only file builds for a loop elsewhere is still reported. Nor, on any device, a
+a dataclass field). Not, on any device, where the dataset is tensors in memory
+(`TensorDataset(x, y)`, also when every call of the function that builds the loader hands it
+one): a batch is a slice of tensors the main process holds, and workers would only add
+processes and a copy between them. Not in a file that runs on the CPU only where a training
+loop of the same file iterates the loader: there workers take cores from the step's own
+threads (whether they pay is measured by `torchpace doctor`, not read). A loader a CPU-only
+file builds for a loop elsewhere is still reported. Nor, on any device, a
 loader of at most 64 items a batch (a literal, constant or option default) from a dataset class
 whose `__getitem__` only indexes or slices what the dataset holds, with casts and a random
 start (a random window of a token tensor): a batch costs well under a millisecond. Nor a loader of
