@@ -46,8 +46,16 @@ from torchpace.lint.loops import (
     returned_loaders,
     walk,
 )
-from torchpace.lint.rule import FileContext, argument, parameter_names, passed_for, per_file
+from torchpace.lint.rule import (
+    FileContext,
+    argument,
+    assigned_once,
+    parameter_names,
+    passed_for,
+    per_file,
+)
 from torchpace.lint.tree import subtree
+from torchpace.lint.values import int_value
 
 
 class Unknown:
@@ -634,3 +642,48 @@ def streams_without_sharding(ctx: FileContext, call: ast.Call) -> bool:
         for n in subtree(cls)
     )
     return iterable and not shards
+
+
+# torchvision's datasets of 28x28 grey images, and the side up to which a transform may resize
+# them and leave them small: a conv or a matmul on such a batch is microseconds on a GPU.
+_SMALL_IMAGE_DATASETS = frozenset(
+    f"torchvision.datasets.{name}"
+    for name in ("MNIST", "FashionMNIST", "KMNIST", "EMNIST", "QMNIST")
+)
+SMALL_IMAGE_SIDE = 32
+_RESIZES = frozenset({"Resize", "RandomResizedCrop", "CenterCrop", "RandomCrop"})
+
+
+def yields_small_images(ctx: FileContext, call: ast.Call) -> bool:
+    """The loader ``call`` builds is over a dataset of 28x28 images (MNIST, Fashion-MNIST,
+    KMNIST, EMNIST, QMNIST from torchvision), that its transform resizes or crops, if at all, to
+    at most :data:`SMALL_IMAGE_SIDE` pixels (a size the file gives: a literal or an option
+    default). A size it cannot read makes the images not small."""
+    data = assigned_once(ctx, argument(call, "dataset", 0))
+    if not isinstance(data, ast.Call) or ctx.names.qualname(data.func) not in _SMALL_IMAGE_DATASETS:
+        return False
+    transform = assigned_once(ctx, argument(data, "transform", 2))
+    if argument(data, "transform", 2) is not None and transform is None:
+        return False  # a name bound more than once: its transforms cannot be read
+    for node in subtree(transform) if transform is not None else ():
+        if not isinstance(node, ast.Call):
+            continue
+        name = (ctx.names.qualname(node.func) or dotted(node.func) or "").rsplit(".", 1)[-1]
+        if name not in _RESIZES:
+            continue
+        size = argument(node, "size", 0)
+        sides = size.elts if isinstance(size, (ast.Tuple, ast.List)) else [size]
+        values = [int_value(ctx, side) for side in sides]
+        if not values or any(v is None or v > SMALL_IMAGE_SIDE for v in values):
+            return False
+    return True
+
+
+def batch_size(ctx: FileContext, call: ast.Call) -> int | None:
+    """The batch size the loader ``call`` builds, where the file gives it (a literal, an option
+    default, also in a ``**kwargs`` dict the file spells out); 1, torch's default, when not
+    passed; None when unknown."""
+    size = loader_argument(ctx, call, "batch_size", 1)
+    if size is None:
+        return 1
+    return None if isinstance(size, Unknown) else int_value(ctx, size)

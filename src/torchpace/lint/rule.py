@@ -113,6 +113,13 @@ class FileContext:
         return launch_bound(self)
 
     @cached_property
+    def small_steps(self) -> frozenset[int]:
+        """``id`` of the training loops whose steps do little tensor work (lint.scale)."""
+        from torchpace.lint.scale import small_steps
+
+        return small_steps(self)
+
+    @cached_property
     def call_sites(self) -> dict[int, list[ast.Call]]:
         """``id`` of a function of this file → the calls of this file that run it (resolved as
         :meth:`LoopFacts.callees` does), found in one pass over the file's calls."""
@@ -238,6 +245,18 @@ def argument(call: ast.Call, name: str, position: int) -> ast.expr | None:
     if len(call.args) > position:
         return call.args[position]
     return None
+
+
+def assigned_once(ctx: FileContext, node: ast.expr | None) -> ast.expr | None:
+    """What a name is assigned, where the file assigns it once; anything else as it is."""
+    if isinstance(node, ast.Name):
+        sources = [
+            n.value
+            for n in ctx.of_type(ast.Assign)
+            if any(isinstance(t, ast.Name) and t.id == node.id for t in n.targets)
+        ]
+        return sources[0] if len(sources) == 1 else None
+    return node
 
 
 def parameter_names(scope: ast.AST | None) -> set[str]:

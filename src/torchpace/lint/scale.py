@@ -22,6 +22,11 @@ unknown is never small. A loop is
 launch-bound when it trains and every model it calls is known and small. A model reached through
 a function's parameter (``def train(model, loader): ...``) is known when every call of that
 function in the file passes a known small model.
+
+A loop over small images (:func:`small_steps`) is read the other way round: there the sizer
+counts a step's multiply-adds, every convolution at the image's largest size, and a step of at
+most :data:`TINY_STEP_MACS` leaves autocast and cuDNN's autotuner nothing to gain. A sync per
+step still costs such a loop its overlap with the host, so the sync rules report it.
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from functools import cached_property
 
-from torchpace.lint.loops import LOOPS, Function, dotted, rewraps, strip_moves, walk
+from torchpace.lint.loops import LOOPS, Function, Step, dotted, rewraps, strip_moves, walk
 from torchpace.lint.rule import FileContext, argument, parameter_names, passed_for
 from torchpace.lint.tree import subtree
 from torchpace.lint.values import int_value, module_bindings
@@ -50,6 +55,16 @@ SMALL_MODELS_DOC = (
     "give, is never taken as small."
 )
 
+# What the rules whose gain grows with a step's tensor work (autocast, cuDNN's autotuner) say
+# of the loops of :func:`small_steps` in their docs.
+SMALL_STEPS_DOC = (
+    "Nor a training loop over small images (torchvision's MNIST, Fashion-MNIST, KMNIST, EMNIST "
+    "or QMNIST, resized to at most 32 pixels a side if at all) at a batch size the file gives, "
+    "whose models the file spells out and do at most two billion multiply-adds a step forward, "
+    "counting every convolution at 32x32 pixels (torchvision's MNIST example: 1.3 billion at "
+    "batch 64). Its tensor work is a fraction of a millisecond on any GPU that trains."
+)
+
 # A million weights: a 784-512-512-10 MLP (0.67 M) does about 43 MFLOP a sample forward and
 # backward, microseconds a step on any GPU that trains; its step is launch-bound.
 TINY_WEIGHTS = 1_000_000
@@ -64,6 +79,12 @@ DATA_WIDTH = 4096
 # Convolutions do work in proportion to the image, which the file seldom says: only narrow ones
 # (LeNet's 6 and 16, a tutorial's 10) are taken as small at any image size a tutorial uses.
 TINY_CONV_CHANNELS = 16
+# Images of at most SMALL_IMAGE_SIDE pixels a side (lint.dataloaders), and the forward work a
+# training step on them may do and still be small: two billion multiply-adds, about 0.2 ms of
+# float32 tensor-core work on a current GPU, the time of its launches. torchvision's MNIST
+# example (two convolutions of 32 and 64 channels, batch 64) counts 1.1 billion at 32x32;
+# a conv GAN of 64-128 channels on the same images, about 20 billion.
+TINY_STEP_MACS = 2_000_000_000
 
 # torch.nn modules without weights, or with a few per channel (norms): they add nothing here.
 _LIGHT = frozenset(
@@ -136,8 +157,14 @@ def _reads_data_width(node: ast.expr) -> bool:
 class _Sizer:
     """Counts the weights of models built in one file (module docs)."""
 
-    def __init__(self, ctx: FileContext, sizers: dict[int, _Sizer] | None = None) -> None:
+    def __init__(
+        self, ctx: FileContext, sizers: dict[int, _Sizer] | None = None, area: int | None = None
+    ) -> None:
         self.ctx = ctx
+        # Given an image's area in pixels, the sizer counts the multiply-adds of one sample's
+        # forward instead of weights: a convolution's weights run at every pixel (an upper
+        # bound: strides and pooling only shrink the map), a recurrent layer's at every row.
+        self.area = area
         # One sizer per file, shared by the sizers of the files a model's classes come from
         # (so a class that builds itself across two files is seen building itself).
         self.sizers = {} if sizers is None else sizers
@@ -276,11 +303,11 @@ class _Sizer:
         if kind.startswith(("Conv", "ConvTranspose")) and kind[-2:] in ("1d", "2d", "3d"):
             c_in = size(arg("in_channels", 0), env)
             c_out = size(arg("out_channels", 1), env)
-            if max(c_in, c_out) > TINY_CONV_CHANNELS:
+            if self.area is None and max(c_in, c_out) > TINY_CONV_CHANNELS:
                 raise _Unknown  # wide enough that the image size, unread here, decides
             groups = self._default(arg("groups", 6), env, 1)
             kernel = self._kernel(arg("kernel_size", 2), env, int(kind[-2]))
-            return c_in // max(groups, 1) * c_out * kernel
+            return c_in // max(groups, 1) * c_out * kernel * (self.area or 1)
         if kind in _RNN_GATES:
             inputs = size(arg("input_size", 0), env)
             hidden = size(arg("hidden_size", 1), env)
@@ -291,8 +318,9 @@ class _Sizer:
                 raise _Unknown
             per_layer = _RNN_GATES[kind] * (inputs + hidden) * hidden
             deeper = _RNN_GATES[kind] * (hidden * directions + hidden) * hidden
-            return directions * (per_layer + (layers - 1) * deeper)
-        if kind == "MultiheadAttention":
+            steps = 1 if self.area is None else math.isqrt(self.area)
+            return directions * (per_layer + (layers - 1) * deeper) * steps
+        if kind == "MultiheadAttention" and self.area is None:
             return 4 * size(arg("embed_dim", 0), env) ** 2
         raise _Unknown  # a Transformer's defaults, or a layer not in this table
 
@@ -419,7 +447,7 @@ class _Sizer:
             return 0
         if where is self.ctx:
             return None  # this file's own class, where it is not a top-level one: unread
-        other = self.sizers.get(id(where)) or _Sizer(where, self.sizers)
+        other = self.sizers.get(id(where)) or _Sizer(where, self.sizers, self.area)
         if cls.name not in other.classes:
             raise _Unknown
         return other.of_class(cls.name, self._bind(cls.name, call, env, callee=other))
@@ -534,18 +562,57 @@ def launch_bound(ctx: FileContext) -> frozenset[int]:
     sizer = _Sizer(ctx)
     out: set[int] = set()
     for loop in facts.training_loops():
-        scope = facts.scope_of[id(loop)]
-        nodes = list(walk(loop.body))
-        runs: list[Run] = [(nodes, scope, False)]
-        for call in (n for n in nodes if isinstance(n, ast.Call)):
-            # ``model(x)`` on an instance of a class of this file runs its forward, whose
-            # ``self.x`` are the submodules that sizing ``model`` already counts.
-            called = facts.instances.get(dotted(call.func) or "") in facts.classes
-            runs += [(list(walk(fn.body)), fn, called) for fn in facts.callees(call, scope)]  # type: ignore[arg-type]
-        if not _small(sizer, runs):
+        runs = _runs(ctx, loop)
+        weights = _sizes(sizer, runs)
+        if weights is None or sum(weights) > TINY_WEIGHTS:
             continue
         out |= {id(n) for run, _, _ in runs for n in run}
         out.add(id(loop))
+    return frozenset(out)
+
+
+def _runs(ctx: FileContext, loop: Step) -> list[Run]:
+    """The code a training loop runs: its body, and the bodies of the functions it calls."""
+    facts = ctx.loops
+    scope = facts.scope_of[id(loop)]
+    nodes = list(walk(loop.body))
+    runs: list[Run] = [(nodes, scope, False)]
+    for call in (n for n in nodes if isinstance(n, ast.Call)):
+        # ``model(x)`` on an instance of a class of this file runs its forward, whose
+        # ``self.x`` are the submodules that sizing ``model`` already counts.
+        called = facts.instances.get(dotted(call.func) or "") in facts.classes
+        runs += [(list(walk(fn.body)), fn, called) for fn in facts.callees(call, scope)]  # type: ignore[arg-type]
+    return runs
+
+
+def small_steps(ctx: FileContext) -> frozenset[int]:
+    """``id`` of each training loop over small images (a dataset of 28x28 images resized, if
+    at all, to at most 32 pixels a side; :func:`~torchpace.lint.dataloaders.yields_small_images`)
+    at a batch size the file gives, whose models this file spells out and do at most
+    :data:`TINY_STEP_MACS` multiply-adds a step forward, counted at 32x32 pixels for every
+    convolution (an upper bound). Such a step's tensor work is a fraction of a millisecond on
+    any GPU that trains: casting it to 16 bits or autotuning its convolutions cannot pay."""
+    from torchpace.lint.dataloaders import (
+        SMALL_IMAGE_SIDE,
+        batch_size,
+        iterated_loader_calls,
+        yields_small_images,
+    )
+
+    out: set[int] = set()
+    sizer = _Sizer(ctx, area=SMALL_IMAGE_SIDE**2)
+    for loop in ctx.loops.training_loops():
+        if not isinstance(loop, (ast.For, ast.AsyncFor)):
+            continue
+        loaders = iterated_loader_calls(ctx, loop)
+        if not loaders or not all(yields_small_images(ctx, c) for c in loaders):
+            continue
+        batches = [batch_size(ctx, c) for c in loaders]
+        work = _sizes(sizer, _runs(ctx, loop))
+        if work is None or None in batches:
+            continue
+        if sum(work) * max(b for b in batches if b is not None) <= TINY_STEP_MACS:
+            out.add(id(loop))
     return frozenset(out)
 
 
@@ -590,16 +657,24 @@ def _is_nn(path: str) -> bool:
     return path.startswith("torch.nn.") and path.count(".") == 2 and path[9:10].isupper()
 
 
-def _small(sizer: _Sizer, runs: Sequence[Run]) -> bool:
-    """Every module the code runs is known and small, and it runs one with weights."""
-    weights = []
+def _sizes(sizer: _Sizer, runs: Sequence[Run]) -> list[int] | None:
+    """The size of every module the code runs, where each is known and one has weights."""
+    sizes = []
     try:
         for nodes, scope, in_model in runs:
             for target in _callables(sizer, nodes, scope, in_model):
-                weights.append(sizer.model(target, scope, frozenset()))
+                sizes.append(sizer.model(target, scope, frozenset()))
     except _Unknown:
-        return False
-    return bool(weights) and max(weights) > 0 and sum(weights) <= TINY_WEIGHTS
+        return None
+    return sizes if sizes and max(sizes) > 0 else None
 
 
-__all__ = ["TINY_CONV_CHANNELS", "TINY_WEIGHTS", "launch_bound", "model_weights"]
+__all__ = [
+    "SMALL_STEPS_DOC",
+    "TINY_CONV_CHANNELS",
+    "TINY_STEP_MACS",
+    "TINY_WEIGHTS",
+    "launch_bound",
+    "model_weights",
+    "small_steps",
+]

@@ -24,7 +24,7 @@ from torchpace.lint.rule import (
     replace,
     start_of,
 )
-from torchpace.lint.scale import SMALL_MODELS_DOC, TINY_WEIGHTS, model_weights
+from torchpace.lint.scale import SMALL_MODELS_DOC, SMALL_STEPS_DOC, TINY_WEIGHTS, model_weights
 from torchpace.lint.tree import children, subtree
 
 _CONVS = {f"torch.nn.Conv{d}" for d in ("1d", "2d", "3d")}
@@ -126,7 +126,9 @@ def _hands_a_small_model(ctx: FileContext, call: ast.Call) -> bool:
 
 def _trains_small_models_only(ctx: FileContext) -> bool:
     training = ctx.loops.training_loops()
-    return bool(training) and all(id(loop) in ctx.launch_bound for loop in training)
+    return bool(training) and all(
+        id(loop) in ctx.launch_bound or id(loop) in ctx.small_steps for loop in training
+    )
 
 
 def _check_cudnn_benchmark(ctx: FileContext) -> Iterator[Report]:
@@ -188,7 +190,7 @@ built only when an option asks for it (`nn.Conv2d(h, h, 1) if talking_heads else
 `if flag:` without one in its `else`) does not make a conv net; one chosen by a configuration's
 layer type (`if kind == "convolutional":`) does.
 
-{SMALL_MODELS_DOC}
+{SMALL_MODELS_DOC} {SMALL_STEPS_DOC}
 
 ## Why is this slow
 cuDNN has several algorithms for each convolution; by default PyTorch picks one by heuristics.

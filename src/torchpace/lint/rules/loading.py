@@ -32,6 +32,7 @@ from torchpace.lint.rule import (
     Report,
     Rule,
     argument,
+    assigned_once,
     has_star_args,
     is_const,
     keyword,
@@ -80,27 +81,15 @@ def _in_memory(ctx: FileContext, call: ast.Call) -> bool:
 
 
 def _tensors_in_memory(ctx: FileContext, data: ast.expr | None) -> bool:
-    data = _assigned_once(ctx, data)
+    data = assigned_once(ctx, data)
     return isinstance(data, ast.Call) and ctx.names.qualname(data.func) in _IN_MEMORY
-
-
-def _assigned_once(ctx: FileContext, node: ast.expr | None) -> ast.expr | None:
-    """What a name is assigned, where the file assigns it once; anything else as it is."""
-    if isinstance(node, ast.Name):
-        sources = [
-            n.value
-            for n in ctx.of_type(ast.Assign)
-            if any(isinstance(t, ast.Name) and t.id == node.id for t in n.targets)
-        ]
-        return sources[0] if len(sources) == 1 else None
-    return node
 
 
 def _of_indices(ctx: FileContext, call: ast.Call) -> bool:
     """The loader batches indices (``DataLoader(range(n), batch_size, shuffle=True)``,
     ``torch.arange(n)``): a shuffled sampler of ints, whose batch the loop then uses to index
     tensors it holds. An item costs nothing to make and a batch is a few kilobytes of ints."""
-    data = _assigned_once(ctx, argument(call, "dataset", 0))
+    data = assigned_once(ctx, argument(call, "dataset", 0))
     if isinstance(data, ast.Call) and dotted(data.func) == "list" and len(data.args) == 1:
         data = data.args[0]  # list(range(n))
     if not isinstance(data, ast.Call):
@@ -140,7 +129,7 @@ def _cheap_items(ctx: FileContext, call: ast.Call) -> bool:
     size = int_value(ctx, argument(call, "batch_size", 1))
     if size is None or size > _FEW_ITEMS:
         return False
-    data = _assigned_once(ctx, argument(call, "dataset", 0))
+    data = assigned_once(ctx, argument(call, "dataset", 0))
     if not isinstance(data, ast.Call):
         return False
     found = definition_of(ctx, data, ast.ClassDef)
@@ -304,7 +293,7 @@ def _keeps_small(ctx: FileContext, transform: ast.expr | None) -> bool:
     ``weights.transforms()``, a name bound twice) may resize: not small."""
     if transform is None or is_const(transform, None):
         return True
-    transform = _assigned_once(ctx, transform)
+    transform = assigned_once(ctx, transform)
     if not isinstance(transform, ast.Call):
         return False
     for node in subtree(transform):
@@ -331,7 +320,7 @@ def _pads_tokens(ctx: FileContext, collate: ast.expr) -> bool:
     (``DataCollatorWithPadding(tokenizer)``, ``default_data_collator``), or a function of this
     file that returns only ``tokenizer.pad(...)`` (Accelerate's examples)."""
     if isinstance(collate, ast.Name) and collate.id not in ctx.loops.functions:
-        collate = _assigned_once(ctx, collate) or collate  # ``collator = DataCollator...(tok)``
+        collate = assigned_once(ctx, collate) or collate  # ``collator = DataCollator...(tok)``
     name = ctx.names.qualname(collate.func if isinstance(collate, ast.Call) else collate) or ""
     last = name.rsplit(".", 1)[-1]
     if name.startswith("transformers."):
@@ -358,7 +347,7 @@ def _small_batches(ctx: FileContext, call: ast.Call) -> bool:
     collate = argument(call, "collate_fn", 10)
     if collate is not None and _pads_tokens(ctx, collate):
         return True
-    data = _assigned_once(ctx, argument(call, "dataset", 0))
+    data = assigned_once(ctx, argument(call, "dataset", 0))
     return (
         isinstance(data, ast.Call)
         and ctx.names.qualname(data.func) in _SMALL_IMAGE_DATASETS

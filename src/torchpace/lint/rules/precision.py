@@ -23,7 +23,7 @@ from torchpace.lint.rule import (
     start_of,
 )
 from torchpace.lint.rules.evaluation import called_models
-from torchpace.lint.scale import SMALL_MODELS_DOC
+from torchpace.lint.scale import SMALL_MODELS_DOC, SMALL_STEPS_DOC
 from torchpace.lint.tree import subtree
 
 _DEPRECATED_AMP = {"torch.cuda.amp.autocast": "autocast", "torch.cuda.amp.GradScaler": "GradScaler"}
@@ -402,7 +402,9 @@ def _check_cuda_loop_without_autocast(ctx: FileContext) -> Iterator[Report]:
     training = [
         loop
         for loop in training
-        if id(loop) not in ctx.launch_bound and not _embeddings_only(ctx, loop)
+        if id(loop) not in ctx.launch_bound
+        and not _embeddings_only(ctx, loop)
+        and id(loop) not in ctx.small_steps
     ]
     if not training:
         return
@@ -536,7 +538,7 @@ runs is embedding tables alone (`nn.Embedding`, PyG's `Node2Vec` and `MetaPath2V
 no matrix product or convolution, as knowledge-graph embeddings do): their loss is lookups,
 elementwise math and reductions, which autocast does not cast.
 
-{SMALL_MODELS_DOC}
+{SMALL_MODELS_DOC} {SMALL_STEPS_DOC}
 
 ## Why is this slow
 Tensor cores run bfloat16 and float16 matrix multiplies and convolutions many times faster
