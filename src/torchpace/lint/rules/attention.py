@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from torchpace.lint.loops import NESTED_SCOPES, assignments, dotted, strip_moves, walk
+from torchpace.lint.loops import LOOPS, NESTED_SCOPES, assignments, dotted, strip_moves, walk
 from torchpace.lint.rule import FileContext, Report, Rule
 from torchpace.lint.tree import children, subtree
 
@@ -180,6 +180,11 @@ class _Callers:
         parent = self.ctx.parents.get(id(fn))
         return parent.name if isinstance(parent, ast.ClassDef) else None
 
+    def _owner(self, node: ast.AST) -> str | None:
+        """The class whose method ``node`` is in, for what it binds or reads on ``self``."""
+        cls = next((a for a in self.ctx.ancestors(node) if isinstance(a, ast.ClassDef)), None)
+        return None if cls is None else cls.name
+
     def _sites(self, fn: ast.AST) -> list[ast.Call]:
         """The calls of ``fn`` in this file."""
         name = getattr(fn, "name", "")
@@ -196,11 +201,26 @@ class _Callers:
                 and c.func.attr == name
                 and dotted(c.func.value) in bound | {"self"}
             ]
-        lists = {t for t, v in self._assigned if _list_of(v, cls)}
+        # ``self.layers = nn.ModuleList([Layer() ...])``, then ``for layer in self.layers:``
+        # in the same class (an Encoder's and a Decoder's ``self.layers`` hold different layers)
+        lists = {
+            (self._owner(node), dotted(t))
+            for node in self.ctx.of_type(ast.Assign)
+            if _list_of(node.value, cls)
+            for t in node.targets
+        }
+        sites = [c for c in calls if dotted(c.func) in bound or _builds(c.func, cls)]
         for loop in self.ctx.of_type(ast.For):
-            if isinstance(loop.target, ast.Name) and dotted(loop.iter) in lists:
-                bound.add(loop.target.id)
-        return [c for c in calls if dotted(c.func) in bound or _builds(c.func, cls)]
+            iterated = dotted(loop.iter) or ""
+            owner = self._owner(loop) if iterated.startswith("self.") else None
+            if isinstance(loop.target, ast.Name) and (owner, iterated) in lists:
+                name = loop.target.id  # the calls of the loop's own name, in its body
+                sites += [
+                    n
+                    for n in walk(loop.body)
+                    if isinstance(n, ast.Call) and dotted(n.func) == name and n not in sites
+                ]
+        return sites
 
     def drop(self, fn: ast.AST, index: int, length: int, depth: int = 0) -> bool:
         """Every call of ``fn`` drops the ``index``-th of the ``length`` values it returns, or
@@ -226,21 +246,73 @@ class _Callers:
         scope = self.ctx.enclosing_scope(call)
         reads = [
             n
-            for n in subtree(scope)
+            for n in _own_nodes(scope)
             if isinstance(n, ast.Name) and n.id == target.id and isinstance(n.ctx, ast.Load)
         ]
         if not reads:
             return True  # bound and never read: BERT's ``output, enc_self_attn = layer(...)``
+        if _last_value_only(self.ctx, call, reads):
+            return True  # each step's weights are dropped by the next: one plot after training
         if len(reads) != 1 or not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
             return False
-        returned = self.ctx.parents.get(id(reads[0]))
+        collected = _appended_to(self.ctx, reads[0], scope)
+        if collected is not None:  # ``attns.append(attn)`` per layer, then ``return x, attns``
+            return self._returned_dropped(collected, scope, depth)
+        return self._returned_dropped(reads[0], scope, depth)
+
+    def _returned_dropped(self, read: ast.Name, scope: ast.AST, depth: int) -> bool:
+        """``read`` is returned (alone or in a returned tuple) to callers that drop it."""
+        returned = self.ctx.parents.get(id(read))
         if isinstance(returned, ast.Return):
             return self.drop(scope, 0, 1, depth + 1)
         outer = self.ctx.parents.get(id(returned))
         if isinstance(returned, ast.Tuple) and isinstance(outer, ast.Return):
-            at = next(i for i, e in enumerate(returned.elts) if e is reads[0])
+            at = next(i for i, e in enumerate(returned.elts) if e is read)
             return self.drop(scope, at, len(returned.elts), depth + 1)
         return False
+
+
+def _appended_to(ctx: FileContext, read: ast.Name, scope: ast.AST) -> ast.Name | None:
+    """The list ``read`` is appended to (``attns.append(attn)``), where the function reads that
+    list only to return it: its one other read."""
+    call = ctx.parents.get(id(read))
+    if not (
+        isinstance(call, ast.Call)
+        and call.args == [read]
+        and isinstance(call.func, ast.Attribute)
+        and call.func.attr == "append"
+        and isinstance(call.func.value, ast.Name)
+    ):
+        return None
+    name = call.func.value.id
+    others = [
+        n
+        for n in _own_nodes(scope)
+        if isinstance(n, ast.Name)
+        and n.id == name
+        and isinstance(n.ctx, ast.Load)
+        and n is not call.func.value
+    ]
+    return others[0] if len(others) == 1 else None
+
+
+def _last_value_only(ctx: FileContext, call: ast.Call, reads: list[ast.Name]) -> bool:
+    """``call`` runs in a loop, and what it binds is read only after that loop: the value of
+    every iteration but the last is dropped (nlp-tutorial's Transformer returns its attention
+    maps on every training step; the script plots the last step's after training)."""
+    loop = next((a for a in ctx.ancestors(call) if isinstance(a, LOOPS)), None)
+    if loop is None or any(isinstance(a, NESTED_SCOPES) for a in _between(ctx, call, loop)):
+        return False
+    end = loop.end_lineno or loop.lineno
+    inside = {id(n) for n in subtree(loop)}
+    return all(id(r) not in inside and r.lineno > end for r in reads)
+
+
+def _between(ctx: FileContext, node: ast.AST, top: ast.AST) -> Iterator[ast.AST]:
+    for ancestor in ctx.ancestors(node):
+        if ancestor is top:
+            return
+        yield ancestor
 
 
 def _list_of(value: ast.expr, cls: str) -> bool:
@@ -345,7 +417,11 @@ path is then a fallback for old torch versions, as in nanoGPT), or where the att
 are kept on an attribute or returned to a caller that may want them (the fused kernels do not
 return them). Returned weights are followed up through the callers in the same file (the
 multi-head module, the layer, the model, including layers iterated from an `nn.ModuleList`):
-where every caller drops them (`x, attn = layer(x)` and `attn` never read), it is reported.
+where every caller drops them (`x, attn = layer(x)` and `attn` never read), it is reported;
+also through a list the layers' maps are appended to and that is only returned
+(`attns.append(attn)`, then `return x, attns`), and where a loop binds them on every step and
+only code after the loop reads them (the last step's maps, plotted after training): every
+other step's are dropped.
 Reported on the CPU as well: SDPA has a fused CPU kernel too, and a float32 forward and
 backward ran 1.4-3.4x faster through it than the hand-written form, from 5 to 512 tokens
 (`python benchmarks/sdpa_cpu.py`, a 2-core EPYC with torch 2.13).
