@@ -606,8 +606,12 @@ def _check_workers_not_persistent(ctx: FileContext) -> Iterator[Report]:
         if id(loop) in ctx.loops.repeated
         for call in iterated_loader_calls(ctx, loop)
     ]
+    # A file that runs on the CPU only, re-iterating the loader in its own loops: a CPU run,
+    # where the guides' change is not for a GPU training run (issue 32's verdict rules; TP101
+    # is silent there too). A framework's loop (Lightning, Ignite) picks its own device.
+    here = set(map(id, reiterated)) if reiterated and not may_use_accelerator(ctx) else set()
     for call in dict.fromkeys([*reiterated, *_epoch_hooks(ctx), *_engine_runs(ctx)]):
-        if not feeds_training(ctx, call):
+        if id(call) in here or not feeds_training(ctx, call):
             continue
         workers = loader_argument(ctx, call, "num_workers", _NUM_WORKERS_POSITION)
         if not isinstance(workers, ast.expr) or not _some_workers(ctx, workers):
@@ -637,7 +641,10 @@ Ignite training engine runs for several epochs (`trainer.run(train_loader, max_e
 `trainer` built by `Engine(step)` or `create_supervised_trainer`). The count is a literal,
 the default of an option or config field declared in the same file, or an option defined
 elsewhere. An option this file declares with the default 0 is left alone: there are no workers
-to keep, and `persistent_workers=True` with 0 workers raises (TP101 reports it instead).
+to keep, and `persistent_workers=True` with 0 workers raises (TP101 reports it instead). Not in
+a file that runs on the CPU only and re-iterates the loader in its own loops: there the run is
+on the CPU (a loader a Lightning hook returns or an Ignite engine runs is still reported: the
+framework picks the device).
 
 ## Why is this slow
 Each `for batch in loader` starts `num_workers` new processes, which import, copy the dataset

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from torchpace.lint.device import may_use_accelerator
 from torchpace.lint.loops import (
     LOOPS,
+    LoopFacts,
     Scope,
     bound_in,
     dotted,
@@ -39,7 +40,7 @@ def _hot(ctx: FileContext, *, waits: bool = True) -> list[tuple[ast.AST, Scope]]
         return []
     bound = ctx.env_bound  # an RL interaction loop reads its action back every step anyway
     small = ctx.launch_bound if waits else frozenset()
-    synced = _synced_by_evaluation(ctx) if waits else frozenset()
+    synced = _synced_by_evaluation(ctx) | _validated_every_step(ctx) if waits else frozenset()
     return [
         (node, scope)
         for node, scope in ctx.loops.hot.values()
@@ -67,6 +68,54 @@ def _synced_by_evaluation(ctx: FileContext) -> frozenset[int]:
                 out |= {id(n) for n in nodes}
                 break
     return frozenset(out)
+
+
+@per_file
+def _validated_every_step(ctx: FileContext) -> frozenset[int]:
+    """The nodes of training steps that, after their optimizer step, switch a model to eval
+    mode and read a value to the host, on every step (pyGAT's and pygcn's ``train(epoch)``:
+    one full-batch step, then the validation forward, whose loss is printed and returned for
+    early stopping): the step waits for the device there anyway, so its other reads add no wait
+    of their own, and the reads after ``eval()`` are the evaluation's."""
+    facts = ctx.loops
+    out: set[int] = set()
+    for step in facts.training_loops():
+        scope = facts.scope_of[id(step)]
+        nodes = list(walk(step.body))
+        bodies = [nodes] + [
+            list(walk(f.body))
+            for call in nodes
+            if isinstance(call, ast.Call)
+            for f in facts.callees(call, scope)
+        ]
+        if any(_validates_after_stepping(facts, body) for body in bodies):
+            out |= {id(n) for body in bodies for n in body}
+    return frozenset(out)
+
+
+def _validates_after_stepping(facts: LoopFacts, nodes: list[ast.AST]) -> bool:
+    calls = sorted((n for n in nodes if isinstance(n, ast.Call)), key=_position)
+    stepped = evaluating = False
+    for call in calls:
+        func = call.func
+        if facts.is_optimizer_step(call):
+            stepped = True
+        elif (
+            stepped
+            and isinstance(func, ast.Attribute)
+            and func.attr == "eval"
+            and not call.args
+            and dotted(func.value) is not None
+            and id(call) in facts.hot
+        ):
+            evaluating = True
+        elif evaluating and _sync_method(call) and id(call) in facts.hot:
+            return True
+    return False
+
+
+def _position(node: ast.AST) -> tuple[int, int]:
+    return (node.lineno, node.col_offset)  # type: ignore[attr-defined]
 
 
 def hot_calls(ctx: FileContext, *, waits: bool = True) -> list[tuple[ast.Call, str | None, Scope]]:
@@ -308,7 +357,11 @@ Nor a stop flag the ranks agree on: a tensor the loop hands to `dist.all_reduce`
 `dist.broadcast` and then reads to decide a branch (`if stop.item():`), which every rank needs.
 Nor the reads of a training loop that calls, on every step, an evaluation function of the file
 that reads a value to the host (`acc = evaluate(model)` returning `correct.item()`, one step
-an epoch in full-graph training): the step waits there anyway. A loop over a loader in a
+an epoch in full-graph training): the step waits there anyway. Nor the reads of a training
+step that, after its optimizer step, switches a model to eval mode and reads a value on every
+step (pyGAT's and pygcn's `train(epoch)`: one full-batch step, then the validation forward
+whose loss is printed and returned for early stopping): the step waits there anyway, and the
+reads after `eval()` are the evaluation's. A loop over a loader in a
 function the file only calls with autograd off (`calc_loss_loader`, called by
 `evaluate_model` under `torch.no_grad()`) is evaluation; so is a function named for it that
 puts the model in `eval()` mode and computes under `with torch.no_grad():`.

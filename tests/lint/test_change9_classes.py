@@ -1,0 +1,101 @@
+"""Classes issue 32's ninth change set showed (Kaixhin/Rainbow, crowsonkb/k-diffusion,
+jzhang38/TinyLlama, amdegroot/ssd.pytorch, Diego999/pyGAT, MorvanZhou/PyTorch-Tutorial,
+jaywalnut310/glow-tts; judged before any rule changed against it). Each fixture has the shape of
+the code it is cut from, shortened; each test fails on the rules before the change and keeps the
+finding where the shape differs in what matters."""
+
+from __future__ import annotations
+
+import textwrap
+
+from torchpace.lint import RULES, FileResult, lint_source
+
+
+def _findings(source: str) -> list[tuple[str, int]]:
+    result = lint_source("train.py", textwrap.dedent(source).encode(), RULES)
+    assert isinstance(result, FileResult), result
+    return [(f.code, f.location.line) for f in result.findings]
+
+
+# The shape of pyGAT's and pygcn's train.py (MIT): one full-batch step an epoch, then the
+# validation forward in eval mode, whose loss is printed and returned for early stopping.
+FULL_BATCH = """
+import argparse
+import torch
+import torch.nn.functional as F
+import torch.optim as optim
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--fastmode", action="store_true", default=False)
+args = parser.parse_args()
+model = GAT(nfeat=features.shape[1], nhid=8, nclass=7, nheads=8).cuda()
+features, adj, labels = features.cuda(), adj.cuda(), labels.cuda()
+optimizer = optim.Adam(model.parameters(), lr=0.005)
+
+
+def train(epoch):
+    model.train()
+    optimizer.zero_grad()
+    output = model(features, adj)
+    loss_train = F.nll_loss(output[idx_train], labels[idx_train])
+    loss_train.backward()
+    optimizer.step()
+
+    if not args.fastmode:
+        model.eval()
+        output = model(features, adj)
+
+    loss_val = F.nll_loss(output[idx_val], labels[idx_val])
+    print("loss_train", loss_train.item(), "loss_val", loss_val.item())
+    return loss_val.item()
+
+
+best = float("inf")
+for epoch in range(1000):
+    loss = train(epoch)
+    if loss < best:
+        best = loss
+"""
+
+
+def test_a_step_that_validates_after_stepping_waits_there_anyway():
+    # pyGAT: 3 false (needed for early stopping) and 2 evaluation reads; pygcn: 2 evaluation
+    # reads and 2 debatable ones, all on the per-epoch print and return of train(epoch)
+    assert [f for f in _findings(FULL_BATCH) if f[0] == "TP201"] == []
+    # Without the validation forward in eval mode, the training reads are the step's own waits
+    no_validation = FULL_BATCH.replace(
+        "    if not args.fastmode:\n        model.eval()\n        output = model(features, adj)\n",
+        "",
+    )
+    assert [f for f in _findings(no_validation) if f[0] == "TP201"] != []
+    # Nor when the validation runs only every 10 epochs (a cadence)
+    every_ten = FULL_BATCH.replace("    if not args.fastmode:\n", "    if epoch % 10 == 0:\n")
+    assert [f for f in _findings(every_ten) if f[0] == "TP201"] != []
+
+
+# The shape of MorvanZhou's 306_optimizer.py (MIT): a CPU-only script whose own epoch loop
+# re-iterates a loader with two workers.
+CPU_WORKERS = """
+import torch
+import torch.utils.data as Data
+
+x = torch.unsqueeze(torch.linspace(-1, 1, 1000), dim=1)
+y = x.pow(2) + 0.1 * torch.normal(torch.zeros(*x.size()))
+torch_dataset = Data.TensorDataset(x, y)
+loader = Data.DataLoader(dataset=torch_dataset, batch_size=32, shuffle=True, num_workers=2)
+net = Net()
+opt = torch.optim.SGD(net.parameters(), lr=0.01)
+loss_func = torch.nn.MSELoss()
+for epoch in range(12):
+    for step, (b_x, b_y) in enumerate(loader):
+        loss = loss_func(net(b_x), b_y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+"""
+
+
+def test_persistent_workers_are_not_advised_to_a_cpu_only_script():
+    assert ("TP104", 8) not in _findings(CPU_WORKERS)
+    on_gpu = CPU_WORKERS.replace("net(b_x), b_y", "net.cuda()(b_x.cuda()), b_y.cuda()")
+    assert ("TP104", 8) in _findings(on_gpu)
