@@ -99,3 +99,36 @@ def test_persistent_workers_are_not_advised_to_a_cpu_only_script():
     assert ("TP104", 8) not in _findings(CPU_WORKERS)
     on_gpu = CPU_WORKERS.replace("net(b_x), b_y", "net.cuda()(b_x.cuda()), b_y.cuda()")
     assert ("TP104", 8) in _findings(on_gpu)
+
+
+# The shape of ssd.pytorch's train.py (MIT) and k-diffusion's train.py (MIT): an option off by
+# default whose help says it visualises or measures something gates a per-step read.
+OPT_IN = """
+import argparse
+import torch
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--visdom", default=False, type=str2bool, help="Use visdom for loss visualization")
+parser.add_argument("--gns", action="store_true", help="measure the gradient noise scale")
+args = parser.parse_args()
+model = build_model().cuda()
+optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
+for images, targets in data_loader:
+    loss = criterion(model(images.cuda()), targets.cuda())
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    if args.visdom:
+        update_vis_plot(loss.detach().cpu())
+    if args.gns:
+        gns.update(loss.item())
+"""
+
+
+def test_a_read_under_an_option_for_diagnostics_its_help_names_is_not_a_default_runs():
+    assert [f for f in _findings(OPT_IN) if f[0] == "TP201"] == []
+    # an opt-in option whose help names no diagnostic keeps what it gates
+    features = OPT_IN.replace("Use visdom for loss visualization", "use the large model").replace(
+        "measure the gradient noise scale", "clip the gradients"
+    )
+    assert [f for f in _findings(features) if f[0] == "TP201"] == [("TP201", 17), ("TP201", 19)]

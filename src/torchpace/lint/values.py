@@ -35,6 +35,7 @@ class Option:
     names: tuple[str, ...]  # as written: ("-b", "--batch-size")
     dest: str
     default: ast.expr | None
+    help: str = ""  # its help= text, where a literal
 
     @property
     def flag(self) -> str:
@@ -79,7 +80,10 @@ def options(ctx: FileContext) -> list[Option]:
         names = [w.lstrip("-").replace("-", "_") for w in written]
         default = keyword(call, "default")
         value = default.value if default is not None else _action_default(call)
-        found.append(Option(written, str(own) if own is not None else _dest_of(call, names), value))
+        said = keyword(call, "help")
+        text = said.value.value if said and isinstance(said.value, ast.Constant) else ""
+        dest_name = str(own) if own is not None else _dest_of(call, names)
+        found.append(Option(written, dest_name, value, text if isinstance(text, str) else ""))
     return found
 
 
@@ -102,16 +106,25 @@ DEBUG_NAME = re.compile(
     re.I,
 )
 
+# What the help of an option for diagnostics says it does: visualising, plotting, measuring or
+# monitoring something, debugging, profiling, a logging tool's name.
+DEBUG_HELP = re.compile(
+    r"\b(visuali[sz]\w*|plot\w*|measur\w*|monitor\w*|debug\w*|profil\w*|diagnos\w*"
+    r"|visdom|tensorboard)\b",
+    re.I,
+)
+
 
 def debug_flags_off(ctx: FileContext) -> frozenset[str]:
-    """The dests of this file's options named for diagnostics that are off unless asked for
-    (``--verbose`` with ``store_true``, ``--debug`` defaulting to None or 0): code under
-    ``if args.verbose:`` is not what a run does by default (issue 32's verdict rules: "an
-    opt-in debug flag")."""
+    """The dests of this file's options for diagnostics that are off unless asked for, by
+    their name (``--verbose`` with ``store_true``, ``--debug`` defaulting to None or 0) or by
+    their help (``--visdom``, "use visdom for loss visualization"; ``--gns``, "measure the
+    gradient noise scale"): code under ``if args.verbose:`` is not what a run does by default
+    (issue 32's verdict rules: "an opt-in debug flag")."""
     return frozenset(
         o.dest
         for o in _options_of(ctx)
-        if DEBUG_NAME.search(o.dest)
+        if (DEBUG_NAME.search(o.dest) or DEBUG_HELP.search(o.help))
         and (o.default is None or (isinstance(o.default, ast.Constant) and not o.default.value))
     )
 

@@ -342,7 +342,8 @@ framework calls once per batch). Calls under
 a logging cadence (`if step % 100 == 0:`, `if step % 100 == 0 or step == last:`) or under an
 option for diagnostics that is off by default (`if args.verbose:` with `--verbose` a
 `store_true`; also `--debug`, `--profile`, `--print_*`, `--show_*`, `--plot_*`,
-`--synchronize-step`), under a first-value test whose body sets what it tests (`if loss_ema
+`--synchronize-step`, and an option whose help says it visualises, plots, measures, monitors,
+debugs or profiles: `--visdom`, "use visdom for loss visualization"), under a first-value test whose body sets what it tests (`if loss_ema
 is None: loss_ema = loss.item()`, once until reset), after the loop, and in evaluation loops
 (under `torch.no_grad()`, after `model.eval()`, in a function named for evaluation) are not
 flagged; the optimizer step of gradient accumulation
