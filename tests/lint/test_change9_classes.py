@@ -6,8 +6,13 @@ finding where the shape differs in what matters."""
 
 from __future__ import annotations
 
+import json
 import textwrap
+from pathlib import Path
 
+import pytest
+
+from torchpace.cli import main
 from torchpace.lint import RULES, FileResult, lint_source
 
 
@@ -108,7 +113,9 @@ import argparse
 import torch
 
 parser = argparse.ArgumentParser()
-parser.add_argument("--visdom", default=False, type=str2bool, help="Use visdom for loss visualization")
+parser.add_argument(
+    "--visdom", default=False, type=str2bool, help="Use visdom for loss visualization"
+)
 parser.add_argument("--gns", action="store_true", help="measure the gradient noise scale")
 args = parser.parse_args()
 model = build_model().cuda()
@@ -131,4 +138,97 @@ def test_a_read_under_an_option_for_diagnostics_its_help_names_is_not_a_default_
     features = OPT_IN.replace("Use visdom for loss visualization", "use the large model").replace(
         "measure the gradient noise scale", "clip the gradients"
     )
-    assert [f for f in _findings(features) if f[0] == "TP201"] == [("TP201", 17), ("TP201", 19)]
+    assert [f for f in _findings(features) if f[0] == "TP201"] == [("TP201", 19), ("TP201", 21)]
+
+
+# The shape of ssd.pytorch (MIT): train.py builds ``criterion = MultiBoxLoss(...)``, imported
+# from a package whose __init__ only re-exports it, and calls it every step; its forward builds
+# the targets with the first API's typed constructors and selects with reshaped masks.
+SSD_TRAIN = """
+import torch
+from torch.autograd import Variable
+from layers.modules import MultiBoxLoss
+
+net = build_ssd("train", 300, 21).cuda()
+criterion = MultiBoxLoss(21, 0.5, True, 0, True, 3, 0.5, False, True)
+optimizer = torch.optim.SGD(net.parameters(), lr=1e-3)
+for images, targets in data_loader:
+    images = Variable(images.cuda())
+    out = net(images)
+    optimizer.zero_grad()
+    loss_l, loss_c = criterion(out, targets)
+    loss = loss_l + loss_c
+    loss.backward()
+    optimizer.step()
+"""
+SSD_LOSS = """
+import torch
+import torch.nn as nn
+from torch.autograd import Variable
+
+
+class MultiBoxLoss(nn.Module):
+    def forward(self, predictions, targets):
+        loc_data, conf_data = predictions
+        conf_t = torch.LongTensor(loc_data.size(0), loc_data.size(1))
+        fill(targets, conf_t)
+        conf_t = Variable(conf_t.cuda(), requires_grad=False)
+        pos = conf_t > 0
+        pos_idx = pos.unsqueeze(pos.dim()).expand_as(loc_data)
+        loc_p = loc_data[pos_idx].view(-1, 4)
+        neg = rank(conf_data) < 3
+        conf_p = conf_data[(pos + neg).gt(0)]
+        return loc_p.sum(), conf_p.sum()
+"""
+
+
+def test_a_class_a_package_re_exports_is_followed_to_its_module(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "layers" / "modules").mkdir(parents=True)
+    (tmp_path / "layers" / "__init__.py").write_text("from .modules import *\n")
+    (tmp_path / "layers" / "modules" / "__init__.py").write_text(
+        "from .multibox_loss import MultiBoxLoss\n"
+    )
+    (tmp_path / "layers" / "modules" / "multibox_loss.py").write_text(textwrap.dedent(SSD_LOSS))
+    (tmp_path / "train.py").write_text(textwrap.dedent(SSD_TRAIN))
+    main(["lint", "--format", "json", "."])
+    found = {(f["path"], f["line"], f["code"]) for f in json.loads(capsys.readouterr().out)}
+    loss = "layers/modules/multibox_loss.py"
+    # a mask reshaped (unsqueeze, expand_as) still selects by value; so does ``.gt(0)`` of a sum
+    # of masks; conf_t is a tensor through LongTensor, .cuda() and Variable
+    assert {(loss, 15, "TP203"), (loss, 17, "TP203")} <= found
+    # Renamed on re-export, the class keeps its own name in its module
+    (tmp_path / "layers" / "modules" / "__init__.py").write_text(
+        "from .multibox_loss import MultiBoxLoss as Criterion\n"
+    )
+    (tmp_path / "train.py").write_text(
+        textwrap.dedent(SSD_TRAIN)
+        .replace("from layers.modules import MultiBoxLoss", "from layers.modules import Criterion")
+        .replace("criterion = MultiBoxLoss(", "criterion = Criterion(")
+    )
+    main(["lint", "--format", "json", "."])
+    found = {(f["path"], f["line"], f["code"]) for f in json.loads(capsys.readouterr().out)}
+    assert {(loss, 15, "TP203"), (loss, 17, "TP203")} <= found
+
+
+def test_a_masked_augmented_assignment_reads_the_selection():
+    # Rainbow's target projection: ``l[(u > 0) * (l == u)] -= 1`` reads l[mask] first; a plain
+    # masked write (a masked fill) does not select
+    source = """
+    import torch
+
+    model = build_model().cuda()
+    optimizer = torch.optim.Adam(model.parameters())
+    for x, y in loader:
+        b = torch.sigmoid(model(x.cuda())) * 50
+        l, u = b.floor().long(), b.ceil().long()
+        l[(u > 0) * (l == u)] -= 1
+        u[(u > 0) * (l == u)] = 0
+        loss = (b - l.float()).pow(2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    """
+    assert [f for f in _findings(source) if f[0] == "TP203"] == [("TP203", 9)]

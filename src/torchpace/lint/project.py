@@ -81,7 +81,9 @@ def step_callees(results: Sequence[FileResult]) -> dict[str, frozenset[str]]:
                 continue
             target = _module_file(module, Path(r.path), linted)
             if target is not None and target != _key(r.path):
-                found[target].add(function)
+                head, dot, rest = function.partition(".")
+                target, head = _defining(target, head, linted)
+                found[target].add(head + dot + rest)
     _add_submodule_forwards(found, linted)
     if hooks:
         # a module-level ``class X(... Base ...)`` naming one of the classes: the cheap test
@@ -97,6 +99,39 @@ def step_callees(results: Sequence[FileResult]) -> dict[str, frozenset[str]]:
                 for entry in _overrides(r, hooks):
                     found[_key(r.path)].add(entry)
     return {linted[k]: frozenset(v) for k, v in found.items()}
+
+
+# How many re-exports a name is followed through: a package's __init__ naming a module's class.
+REEXPORT_DEPTH = 3
+
+
+def _defining(key: str, name: str, linted: dict[str, str]) -> tuple[str, str]:
+    """The linted file that defines ``name``, which the file ``key`` may only re-export
+    (ssd.pytorch's ``layers/modules/__init__.py``: ``from .multibox_loss import MultiBoxLoss``),
+    and the name it has there; ``key`` itself where it defines the name, or where the chain
+    leaves the linted files."""
+    for _ in range(REEXPORT_DEPTH):
+        ctx = _parsed(Path(linted[key]))
+        if ctx is None or _top_level(ctx, name) is not None:
+            return key, name
+        source = next(
+            (
+                (node, alias.name)
+                for node in ctx.tree.body
+                if isinstance(node, ast.ImportFrom)
+                for alias in node.names
+                if (alias.asname or alias.name) == name
+            ),
+            None,
+        )
+        if source is None:
+            return key, name
+        node, original = source
+        path = find_module(node.module or "", Path(linted[key]), node.level)
+        if path is None or _key(path) not in linted:
+            return key, name
+        key, name = _key(path), original
+    return key, name
 
 
 # How many files deep a model's submodules are followed: a model, its blocks, their layers.

@@ -122,6 +122,13 @@ _HOST_FACTORIES = frozenset(
     }
 )
 _LIKE_FACTORIES = frozenset({"torch.empty_like", "torch.zeros_like", "torch.ones_like"})
+# The typed constructors of torch's first API, still in much public code: ``torch.LongTensor(n,
+# m)`` makes a host tensor, ``torch.cuda.FloatTensor(...)`` one on the GPU; and ``Variable(x)``,
+# which since torch 0.4 returns the tensor it is given.
+_TYPES = ("Float", "Double", "Half", "BFloat16", "Long", "Int", "Short", "Char", "Byte", "Bool")
+LEGACY_HOST_TYPES = frozenset({"torch.Tensor", *(f"torch.{t}Tensor" for t in _TYPES)})
+LEGACY_CUDA_TYPES = frozenset(f"torch.cuda.{t}Tensor" for t in _TYPES)
+_VARIABLE = frozenset({"torch.autograd.Variable", "torch.autograd.variable.Variable"})
 # Factories whose result has one dimension, and those given their sizes first.
 _RANGES = frozenset({"torch.arange", "torch.linspace", "torch.logspace", "torch.randperm"})
 _SIZED = frozenset({"torch.zeros", "torch.ones", "torch.empty", "torch.rand", "torch.randn"})
@@ -174,8 +181,10 @@ class TensorFacts:
         func = call.func
         qual = self.facts.names.qualname(func)
         if qual is not None and qual.startswith("torch."):
-            if qual in _TENSOR_UTILS:
+            if qual in _TENSOR_UTILS or qual in LEGACY_HOST_TYPES or qual in LEGACY_CUDA_TYPES:
                 return True
+            if qual in _VARIABLE:
+                return bool(call.args) and self.is_tensor(call.args[0])
             if qual.startswith(_NOT_TENSOR_PREFIXES):
                 return False
             if qual.startswith("torch.nn.") and not qual.startswith("torch.nn.functional."):
@@ -269,8 +278,10 @@ class TensorFacts:
         func = node.func
         qual = self.facts.names.qualname(func)
         placed = any(k.arg == "device" for k in node.keywords)
-        if qual in _HOST_FACTORIES:
+        if qual in _HOST_FACTORIES or qual in LEGACY_HOST_TYPES:
             return not placed
+        if qual in _VARIABLE:
+            return bool(node.args) and self.is_host(node.args[0])
         if qual in _LIKE_FACTORIES:
             return not placed and bool(node.args) and self.is_host(node.args[0])
         if isinstance(func, ast.Attribute) and qual is None:

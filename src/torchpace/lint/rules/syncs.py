@@ -343,8 +343,9 @@ a logging cadence (`if step % 100 == 0:`, `if step % 100 == 0 or step == last:`)
 option for diagnostics that is off by default (`if args.verbose:` with `--verbose` a
 `store_true`; also `--debug`, `--profile`, `--print_*`, `--show_*`, `--plot_*`,
 `--synchronize-step`, and an option whose help says it visualises, plots, measures, monitors,
-debugs or profiles: `--visdom`, "use visdom for loss visualization"), under a first-value test whose body sets what it tests (`if loss_ema
-is None: loss_ema = loss.item()`, once until reset), after the loop, and in evaluation loops
+debugs or profiles: `--visdom`, "use visdom for loss visualization"), under a first-value
+test whose body sets what it tests (`if loss_ema is None: loss_ema = loss.item()`, once until
+reset), after the loop, and in evaluation loops
 (under `torch.no_grad()`, after `model.eval()`, in a function named for evaluation) are not
 flagged; the optimizer step of gradient accumulation
 (`if (i + 1) % accumulate == 0: optimizer.step()`) is training, and is; so is what a gate on
@@ -530,19 +531,39 @@ _MASK_FUNCTIONS = frozenset(
 )
 
 
+# What combines two masks into a mask: logic, and ``*`` (a product of bool tensors is one).
+_MASK_OPS = (ast.BitAnd, ast.BitOr, ast.BitXor, ast.Mult)
+# Tensor methods that compare elementwise, and those that only reshape (a mask stays one).
+_MASK_METHODS = frozenset(
+    {"gt", "ge", "lt", "le", "eq", "ne", "isnan", "isinf", "isfinite", "logical_not"}
+    | {"logical_and", "logical_or", "logical_xor"}
+)
+_SHAPE_METHODS = frozenset(
+    {"unsqueeze", "squeeze", "view", "reshape", "expand", "expand_as", "flatten", "t"}
+    | {"transpose", "permute", "contiguous", "repeat"}
+)
+
+
 def _is_mask(node: ast.expr, ctx: FileContext, tensors: TensorFacts) -> bool:
     """True when ``node`` is certainly a boolean tensor."""
     if isinstance(node, ast.Compare):
         return tensors.is_tensor(node)
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Invert):
         return _is_mask(node.operand, ctx, tensors)
-    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.BitAnd, ast.BitOr, ast.BitXor)):
+    if isinstance(node, ast.BinOp) and isinstance(node.op, _MASK_OPS):
         return _is_mask(node.left, ctx, tensors) and _is_mask(node.right, ctx, tensors)
     if isinstance(node, ast.Call):
         if ctx.names.qualname(node.func) in _MASK_FUNCTIONS:
             return True
         func = node.func
-        return isinstance(func, ast.Attribute) and func.attr == "bool" and not node.args
+        if not isinstance(func, ast.Attribute):
+            return False
+        if func.attr == "bool" and not node.args:
+            return True
+        if func.attr in _MASK_METHODS:  # ``(pos + neg).gt(0)``, ``x.isnan()`` of a tensor
+            return tensors.is_tensor(func.value)
+        # a mask reshaped: ``pos.unsqueeze(2).expand_as(conf_data)``
+        return func.attr in _SHAPE_METHODS and _is_mask(func.value, ctx, tensors)
     name = dotted(node)
     if name is not None and name in tensors.names:
         values = tensors.values.get(name, [])
@@ -566,7 +587,9 @@ def _check_data_dependent_shape(ctx: FileContext) -> Iterator[Report]:
                 )
             ):
                 yield Report(node)
-        elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load):
+        elif isinstance(node, ast.Subscript) and (
+            isinstance(node.ctx, ast.Load) or _read_in_place(ctx, node)
+        ):
             tensors = ctx.tensors(scope)
             # ``x[mask]``, and ``edge_index[:, mask]``: one index of several is a mask; one in
             # host memory is counted there, with no wait
@@ -583,6 +606,13 @@ def _check_data_dependent_shape(ctx: FileContext) -> Iterator[Report]:
                 )
             ):
                 yield Report(node)
+
+
+def _read_in_place(ctx: FileContext, node: ast.Subscript) -> bool:
+    """``l[mask] -= 1``: an augmented assignment reads the selection before it writes it back
+    (a plain ``x[mask] = 0`` only writes, as a masked fill)."""
+    parent = ctx.parents.get(id(node))
+    return isinstance(parent, ast.AugAssign) and parent.target is node
 
 
 # Methods that only a tensor has, each returning a tensor: NumPy arrays have none of them, and
@@ -642,7 +672,7 @@ def _a_comparison(
         )
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Invert):
         return _a_comparison(node.operand, ctx, scope, depth, of_module_input=of_module_input)
-    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.BitAnd, ast.BitOr)):
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.BitAnd, ast.BitOr, ast.Mult)):
         sides = (node.left, node.right)
         return all(_a_comparison(n, ctx, scope, depth) for n in sides) and (
             not of_module_input
@@ -674,6 +704,11 @@ a training loop. A comparison indexing a tensor is taken as a mask even where li
 what is compared (`pred.float()[batch.y == batch.y]`): a Python bool would index `pred[True]`.
 In a method of a module class, what the method is given is taken as the batch's tensors
 (`edge_index[:, edge_type == i]` in a graph layer's `forward`), and so are slices of it.
+A mask is also what a tensor's comparison method gives (`(pos + neg).gt(0)`, `x.isnan()`), a
+product of masks (`(u > 0) * (l == u)`), and a mask reshaped (`pos.unsqueeze(2).expand_as(x)`);
+a tensor is also what the first API's typed constructors make (`torch.LongTensor(n, m)`, on the
+host) and what `Variable(x)` wraps. An augmented assignment through a mask (`l[mask] -= 1`)
+reads the selection first, and is flagged.
 Assigning through a mask (`x[mask] = 0`) is not flagged, nor a tensor or mask in host memory
 (a loader's batch before it is moved, `torch.from_numpy`, a factory without `device=`, or what
 is computed from one such as `torch.arange(n) < k`): its count needs no wait for the device.
