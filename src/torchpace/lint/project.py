@@ -71,6 +71,7 @@ def step_callees(results: Sequence[FileResult]) -> dict[str, frozenset[str]]:
     """For each linted file, the names of its module-level functions that another linted file
     calls on every training step (module doc), from the first pass's ``calls_out``."""
     linted = {_key(r.path): r.path for r in results if not r.notebook}
+    sources = {_key(r.path): r.source for r in results if not r.notebook}
     found: dict[str, set[str]] = defaultdict(set)
     hooks: dict[tuple[str, str], set[str]] = defaultdict(set)  # (file, class) → self-called
     for r in results:
@@ -82,7 +83,8 @@ def step_callees(results: Sequence[FileResult]) -> dict[str, frozenset[str]]:
             target = _module_file(module, Path(r.path), linted)
             if target is not None and target != _key(r.path):
                 head, dot, rest = function.partition(".")
-                target, head = _defining(target, head, linted)
+                if not _defines(sources.get(target, b""), head):
+                    target, head = _defining(target, head, linted)
                 found[target].add(head + dot + rest)
     _add_submodule_forwards(found, linted)
     if hooks:
@@ -99,6 +101,20 @@ def step_callees(results: Sequence[FileResult]) -> dict[str, frozenset[str]]:
                 for entry in _overrides(r, hooks):
                     found[_key(r.path)].add(entry)
     return {linted[k]: frozenset(v) for k, v in found.items()}
+
+
+def _defines(source: bytes, name: str) -> bool:
+    """Whether the file's text has a module-level ``class name`` or ``def name``: the cheap
+    test before a file is parsed to follow a re-export."""
+    return name in _top_level_names(source)
+
+
+@functools.lru_cache(maxsize=256)
+def _top_level_names(source: bytes) -> frozenset[str]:
+    return frozenset(m.decode() for m in _TOP_LEVEL.findall(source))
+
+
+_TOP_LEVEL = re.compile(rb"^(?:class|def|async\s+def)\s+(\w+)", re.M)
 
 
 # How many re-exports a name is followed through: a package's __init__ naming a module's class.

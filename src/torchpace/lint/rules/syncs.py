@@ -77,7 +77,14 @@ def _validated_every_step(ctx: FileContext) -> frozenset[int]:
     one full-batch step, then the validation forward, whose loss is printed and returned for
     early stopping): the step waits for the device there anyway, so its other reads add no wait
     of their own, and the reads after ``eval()`` are the evaluation's."""
+    if b".eval()" not in ctx.source:
+        return frozenset()  # no model is switched to eval mode: most files stop here
     facts = ctx.loops
+    if not any(
+        isinstance(call.func, ast.Attribute) and call.func.attr == "eval" and id(call) in facts.hot
+        for call, _ in ctx.calls
+    ):
+        return frozenset()  # nor in the code a step runs
     out: set[int] = set()
     for step in facts.training_loops():
         scope = facts.scope_of[id(step)]
