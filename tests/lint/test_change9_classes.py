@@ -232,3 +232,53 @@ def test_a_masked_augmented_assignment_reads_the_selection():
         optimizer.step()
     """
     assert [f for f in _findings(source) if f[0] == "TP203"] == [("TP203", 9)]
+
+
+def test_a_conv_net_built_through_an_imported_module_needs_the_autotuner(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # k-diffusion (MIT): train.py calls K.config.make_model(config), whose config.py builds
+    # models.ImageDenoiserModelV1 (``from . import models``; the subpackage re-exports the conv
+    # U-Net of image_v1.py) for one configuration type and transformers for the others
+    monkeypatch.chdir(tmp_path)
+    pkg = tmp_path / "kdiff"
+    (pkg / "models").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("from . import config, models\n")
+    (pkg / "models" / "__init__.py").write_text("from .image_v1 import ImageDenoiserModelV1\n")
+    (pkg / "models" / "image_v1.py").write_text(
+        "from torch import nn\n\n\n"
+        "class ImageDenoiserModelV1(nn.Module):\n"
+        "    def __init__(self, c_in, width):\n"
+        "        super().__init__()\n"
+        "        self.proj_in = nn.Conv2d(c_in, width, 3, padding=1)\n"
+    )
+    (pkg / "config.py").write_text(
+        "from . import models\n\n\n"
+        "def make_model(config):\n"
+        "    if config['type'] == 'image_v1':\n"
+        "        return models.ImageDenoiserModelV1(config['c_in'], config['width'])\n"
+        "    return models.Transformer(config)\n"
+    )
+    train = (
+        "import torch\nimport kdiff as K\n\n"
+        "inner_model = K.config.make_model(config)\n"
+        "model = inner_model.cuda()\n"
+        "opt = torch.optim.AdamW(model.parameters())\n"
+        "for x in loader:\n"
+        "    loss = model(x.cuda()).mean()\n"
+        "    opt.zero_grad()\n"
+        "    loss.backward()\n"
+        "    opt.step()\n"
+    )
+    (tmp_path / "train.py").write_text(train)
+    main(["lint", "--format", "json", "--select", "TP303", "train.py"])
+    found = {(f["path"], f["line"]) for f in json.loads(capsys.readouterr().out)}
+    assert found == {("train.py", 4)}
+    # a module of the project that builds no convolution leaves it alone
+    (pkg / "models" / "image_v1.py").write_text(
+        (pkg / "models" / "image_v1.py")
+        .read_text()
+        .replace("nn.Conv2d(c_in, width, 3, padding=1)", "nn.Linear(c_in, width)")
+    )
+    main(["lint", "--format", "json", "--select", "TP303", "train.py"])
+    assert json.loads(capsys.readouterr().out) == []

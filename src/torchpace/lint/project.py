@@ -573,17 +573,38 @@ def _conv_classes_of(ctx: FileContext, path: Path, depth: int) -> frozenset[str]
     }
     called = {c.func.id for cs in calls.values() for c in cs if isinstance(c.func, ast.Name)}
     imported: set[str] = set()
+    # ``models.ImageDenoiserModelV1(...)`` with ``from . import models`` (k-diffusion's
+    # ``make_model``): a class of a project module the file imports whole
+    through: set[tuple[str, str]] = set()
     if depth > 0:
         for name in called - builders.keys():
             source = _imported_name(ctx, name=name)
             if source is not None and is_conv_class(*source, depth - 1):
                 imported.add(name)
+        attributes = {
+            (c.func.value.id, c.func.attr)
+            for cs in calls.values()
+            for c in cs
+            if isinstance(c.func, ast.Attribute) and isinstance(c.func.value, ast.Name)
+        }
+        modules = _imported_modules(ctx) if attributes else {}
+        for module, attr in attributes:
+            found_in = modules.get(module)
+            if found_in is not None and is_conv_class(found_in, attr, depth - 1):
+                through.add((module, attr))
     found: set[str] = set()
 
     def conv(call: ast.Call) -> bool:
-        if isinstance(call.func, ast.Name) and (call.func.id in imported or call.func.id in found):
+        func = call.func
+        if isinstance(func, ast.Name) and (func.id in imported or func.id in found):
             return True
-        return ctx.names.qualname(call.func) in _CONV_LAYERS
+        if (
+            isinstance(func, ast.Attribute)
+            and isinstance(func.value, ast.Name)
+            and (func.value.id, func.attr) in through
+        ):
+            return True
+        return ctx.names.qualname(func) in _CONV_LAYERS
 
     # Only a builder that calls a conv layer or another builder or import can be one.
     candidates = {
@@ -592,6 +613,7 @@ def _conv_classes_of(ctx: FileContext, path: Path, depth: int) -> frozenset[str]
         if any(
             (isinstance(c.func, ast.Name) and (c.func.id in builders or c.func.id in imported))
             or ctx.names.qualname(c.func) in _CONV_LAYERS
+            or (conv(c) and isinstance(c.func, ast.Attribute))
             for c in cs
         )
     }
@@ -603,6 +625,29 @@ def _conv_classes_of(ctx: FileContext, path: Path, depth: int) -> frozenset[str]
                 found.add(name)
                 changed = True
     return frozenset(found)
+
+
+@per_file
+def _imported_modules(ctx: FileContext) -> dict[str, Path]:
+    """The project modules the file imports whole at module level, by their local name:
+    ``from . import models`` (a package's submodule), ``import utils``, ``import a.b as b``."""
+    path = Path(ctx.path)
+    out: dict[str, Path] = {}
+    for node in ctx.tree.body:
+        if isinstance(node, ast.ImportFrom):
+            for alias in node.names:
+                if alias.name == "*":
+                    continue
+                module = f"{node.module}.{alias.name}" if node.module else alias.name
+                found = find_module(module, path, node.level)
+                if found is not None and found != path:
+                    out.setdefault(alias.asname or alias.name, found)
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                found = find_module(alias.name, path)
+                if found is not None and found != path:
+                    out.setdefault(alias.asname or alias.name.split(".")[0], found)
+    return out
 
 
 def _always_builds(node: ast.AST, wanted: Callable[[ast.Call], bool]) -> bool:

@@ -185,7 +185,9 @@ another file of the project (beside it or up to three directories above, importe
 through its module, relatively or with `*`) builds from conv layers, directly or through a
 function of that file, or what a function of that file returns after building one
 (`model = load_model(cfg)`); also from blocks it imports from a third file, and re-exported by
-a package's `__init__.py` (`from unet import UNet`), up to three files deep. A convolution
+a package's `__init__.py` (`from unet import UNet`), or built through a project module the
+function's file imports whole (`from . import models`, then `models.UNet(...)`: k-diffusion's
+`make_model`), up to three files deep. A convolution
 built only when an option asks for it (`nn.Conv2d(h, h, 1) if talking_heads else None`, an
 `if flag:` without one in its `else`) does not make a conv net; one chosen by a configuration's
 layer type (`if kind == "convolutional":`) does.
