@@ -1134,7 +1134,12 @@ def _mark_hot(
             # ``if args.verbose: print(loss.item())``: diagnostics a run does only when asked
             stack += [node.test, *node.orelse]
             continue
-        if isinstance(node, ast.If) and _initialises(node) and not facts.trains(node.body, scope):
+        if (
+            isinstance(node, ast.If)
+            and _initialises(node)
+            and not _fresh_each_call(node, scope)
+            and not facts.trains(node.body, scope)
+        ):
             # ``if loss_ema is None: loss_ema = loss.item()``: the body sets what its test
             # asks for, so it runs once (until the name is reset, per epoch at most)
             stack += [node.test, *node.orelse]
@@ -1181,6 +1186,22 @@ def _initialises(node: ast.If) -> bool:
             for t in (stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target])
         )
         for stmt in node.body
+    )
+
+
+def _fresh_each_call(node: ast.If, scope: Scope) -> bool:
+    """``if h is None: h = torch.zeros(...)`` on a parameter of the function, which no loop of
+    the function holds: each call starts with the value it is given (pytorch_geometric_temporal's
+    ``TGCN2._set_hidden_state``, handed ``None`` every step), so the body runs at every call,
+    not once."""
+    if not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    name = dotted(node.test.left) if isinstance(node.test, ast.Compare) else None
+    if name is None or name not in {a.arg for a in (*scope.args.args, *scope.args.kwonlyargs)}:
+        return False
+    return not any(
+        isinstance(loop, LOOPS) and any(n is node for n in ast.walk(loop))
+        for loop in walk(scope.body)
     )
 
 

@@ -177,6 +177,10 @@ def _add_submodule_forwards(found: dict[str, set[str]], linted: dict[str, str]) 
                 target = _key(path)
                 if target not in linted or target == key:
                     continue
+                target, other = _defining(target, other, linted)  # through a package's __init__
+                path = Path(linted[target])
+                if target == key:
+                    continue
                 defined = defined_in(path, other)
                 if defined is None or not isinstance(defined[1], ast.ClassDef):
                     continue
@@ -189,20 +193,41 @@ def _add_submodule_forwards(found: dict[str, set[str]], linted: dict[str, str]) 
                     todo.append((target, entry))
 
 
+def _init_calls(cls: ast.ClassDef) -> list[ast.Call]:
+    """The calls of ``cls.__init__`` and of the methods it calls on ``self``, transitively
+    (pytorch_geometric_temporal's ``A3TGCN2.__init__`` builds its layers in
+    ``self._setup_layers()``)."""
+    methods = {m.name: m for m in cls.body if isinstance(m, ast.FunctionDef)}
+    todo = [methods["__init__"]] if "__init__" in methods else []
+    seen = {"__init__"}
+    out: list[ast.Call] = []
+    while todo:
+        for call in (n for n in subtree(todo.pop()) if isinstance(n, ast.Call)):
+            out.append(call)
+            func = call.func
+            if (
+                isinstance(func, ast.Attribute)
+                and isinstance(func.value, ast.Name)
+                and func.value.id == "self"
+                and func.attr in methods
+                and func.attr not in seen
+            ):
+                seen.add(func.attr)
+                todo.append(methods[func.attr])
+    return out
+
+
 def _built_in_init(ctx: FileContext, cls: ast.ClassDef) -> list[ast.Call]:
     """The calls of capitalised names (classes, by their name) in the ``__init__`` of ``cls``
-    and of the classes of the same file it builds there, transitively (VITS's
+    (and the methods it calls on ``self``) and of the classes of the same file it builds there,
+    transitively (VITS's
     ``SynthesizerTrn`` builds its ``ResidualCouplingBlock``, which builds ``modules.Flip()``)."""
     out: list[ast.Call] = []
     seen = {cls.name}
     todo = [cls]
     while todo:
         node = todo.pop()
-        init = next(
-            (m for m in node.body if isinstance(m, ast.FunctionDef) and m.name == "__init__"),
-            None,
-        )
-        for call in (n for n in subtree(init) if isinstance(n, ast.Call)) if init else ():
+        for call in _init_calls(node):
             if not isinstance(call.func, (ast.Name, ast.Attribute)):
                 continue
             last = (dotted(call.func) or "").rsplit(".", 1)[-1]

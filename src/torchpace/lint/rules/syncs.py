@@ -352,7 +352,8 @@ option for diagnostics that is off by default (`if args.verbose:` with `--verbos
 `--synchronize-step`, and an option whose help says it visualises, plots, measures, monitors,
 debugs or profiles: `--visdom`, "use visdom for loss visualization"), under a first-value
 test whose body sets what it tests (`if loss_ema is None: loss_ema = loss.item()`, once until
-reset), after the loop, and in evaluation loops
+reset; not on a parameter of a function that no loop of it holds, `if h is None: h = ...`, which
+each call starts afresh), after the loop, and in evaluation loops
 (under `torch.no_grad()`, after `model.eval()`, in a function named for evaluation) are not
 flagged; the optimizer step of gradient accumulation
 (`if (i + 1) % accumulate == 0: optimizer.step()`) is training, and is; so is what a gate on
