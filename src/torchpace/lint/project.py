@@ -127,13 +127,19 @@ def _defining(key: str, name: str, linted: dict[str, str]) -> tuple[str, str]:
     and the name it has there; ``key`` itself where it defines the name, or where the chain
     leaves the linted files."""
     for _ in range(REEXPORT_DEPTH):
-        ctx = _parsed(Path(linted[key]))
-        if ctx is None or _top_level(ctx, name) is not None:
+        path = Path(linted[key])
+        version = _version(path)
+        if version is None:
+            return key, name
+        try:
+            if _defines(path.read_bytes(), name):
+                return key, name
+        except OSError:
             return key, name
         source = next(
             (
                 (node, alias.name)
-                for node in ctx.tree.body
+                for node in _top_imports(*version)  # the import lines only, not the whole file
                 if isinstance(node, ast.ImportFrom)
                 for alias in node.names
                 if (alias.asname or alias.name) == name
@@ -143,10 +149,10 @@ def _defining(key: str, name: str, linted: dict[str, str]) -> tuple[str, str]:
         if source is None:
             return key, name
         node, original = source
-        path = find_module(node.module or "", Path(linted[key]), node.level)
-        if path is None or _key(path) not in linted:
+        found = find_module(node.module or "", path, node.level)
+        if found is None or _key(found) not in linted:
             return key, name
-        key, name = _key(path), original
+        key, name = _key(found), original
     return key, name
 
 
@@ -320,13 +326,19 @@ def star_bindings(path: str, node: ast.ImportFrom) -> dict[str, str]:
 
 @functools.lru_cache(maxsize=64)
 def _import_bindings(path: Path, mtime_ns: int, size: int) -> dict[str, str]:
-    """The bindings of the file's top-level import statements, parsed alone: the lines that
-    start at column 0 with ``import`` or ``from``, with their continuation lines (a whole
-    module can be large, and only its imports are wanted)."""
+    """The bindings of the file's top-level import statements (:func:`_top_imports`)."""
+    return Resolver.from_nodes(list(_top_imports(path, mtime_ns, size))).bindings
+
+
+@functools.lru_cache(maxsize=256)
+def _top_imports(path: Path, mtime_ns: int, size: int) -> tuple[ast.Import | ast.ImportFrom, ...]:
+    """The file's top-level import statements, parsed alone: the lines that start at column 0
+    with ``import`` or ``from``, with their continuation lines (a whole module can be large,
+    and only its imports are wanted)."""
     try:
         lines = path.read_bytes().decode("utf-8", errors="replace").splitlines()
     except OSError:
-        return {}
+        return ()
     imports: list[ast.stmt] = []
     i = 0
     while i < len(lines):
@@ -344,8 +356,7 @@ def _import_bindings(path: Path, mtime_ns: int, size: int) -> dict[str, str]:
             imports += ast.parse("\n".join(statement)).body
         except (SyntaxError, ValueError):
             continue
-    nodes = [n for n in imports if isinstance(n, (ast.Import, ast.ImportFrom))]
-    return Resolver.from_nodes(list(nodes)).bindings
+    return tuple(n for n in imports if isinstance(n, (ast.Import, ast.ImportFrom)))
 
 
 def definition(ctx: FileContext, call: ast.Call) -> tuple[FileContext, ast.stmt] | None:
