@@ -662,8 +662,9 @@ def yields_small_images(ctx: FileContext, call: ast.Call) -> bool:
     data = assigned_once(ctx, argument(call, "dataset", 0))
     if not isinstance(data, ast.Call) or ctx.names.qualname(data.func) not in _SMALL_IMAGE_DATASETS:
         return False
-    transform = assigned_once(ctx, argument(data, "transform", 2))
-    if argument(data, "transform", 2) is not None and transform is None:
+    given = argument(data, "transform", 2)
+    transform = assigned_once(ctx, given)
+    if given is not None and transform is None:
         return False  # a name bound more than once: its transforms cannot be read
     for node in subtree(transform) if transform is not None else ():
         if not isinstance(node, ast.Call):

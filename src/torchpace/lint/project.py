@@ -83,8 +83,7 @@ def step_callees(results: Sequence[FileResult]) -> dict[str, frozenset[str]]:
             target = _module_file(module, Path(r.path), linted)
             if target is not None and target != _key(r.path):
                 head, dot, rest = function.partition(".")
-                if not _defines(sources.get(target, b""), head):
-                    target, head = _defining(target, head, linted)
+                target, head = _defining(target, head, linted, sources)
                 found[target].add(head + dot + rest)
     _add_submodule_forwards(found, linted)
     if hooks:
@@ -121,22 +120,25 @@ _TOP_LEVEL = re.compile(rb"^(?:class|def|async\s+def)\s+(\w+)", re.M)
 REEXPORT_DEPTH = 3
 
 
-def _defining(key: str, name: str, linted: dict[str, str]) -> tuple[str, str]:
+def _defining(
+    key: str, name: str, linted: dict[str, str], sources: dict[str, bytes] | None = None
+) -> tuple[str, str]:
     """The linted file that defines ``name``, which the file ``key`` may only re-export
     (ssd.pytorch's ``layers/modules/__init__.py``: ``from .multibox_loss import MultiBoxLoss``),
     and the name it has there; ``key`` itself where it defines the name, or where the chain
-    leaves the linted files."""
+    leaves the linted files. ``sources``: the files' bytes the first pass already read."""
     for _ in range(REEXPORT_DEPTH):
         path = Path(linted[key])
         version = _version(path)
         if version is None:
             return key, name
         try:
-            if _defines(path.read_bytes(), name):
-                return key, name
+            source = sources[key] if sources and key in sources else path.read_bytes()
         except OSError:
             return key, name
-        source = next(
+        if _defines(source, name):
+            return key, name
+        imported = next(
             (
                 (node, alias.name)
                 for node in _top_imports(*version)  # the import lines only, not the whole file
@@ -146,9 +148,9 @@ def _defining(key: str, name: str, linted: dict[str, str]) -> tuple[str, str]:
             ),
             None,
         )
-        if source is None:
+        if imported is None:
             return key, name
-        node, original = source
+        node, original = imported
         found = find_module(node.module or "", path, node.level)
         if found is None or _key(found) not in linted:
             return key, name

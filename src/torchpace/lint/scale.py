@@ -562,7 +562,7 @@ def launch_bound(ctx: FileContext) -> frozenset[int]:
     sizer = _Sizer(ctx)
     out: set[int] = set()
     for loop in facts.training_loops():
-        runs = _runs(ctx, loop)
+        runs = step_runs(ctx, loop)
         weights = _sizes(sizer, runs)
         if weights is None or sum(weights) > TINY_WEIGHTS:
             continue
@@ -571,7 +571,7 @@ def launch_bound(ctx: FileContext) -> frozenset[int]:
     return frozenset(out)
 
 
-def _runs(ctx: FileContext, loop: Step) -> list[Run]:
+def step_runs(ctx: FileContext, loop: Step) -> list[Run]:
     """The code a training loop runs: its body, and the bodies of the functions it calls."""
     facts = ctx.loops
     scope = facts.scope_of[id(loop)]
@@ -608,7 +608,7 @@ def small_steps(ctx: FileContext) -> frozenset[int]:
         if not loaders or not all(yields_small_images(ctx, c) for c in loaders):
             continue
         batches = [batch_size(ctx, c) for c in loaders]
-        work = _sizes(sizer, _runs(ctx, loop))
+        work = _sizes(sizer, step_runs(ctx, loop))
         if work is None or None in batches:
             continue
         if sum(work) * max(b for b in batches if b is not None) <= TINY_STEP_MACS:
@@ -677,4 +677,5 @@ __all__ = [
     "launch_bound",
     "model_weights",
     "small_steps",
+    "step_runs",
 ]

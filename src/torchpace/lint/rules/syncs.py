@@ -10,7 +10,7 @@ loop, or a same-file function it calls, and not under a logging cadence such as
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 from torchpace.lint.device import may_use_accelerator
 from torchpace.lint.loops import (
@@ -23,7 +23,7 @@ from torchpace.lint.loops import (
     walk,
 )
 from torchpace.lint.rule import Check, FileContext, Report, Rule, parameter_names, per_file
-from torchpace.lint.scale import SMALL_MODELS_DOC
+from torchpace.lint.scale import SMALL_MODELS_DOC, step_runs
 from torchpace.lint.tensors import TensorFacts
 from torchpace.lint.tree import subtree
 
@@ -87,20 +87,13 @@ def _validated_every_step(ctx: FileContext) -> frozenset[int]:
         return frozenset()  # nor in the code a step runs
     out: set[int] = set()
     for step in facts.training_loops():
-        scope = facts.scope_of[id(step)]
-        nodes = list(walk(step.body))
-        bodies = [nodes] + [
-            list(walk(f.body))
-            for call in nodes
-            if isinstance(call, ast.Call)
-            for f in facts.callees(call, scope)
-        ]
+        bodies = [nodes for nodes, _, _ in step_runs(ctx, step)]
         if any(_validates_after_stepping(facts, body) for body in bodies):
             out |= {id(n) for body in bodies for n in body}
     return frozenset(out)
 
 
-def _validates_after_stepping(facts: LoopFacts, nodes: list[ast.AST]) -> bool:
+def _validates_after_stepping(facts: LoopFacts, nodes: Sequence[ast.AST]) -> bool:
     calls = sorted((n for n in nodes if isinstance(n, ast.Call)), key=_position)
     stepped = evaluating = False
     for call in calls:
