@@ -228,18 +228,43 @@ CUDA_ENTRY = "@cuda"
 
 
 def _device_handed_on(ctx: FileContext, calls: Iterable[ast.Call]) -> list[tuple[str, str]]:
-    """(module, CUDA_ENTRY) for each imported module whose function this CUDA file calls with
-    a device (``engine.train_one_epoch(model, ..., device, epoch)``, DETR): the loop there
-    trains on the device picked here."""
+    """(module, CUDA_ENTRY) for each imported module whose function or class this CUDA file
+    calls with a device (``engine.train_one_epoch(model, ..., device, epoch)``, DETR), and,
+    from any function of the file, with a model that function moved to one (``model.cuda()``,
+    then ``Solver(loaders, model, optimizer, args)``: demucs): the loop there trains on the
+    device picked here."""
     out = []
     for call in calls:
-        target = ctx.names.dotted(call.func)
+        target = ctx.names.import_path(call.func)
         if target is None or "." not in target:
             continue
         given = [*call.args, *(k.value for k in call.keywords)]
         if any(
             "device" in (dotted(a) or "") for a in given if isinstance(a, (ast.Name, ast.Attribute))
         ):
+            out.append((target.rsplit(".", 1)[0], CUDA_ENTRY))
+    return out + _model_handed_on(ctx)
+
+
+def _model_handed_on(ctx: FileContext) -> list[tuple[str, str]]:
+    from torchpace.lint.device import moves_to_a_device
+
+    moved: set[tuple[int, str]] = set()  # (id of the scope, the model's name)
+    for call, _ in ctx.calls:
+        if moves_to_a_device(call, ctx.names) and isinstance(call.func, ast.Attribute):
+            name = dotted(call.func.value)
+            if name is not None:
+                moved.add((id(ctx.enclosing_scope(call)), name))
+    if not moved:
+        return []
+    out = []
+    for call, _ in ctx.calls:
+        target = ctx.names.import_path(call.func)
+        if target is None or "." not in target:
+            continue
+        scope = id(ctx.enclosing_scope(call))
+        given = [*call.args, *(k.value for k in call.keywords)]
+        if any((scope, dotted(a)) in moved for a in given):
             out.append((target.rsplit(".", 1)[0], CUDA_ENTRY))
     return out
 
@@ -272,7 +297,7 @@ def calls_out(ctx: FileContext) -> tuple[tuple[str, str], ...]:
     for node, _ in ctx.loops.hot.values():
         if not isinstance(node, ast.Call):
             continue
-        target = ctx.names.dotted(node.func)
+        target = ctx.names.import_path(node.func)
         owner = instances.get(ctx.segment(node.func), "")
         if "." in owner and not owner.startswith("torch."):
             # ``net_g = SynthesizerTrn(...)`` (``from models import SynthesizerTrn``), then

@@ -60,12 +60,17 @@ def canonical(dotted: str) -> str:
 class Resolver:
     """Maps the local names bound by a module's imports to the dotted paths they stand for."""
 
-    def __init__(self, bindings: dict[str, str]) -> None:
+    def __init__(self, bindings: dict[str, str], relative: dict[str, str] | None = None) -> None:
         self.bindings = bindings
+        # Names bound by relative imports, to the path written with its leading dots
+        # (``from .solver import Solver`` → ``.solver.Solver``): kept apart from ``bindings``,
+        # whose rules read an unbound name as one of the file's own.
+        self.relative = relative or {}
 
     @classmethod
     def from_nodes(cls, nodes: list[ast.AST]) -> Resolver:
         bindings: dict[str, str] = {}
+        relative: dict[str, str] = {}
         for node in nodes:
             if isinstance(node, ast.Import):
                 for alias in node.names:
@@ -79,7 +84,12 @@ class Resolver:
                 for alias in node.names:
                     if alias.name != "*":
                         bindings[alias.asname or alias.name] = f"{node.module}.{alias.name}"
-        return cls(bindings)
+            elif isinstance(node, ast.ImportFrom) and node.level > 0:
+                package = "." * node.level + (f"{node.module}." if node.module else "")
+                for alias in node.names:
+                    if alias.name != "*":
+                        relative[alias.asname or alias.name] = package + alias.name
+        return cls(bindings, relative)
 
     def dotted(self, node: ast.expr) -> str | None:
         """The raw dotted path of a name or attribute chain, or None if it is not imported."""
@@ -87,6 +97,16 @@ class Resolver:
             return self.bindings.get(node.id)
         if isinstance(node, ast.Attribute):
             base = self.dotted(node.value)
+            return None if base is None else f"{base}.{node.attr}"
+        return None
+
+    def import_path(self, node: ast.expr) -> str | None:
+        """:meth:`dotted`, or for a name a relative import binds, its path with the leading
+        dots (``.solver.Solver``, ``..utils.EMA``): where to look for what a call runs."""
+        if isinstance(node, ast.Name):
+            return self.bindings.get(node.id) or self.relative.get(node.id)
+        if isinstance(node, ast.Attribute):
+            base = self.import_path(node.value)
             return None if base is None else f"{base}.{node.attr}"
         return None
 

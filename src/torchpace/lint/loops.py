@@ -1104,6 +1104,35 @@ def _switches_to_eval(function: Function) -> bool:
     )
 
 
+def _conjuncts(test: ast.expr) -> list[ast.expr]:
+    """The parts an ``and`` needs all of; the test itself otherwise."""
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        return test.values
+    return [test]
+
+
+def _evaluation_branch(facts: LoopFacts, node: ast.If, scope: Scope) -> bool:
+    """``if not train:`` (or ``if not train and ...:``) whose body trains nothing, in a scope
+    where the training calls run under ``if train:``: one loop serves both passes (demucs'
+    ``_run_one_epoch(epoch, train=True)``), and the body is the evaluation's (its metrics, its
+    chunked inference), not the training step's."""
+    negated = {
+        text
+        for part in _conjuncts(node.test)
+        if isinstance(part, ast.UnaryOp)
+        and isinstance(part.op, ast.Not)
+        and (text := dotted(part.operand)) is not None
+    }
+    if not negated or facts.trains(node.body, scope):
+        return False
+    return any(
+        isinstance(other, ast.If)
+        and negated & {dotted(part) for part in _conjuncts(other.test)}
+        and facts.trains(other.body, scope)
+        for other in walk(scope.body)
+    )
+
+
 def _mark_hot(
     facts: LoopFacts, nodes: Iterable[ast.AST], scope: Scope, queue: list[Function]
 ) -> None:
@@ -1146,6 +1175,10 @@ def _mark_hot(
             continue
         if isinstance(node, ast.If) and _ends_run(node.body):
             # ``if not math.isfinite(loss): print(...); sys.exit(1)``: the body runs at most once.
+            stack += [node.test, *node.orelse]
+            continue
+        if isinstance(node, ast.If) and _evaluation_branch(facts, node, scope):
+            # ``if not train:`` in a loop that trains under ``if train:``: the other pass
             stack += [node.test, *node.orelse]
             continue
         if isinstance(node, ast.If) and id(node) in facts.decided:

@@ -9,7 +9,9 @@ silent (issue 16, benchmarks/realworld/).
 
 Linting records, per file whose loops were analysed and that may use an accelerator, the calls
 its hot code makes to functions imported from another module (``import utils`` +
-``utils.f()``, ``from util.misc import f`` + ``f()``; :func:`torchpace.lint.engine.calls_out`).
+``utils.f()``, ``from util.misc import f`` + ``f()``, ``from .solver import Solver`` in a
+package; :func:`torchpace.lint.engine.calls_out`), and the modules it hands its CUDA device or a
+model it moved there to (``Solver(loaders, model, optimizer)`` after ``model.cuda()``).
 :func:`step_callees` resolves each module to a linted file beside the caller or in a directory
 above it (up to :data:`MAX_LEVELS`), and the command lints those files once more with the
 functions as hot entry points (:func:`torchpace.lint.loops.analyse`), on the device their caller
@@ -63,8 +65,12 @@ def _candidates(module: str, folder: Path, level: int = 0) -> Iterator[Path]:
 
 
 def _module_file(module: str, caller: Path, linted: dict[str, str]) -> str | None:
-    """The linted file that ``import module`` from ``caller`` most likely means."""
-    return next((k for c in _candidates(module, caller.parent) if (k := _key(c)) in linted), None)
+    """The linted file that ``import module`` from ``caller`` most likely means (``.solver``, a
+    relative import, from the caller's package)."""
+    name = module.lstrip(".")
+    level = len(module) - len(name)
+    found = _candidates(name, caller.parent, level)
+    return next((k for c in found if (k := _key(c)) in linted), None)
 
 
 def step_callees(results: Sequence[FileResult]) -> dict[str, frozenset[str]]:

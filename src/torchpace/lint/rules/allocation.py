@@ -9,10 +9,11 @@ import ast
 from collections.abc import Iterator
 
 from torchpace.findings import Edit, Fix
-from torchpace.lint.loops import dotted, returned
+from torchpace.lint.loops import Scope, dotted, returned
 from torchpace.lint.project import definition_of
 from torchpace.lint.rule import FileContext, Report, Rule, end_of, has_star_args, keyword
 from torchpace.lint.rules.syncs import REFERENCES, check_calls_to, hot_calls
+from torchpace.lint.tensors import LEGACY_HOST_TYPES
 from torchpace.lint.tree import subtree
 
 EMPTY_CACHE_IN_LOOP = Rule(
@@ -75,6 +76,13 @@ _FACTORIES = frozenset(
             "linspace",
             "logspace",
             "eye",
+            "tril_indices",
+            "triu_indices",
+            "hann_window",
+            "hamming_window",
+            "blackman_window",
+            "bartlett_window",
+            "kaiser_window",
         )
     }
 )
@@ -97,11 +105,14 @@ def _device_argument(ctx: FileContext, call: ast.Call) -> str | None:
     return None
 
 
-def _moves_to_device(ctx: FileContext, call: ast.Call) -> bool:
-    """A ``.to(...)`` that moves to a device: ``.to(device)``, ``.to("cuda")``, or any
-    ``device=`` keyword (``.to(dtype=x.dtype, device=x.device)``), whether or not the rule can
-    rewrite it."""
+def _moves_to_device(ctx: FileContext, call: ast.Call, scope: Scope) -> bool:
+    """A ``.to(...)`` that moves to a device: ``.to(device)``, ``.to("cuda")``, any ``device=``
+    keyword (``.to(dtype=x.dtype, device=x.device)``), or a tensor of the step that is not
+    known to be on the host, whose device and dtype it takes (``.to(sources)``, as
+    ``.type_as``), whether or not the rule can rewrite it."""
     if call.args and _looks_like_device(ctx, call.args[0]):
+        return True
+    if len(call.args) == 1 and not call.keywords and ctx.tensors(scope).on_device(call.args[0]):
         return True
     device = keyword(call, "device")
     return device is not None and not (
@@ -136,11 +147,25 @@ def _host_factory(ctx: FileContext, node: ast.expr) -> ast.Call | None:
         and ((node.func.attr in _CASTS and not node.args) or _casts_only(ctx, node))
     ):
         node = node.func.value
-    if not isinstance(node, ast.Call) or ctx.names.qualname(node.func) not in _FACTORIES:
+    if not isinstance(node, ast.Call):
         return None
-    if has_star_args(node) or keyword(node, "device") is not None:
+    name = ctx.names.qualname(node.func)
+    if name in LEGACY_HOST_TYPES and node.args and all(map(_made_from_nothing, node.args)):
+        return node  # ``torch.LongTensor(range(n))``: what ``torch.arange(n, device=)`` makes
+    if name not in _FACTORIES or has_star_args(node) or keyword(node, "device") is not None:
         return None
     return node
+
+
+def _made_from_nothing(node: ast.expr) -> bool:
+    """An argument of a legacy typed constructor that holds no data: ``range(...)``, a size,
+    or a literal list of numbers. Host data (a NumPy array, an environment's observation) is
+    copied either way: ``device=`` would only move where the copy happens."""
+    if isinstance(node, ast.Call):
+        return isinstance(node.func, ast.Name) and node.func.id == "range"
+    if isinstance(node, (ast.List, ast.Tuple)):
+        return bool(node.elts) and all(isinstance(e, ast.Constant) for e in node.elts)
+    return isinstance(node, ast.Constant) and type(node.value) is int
 
 
 _DTYPES = frozenset(
@@ -172,7 +197,7 @@ _TRANSFORMS = _CASTS | frozenset(
         "unsqueeze", "squeeze", "repeat", "expand", "view", "reshape", "flatten", "flip", "t",
         "transpose", "permute", "contiguous", "clone", "exp", "log", "sqrt", "rsqrt", "sin",
         "cos", "pow", "mul", "add", "sub", "div", "cumsum", "tril", "triu", "neg", "abs",
-        "reciprocal", "repeat_interleave", "to_dense",
+        "reciprocal", "repeat_interleave", "to_dense", "expand_as", "view_as", "reshape_as",
     }
 )  # fmt: skip
 # torch functions that compute a tensor from their tensor arguments, on those tensors' device.
@@ -335,7 +360,7 @@ def _check_host_created_then_moved(ctx: FileContext) -> Iterator[Report]:
             # earlier (``z = torch.randn(n, d); z = z.type_as(imgs)``): reported, not fixed
             name = dotted(factory)
             made = _made_on_host(ctx, name, scope) if name is not None else []
-            to_device = func.attr != "to" or _moves_to_device(ctx, call)
+            to_device = func.attr != "to" or _moves_to_device(ctx, call, scope)
             if to_device and _host_factory(ctx, factory) is not None:
                 yield Report(call)
             elif to_device and made:
@@ -351,7 +376,7 @@ def _check_host_created_then_moved(ctx: FileContext) -> Iterator[Report]:
         assert isinstance(factory, ast.Call)
         device = _device_argument(ctx, call)
         if device is None:
-            if func.attr == "cuda" or _moves_to_device(ctx, call):
+            if func.attr == "cuda" or _moves_to_device(ctx, call, scope):
                 yield Report(call)  # a move to a device, but not one we can rewrite exactly
             continue
         yield Report(call, _device_fix(factory, call, device, ctx.names.qualname(factory.func)))
@@ -388,13 +413,17 @@ HOST_TENSOR_MOVED = Rule(
     technique="create-on-device",
     doc="""\
 ## What it does
-Flags a tensor factory (`torch.tensor`, `zeros`, `ones`, `rand`, `randn`, `arange`, ...) whose
-result is moved with `.cuda()`, `.to(device)` or `.type_as(x)`, inside a training loop:
+Flags a tensor factory (`torch.tensor`, `zeros`, `ones`, `rand`, `randn`, `arange`, the window
+functions such as `hann_window`, ...) whose result is moved with `.cuda()`, `.to(device)`,
+`.type_as(x)` or `.to(x)` (a tensor of the step, whose device it takes), inside a training loop:
 immediately, after a dtype cast (`torch.ones(n).long().to(device)`,
 `.to(x.dtype).to(x.device)`), or through a name bound only to it (`z = torch.randn(n, d)` then
 `z = z.type_as(imgs)`), through methods, pointwise functions, arithmetic and einops that keep it
 on the host, or returned by a function of this file or of an imported project file that builds
-it so (`prepare_img_ids(b, h, w).to(device)`).
+it so (`prepare_img_ids(b, h, w).to(device)`). A legacy typed constructor counts where it is
+given no data, only a `range`, sizes or a literal list of numbers
+(`torch.LongTensor(range(n)).to(device)`, what `torch.arange(n, device=device)` makes); given
+host data (a NumPy array, an observation), it is a copy either way.
 Also numpy data copied into a legacy CUDA tensor type
 (`torch.cuda.FloatTensor(np.random.normal(...))`, or a name bound to such a type).
 

@@ -171,6 +171,10 @@ def _local_modules(ctx: FileContext, scope: Scope) -> set[str]:
     return {t for t, k in kinds.items() if k == {True}}
 
 
+def _targets(node: ast.Assign | ast.AugAssign | ast.AnnAssign) -> list[ast.expr]:
+    return node.targets if isinstance(node, ast.Assign) else [node.target]
+
+
 class _Acting:
     """Follows what a loop body does with the outputs of the model calls it makes: whether
     any of them, or a tensor computed from them, is kept past the step that made it (stored,
@@ -195,6 +199,8 @@ class _Acting:
             return False, False
         if _runs_model(self.facts, target) or target in self.local:
             return True, False
+        if isinstance(call.func, ast.Name):
+            return self._acts_through(call)
         if not isinstance(call.func, ast.Attribute):
             return False, False
         base = dotted(call.func.value) or ""
@@ -210,6 +216,42 @@ class _Acting:
             return False, False
         returns = [n for _, m in methods for n in walk(m.body) if isinstance(n, ast.Return)]
         return True, bool(returns) and all(_host(r.value) for r in returns)
+
+    def _acts_through(self, call: ast.Call) -> tuple[bool, bool]:
+        """A function of the file handed a model (``get_action(model, state, goal)``) that
+        calls it and returns only host values (``q.max(1)[1].item()``, a random action): a
+        forward whose output stays in the function. One that stores anything or returns a
+        tensor is not one (:meth:`_runs_layers`' caution, for functions)."""
+        assert isinstance(call.func, ast.Name)
+        functions = self.facts.functions.get(call.func.id, [])
+        if len(functions) != 1 or any(isinstance(a, ast.Starred) for a in call.args):
+            return False, False
+        function = functions[0]
+        params = [a.arg for a in function.args.args]
+        given = {p: dotted(a) or "" for p, a in zip(params, call.args, strict=False)}
+        given |= {k.arg: dotted(k.value) or "" for k in call.keywords if k.arg}
+        models = {
+            p
+            for p, arg in given.items()
+            if arg and (_runs_model(self.facts, arg) or arg in self.local)
+        }
+        body = list(walk(function.body))
+        if not models or any(
+            isinstance(n, (ast.Global, ast.Nonlocal))
+            or (
+                isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign))
+                and not all(isinstance(t, ast.Name) for t in _targets(n))
+            )
+            for n in body
+        ):
+            return False, False
+        runs = any(
+            isinstance(n, ast.Call) and dotted(n.func) in models and id(n) not in self.facts.no_grad
+            for n in body
+        )
+        returns = [n for n in body if isinstance(n, ast.Return)]
+        host = bool(returns) and all(_host(r.value) for r in returns)
+        return (True, True) if runs and host else (False, False)
 
     def _runs_layers(self, cls: str, method: Function) -> bool:
         if cls not in self._attrs:
@@ -404,11 +446,13 @@ Also a reinforcement-learning *acting* loop: one that steps an environment (`env
 and runs the policy or Q-network only to choose the action, where every output of the model
 becomes a host value within the step (`.item()`, `.numpy()`, `.detach()`, a distribution's
 `sample()`) and none is stored, handed to other code, returned or read after the loop; the
-update later recomputes what it trains on. Not flagged: REINFORCE-style loops that keep
-`m.log_prob(a)` (or any output with its graph) for the loss, and loops that sum outputs into a
-loss read after the loop. Nor an evaluation loop in a file that runs on the CPU only (nothing
-moved to a device; an acting loop is reported there too: it runs at every environment step of
-training).
+update later recomputes what it trains on. The model may run in a function of the file the
+loop hands it to (`action = get_action(model, state)`), where that function returns only host
+values, stores nothing and does not turn autograd off itself. Not flagged: REINFORCE-style
+loops that keep `m.log_prob(a)` (or any output with its graph) for the loss, and loops that sum
+outputs into a loss read after the loop. Nor an evaluation loop in a file that runs on the CPU
+only (nothing moved to a device; an acting loop is reported there too: it runs at every
+environment step of training).
 
 ## Why is this slow
 With autograd on, every operation saves its inputs for a backward pass that never comes, so

@@ -1,0 +1,220 @@
+"""Classes issue 32's eleventh change set showed (sgrvinod's SSD tutorial, higgsfield's
+RL-Adventure-2, descriptinc/melgan-neurips, facebookresearch/moco, meta-llama/llama-recipes,
+facebookresearch/demucs; judged before any rule changed against it). Each fixture has the
+shape of the code it is cut from, shortened; each test fails on the rules before the change and
+keeps the old answer where the shape differs in what matters."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from torchpace.cli import main
+from torchpace.lint import RULES, FileResult, lint_source
+
+
+def _findings(source: str, select: str | None = None) -> list[tuple[str, int]]:
+    result = lint_source("train.py", textwrap.dedent(source).encode(), RULES)
+    assert isinstance(result, FileResult), result
+    return [
+        (f.code, f.location.line) for f in result.findings if select is None or f.code == select
+    ]
+
+
+# The shape of the SSD tutorial's MultiBoxLoss (MIT) and demucs' solver (MIT): tensors made
+# on the host inside the step, then moved: a legacy typed constructor of a range, a window
+# function, and a move to where another tensor of the step is (``.to(sources)``).
+HOST_MADE = """
+import torch
+
+device = torch.device("cuda")
+
+
+def train(loader, model, optimizer, weights):
+    for images, sources in loader:
+        sources = sources.to(device)
+        n = images.size(0)
+        ranks = torch.LongTensor(range(n)).unsqueeze(0).expand_as(sources).to(device)
+        idx = torch.LongTensor(range(n)).to(device)
+        window = torch.hann_window(400).to(sources)
+        w = torch.tensor(weights).to(sources)
+        rows = torch.FloatTensor(images.numpy()).to(device)
+        cast = torch.zeros(n).to(torch.float16)
+        loss = (model(sources, window, rows)[idx] * ranks * w * cast).sum()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+"""
+
+
+def test_tensors_made_on_the_host_in_the_step_are_found_through_more_spellings() -> None:
+    found = _findings(HOST_MADE, "TP207")
+    assert found == [("TP207", n) for n in (11, 12, 13, 14)]
+    # host data copied in (an observation, a NumPy batch) is a copy either way (line 15), and a
+    # cast to a dtype moves nothing (line 16)
+
+
+# The shape of RL-Adventure-2's 9.her notebook (no licence given; cut to its structure): the
+# acting loop calls a function of the file that runs the Q-network and returns an action.
+ACTING_THROUGH_A_FUNCTION = """
+import random
+
+import gym
+import torch
+import torch.nn as nn
+
+device = torch.device("cuda")
+env = gym.make("CartPole-v1")
+model = nn.Linear(4, 2).to(device)
+optimizer = torch.optim.Adam(model.parameters())
+
+
+def get_action(model, state):
+    if random.random() < 0.1:
+        return random.randrange(2)
+    state = torch.FloatTensor(state).unsqueeze(0).to(device)
+    q_value = model(state)
+    return q_value.max(1)[1].item()
+
+
+def update():
+    loss = model(torch.zeros(4, device=device)).sum()
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+
+
+for episode in range(100):
+    state = env.reset()
+    done = False
+    while not done:
+        action = get_action(model, state)
+        state, reward, done, _ = env.step(action)
+    update()
+"""
+
+
+def test_an_acting_loop_that_runs_the_model_in_a_function_of_the_file_is_reported() -> None:
+    assert _findings(ACTING_THROUGH_A_FUNCTION, "TP403") == [("TP403", 32)]
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        # the function turns autograd off itself
+        (
+            "    q_value = model(state)\n",
+            "    with torch.no_grad():\n        q_value = model(state)\n",
+        ),
+        # it hands the output on: the graph may be kept
+        ("    return q_value.max(1)[1].item()\n", "    return q_value\n"),
+        # it stores something of its own
+        ("    q_value = model(state)\n", "    q_value = model(state)\n    cache[0] = q_value\n"),
+    ],
+)
+def test_an_acting_function_that_keeps_its_graph_or_disables_autograd_is_not(
+    old: str, new: str
+) -> None:
+    source = textwrap.dedent(ACTING_THROUGH_A_FUNCTION)
+    assert old in source
+    assert _findings(source.replace(old, new), "TP403") == []
+
+
+# The shape of demucs (MIT): one loop serves training and validation, by a parameter; the
+# validation branch runs chunked inference and reads a value of it.
+BOTH_PASSES = """
+import torch
+
+
+def apply_model(model, mix):
+    return model(mix)
+
+
+class Solver:
+    def __init__(self, model, optimizer):
+        self.model = model.cuda()
+        self.optimizer = optimizer
+
+    def _run_one_epoch(self, loader, train=True):
+        for sources in loader:
+            sources = sources.cuda()
+            if not train and self.valid_apply:
+                estimate = apply_model(self.model, sources)
+                print(estimate.abs().max().item())
+            else:
+                estimate = self.model(sources)
+            loss = (estimate - sources).abs().mean()
+            if train:
+                loss.backward()
+                self.optimizer.step()
+                self.optimizer.zero_grad()
+"""
+
+
+def test_the_evaluation_branch_of_a_loop_that_trains_under_a_flag_is_not_the_step() -> None:
+    assert ("TP201", 19) not in _findings(BOTH_PASSES)
+    always = BOTH_PASSES.replace("if not train and self.valid_apply:", "if self.valid_apply:")
+    assert ("TP201", 19) in _findings(always)
+    # a branch that trains is the step's, whatever its test says
+    trains = BOTH_PASSES.replace(
+        "print(estimate.abs().max().item())",
+        "estimate.sum().backward()\n                print(estimate.abs().max().item())",
+    )
+    assert ("TP201", 20) in _findings(trains)
+
+
+# The shape of demucs' package (MIT): train.py moves the model to CUDA and hands it to the
+# Solver class it imports relatively; the solver's loop never names a device.
+DEMUCS_TRAIN = """
+import torch
+
+from .solver import Solver
+
+
+def get_solver(args):
+    model = build_model(args)
+    if torch.cuda.is_available():
+        model.cuda()
+    optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
+    return Solver(loaders, model, optimizer, args)
+"""
+DEMUCS_SOLVER = """
+import torch
+
+
+class Solver:
+    def __init__(self, loaders, model, optimizer, args):
+        self.loaders, self.model, self.optimizer = loaders, model, optimizer
+        self.device = next(iter(self.model.parameters())).device
+
+    def train(self):
+        for sources in self.loaders["train"]:
+            sources = sources.to(self.device)
+            loss = torch.nn.functional.l1_loss(self.model(sources[:, 0]), sources[:, 1])
+            loss.backward()
+            self.optimizer.step()
+            self.optimizer.zero_grad()
+"""
+
+
+def test_a_model_moved_to_cuda_and_handed_to_a_relatively_imported_trainer_trains_there(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    pkg = tmp_path / "demucs"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "train.py").write_text(textwrap.dedent(DEMUCS_TRAIN))
+    (pkg / "solver.py").write_text(textwrap.dedent(DEMUCS_SOLVER))
+    main(["lint", "--format", "json", "--select", "TP302", "."])
+    found = {(f["path"], f["line"]) for f in json.loads(capsys.readouterr().out)}
+    assert found == {("demucs/solver.py", 11)}
+    # a model the file never moves says nothing of the device
+    (pkg / "train.py").write_text(
+        textwrap.dedent(DEMUCS_TRAIN).replace("model.cuda()", "print(model)")
+    )
+    main(["lint", "--format", "json", "--select", "TP302", "."])
+    assert json.loads(capsys.readouterr().out) == []
