@@ -218,3 +218,38 @@ def test_a_model_moved_to_cuda_and_handed_to_a_relatively_imported_trainer_train
     )
     main(["lint", "--format", "json", "--select", "TP302", "."])
     assert json.loads(capsys.readouterr().out) == []
+
+
+# The shape of PyTorch-Ignite's cifar10 example (BSD-3-Clause): the loader comes from
+# ``idist.auto_dataloader``, which hands its keywords to a DataLoader and pins on CUDA itself;
+# ``trainer.run`` iterates it once per epoch.
+IGNITE = """
+import ignite.distributed as idist
+import torch
+from ignite.engine import Engine
+
+
+def training(local_rank, config):
+    device = idist.device()
+    train_loader = idist.auto_dataloader(
+        train_ds, batch_size=config["batch_size"], num_workers=12, shuffle=True, drop_last=True
+    )
+    model = idist.auto_model(build_model()).to(device)
+    optimizer = idist.auto_optim(torch.optim.SGD(model.parameters(), lr=0.1))
+
+    def train_step(engine, batch):
+        x, y = batch[0].to(device), batch[1].to(device)
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+    trainer = Engine(train_step)
+    trainer.run(train_loader, max_epochs=config["num_epochs"])
+"""
+
+
+def test_a_library_function_that_builds_a_dataloader_is_read_as_one() -> None:
+    assert _findings(IGNITE, "TP104") == [("TP104", 9)]
+    assert _findings(IGNITE, "TP102") == []  # auto_dataloader pins on CUDA when not told
+    assert _findings(IGNITE.replace("num_workers=12, ", ""), "TP101") == [("TP101", 9)]

@@ -80,14 +80,24 @@ DATALOADERS = frozenset(
         "torch_geometric.loader.DenseDataLoader",
         "dgl.dataloading.GraphDataLoader",
         *SUBGRAPH_LOADERS,
+        # Library functions and classes that build a torch DataLoader from the keywords they
+        # are given: PyTorch-Ignite's ``idist.auto_dataloader`` (which pins on CUDA itself:
+        # :data:`PINS_ON_CUDA`) and webdataset's ``WebLoader``.
+        "ignite.distributed.auto_dataloader",
+        "ignite.distributed.auto.auto_dataloader",
+        "webdataset.WebLoader",
     }
+)
+# Loaders that set ``pin_memory`` themselves when the run is on CUDA and it is not given.
+PINS_ON_CUDA = frozenset(
+    {"ignite.distributed.auto_dataloader", "ignite.distributed.auto.auto_dataloader"}
 )
 
 
 def may_build_loader(source: bytes) -> bool:
     """Whether a file's text names a loader class of :data:`DATALOADERS` (a fast test before
     any tree is walked: most files build no loader)."""
-    return b"Loader" in source or b"torch_geometric" in source
+    return b"Loader" in source or b"torch_geometric" in source or b"auto_dataloader" in source
 
 
 # A function named for one training step (``train_step``, ``training_step``, ``step``), not for

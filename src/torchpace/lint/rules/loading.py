@@ -19,6 +19,7 @@ from torchpace.lint.dataloaders import (
 from torchpace.lint.device import may_use_accelerator, uses_cuda
 from torchpace.lint.loops import (
     DATALOADERS,
+    PINS_ON_CUDA,
     TRAINING_ENGINES,
     assignments,
     dotted,
@@ -209,7 +210,9 @@ DATALOADER_WITHOUT_WORKERS = Rule(
 ## What it does
 Flags a `torch.utils.data.DataLoader` (or PyG's or DGL's subclass for graphs, which hands its
 `num_workers` to it: PyG's `DataLoader` and its samplers of subgraphs, `NeighborLoader`,
-`ClusterLoader`, the GraphSAINT samplers) created without `num_workers`, or with `num_workers=0`:
+`ClusterLoader`, the GraphSAINT samplers; or a library call that builds one from its keywords:
+PyTorch-Ignite's `idist.auto_dataloader`, webdataset's `WebLoader`) created without
+`num_workers`, or with `num_workers=0`:
 a literal 0, or an option or config field whose default in the same file is 0
 (`num_workers=args.workers` with `parser.add_argument("--workers", default=0)`, a click option,
 a dataclass field). Not, on any device, where the dataset is tensors in memory
@@ -371,7 +374,7 @@ def _check_pin_memory(ctx: FileContext) -> Iterator[Report]:
             continue  # a copy of microseconds, pinned or not
         if graph_on_device(ctx, call):
             continue  # batches gathered on the device in the main process: nothing to pin
-        if pin is None:
+        if pin is None and ctx.names.qualname(call.func) not in PINS_ON_CUDA:
             unpinned.append(Report(call))
         elif is_const(pin, False):
             direct = argument(call, "pin_memory", _PIN_MEMORY_POSITION)
@@ -390,9 +393,10 @@ DATALOADER_WITHOUT_PIN_MEMORY = Rule(
     technique="pinned-memory",
     doc="""\
 ## What it does
-Flags a `torch.utils.data.DataLoader` (or a graph library's subclass of it, as for TP101)
-created without `pin_memory=True` (not passed, or passed as `False`) in a file that uses a
-CUDA device: it calls `.cuda()`, moves something with `.to("cuda")`, builds
+Flags a `torch.utils.data.DataLoader` (or a graph library's subclass of it, or a library call
+that builds one, as for TP101; not `idist.auto_dataloader` without `pin_memory`, which pins on
+CUDA itself) created without `pin_memory=True` (not passed, or passed as `False`) in a file
+that uses a CUDA device: it calls `.cuda()`, moves something with `.to("cuda")`, builds
 `torch.device("cuda")`, passes `device="cuda"`, gives it as a device parameter's default
 (`def train(device="cuda:1"):`), or assigns or compares a device such as
 `"cuda" if torch.cuda.is_available() else "cpu"` and uses it (a device only printed, as in a
