@@ -212,6 +212,14 @@ def test_a_model_moved_to_cuda_and_handed_to_a_relatively_imported_trainer_train
     main(["lint", "--format", "json", "--select", "TP302", "."])
     found = {(f["path"], f["line"]) for f in json.loads(capsys.readouterr().out)}
     assert found == {("demucs/solver.py", 11)}
+    # a model handed on without an optimizer is wrapped or inspected there, not trained
+    (pkg / "train.py").write_text(
+        textwrap.dedent(DEMUCS_TRAIN).replace(
+            "Solver(loaders, model, optimizer, args)", "Solver(loaders, model, args)"
+        )
+    )
+    main(["lint", "--format", "json", "--select", "TP302", "."])
+    assert json.loads(capsys.readouterr().out) == []
     # a model the file never moves says nothing of the device
     (pkg / "train.py").write_text(
         textwrap.dedent(DEMUCS_TRAIN).replace("model.cuda()", "print(model)")
@@ -253,3 +261,110 @@ def test_a_library_function_that_builds_a_dataloader_is_read_as_one() -> None:
     assert _findings(IGNITE, "TP104") == [("TP104", 9)]
     assert _findings(IGNITE, "TP102") == []  # auto_dataloader pins on CUDA when not told
     assert _findings(IGNITE.replace("num_workers=12, ", ""), "TP101") == [("TP101", 9)]
+
+
+# The shape of rasbt/LLMs-from-scratch's previous_chapters.py (Apache-2.0): a loader built in a
+# function whose ``num_workers`` parameter defaults to 0, in a file that uses CUDA.
+LOADER_FUNCTION = """
+import torch
+from torch.utils.data import DataLoader
+
+device = torch.device("cuda")
+
+
+def create_dataloader_v1(txt, batch_size=4, shuffle=True, num_workers=0):
+    dataset = GPTDatasetV1(txt)
+    return DataLoader(dataset, batch_size=batch_size, shuffle=shuffle, num_workers=num_workers)
+
+
+def train(model, loader, optimizer):
+    for x, y in loader:
+        loss = model(x.to(device), y.to(device))
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+"""
+
+
+def test_pinning_is_not_asked_of_a_loader_whose_workers_default_to_none() -> None:
+    assert _findings(LOADER_FUNCTION, "TP102") == []
+    some = LOADER_FUNCTION.replace("num_workers=0):", "num_workers=4):")
+    assert _findings(some, "TP102") == [("TP102", 10)]
+
+
+# The shapes of VITS' mel_processing.py (MIT), open_clip's legacy_train.py (MIT) and
+# accelerate's checkpoint helpers (Apache-2.0), which the cross-file reading above reached.
+MEMOISED = """
+import torch
+
+hann_window = {}
+
+
+def spectrogram(y, n_fft, win_size):
+    key = str(win_size) + "_" + str(y.dtype) + "_" + str(y.device)
+    if key not in hann_window:
+        hann_window[key] = torch.hann_window(win_size).to(dtype=y.dtype, device=y.device)
+    return torch.stft(y, n_fft, window=hann_window[key], return_complex=True)
+
+
+def train(model, loader, optimizer):
+    for y in loader:
+        y = y.cuda()
+        loss = (model(spectrogram(y, 1024, 1024)) - y).abs().mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+"""
+
+
+def test_a_cache_filled_once_per_key_is_not_the_steps_work() -> None:
+    assert _findings(MEMOISED, "TP207") == []
+    # filling another key than the one tested (hifi-gan's) builds the window every step
+    broken = MEMOISED.replace("if key not in hann_window:", "if win_size not in hann_window:")
+    assert _findings(broken, "TP207") == [("TP207", 10)]
+
+
+AUTOCAST_HELPER = """
+import torch
+
+from precision import get_autocast
+
+
+def train(model, loader, optimizer, args):
+    autocast = get_autocast(args.precision)
+    for x, y in loader:
+        x, y = x.cuda(), y.cuda()
+        with autocast():
+            loss = torch.nn.functional.cross_entropy(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+"""
+
+
+def test_a_helper_that_picks_the_autocast_context_is_mixed_precision() -> None:
+    assert _findings(AUTOCAST_HELPER, "TP302") == []
+    plain = AUTOCAST_HELPER.replace("get_autocast(args.precision)", "nullcontext").replace(
+        "with autocast():", "with nullcontext():"
+    )
+    assert _findings(plain, "TP302") == [("TP302", 9)]
+
+
+SAFE_GLOBALS = """
+import torch
+
+
+def train(model, loader, optimizer):
+    for x, y in loader:
+        loss = model(x.cuda(), y.cuda())
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        old_safe_globals = torch.serialization.get_safe_globals()
+        if old_safe_globals:
+            torch.serialization.clear_safe_globals()
+"""
+
+
+def test_a_checkpoint_helpers_result_is_not_a_tensor() -> None:
+    assert _findings(SAFE_GLOBALS, "TP204") == []

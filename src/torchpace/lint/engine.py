@@ -247,7 +247,11 @@ def _device_handed_on(ctx: FileContext, calls: Iterable[ast.Call]) -> list[tuple
 
 
 def _model_handed_on(ctx: FileContext) -> list[tuple[str, str]]:
+    """The modules a function of the file hands a model it moved to a device to, together with
+    an optimizer (``Solver(loaders, model, optimizer, args)``): code that trains it there. A
+    model handed on alone may only be wrapped, saved or inspected."""
     from torchpace.lint.device import moves_to_a_device
+    from torchpace.lint.loops import names_optimizer
 
     moved: set[tuple[int, str]] = set()  # (id of the scope, the model's name)
     for call, _ in ctx.calls:
@@ -263,8 +267,8 @@ def _model_handed_on(ctx: FileContext) -> list[tuple[str, str]]:
         if target is None or "." not in target:
             continue
         scope = id(ctx.enclosing_scope(call))
-        given = [*call.args, *(k.value for k in call.keywords)]
-        if any((scope, dotted(a)) in moved for a in given):
+        given = [dotted(a) for a in (*call.args, *(k.value for k in call.keywords))]
+        if any((scope, a) in moved for a in given) and any(map(names_optimizer, given)):
             out.append((target.rsplit(".", 1)[0], CUDA_ENTRY))
     return out
 

@@ -111,6 +111,13 @@ _READS_OPTIMIZER = re.compile(
     r"^(get|read|log|print|show|report|current)(_|$)|(^|_)(lrs?|learning_rates?)$", re.I
 )
 _OPTIMIZER_NAME = re.compile(r"^(opt|optim\w*|\w*_opt|\w*_optim\w*|\w*optimi[sz]er\w*)$", re.I)
+
+
+def names_optimizer(name: str | None) -> bool:
+    """``optimizer``, ``self.opt``, ``g_optim``: a name or attribute that says "optimizer"."""
+    return name is not None and bool(_OPTIMIZER_NAME.match(name.rsplit(".", 1)[-1]))
+
+
 # Names that say "data loader": loader, train_loader, dataloader, val_dl.
 _LOADER_NAME = re.compile(r"(loader|^dl$|_dl$|^dl_)", re.I)
 # Names of evaluation: validate, evaluate, eval_epoch, test, test_step, predict, inference, sample;
@@ -1211,8 +1218,27 @@ def _mark_hot(
 
 
 def _initialises(node: ast.If) -> bool:
-    """``if x is None: x = ...``: a test that a name is unset, whose body sets it."""
+    """``if x is None: x = ...``: a test that a name is unset, whose body sets it; or a cache
+    filled once per key, ``if key not in cache: cache[key] = ...`` (VITS' Hann windows per
+    dtype and device). A body that fills another key than the one tested runs every time."""
     test = node.test
+    if (
+        isinstance(test, ast.Compare)
+        and len(test.ops) == 1
+        and isinstance(test.ops[0], ast.NotIn)
+        and dotted(test.comparators[0]) is not None
+    ):
+        cache, key = dotted(test.comparators[0]), ast.dump(test.left)
+        return any(
+            isinstance(stmt, ast.Assign)
+            and any(
+                isinstance(t, ast.Subscript)
+                and dotted(t.value) == cache
+                and ast.dump(t.slice) == key
+                for t in stmt.targets
+            )
+            for stmt in node.body
+        )
     if not (
         isinstance(test, ast.Compare)
         and len(test.ops) == 1

@@ -38,6 +38,7 @@ _NOT_TENSOR_PREFIXES = (
     "torch.jit.",
     "torch.compile",
     "torch.autograd.",
+    "torch.serialization.",  # checkpoint helpers: safe globals, file-like checks
     "torch.amp.",
     "torch.profiler.",
     "torch.nn.init.",

@@ -337,6 +337,8 @@ def _manages_precision(ctx: FileContext) -> bool:
             "set_default_dtype"
         ):
             return True  # torch's, or a framework's (torchtune.training.set_default_dtype)
+        if isinstance(node, ast.Call) and "autocast" in (dotted(node.func) or "").lower():
+            return True  # a project's helper that picks the context (open_clip's get_autocast)
     imported = ctx.names.bindings.values()
     if any(path.split(".")[0] in _FRAMEWORKS for path in imported):
         return True
@@ -528,7 +530,8 @@ CUDA_LOOP_WITHOUT_AUTOCAST = Rule(
 ## What it does
 Flags the first training loop of a file that trains on CUDA and never uses `torch.autocast`
 (nor `.half()` / `.bfloat16()` / float16 dtypes, nor a framework that manages precision:
-Accelerate, Lightning, DeepSpeed, Transformers, NVIDIA's apex; nor FSDP's mixed-precision
+Accelerate, Lightning, DeepSpeed, Transformers, NVIDIA's apex; nor a call of a helper named
+for autocast, such as open_clip's `get_autocast(args.precision)`; nor FSDP's mixed-precision
 policy, `MixedPrecisionPolicy(param_dtype=...)` or `MixedPrecision(...)`, built in the file or
 in a project function it calls, such as a `parallelize_model()`). Not
 in a file that steps an environment (reinforcement learning): there the step time is the

@@ -346,7 +346,10 @@ option for diagnostics that is off by default (`if args.verbose:` with `--verbos
 debugs or profiles: `--visdom`, "use visdom for loss visualization"), under a first-value
 test whose body sets what it tests (`if loss_ema is None: loss_ema = loss.item()`, once until
 reset; not on a parameter of a function that no loop of it holds, `if h is None: h = ...`, which
-each call starts afresh), after the loop, and in evaluation loops
+each call starts afresh), in a cache filled once per key (`if key not in cache: cache[key] =
+...`, where the body fills the key it tests), after the loop, in the evaluation branch of a loop
+that serves both passes (`if not train:` where the backward runs under `if train:`), and in
+evaluation loops
 (under `torch.no_grad()`, after `model.eval()`, in a function named for evaluation) are not
 flagged; the optimizer step of gradient accumulation
 (`if (i + 1) % accumulate == 0: optimizer.step()`) is training, and is; so is what a gate on
