@@ -249,27 +249,38 @@ def _device_handed_on(ctx: FileContext, calls: Iterable[ast.Call]) -> list[tuple
 def _model_handed_on(ctx: FileContext) -> list[tuple[str, str]]:
     """The modules a function of the file hands a model it moved to a device to, together with
     an optimizer (``Solver(loaders, model, optimizer, args)``): code that trains it there. A
-    model handed on alone may only be wrapped, saved or inspected."""
+    model handed on alone may only be wrapped, saved or inspected. Only in a file that names
+    CUDA."""
     from torchpace.lint.device import moves_to_a_device
     from torchpace.lint.loops import names_optimizer
 
+    if b"cuda" not in ctx.source or b"opt" not in ctx.source:
+        return []  # the cheap test: no move to CUDA named here, or no optimizer to hand on
+    handing: list[tuple[ast.Call, str, set[str]]] = []  # the call, its module, names it hands
+    for call, _ in ctx.calls:
+        values = [*call.args, *(k.value for k in call.keywords)]
+        given = {d for a in values if isinstance(a, (ast.Name, ast.Attribute)) and (d := dotted(a))}
+        if not given or not any(map(names_optimizer, given)):
+            continue
+        target = ctx.names.import_path(call.func)
+        if target is not None and "." in target:
+            handing.append((call, target.rsplit(".", 1)[0], given))
+    if not handing:
+        return []  # most files: the cheap test before any move is read
     moved: set[tuple[int, str]] = set()  # (id of the scope, the model's name)
     for call, _ in ctx.calls:
-        if moves_to_a_device(call, ctx.names) and isinstance(call.func, ast.Attribute):
-            name = dotted(call.func.value)
-            if name is not None:
-                moved.add((id(ctx.enclosing_scope(call)), name))
-    if not moved:
-        return []
+        if (
+            isinstance(call.func, ast.Attribute)
+            and call.func.attr in ("cuda", "to")
+            and moves_to_a_device(call, ctx.names)
+            and (name := dotted(call.func.value)) is not None
+        ):
+            moved.add((id(ctx.enclosing_scope(call)), name))
     out = []
-    for call, _ in ctx.calls:
-        target = ctx.names.import_path(call.func)
-        if target is None or "." not in target:
-            continue
+    for call, module, given in handing:
         scope = id(ctx.enclosing_scope(call))
-        given = [dotted(a) for a in (*call.args, *(k.value for k in call.keywords))]
-        if any((scope, a) in moved for a in given) and any(map(names_optimizer, given)):
-            out.append((target.rsplit(".", 1)[0], CUDA_ENTRY))
+        if any((scope, name) in moved for name in given):
+            out.append((module, CUDA_ENTRY))
     return out
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -329,7 +330,11 @@ _OTHER_PRECISION_ATTRS = frozenset({"half", "bfloat16", "float16"})
 _FRAMEWORKS = ("accelerate", "lightning", "pytorch_lightning", "deepspeed", "transformers", "apex")
 
 
+_AUTOCAST_TEXT = re.compile(rb"autocast", re.I)
+
+
 def _manages_precision(ctx: FileContext) -> bool:
+    named = _AUTOCAST_TEXT.search(ctx.source) is not None
     for node in ctx.nodes:
         if isinstance(node, ast.Attribute) and node.attr in _OTHER_PRECISION_ATTRS:
             return True
@@ -337,7 +342,7 @@ def _manages_precision(ctx: FileContext) -> bool:
             "set_default_dtype"
         ):
             return True  # torch's, or a framework's (torchtune.training.set_default_dtype)
-        if isinstance(node, ast.Call) and "autocast" in (dotted(node.func) or "").lower():
+        if named and isinstance(node, ast.Call) and "autocast" in (dotted(node.func) or "").lower():
             return True  # a project's helper that picks the context (open_clip's get_autocast)
     imported = ctx.names.bindings.values()
     if any(path.split(".")[0] in _FRAMEWORKS for path in imported):
