@@ -646,7 +646,7 @@ def streams_without_sharding(ctx: FileContext, call: ast.Call) -> bool:
 
 # torchvision's datasets of 28x28 grey images, and the side up to which a transform may resize
 # them and leave them small: a conv or a matmul on such a batch is microseconds on a GPU.
-_SMALL_IMAGE_DATASETS = frozenset(
+SMALL_IMAGE_DATASETS = frozenset(
     f"torchvision.datasets.{name}"
     for name in ("MNIST", "FashionMNIST", "KMNIST", "EMNIST", "QMNIST")
 )
@@ -660,7 +660,7 @@ def yields_small_images(ctx: FileContext, call: ast.Call) -> bool:
     at most :data:`SMALL_IMAGE_SIDE` pixels (a size the file gives: a literal or an option
     default). A size it cannot read makes the images not small."""
     data = assigned_once(ctx, argument(call, "dataset", 0))
-    if not isinstance(data, ast.Call) or ctx.names.qualname(data.func) not in _SMALL_IMAGE_DATASETS:
+    if not isinstance(data, ast.Call) or ctx.names.qualname(data.func) not in SMALL_IMAGE_DATASETS:
         return False
     given = argument(data, "transform", 2)
     transform = assigned_once(ctx, given)

@@ -512,8 +512,7 @@ class LoopFacts:
         owner = dotted(func.value)
         if owner is None:
             return False
-        last = owner.rsplit(".", 1)[-1]
-        if owner in self.optimizers or _OPTIMIZER_NAME.match(last):
+        if owner in self.optimizers or names_optimizer(owner):
             return True
         # scaler.step(optimizer): a GradScaler steps the optimizer it is given.
         return bool(call.args) and self.instances.get(owner, "").endswith("GradScaler")
@@ -609,9 +608,7 @@ class LoopFacts:
             return False  # ``get_learning_rate(optimizer)`` for a log line reads it
         for arg in call.args:  # positional: ``loss_scaler(loss, optimizer)``
             name = dotted(arg)
-            if name is not None and (
-                name in self.optimizers or _OPTIMIZER_NAME.match(name.rsplit(".", 1)[-1])
-            ):
+            if name is not None and (name in self.optimizers or names_optimizer(name)):
                 return True
         return False
 
@@ -1269,7 +1266,7 @@ def _fresh_each_call(node: ast.If, scope: Scope) -> bool:
     if name is None or name not in {a.arg for a in (*scope.args.args, *scope.args.kwonlyargs)}:
         return False
     return not any(
-        isinstance(loop, LOOPS) and any(n is node for n in ast.walk(loop))
+        isinstance(loop, LOOPS) and any(n is node for n in subtree(loop))
         for loop in walk(scope.body)
     )
 
@@ -1417,14 +1414,14 @@ def _may_train(by_type: dict[type, list[Any]], names: Resolver) -> bool:
         if isinstance(func, ast.Attribute):
             if func.attr not in {"backward", "step", "eval"}:
                 if _STEP_FUNCTION.search(func.attr) and any(
-                    _OPTIMIZER_NAME.match((dotted(a) or "").rsplit(".", 1)[-1]) for a in node.args
+                    names_optimizer(dotted(a)) for a in node.args
                 ):
                     return True  # ``model.train_step(model, optimizer, ...)``: see is_step
                 continue
             owner = dotted(func.value) or ""
             last = owner.rsplit(".", 1)[-1]
             if func.attr == "backward" or (
-                func.attr == "step" and (_OPTIMIZER_NAME.match(last) or "scaler" in last)
+                func.attr == "step" and (names_optimizer(last) or "scaler" in last)
             ):
                 return True
             if func.attr == "eval" and MODEL_NAME.search(last):

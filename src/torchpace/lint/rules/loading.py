@@ -6,6 +6,8 @@ import ast
 from collections.abc import Iterator
 
 from torchpace.lint.dataloaders import (
+    SMALL_IMAGE_DATASETS,
+    SMALL_IMAGE_SIDE,
     TENSOR_DATASETS,
     Unknown,
     feeds_training,
@@ -273,10 +275,9 @@ def _framework_gpu(ctx: FileContext) -> bool:
 
 
 # torchvision datasets of images at most 32 pixels a side: a batch of 256 is under 3.2 MB.
-_SMALL_IMAGE_DATASETS = frozenset(
-    f"torchvision.datasets.{name}"
-    for name in ("MNIST", "FashionMNIST", "KMNIST", "EMNIST", "QMNIST", "CIFAR10", "CIFAR100")
-)
+_SMALL_IMAGE_DATASETS = SMALL_IMAGE_DATASETS | {
+    f"torchvision.datasets.{name}" for name in ("CIFAR10", "CIFAR100")
+}
 # Transforms that keep an image's size (or crop it to a size the call gives, checked apart).
 _SIZE_KEEPING = frozenset(
     {
@@ -287,14 +288,14 @@ _SIZE_KEEPING = frozenset(
     }
 )
 _CROPS = frozenset({"RandomCrop", "CenterCrop"})
-_SMALL_SIDE = 32
 
 
 def _keeps_small(ctx: FileContext, transform: ast.expr | None) -> bool:
-    """The transform leaves images at most :data:`_SMALL_SIDE` pixels a side: every call in
-    it keeps the size or crops to a size it spells out that small (``RandomCrop(32,
-    padding=4)``); no transform at all. A transform the file does not spell out (a model's
-    ``weights.transforms()``, a name bound twice) may resize: not small."""
+    """The transform leaves images at most ``SMALL_IMAGE_SIDE`` pixels a side
+    (:mod:`torchpace.lint.dataloaders`): every call in it keeps the size or crops to a size it
+    spells out that small (``RandomCrop(32, padding=4)``); no transform at all. A transform
+    the file does not spell out (a model's ``weights.transforms()``, a name bound twice) may
+    resize: not small."""
     if transform is None or is_const(transform, None):
         return True
     transform = assigned_once(ctx, transform)
@@ -312,7 +313,7 @@ def _keeps_small(ctx: FileContext, transform: ast.expr | None) -> bool:
         last = (dotted(node.func) or "").rsplit(".", 1)[-1]
         if last in _CROPS:
             side = int_value(ctx, argument(node, "size", 0) or ast.Constant(None))
-            if side is None or side > _SMALL_SIDE:
+            if side is None or side > SMALL_IMAGE_SIDE:
                 return False
         elif last not in _SIZE_KEEPING:
             return False
