@@ -53,6 +53,17 @@ def test_a_resize_or_a_transform_the_file_does_not_spell_out_is_not_small():
     assert "TP102" in _codes(other)
 
 
+def test_a_transform_given_by_position_is_read_as_the_transform():
+    # torchvision's CIFAR10(root, train, transform, target_transform, download): the third
+    # positional argument is the image transform, the fourth the label's
+    by_position = CIFAR.replace(
+        'root="./data", train=True, transform=transform_train', '"./data", True, transform_train'
+    )
+    assert "TP102" not in _codes(by_position)
+    resized = by_position.replace("transforms.RandomCrop(32, padding=4)", "transforms.Resize(224)")
+    assert "TP102" in _codes(resized)
+
+
 TEXT = """
 import torch
 from torch.utils.data import DataLoader

@@ -356,7 +356,7 @@ def _small_batches(ctx: FileContext, call: ast.Call) -> bool:
     return (
         isinstance(data, ast.Call)
         and ctx.names.qualname(data.func) in _SMALL_IMAGE_DATASETS
-        and _keeps_small(ctx, argument(data, "transform", 3))
+        and _keeps_small(ctx, argument(data, "transform", 2))
     )
 
 
