@@ -14,7 +14,8 @@ device, creates them there, or picks CUDA as its device:
   function's device parameter (``def train(n_epoch=100, device="cuda:1"):``), or compared with
   (``if device.type == "cuda":``);
 - ``torch.accelerator.current_accelerator()`` (the device idiom of torch 2.6+: the CUDA device
-  on a GPU machine), ``torch.accelerator.set_device_index(...)``;
+  on a GPU machine), ``torch.accelerator.set_device_index(...)``, and PEFT's
+  ``peft.utils.infer_device()``, the same idiom;
 - ``torch.cuda.set_device(...)``, and ``torch.distributed.init_process_group("nccl")`` (NCCL
   runs on CUDA devices only);
 - ``DistributedDataParallel(model, device_ids=[...])``: device ids are CUDA devices (a CPU
@@ -54,6 +55,9 @@ _PLACING_CALLS = frozenset(
         "torch.accelerator.current_accelerator",
         "torch.accelerator.set_device_index",
         "torch.accelerator.set_device_idx",
+        # PEFT's accelerator idiom: "cuda" on a GPU machine (xpu, npu, mps or cpu elsewhere)
+        "peft.utils.infer_device",
+        "peft.utils.other.infer_device",
     }
 )
 

@@ -198,6 +198,9 @@ _TRANSFORMS = _CASTS | frozenset(
         "transpose", "permute", "contiguous", "clone", "exp", "log", "sqrt", "rsqrt", "sin",
         "cos", "pow", "mul", "add", "sub", "div", "cumsum", "tril", "triu", "neg", "abs",
         "reciprocal", "repeat_interleave", "to_dense", "expand_as", "view_as", "reshape_as",
+        # in-place fills, which draw or write where the tensor is (the noise of a GAN's step:
+        # ``torch.zeros(b, d).uniform_(-1, 1).to(device)``)
+        "uniform_", "normal_", "random_", "bernoulli_", "exponential_", "fill_", "zero_",
     }
 )  # fmt: skip
 # torch functions that compute a tensor from their tensor arguments, on those tensors' device.

@@ -36,6 +36,8 @@ class _Function:
         self.found: list[ast.AST] = []
         self.returned_or_kept: set[str] = set()
         self.returned_at: dict[str, tuple[int, int]] = {}  # name -> (index, tuple length)
+        # names last bound to a transposed tensor (``q = q.permute(0, 2, 1)``)
+        self.transposed: set[str] = set()
         self.sdpa = False
         # Statements in source order; nested functions are their own.
         body = [n for n in _own_nodes(fn) if isinstance(n, ast.stmt)]
@@ -61,22 +63,37 @@ class _Function:
             return "torch.Tensor.softmax"  # x.softmax(dim=-1)
         return name
 
+    def _is_transposed(self, node: ast.expr) -> bool:
+        return _transposed(node) or (isinstance(node, ast.Name) and node.id in self.transposed)
+
+    def _operands(self, call: ast.Call) -> list[ast.expr]:
+        """A product's tensors: an einsum's after its spec, given one by one or as one tuple
+        (``torch.einsum("nct,ncp->ntp", (theta, phi))``)."""
+        if self._qualname(call) != "torch.einsum":
+            return list(call.args)
+        args = call.args[1:]
+        if len(args) == 1 and isinstance(args[0], (ast.Tuple, ast.List)):
+            return list(args[0].elts)
+        return list(args)
+
     def _score_in(self, node: ast.AST) -> ast.AST | None:
-        """The q @ k^T node ``node`` computes from, directly or through a name."""
+        """The q @ k^T node ``node`` computes from, directly or through a name: a product one
+        of whose operands is transposed (``q @ k.transpose(-2, -1)``; ``torch.bmm(q, k)`` after
+        ``q = q.permute(0, 2, 1)``), or an einsum that contracts one axis of both."""
         for sub in subtree(node):
             if (
                 isinstance(sub, ast.BinOp)
                 and isinstance(sub.op, ast.MatMult)
-                and _transposed(sub.right)
+                and (self._is_transposed(sub.right) or self._is_transposed(sub.left))
             ):
                 return sub
             if isinstance(sub, ast.Call) and self._qualname(sub) in _MATMUL:
-                args = sub.args[1:] if self._qualname(sub) == "torch.einsum" else sub.args
+                args = self._operands(sub)
                 if self._qualname(sub) == "torch.einsum" and len(args) == 2:
                     spec = sub.args[0]
                     if isinstance(spec, ast.Constant) and _einsum_scores(str(spec.value)):
                         return sub
-                elif len(args) == 2 and _transposed(args[1]):
+                elif len(args) == 2 and any(self._is_transposed(a) for a in args):
                     return sub
             if isinstance(sub, ast.Name) and sub.id in self.scores:
                 return self.scores[sub.id]
@@ -98,16 +115,15 @@ class _Function:
     def _applied_to_values(self, node: ast.AST) -> ast.AST | None:
         """The score node of ``probs @ v`` (or matmul/bmm/einsum of probs) inside ``node``."""
         for sub in subtree(node):
+            sides: list[ast.expr] = []
             if isinstance(sub, ast.BinOp) and isinstance(sub.op, ast.MatMult):
-                score = self._probs_in(sub.left)
+                sides = [sub.left, sub.right]
+            elif isinstance(sub, ast.Call) and self._qualname(sub) in _MATMUL:
+                sides = self._operands(sub)[:2]  # probs @ v, or v @ probs^T (``bmm(v, w_)``)
+            for side in sides:
+                score = self._probs_in(side)
                 if score is not None:
                     return score
-            if isinstance(sub, ast.Call) and self._qualname(sub) in _MATMUL:
-                operands = sub.args[1:] if self._qualname(sub) == "torch.einsum" else sub.args
-                for a in operands[:1]:
-                    score = self._probs_in(a)
-                    if score is not None:
-                        return score
         return None
 
     def _statement(self, stmt: ast.stmt) -> None:
@@ -139,6 +155,9 @@ class _Function:
         for name in names:
             self.scores.pop(name, None)
             self.probs.pop(name, None)
+            self.transposed.discard(name)
+            if _transposed(value):
+                self.transposed.add(name)
             if probs is not None:
                 self.probs[name] = probs
             elif score is not None:
@@ -338,14 +357,22 @@ def _builds(value: ast.expr, cls: str) -> bool:
 
 
 def _einsum_scores(spec: str) -> bool:
-    """An einsum that contracts the last axis of two operands into a square-ish score:
-    ``"bhqd,bhkd->bhqk"``."""
+    """An einsum that contracts one axis of two operands into a score of the queries' rank:
+    ``"bhqd,bhkd->bhqk"``, ``"bct,bcs->bts"`` (the head axis in the middle), ``"bhid,bjd->bhij"``
+    (keys shared by the heads)."""
     spec = spec.replace(" ", "")
     if "->" not in spec or spec.count(",") != 1:
         return False
     inputs, out = spec.split("->")
     a, b = inputs.split(",")
-    return bool(a) and bool(b) and a[-1] == b[-1] and a[-1] not in out and len(out) == len(a)
+    contracted = (set(a) & set(b)) - set(out)
+    return (
+        bool(a)
+        and bool(b)
+        and len(out) == max(len(a), len(b))
+        and len(contracted) == 1
+        and set(out) <= set(a) | set(b)
+    )
 
 
 def _own_nodes(fn: ast.AST) -> Iterator[ast.AST]:
@@ -408,9 +435,11 @@ HAND_WRITTEN_ATTENTION = Rule(
     doc="""\
 ## What it does
 Flags attention computed by hand in one function: scores from a matrix product with a
-transposed key (`q @ k.transpose(-2, -1)`, `torch.matmul`, `torch.bmm`, or an `einsum` that
-contracts the head dimension), a softmax of those scores, and the product of the
-probabilities with the values. Reported at the scores.
+transposed operand (`q @ k.transpose(-2, -1)`, `torch.matmul`, `torch.bmm`, also after
+`q = q.permute(0, 2, 1)` in the same function), or an `einsum` that contracts one axis of
+both (`"bhqd,bhkd->bhqk"`, `"bct,bcs->bts"`, its operands given one by one or as a tuple), a
+softmax of those scores, and the product of the probabilities with the values, on either side
+(`probs @ v`, `torch.bmm(v, probs)`). Reported at the scores.
 
 Not reported where the same function also calls `F.scaled_dot_product_attention` (the hand
 path is then a fallback for old torch versions, as in nanoGPT), or where the attention weights

@@ -55,10 +55,20 @@ _BENCHMARK = "torch.backends.cudnn.benchmark"
 _CHOOSING_CALLS = {"torch.backends.cudnn.flags", "torch.backends.cudnn.set_flags"}
 
 
+# Tests that every CUDA run passes: a setting under them is the setting of every CUDA run.
+_CUDA_CHECKS = frozenset({"torch.cuda.is_available", "torch.backends.cudnn.is_available"})
+
+
 def _only_in_a_branch(ctx: FileContext, node: ast.AST) -> bool:
     """The statement sits in an ``if`` (``if args.seed is not None: cudnn.benchmark = False``):
-    a choice for that case, not for the default run."""
-    return any(isinstance(a, ast.If) for a in ctx.ancestors(node))
+    a choice for that case, not for the default run. ``if torch.cuda.is_available():`` is no
+    such choice: every run this rule is about takes it (issue 32: tutorial notebooks that ask
+    for determinism there)."""
+    return any(
+        isinstance(a, ast.If)
+        and not (isinstance(a.test, ast.Call) and ctx.names.qualname(a.test.func) in _CUDA_CHECKS)
+        for a in ctx.ancestors(node)
+    )
 
 
 def chooses_cudnn_setup(ctx: FileContext) -> bool:
@@ -175,7 +185,8 @@ file sets the auto-tuner itself or the model handed over is a small one (below).
 
 The file is not flagged when it sets `benchmark` at all (`False` or an expression is a
 decision, for instance for inputs whose shape changes every step; but `benchmark = False` or
-`deterministic = True` inside an `if`, such as a seeded-run branch, decides only that case), asks
+`deterministic = True` inside an `if`, such as a seeded-run branch, decides only that case;
+an `if torch.cuda.is_available():` is taken by every CUDA run, so it decides them all), asks
 for reproducibility
 (`torch.backends.cudnn.deterministic = True`, `torch.use_deterministic_algorithms(True)`),
 turns cuDNN off, uses `torch.backends.cudnn.flags(...)`, or calls anything with

@@ -327,7 +327,15 @@ _AUTOCASTS = frozenset(
 # The file runs in reduced precision some other way, or through a framework that may: cannot tell.
 _OTHER_PRECISION_ATTRS = frozenset({"half", "bfloat16", "float16"})
 # NVIDIA's apex: ``amp.initialize(model, optimizer, opt_level="O2")`` casts the model itself.
-_FRAMEWORKS = ("accelerate", "lightning", "pytorch_lightning", "deepspeed", "transformers", "apex")
+_FRAMEWORKS = ("accelerate", "lightning", "pytorch_lightning", "deepspeed", "apex")
+# Transformers manages precision through its trainers (``TrainingArguments(bf16=True)``, also
+# ``Seq2SeqTrainer``, TRL's ``SFTTrainer``); a loop of the file's own over a model loaded with
+# ``from_pretrained`` runs in the dtype it was loaded in: float32 unless a keyword below says
+# otherwise (issue 32: fourteen float32 fine-tuning loops of PEFT's examples went unreported).
+_TRAINER_SUFFIXES = ("Trainer", "TrainingArguments")
+_LOADED_REDUCED = frozenset({"load_in_8bit", "load_in_4bit", "quantization_config"})
+_LOADED_DTYPE = frozenset({"torch_dtype", "dtype"})
+_FLOAT32 = frozenset({"torch.float32", "torch.float"})
 
 
 _AUTOCAST_TEXT = re.compile(rb"autocast", re.I)
@@ -347,11 +355,30 @@ def _manages_precision(ctx: FileContext) -> bool:
     imported = ctx.names.bindings.values()
     if any(path.split(".")[0] in _FRAMEWORKS for path in imported):
         return True
+    if any(path.split(".")[0] == "transformers" for path in imported) and _trains_reduced(ctx):
+        return True
     return any(
         ctx.names.qualname(n) in _AUTOCASTS
         for n in ctx.nodes
         if isinstance(n, (ast.Name, ast.Attribute))
     )
+
+
+def _trains_reduced(ctx: FileContext) -> bool:
+    """A file that uses Transformers trains in reduced precision, or may: it hands training to
+    a trainer, or loads a model quantized or in a dtype other than float32 (``"auto"`` and a
+    dtype from an option included)."""
+    for path in ctx.names.bindings.values():
+        if path.startswith(("transformers.", "trl.")) and path.endswith(_TRAINER_SUFFIXES):
+            return True
+    for node in ctx.of_type(ast.keyword):
+        if node.arg in _LOADED_REDUCED and not is_const(node.value, False):
+            return True
+        if node.arg in _LOADED_DTYPE and not (
+            ctx.names.qualname(node.value) in _FLOAT32 or is_const(node.value, "float32")
+        ):
+            return True
+    return False
 
 
 # FSDP's mixed precision (``fully_shard(model, mp_policy=MixedPrecisionPolicy(param_dtype=
@@ -535,7 +562,11 @@ CUDA_LOOP_WITHOUT_AUTOCAST = Rule(
 ## What it does
 Flags the first training loop of a file that trains on CUDA and never uses `torch.autocast`
 (nor `.half()` / `.bfloat16()` / float16 dtypes, nor a framework that manages precision:
-Accelerate, Lightning, DeepSpeed, Transformers, NVIDIA's apex; nor a call of a helper named
+Accelerate, Lightning, DeepSpeed, NVIDIA's apex, Transformers' trainers (`Trainer`,
+`TrainingArguments`, TRL's `SFTTrainer`); nor a Transformers model loaded quantized
+(`load_in_8bit`, `quantization_config`) or in a dtype other than float32 (`torch_dtype=`,
+`"auto"` included): a loop of the file's own over a model `from_pretrained` loads in float32
+is reported; nor a call of a helper named
 for autocast, such as open_clip's `get_autocast(args.precision)`; nor FSDP's mixed-precision
 policy, `MixedPrecisionPolicy(param_dtype=...)` or `MixedPrecision(...)`, built in the file or
 in a project function it calls, such as a `parallelize_model()`). Not

@@ -428,6 +428,8 @@ def _formatted_tensors(node: ast.AST, tensors: TensorFacts) -> Iterator[ast.expr
             and isinstance(func.value.value, str)
         ):
             yield from (a for a in node.args if tensors.on_device(a))
+        elif isinstance(func, ast.Attribute) and func.attr in _PROGRESS_POSTFIX:
+            yield from (v for v in _postfix_values(node) if tensors.on_device(v))
     elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod) and _text(node.left):
         parts = node.right.elts if isinstance(node.right, ast.Tuple) else [node.right]
         for part in parts:
@@ -435,6 +437,20 @@ def _formatted_tensors(node: ast.AST, tensors: TensorFacts) -> Iterator[ast.expr
             value = part.value if isinstance(part, ast.Starred) else part
             if tensors.on_device(value):
                 yield value
+
+
+# tqdm's progress-bar postfix: every value that is not a number or a string goes through
+# ``str()`` (``pbar.set_postfix(loss=loss)`` prints the tensor, on every step it is called).
+_PROGRESS_POSTFIX = frozenset({"set_postfix", "set_postfix_str"})
+
+
+def _postfix_values(call: ast.Call) -> list[ast.expr]:
+    """The values a postfix call formats: its keywords, its positional argument, and the values
+    of a dict given there (``set_postfix({"loss": loss})``)."""
+    out = [k.value for k in call.keywords if k.arg is not None]
+    for arg in call.args[:1]:
+        out += list(arg.values) if isinstance(arg, ast.Dict) else [arg]
+    return out
 
 
 def _text(node: ast.expr) -> bool:
@@ -477,8 +493,10 @@ TENSOR_FORMATTED_IN_LOOP = Rule(
     technique="avoid-syncs",
     doc=f"""\
 ## What it does
-Flags a tensor passed to `print`, `str`, `repr`, `str.format` or `%`, or placed in an f-string,
-inside a training loop, unless a logging cadence (`if step % N == 0:`) gates it.
+Flags a tensor passed to `print`, `str`, `repr`, `str.format` or `%`, placed in an f-string,
+or given to a tqdm progress bar's `set_postfix` (`pbar.set_postfix(loss=loss)`: tqdm formats
+every value that is not a number with `str()`), inside a training loop, unless a logging
+cadence (`if step % N == 0:`) gates it.
 
 {SMALL_MODELS_DOC}
 

@@ -1,0 +1,196 @@
+"""Classes issue 32's twelfth change set showed (huggingface/peft's examples, rasbt's
+deeplearning-models notebooks, CompVis/latent-diffusion, facebookresearch/SlowFast; judged before
+any rule changed against it). Each fixture has the shape of the code it is cut from, shortened;
+each test fails on the rules before the change and keeps the old answer where the shape differs
+in what matters."""
+
+from __future__ import annotations
+
+import textwrap
+
+from torchpace.lint import RULES, FileResult, lint_source
+
+
+def _findings(source: str, select: str | None = None) -> list[tuple[str, int]]:
+    result = lint_source("train.py", textwrap.dedent(source).encode(), RULES)
+    assert isinstance(result, FileResult), result
+    return [
+        (f.code, f.location.line) for f in result.findings if select is None or f.code == select
+    ]
+
+
+# The shape of PEFT's sequence-classification notebooks (Apache-2.0): a float32 model from
+# Transformers, fine-tuned by a loop of the file's own on the device PEFT's helper picks.
+FINE_TUNE = """
+import torch
+from torch.optim import AdamW
+from peft.utils import infer_device
+from transformers import AutoModelForSequenceClassification{imports}
+
+device = infer_device()
+model = AutoModelForSequenceClassification.from_pretrained("roberta-large"{load})
+optimizer = AdamW(model.parameters(), lr=1e-3)
+
+
+def train(loader):
+    model.to(device)
+    for epoch in range(3):
+        model.train()
+        for step, batch in enumerate(loader):
+            batch.to(device)
+            loss = model(**batch).loss
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+"""
+
+
+def _fine_tune(imports: str = "", load: str = "") -> str:
+    return FINE_TUNE.format(imports=imports, load=load)
+
+
+def test_a_float32_transformers_model_in_a_loop_of_the_files_own_gets_autocast_advice() -> None:
+    assert _findings(_fine_tune(), "TP302") == [("TP302", 16)]
+
+
+def test_transformers_still_manages_precision_through_its_trainer_or_a_reduced_load() -> None:
+    # handed to the Trainer: TrainingArguments(bf16=True) decides
+    assert _findings(_fine_tune(imports=", Trainer, TrainingArguments"), "TP302") == []
+    # loaded quantized, or in a dtype of the model's own or an option's
+    for load in (
+        ", load_in_8bit=True",
+        ", quantization_config=bnb",
+        ', torch_dtype="auto"',
+        ", torch_dtype=args.dtype",
+    ):
+        assert _findings(_fine_tune(load=load), "TP302") == [], load
+    # float32, said out loud, is still float32
+    assert _findings(_fine_tune(load=", torch_dtype=torch.float32"), "TP302") == [("TP302", 16)]
+
+
+# The shape of rasbt's MNIST GAN notebooks (MIT): the generator's noise drawn on the host each
+# step (an in-place fill of a host tensor), then copied; cuDNN's determinism asked for on every
+# CUDA run.
+GAN = """
+import torch
+from torch import nn
+
+device = torch.device("cuda:0" if torch.cuda.is_available() else "cpu")
+if torch.cuda.is_available():
+    torch.backends.cudnn.deterministic = True
+
+model = nn.Sequential(nn.Conv2d(1, 64, 3), nn.Flatten(), nn.LazyLinear(1)).to(device)
+optimizer = torch.optim.Adam(model.parameters())
+
+
+def train(loader, latent):
+    for epoch in range(10):
+        for features, targets in loader:
+            features = features.to(device)
+            z = torch.zeros((targets.size(0), latent)).uniform_(-1.0, 1.0).to(device)
+            w = torch.empty(targets.size(0)).normal_().to(device)
+            loss = model(features).mean() + (z.sum() + w.sum()) * 0
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+"""
+
+
+def test_noise_filled_in_place_on_the_host_then_moved_is_found() -> None:
+    assert _findings(GAN, "TP207") == [("TP207", 17), ("TP207", 18)]
+
+
+def test_determinism_asked_for_under_a_cuda_check_decides_every_cuda_run() -> None:
+    assert _findings(GAN, "TP303") == []
+    # under a seeded-run branch it still decides only that case
+    seeded = GAN.replace("if torch.cuda.is_available():", "if args.seed is not None:")
+    assert _findings(seeded, "TP303") == [("TP303", 9)]
+
+
+# The shape of PEFT's multitask prompt-tuning notebook (Apache-2.0): the loss tensor handed to a
+# tqdm progress bar on every step.
+POSTFIX = """
+import torch
+from tqdm import tqdm
+
+device = "cuda"
+
+
+def train(model, optimizer, loader):
+    bar = tqdm(loader)
+    for step, batch in enumerate(bar):
+        batch = {k: v.to(device) for k, v in batch.items()}
+        loss = model(**batch).loss
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        bar.set_postfix(train_loss=loss)
+        bar.set_postfix({"loss": loss})
+        bar.set_postfix(step=step, lr=0.1)
+        if step % 100 == 0:
+            bar.set_postfix(train_loss=loss)
+"""
+
+
+def test_a_tensor_given_to_a_progress_bars_postfix_is_formatted_every_step() -> None:
+    # numbers are formatted as numbers (line 18); a logging cadence gates the last (line 20)
+    assert _findings(POSTFIX, "TP202") == [("TP202", 16), ("TP202", 17)]
+
+
+# The shapes of latent-diffusion's AttnBlock and QKVAttentionLegacy and SlowFast's Non-local
+# block (MIT, Apache-2.0): attention with the transpose done ahead (a permuted query), the head
+# axis contracted in the middle of an einsum, and an einsum given its operands as one tuple.
+ATTENTION = """
+import torch
+from torch import nn
+
+
+class AttnBlock(nn.Module):
+    def forward(self, q, k, v):
+        b, c, h, w = q.shape
+        q = q.reshape(b, c, h * w)
+        q = q.permute(0, 2, 1)
+        k = k.reshape(b, c, h * w)
+        w_ = torch.bmm(q, k)
+        w_ = w_ * (int(c) ** (-0.5))
+        w_ = torch.nn.functional.softmax(w_, dim=2)
+        v = v.reshape(b, c, h * w)
+        w_ = w_.permute(0, 2, 1)
+        return torch.bmm(v, w_).reshape(b, c, h, w)
+
+
+class QKVAttentionLegacy(nn.Module):
+    def forward(self, q, k, v):
+        weight = torch.einsum("bct,bcs->bts", q, k)
+        weight = torch.softmax(weight.float(), dim=-1).type(weight.dtype)
+        return torch.einsum("bts,bcs->bct", weight, v)
+
+
+class Nonlocal(nn.Module):
+    def forward(self, theta, phi, g):
+        theta_phi = torch.einsum("nct,ncp->ntp", (theta, phi))
+        theta_phi = nn.functional.softmax(theta_phi, dim=2)
+        return torch.einsum("ntg,ncg->nct", (theta_phi, g))
+
+
+class SharedKeys(nn.Module):
+    def forward(self, q, k, v):
+        sim = torch.einsum("b h i d, b j d -> b h i j", q, k)
+        return torch.einsum("b h i j, b j d -> b h i d", sim.softmax(dim=-1), v)
+
+
+class Pooling(nn.Module):
+    def forward(self, x, w):
+        scores = torch.matmul(x, w)
+        return torch.matmul(torch.softmax(scores, dim=-1), x)
+"""
+
+
+def test_attention_with_the_transpose_done_ahead_or_the_head_axis_inside_is_found() -> None:
+    assert _findings(ATTENTION, "TP307") == [
+        ("TP307", 12),
+        ("TP307", 22),
+        ("TP307", 29),
+        ("TP307", 36),
+    ]
+    # a product of two plain operands, neither transposed, is no score (line 42)
