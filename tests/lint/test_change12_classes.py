@@ -6,8 +6,13 @@ in what matters."""
 
 from __future__ import annotations
 
+import json
 import textwrap
+from pathlib import Path
 
+import pytest
+
+from torchpace.cli import main
 from torchpace.lint import RULES, FileResult, lint_source
 
 
@@ -194,3 +199,74 @@ def test_attention_with_the_transpose_done_ahead_or_the_head_axis_inside_is_foun
         ("TP307", 36),
     ]
     # a product of two plain operands, neither transposed, is no score (line 42)
+
+
+# The shape of SlowFast's tools/train_net.py and slowfast/datasets/loader.py (Apache-2.0): the
+# training loader comes from a function of another module of the project, which binds one of
+# several DataLoader calls and returns it; the script re-iterates it every epoch on CUDA.
+SLOWFAST_LOADER = """
+import torch
+
+
+def construct_loader(cfg, split):
+    dataset = build_dataset(cfg, split)
+    if isinstance(dataset, torch.utils.data.IterableDataset):
+        loader = torch.utils.data.DataLoader(dataset, batch_size=8, num_workers=cfg.WORKERS)
+    else:
+        loader = torch.utils.data.DataLoader(
+            dataset, batch_size=8, shuffle=True, num_workers=cfg.WORKERS
+        )
+    return loader
+
+
+def build_dataset(cfg, split):
+    return list(range(10))
+"""
+
+SLOWFAST_TRAIN = """
+import torch
+from slowfast.datasets import loader
+
+
+def train_epoch(train_loader, model, optimizer):
+    for inputs, labels in train_loader:
+        inputs, labels = inputs.cuda(), labels.cuda()
+        loss = torch.nn.functional.cross_entropy(model(inputs), labels)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+
+def train(cfg, model, optimizer):
+    model = model.cuda()
+    train_loader = loader.construct_loader(cfg, "train")
+    for epoch in range(cfg.EPOCHS):
+        train_epoch(train_loader, model, optimizer)
+"""
+
+
+def test_a_loader_another_project_file_builds_and_the_script_reiterates_is_reported_there(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "slowfast" / "datasets").mkdir(parents=True)
+    (tmp_path / "slowfast" / "__init__.py").write_text("")
+    (tmp_path / "slowfast" / "datasets" / "__init__.py").write_text("")
+    (tmp_path / "slowfast" / "datasets" / "loader.py").write_text(textwrap.dedent(SLOWFAST_LOADER))
+    (tmp_path / "tools").mkdir()
+    (tmp_path / "tools" / "train_net.py").write_text(textwrap.dedent(SLOWFAST_TRAIN))
+    # the whole rule set: the script's loops are read when a loop rule runs on it
+    main(["lint", "--format", "json", "."])
+    found = {(f["path"], f["line"], f["code"]) for f in json.loads(capsys.readouterr().out)}
+    assert {f for f in found if f[2] == "TP104"} == {
+        ("slowfast/datasets/loader.py", 8, "TP104"),
+        ("slowfast/datasets/loader.py", 10, "TP104"),
+    }
+    # iterated once (no epoch loop around it), the workers start once
+    once = textwrap.dedent(SLOWFAST_TRAIN).replace(
+        "for epoch in range(cfg.EPOCHS):\n        train_epoch",
+        "if cfg.EPOCHS:\n        train_epoch",
+    )
+    (tmp_path / "tools" / "train_net.py").write_text(once)
+    main(["lint", "--format", "json", "."])
+    assert [f for f in json.loads(capsys.readouterr().out) if f["code"] == "TP104"] == []

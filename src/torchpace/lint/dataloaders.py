@@ -34,6 +34,7 @@ from collections.abc import Callable, Iterator
 from torchpace.lint.device import moves_to_a_device
 from torchpace.lint.engine import is_notebook
 from torchpace.lint.loops import (
+    DATALOADERS,
     EVAL_NAME,
     ITER_WRAPPERS,
     SUBGRAPH_LOADERS,
@@ -327,6 +328,49 @@ def _returned_loaders(ctx: FileContext, name: str) -> list[ast.Call]:
     return _loaders_by_name(ctx).get(name, [])
 
 
+def built_loaders(ctx: FileContext, function: Function) -> list[ast.Call]:
+    """The DataLoader calls ``function`` returns: ``return DataLoader(...)``, or ``return
+    loader`` where the function binds ``loader`` only to DataLoader calls (SlowFast's
+    ``construct_loader``, one call per kind of dataset)."""
+    found = returned_loaders(function, ctx.names)
+    for value in returned(function):
+        if isinstance(value, ast.Name):
+            bound = bound_in(ctx, value.id, function) or []
+            if bound and all(
+                isinstance(v, ast.Call) and ctx.names.qualname(v.func) in DATALOADERS for v in bound
+            ):
+                found += [v for v in bound if isinstance(v, ast.Call)]
+    return found
+
+
+def iterated_values(ctx: FileContext, loop: ast.For | ast.AsyncFor) -> list[ast.expr]:
+    """What the loader ``loop`` iterates may be bound to: the values the name its header
+    iterates is assigned in its scope, and those of the names each call of its function in this
+    file passes for it (``train_epoch(train_loader, ...)`` after ``train_loader = build(...)``;
+    a rebinding elsewhere, ``(model, train_loader) = build_trainer(cfg)``, adds nothing)."""
+    name = dotted(iterated(loop.iter))
+    if name is None:
+        return []
+    scope = ctx.enclosing_scope(loop)
+    values = _assigned_in(ctx, name, scope)
+    if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)) and name in parameter_names(
+        scope
+    ):
+        for given in passed_for(ctx, scope, name) or ():
+            outer = dotted(given) if given is not None else None
+            if given is not None and outer is not None:
+                values += _assigned_in(ctx, outer, ctx.enclosing_scope(given))
+    return values
+
+
+def _assigned_in(ctx: FileContext, name: str, scope: ast.AST) -> list[ast.expr]:
+    return [
+        value
+        for target, value in assignments(n for n in subtree(scope) if isinstance(n, ast.Assign))
+        if target == name and ctx.enclosing_scope(value) is scope
+    ]
+
+
 @per_file
 def _loaders_by_name(ctx: FileContext) -> dict[str, list[ast.Call]]:
     """Each name bound to the result of a function of this file that returns DataLoaders."""
@@ -339,7 +383,7 @@ def _loaders_by_name(ctx: FileContext) -> dict[str, list[ast.Call]]:
         callee = value.func.id
         if callee not in built:
             built[callee] = [
-                r for f in facts.functions.get(callee, ()) for r in returned_loaders(f, ctx.names)
+                r for f in facts.functions.get(callee, ()) for r in built_loaders(ctx, f)
             ]
         if built[callee]:
             found.setdefault(target, []).extend(built[callee])

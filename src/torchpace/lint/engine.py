@@ -308,6 +308,7 @@ def calls_out(ctx: FileContext) -> tuple[tuple[str, str], ...]:
     out = handed if cuda else []
     if not analysed:
         return tuple(dict.fromkeys(out))
+    out += _epoch_loader_factories(ctx)
     instances = ctx.loops.instances
     for node, _ in ctx.loops.hot.values():
         if not isinstance(node, ast.Call):
@@ -340,6 +341,31 @@ def calls_out(ctx: FileContext) -> tuple[tuple[str, str], ...]:
 
 # calls_out's module for a method a subclass in another file may override: "Class.method".
 SUBCLASS = "@subclass"
+# calls_out's prefix for a function of another module whose loader a training loop of this file
+# iterates once per epoch (``train_loader = loader.construct_loader(cfg, "train")``, then
+# ``for epoch ...: train_epoch(train_loader, ...)``): TP104 reads the loaders it builds.
+EPOCH_LOADER = "@epoch-loader:"
+
+
+def _epoch_loader_factories(ctx: FileContext) -> list[tuple[str, str]]:
+    """(module, EPOCH_LOADER + function) for each imported function whose result a repeated
+    training loop of the file iterates."""
+    from torchpace.lint.dataloaders import iterated_values
+
+    if not ctx.loops.repeated:
+        return []
+    out = []
+    for loop in ctx.of_type(ast.For, ast.AsyncFor):
+        if id(loop) not in ctx.loops.repeated:
+            continue
+        if not ctx.loops.is_step_loop(loop, ctx.enclosing_scope(loop)):
+            continue
+        for value in iterated_values(ctx, loop):
+            target = ctx.names.import_path(value.func) if isinstance(value, ast.Call) else None
+            if target is not None and "." in target and not target.startswith("torch."):
+                module, function = target.rsplit(".", 1)
+                out.append((module, EPOCH_LOADER + function))
+    return out
 
 
 def _class_of(ctx: FileContext, node: ast.AST) -> str | None:

@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TypeVar
 
-from torchpace.lint.engine import MAX_PYTHON_BYTES, SUBCLASS, parse
+from torchpace.lint.engine import EPOCH_LOADER, MAX_PYTHON_BYTES, SUBCLASS, parse
 from torchpace.lint.imports import Resolver
 from torchpace.lint.loops import dotted
 from torchpace.lint.results import FileResult
@@ -88,9 +88,10 @@ def step_callees(results: Sequence[FileResult]) -> dict[str, frozenset[str]]:
                 continue
             target = _module_file(module, Path(r.path), linted)
             if target is not None and target != _key(r.path):
-                head, dot, rest = function.partition(".")
+                kind = EPOCH_LOADER if function.startswith(EPOCH_LOADER) else ""
+                head, dot, rest = function.removeprefix(kind).partition(".")
                 target, head = _defining(target, head, linted, sources)
-                found[target].add(head + dot + rest)
+                found[target].add(kind + head + dot + rest)
     _add_submodule_forwards(found, linted)
     if hooks:
         # a module-level ``class X(... Base ...)`` naming one of the classes: the cheap test

@@ -10,6 +10,7 @@ from torchpace.lint.dataloaders import (
     SMALL_IMAGE_SIDE,
     TENSOR_DATASETS,
     Unknown,
+    built_loaders,
     feeds_training,
     graph_on_device,
     iterated_loader_calls,
@@ -19,6 +20,7 @@ from torchpace.lint.dataloaders import (
     yields_device_tensors,
 )
 from torchpace.lint.device import may_use_accelerator, uses_cuda
+from torchpace.lint.engine import EPOCH_LOADER
 from torchpace.lint.loops import (
     DATALOADERS,
     PINS_ON_CUDA,
@@ -591,6 +593,16 @@ def _epoch_hooks(ctx: FileContext) -> Iterator[ast.Call]:
         yield from returned_loaders(function, ctx.names)
 
 
+def _epoch_factories(ctx: FileContext) -> Iterator[ast.Call]:
+    """The DataLoaders built by the functions of this file whose loader another file's training
+    loop iterates once per epoch (``lint.project``: SlowFast's ``construct_loader``, called by
+    ``tools/train_net.py``)."""
+    for entry in ctx.entries:
+        if entry.startswith(EPOCH_LOADER):
+            for function in ctx.loops.functions.get(entry.removeprefix(EPOCH_LOADER), ()):
+                yield from built_loaders(ctx, function)
+
+
 def _engine_runs(ctx: FileContext) -> Iterator[ast.Call]:
     """The DataLoaders an Ignite training engine runs for several epochs
     (``trainer.run(train_loader, max_epochs=10)``): its ``run`` iterates the loader once per
@@ -629,12 +641,15 @@ def _check_workers_not_persistent(ctx: FileContext) -> Iterator[Report]:
     # where the guides' change is not for a GPU training run (issue 32's verdict rules; TP101
     # is silent there too). A framework's loop (Lightning, Ignite) picks its own device.
     here = set(map(id, reiterated)) if reiterated and not may_use_accelerator(ctx) else set()
-    for call in dict.fromkeys([*reiterated, *_epoch_hooks(ctx), *_engine_runs(ctx)]):
+    factories = _epoch_factories(ctx)
+    for call in dict.fromkeys([*reiterated, *_epoch_hooks(ctx), *_engine_runs(ctx), *factories]):
         if id(call) in here or not feeds_training(ctx, call):
             continue
         workers = loader_argument(ctx, call, "num_workers", _NUM_WORKERS_POSITION)
         if not isinstance(workers, ast.expr) or not _some_workers(ctx, workers):
             continue
+        if _zero_unless_given(ctx, workers):
+            continue  # ``def create_dataloader(..., num_workers=0)``: none unless asked for
         persistent = loader_argument(ctx, call, "persistent_workers", 99)
         if persistent is None or (
             isinstance(persistent, ast.expr)
@@ -654,12 +669,17 @@ Flags a `DataLoader` with `num_workers` above 0 and no `persistent_workers=True`
 iterated inside another loop, such as an epoch loop: by its name (also through a progress bar
 bound to it, `pbar = tqdm(loader)`), in a function of the same
 file that the epoch loop hands it to (`train_one_epoch(model, train_loader)`), when a function
-of the file built and returned it, as the loader a Lightning `train_dataloader()` hook
+of the file built and returned it (`return DataLoader(...)`, or `return loader` bound only
+to DataLoader calls), when a function of another project file built and returned it
+(`train_loader = loader.construct_loader(cfg, "train")` in a training script that re-iterates
+it: reported in the file that builds it), as the loader a Lightning `train_dataloader()` hook
 returns, which the Trainer iterates every epoch (unless `max_epochs=1`), or as the loader an
 Ignite training engine runs for several epochs (`trainer.run(train_loader, max_epochs=10)`,
 `trainer` built by `Engine(step)` or `create_supervised_trainer`). The count is a literal,
 the default of an option or config field declared in the same file, or an option defined
-elsewhere. An option this file declares with the default 0 is left alone: there are no workers
+elsewhere. An option this file declares with the default 0, or a parameter of the function
+that builds the loader whose default is 0 (`def create_dataloader(..., num_workers=0)`), is
+left alone: there are no workers
 to keep, and `persistent_workers=True` with 0 workers raises (TP101 reports it instead). Not in
 a file that runs on the CPU only and re-iterates the loader in its own loops: there the run is
 on the CPU (a loader a Lightning hook returns or an Ignite engine runs is still reported: the
