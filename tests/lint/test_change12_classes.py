@@ -270,3 +270,73 @@ def test_a_loader_another_project_file_builds_and_the_script_reiterates_is_repor
     (tmp_path / "tools" / "train_net.py").write_text(once)
     main(["lint", "--format", "json", "."])
     assert [f for f in json.loads(capsys.readouterr().out) if f["code"] == "TP104"] == []
+
+
+# The shape of rasbt's LLMs-from-scratch create_dataloader_v1 (Apache-2.0): the loader is built
+# and returned by a function of the file, whose num_workers parameter defaults to 0.
+RETURNED_LOADER = """
+import torch
+from torch.utils.data import DataLoader
+
+
+def create_dataloader(data, batch_size=4, shuffle=True, num_workers={default}):
+    dataloader = DataLoader(data, batch_size=batch_size, shuffle=shuffle, num_workers=num_workers)
+    return dataloader
+
+
+def train(model, optimizer, data, epochs):
+    model.to("cuda")
+    train_loader = create_dataloader(data)
+    for epoch in range(epochs):
+        for x, y in train_loader:
+            loss = model(x.to("cuda"), y.to("cuda"))
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+"""
+
+
+def test_a_loader_returned_through_a_name_is_followed_and_a_zero_default_has_no_workers() -> None:
+    assert _findings(RETURNED_LOADER.format(default=4), "TP104") == [("TP104", 7)]
+    assert _findings(RETURNED_LOADER.format(default=0), "TP104") == []
+
+
+# The shapes of timm's EfficientFormerV2 and CaiT attention and DeiT's PatchConvNet pooling
+# (Apache-2.0): talking heads mix the heads' maps through modules before and after the softmax,
+# which SDPA cannot take; an nn.Identity hook point leaves the map as it is.
+TALKING_HEADS = """
+import torch
+from torch import nn
+
+
+class TalkingHeads(nn.Module):
+    def __init__(self, heads):
+        super().__init__()
+        self.talking_head1 = nn.Conv2d(heads, heads, 1)
+        self.proj_w = nn.Linear(heads, heads)
+
+    def forward(self, q, k, v):
+        attn = (q @ k.transpose(-2, -1)) * 0.125
+        attn = self.talking_head1(attn)
+        attn = attn.softmax(dim=-1)
+        attn = self.proj_w(attn.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
+        return attn @ v
+
+
+class Pooled(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.id = nn.Identity()
+        self.attn_drop = nn.Dropout(0.1)
+
+    def forward(self, q, k, v):
+        attn = q @ k.transpose(-2, -1)
+        attn = self.id(attn)
+        attn = attn.softmax(dim=-1)
+        attn = self.attn_drop(attn)
+        return attn @ v
+"""
+
+
+def test_talking_heads_are_not_sdpa_but_an_identity_or_dropout_on_the_map_is() -> None:
+    assert _findings(TALKING_HEADS, "TP307") == [("TP307", 27)]

@@ -31,6 +31,7 @@ class _Function:
 
     def __init__(self, ctx: FileContext, fn: ast.AST) -> None:
         self.ctx = ctx
+        self.fn = fn
         self.scores: dict[str, ast.AST] = {}  # name -> the q @ k^T node it comes from
         self.probs: dict[str, ast.AST] = {}
         self.found: list[ast.AST] = []
@@ -38,6 +39,8 @@ class _Function:
         self.returned_at: dict[str, tuple[int, int]] = {}  # name -> (index, tuple length)
         # names last bound to a transposed tensor (``q = q.permute(0, 2, 1)``)
         self.transposed: set[str] = set()
+        # the map goes through a module of the model's own (``attn = self.talking_head1(attn)``)
+        self.transformed = False
         self.sdpa = False
         # Statements in source order; nested functions are their own.
         body = [n for n in _own_nodes(fn) if isinstance(n, ast.stmt)]
@@ -143,6 +146,8 @@ class _Function:
         kinds = (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Expr, ast.Return)
         if value is None or not isinstance(stmt, kinds):
             return
+        if self._transforms_map(value):
+            self.transformed = True
         hit = self._applied_to_values(value)
         if hit is not None and hit not in self.found:
             self.found.append(hit)
@@ -165,9 +170,40 @@ class _Function:
         if kept and probs is not None:
             self.returned_or_kept.add("<attribute>")
 
+    def _transforms_map(self, value: ast.expr) -> bool:
+        """``self.talking_head1(attn)``: a module of the model's own applied to the scores or
+        the probabilities, other than dropout (SDPA's ``dropout_p``) or a softmax."""
+        for call in subtree(value):
+            if not isinstance(call, ast.Call):
+                continue
+            name = dotted(call.func) or ""
+            last = name.rsplit(".", 1)[-1].lower()
+            if not name.startswith("self.") or "drop" in last or "softmax" in last:
+                continue
+            if name.count(".") == 1 and name[5:] in self._identities():
+                continue  # ``self.id = nn.Identity()``: a hook point, the map unchanged
+            if any(self._score_in(a) or self._probs_in(a) for a in call.args):
+                return True  # also CaiT's ``self.proj_l(attn.permute(0, 2, 3, 1))``
+        return False
+
+    def _identities(self) -> set[str]:
+        """The attributes the class of this function binds to ``nn.Identity()``."""
+        cls = next((a for a in self.ctx.ancestors(self.fn) if isinstance(a, ast.ClassDef)), None)
+        if cls is None:
+            return set()
+        return {
+            target[5:]
+            for target, value in assignments(n for n in subtree(cls) if isinstance(n, ast.Assign))
+            if target.startswith("self.")
+            and isinstance(value, ast.Call)
+            and self.ctx.names.qualname(value.func) == "torch.nn.Identity"
+        }
+
     def reports(self, fn: ast.AST) -> list[ast.AST]:
         if self.sdpa:
             return []  # the hand-written path is the fallback beside a fused one (nanoGPT)
+        if self.transformed:
+            return []  # talking heads: SDPA takes an additive mask and dropout, no module
         if "<attribute>" in self.returned_or_kept:
             return []  # the weights are kept: the fused kernels do not return them
         returned = self.returned_or_kept & set(self.probs)
@@ -441,19 +477,20 @@ both (`"bhqd,bhkd->bhqk"`, `"bct,bcs->bts"`, its operands given one by one or as
 softmax of those scores, and the product of the probabilities with the values, on either side
 (`probs @ v`, `torch.bmm(v, probs)`). Reported at the scores.
 
-Not reported where the same function also calls `F.scaled_dot_product_attention` (the hand
-path is then a fallback for old torch versions, as in nanoGPT), or where the attention weights
-are kept on an attribute or returned to a caller that may want them (the fused kernels do not
-return them). Returned weights are followed up through the callers in the same file (the
-multi-head module, the layer, the model, including layers iterated from an `nn.ModuleList`):
-where every caller drops them (`x, attn = layer(x)` and `attn` never read), it is reported;
-also through a list the layers' maps are appended to and that is only returned
+Not reported where the same function also calls `F.scaled_dot_product_attention` (the hand path
+is then a fallback for old torch versions, as in nanoGPT), where the scores or the
+probabilities go through a module of the model's own other than dropout (talking heads, `attn =
+self.talking_head1(attn)`: SDPA takes an additive mask and dropout, no module), or where the
+attention weights are kept on an attribute or returned to a caller that may want them (the
+fused kernels do not return them). Returned weights are followed up through the callers in the
+same file (the multi-head module, the layer, the model, including layers iterated from an
+`nn.ModuleList`): where every caller drops them (`x, attn = layer(x)` and `attn` never read),
+it is reported; also through a list the layers' maps are appended to and that is only returned
 (`attns.append(attn)`, then `return x, attns`), and where a loop binds them on every step and
-only code after the loop reads them (the last step's maps, plotted after training): every
-other step's are dropped.
-Reported on the CPU as well: SDPA has a fused CPU kernel too, and a float32 forward and
-backward ran 1.4-3.4x faster through it than the hand-written form, from 5 to 512 tokens
-(`python benchmarks/sdpa_cpu.py`, a 2-core EPYC with torch 2.13).
+only code after the loop reads them (the last step's maps, plotted after training): every other
+step's are dropped. Reported on the CPU as well: SDPA has a fused CPU kernel too, and a float32
+forward and backward ran 1.4-3.4x faster through it than the hand-written form, from 5 to 512
+tokens (`python benchmarks/sdpa_cpu.py`, a 2-core EPYC with torch 2.13).
 
 ## Why is this slow
 Each step is its own kernel, and the whole `L x L` attention matrix is written to memory and
