@@ -340,3 +340,47 @@ class Pooled(nn.Module):
 
 def test_talking_heads_are_not_sdpa_but_an_identity_or_dropout_on_the_map_is() -> None:
     assert _findings(TALKING_HEADS, "TP307") == [("TP307", 27)]
+
+
+# The shape of rasbt's character-level RNN notebook (MIT): a GRU of 100 units over the
+# characters of Python's string.printable, trained one character at a time on CUDA.
+CHAR_RNN = """
+import string
+import torch
+import torch.nn.functional as F
+
+DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+class RNN(torch.nn.Module):
+    def __init__(self, input_size, hidden_size, output_size):
+        super().__init__()
+        self.embed = torch.nn.Embedding(input_size, hidden_size)
+        self.gru = torch.nn.GRU(input_size=hidden_size, hidden_size=hidden_size)
+        self.fc = torch.nn.Linear(hidden_size, output_size)
+
+    def forward(self, features, hidden):
+        output, hidden = self.gru(self.embed(features.view(1, -1)).view(1, 1, -1), hidden)
+        return self.fc(output.view(1, -1)), hidden
+
+
+def draw_random_sample():
+    return torch.randint(0, 100, (1,)), torch.randint(0, 100, (1,)), torch.zeros(1, 1, 100)
+
+
+model = RNN(len({vocabulary}), 100, len({vocabulary})).to(DEVICE)
+optimizer = torch.optim.Adam(model.parameters(), lr=0.005)
+for iteration in range(20000):
+    inputs, targets, hidden = draw_random_sample()
+    outputs, hidden = model(inputs.to(DEVICE), hidden)
+    loss = F.cross_entropy(outputs, targets.to(DEVICE))
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+"""
+
+
+def test_a_vocabulary_of_pythons_string_constants_is_read_as_a_size() -> None:
+    assert _findings(CHAR_RNN.format(vocabulary="string.printable"), "TP302") == []
+    # a vocabulary the file does not spell out is not taken as small
+    assert _findings(CHAR_RNN.format(vocabulary="vocab"), "TP302") == [("TP302", 27)]

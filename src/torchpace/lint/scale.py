@@ -34,6 +34,7 @@ from __future__ import annotations
 import ast
 import builtins
 import math
+import string
 from collections import defaultdict
 from collections.abc import Sequence
 from functools import cached_property
@@ -47,7 +48,8 @@ from torchpace.lint.values import int_value, module_bindings
 SMALL_MODELS_DOC = (
     "Not in the training loop of a small model: one whose every layer this file or notebook "
     "(or the project file that defines its class) builds with sizes it can read (literals, "
-    "constants, option defaults, constructor arguments; a linear layer of at most 64 units "
+    "constants, option defaults, constructor arguments, the length of one of Python's `string` "
+    "constants such as `len(string.printable)`; a linear layer of at most 64 units "
     "over the data's width, `nn.Linear(x.shape[1], 50)`), with at most a million weights and "
     "no convolution wider than 16 channels (a 2-100-3 MLP, LeNet, a 784-400-20 VAE). Its "
     "kernels take microseconds on a GPU, so the step's time is Python and kernel launches, "
@@ -154,6 +156,18 @@ def _reads_data_width(node: ast.expr) -> bool:
     return isinstance(node, ast.Attribute) and node.attr in _DATA_ATTRIBUTES
 
 
+def _string_constant_length(ctx: FileContext, node: ast.expr) -> int | None:
+    """``len(string.printable)``: the size of a character vocabulary read from Python's own
+    ``string`` constants (a character-level RNN's embedding and output layers)."""
+    if not (isinstance(node, ast.Call) and dotted(node.func) == "len" and len(node.args) == 1):
+        return None
+    name = ctx.names.qualname(node.args[0]) or ""
+    module, _, attr = name.partition(".")
+    if module != "string" or not isinstance(getattr(string, attr, None), str):
+        return None
+    return len(getattr(string, attr))
+
+
 class _Sizer:
     """Counts the weights of models built in one file (module docs)."""
 
@@ -237,6 +251,9 @@ class _Sizer:
             if right == 0:
                 raise _Unknown
             return left // right
+        letters = _string_constant_length(self.ctx, node)
+        if letters is not None:
+            return letters
         name = dotted(node)
         if name is not None and name in env:
             value = env[name]
