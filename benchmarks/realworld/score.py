@@ -124,16 +124,23 @@ def _only_unparsable(root: Path, stderr: str) -> bool:
 
 
 def _match(
-    item: dict[str, Any], repo: str, pool: dict[tuple, list[Found]], used: set[int]
+    item: dict[str, Any],
+    repo: str,
+    pool: dict[tuple, list[Found]],
+    used: set[int],
+    *,
+    exact: bool = False,
 ) -> Found | None:
     """The unused current finding with the item's path, cell, code and text, nearest its line
-    (and at its column, where the judgement gives one: two findings of a rule on one line)."""
+    (and at its column, where the judgement gives one: two findings of a rule on one line);
+    ``exact``: only one at its line, with its text."""
     cands = [
         f
         for f in pool.get((repo, item["path"], item.get("cell"), item["code"]), [])
         if id(f) not in used
         and (f.text == item["text"] or f.line == item["line"])
         and (item.get("col") is None or f.col == item["col"])
+        and (not exact or (f.line == item["line"] and f.text == item["text"]))
     ]
     if not cands:
         return None
@@ -146,12 +153,20 @@ def score(found: list[Found], judged: dict[str, dict[str, Any]]) -> dict[str, An
         pool[(f.repo, f.path, f.cell, f.code)].append(f)
     used: set[int] = set()
     verdicts: dict[int, dict[str, Any]] = {}
-    for repo, data in judged.items():
-        for item in data["findings"]:
-            hit = _match(item, repo, pool, used)
-            if hit is not None:
-                used.add(id(hit))
-                verdicts[id(hit)] = item
+    # Judgements at their finding's very line first: a judgement whose line no longer reports
+    # must not take, as the nearest with the same text, a finding judged at its own line (two
+    # attention layers of one file, both `attn = (q @ k) * self.scale`).
+    placed: set[int] = set()
+    for exact in (True, False):
+        for repo, data in judged.items():
+            for item in data["findings"]:
+                if id(item) in placed:
+                    continue
+                hit = _match(item, repo, pool, used, exact=exact)
+                if hit is not None:
+                    used.add(id(hit))
+                    placed.add(id(item))
+                    verdicts[id(hit)] = item
     counts: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
     unjudged = []
     for f in found:
