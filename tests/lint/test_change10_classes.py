@@ -11,16 +11,10 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from lint_findings import findings as _findings
 
 from torchpace.cli import main
 from torchpace.lint import RULES, FileResult, lint_source
-
-
-def _findings(source: str) -> list[tuple[str, int]]:
-    result = lint_source("train.py", textwrap.dedent(source).encode(), RULES)
-    assert isinstance(result, FileResult), result
-    return [(f.code, f.location.line) for f in result.findings]
-
 
 # The shape of pytorch_geometric_temporal's recurrent examples (MIT): train on the CPU, then
 # evaluate after model.eval() without torch.no_grad().

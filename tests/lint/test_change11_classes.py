@@ -11,18 +11,9 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from lint_findings import findings as _findings
 
 from torchpace.cli import main
-from torchpace.lint import RULES, FileResult, lint_source
-
-
-def _findings(source: str, select: str | None = None) -> list[tuple[str, int]]:
-    result = lint_source("train.py", textwrap.dedent(source).encode(), RULES)
-    assert isinstance(result, FileResult), result
-    return [
-        (f.code, f.location.line) for f in result.findings if select is None or f.code == select
-    ]
-
 
 # The shape of the SSD tutorial's MultiBoxLoss (MIT) and demucs' solver (MIT): tensors made
 # on the host inside the step, then moved: a legacy typed constructor of a range, a window

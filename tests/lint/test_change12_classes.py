@@ -11,18 +11,9 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from lint_findings import findings as _findings
 
 from torchpace.cli import main
-from torchpace.lint import RULES, FileResult, lint_source
-
-
-def _findings(source: str, select: str | None = None) -> list[tuple[str, int]]:
-    result = lint_source("train.py", textwrap.dedent(source).encode(), RULES)
-    assert isinstance(result, FileResult), result
-    return [
-        (f.code, f.location.line) for f in result.findings if select is None or f.code == select
-    ]
-
 
 # The shape of PEFT's sequence-classification notebooks (Apache-2.0): a float32 model from
 # Transformers, fine-tuned by a loop of the file's own on the device PEFT's helper picks.

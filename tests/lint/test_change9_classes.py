@@ -11,16 +11,9 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from lint_findings import findings as _findings
 
 from torchpace.cli import main
-from torchpace.lint import RULES, FileResult, lint_source
-
-
-def _findings(source: str) -> list[tuple[str, int]]:
-    result = lint_source("train.py", textwrap.dedent(source).encode(), RULES)
-    assert isinstance(result, FileResult), result
-    return [(f.code, f.location.line) for f in result.findings]
-
 
 # The shape of pyGAT's and pygcn's train.py (MIT): one full-batch step an epoch, then the
 # validation forward in eval mode, whose loss is printed and returned for early stopping.
