@@ -4,6 +4,7 @@ change-set tests (``test_change*_classes.py``) share."""
 from __future__ import annotations
 
 import textwrap
+from pathlib import Path
 
 from torchpace.lint import RULES, FileResult, lint_source
 
@@ -16,3 +17,12 @@ def findings(source: str, select: str | None = None) -> list[tuple[str, int]]:
     return [
         (f.code, f.location.line) for f in result.findings if select is None or f.code == select
     ]
+
+
+def write_project(root: Path, files: dict[str, str]) -> None:
+    """A project of several files under ``root``: each path's source, dedented, with the folders
+    it needs."""
+    for name, source in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(source))

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from lint_findings import findings as _findings
+from lint_findings import write_project
 
 from torchpace.cli import main
 
@@ -240,12 +241,15 @@ def test_a_loader_another_project_file_builds_and_the_script_reiterates_is_repor
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "slowfast" / "datasets").mkdir(parents=True)
-    (tmp_path / "slowfast" / "__init__.py").write_text("")
-    (tmp_path / "slowfast" / "datasets" / "__init__.py").write_text("")
-    (tmp_path / "slowfast" / "datasets" / "loader.py").write_text(textwrap.dedent(SLOWFAST_LOADER))
-    (tmp_path / "tools").mkdir()
-    (tmp_path / "tools" / "train_net.py").write_text(textwrap.dedent(SLOWFAST_TRAIN))
+    write_project(
+        tmp_path,
+        {
+            "slowfast/__init__.py": "",
+            "slowfast/datasets/__init__.py": "",
+            "slowfast/datasets/loader.py": SLOWFAST_LOADER,
+            "tools/train_net.py": SLOWFAST_TRAIN,
+        },
+    )
     # the whole rule set: the script's loops are read when a loop rule runs on it
     main(["lint", "--format", "json", "."])
     found = {(f["path"], f["line"], f["code"]) for f in json.loads(capsys.readouterr().out)}

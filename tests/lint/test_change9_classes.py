@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from lint_findings import findings as _findings
+from lint_findings import write_project
 
 from torchpace.cli import main
 
@@ -179,13 +180,15 @@ def test_a_class_a_package_re_exports_is_followed_to_its_module(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "layers" / "modules").mkdir(parents=True)
-    (tmp_path / "layers" / "__init__.py").write_text("from .modules import *\n")
-    (tmp_path / "layers" / "modules" / "__init__.py").write_text(
-        "from .multibox_loss import MultiBoxLoss\n"
+    write_project(
+        tmp_path,
+        {
+            "layers/__init__.py": "from .modules import *\n",
+            "layers/modules/__init__.py": "from .multibox_loss import MultiBoxLoss\n",
+            "layers/modules/multibox_loss.py": SSD_LOSS,
+            "train.py": SSD_TRAIN,
+        },
     )
-    (tmp_path / "layers" / "modules" / "multibox_loss.py").write_text(textwrap.dedent(SSD_LOSS))
-    (tmp_path / "train.py").write_text(textwrap.dedent(SSD_TRAIN))
     main(["lint", "--format", "json", "."])
     found = {(f["path"], f["line"], f["code"]) for f in json.loads(capsys.readouterr().out)}
     loss = "layers/modules/multibox_loss.py"
