@@ -61,8 +61,12 @@ def test_transformers_still_manages_precision_through_its_trainer_or_a_reduced_l
         ", torch_dtype=args.dtype",
     ):
         assert _findings(_fine_tune(load=load), "TP302") == [], load
-    # float32, said out loud, is still float32
+    # float32, said out loud, is still float32; so is a model beside a dtype of other tensors
     assert _findings(_fine_tune(load=", torch_dtype=torch.float32"), "TP302") == [("TP302", 16)]
+    ids = _fine_tune().replace(
+        "optimizer = AdamW", "ids = torch.tensor([1], dtype=torch.long)\noptimizer = AdamW"
+    )
+    assert _findings(ids, "TP302") == [("TP302", 17)]
 
 
 # The shape of rasbt's MNIST GAN notebooks (MIT): the generator's noise drawn on the host each

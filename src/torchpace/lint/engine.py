@@ -290,8 +290,9 @@ def calls_out(ctx: FileContext) -> tuple[tuple[str, str], ...]:
     analysed (a loop rule ran) and it may use an accelerator, and (module, ``@cuda``) for each
     imported function a CUDA file hands its device to (from anywhere in a file whose loops were
     analysed, from top-level code in one without loops: a notebook calling
-    ``engine.train(..., device=device)``): the entry points :mod:`torchpace.lint.project`
-    follows into other files."""
+    ``engine.train(..., device=device)``), and (module, ``@epoch-loader:`` + function) for each
+    imported function whose loader a training loop re-iterates every epoch: the entry points
+    :mod:`torchpace.lint.project` follows into other files."""
     from torchpace.lint.device import may_use_accelerator, uses_cuda
 
     analysed = "loops" in ctx.__dict__ and bool(ctx.loops.scope_of or ctx.loops.hot)

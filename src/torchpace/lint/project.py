@@ -19,7 +19,9 @@ uses. Module-level functions are followed, methods of a class another file's loo
 model's ``forward``, ``logger.update``), the ``forward`` of the module classes of other files
 that such a model builds in its ``__init__`` (up to :data:`MODEL_DEPTH` files deep), and the
 overrides a subclass in another file makes of a method its base class's training loop calls on
-``self`` (a base trainer's ``train()`` calling ``self.get_noise_pred_and_target(...)``). No file
+``self`` (a base trainer's ``train()`` calling ``self.get_noise_pred_and_target(...)``), and the
+functions of other files whose DataLoaders a training loop re-iterates every epoch
+(``train_loader = loader.construct_loader(cfg, "train")``: TP104 reads what they build). No file
 is parsed twice unless another file's loop calls into it.
 """
 

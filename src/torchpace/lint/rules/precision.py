@@ -331,7 +331,7 @@ _FRAMEWORKS = ("accelerate", "lightning", "pytorch_lightning", "deepspeed", "ape
 # Transformers manages precision through its trainers (``TrainingArguments(bf16=True)``, also
 # ``Seq2SeqTrainer``, TRL's ``SFTTrainer``); a loop of the file's own over a model loaded with
 # ``from_pretrained`` runs in the dtype it was loaded in: float32 unless a keyword below says
-# otherwise (issue 32: fourteen float32 fine-tuning loops of PEFT's examples went unreported).
+# otherwise (issue 32: PEFT's examples' float32 fine-tuning loops went unreported).
 _TRAINER_SUFFIXES = ("Trainer", "TrainingArguments")
 _LOADED_REDUCED = frozenset({"load_in_8bit", "load_in_4bit", "quantization_config"})
 _LOADED_DTYPE = frozenset({"torch_dtype", "dtype"})
@@ -371,13 +371,20 @@ def _trains_reduced(ctx: FileContext) -> bool:
     for path in ctx.names.bindings.values():
         if path.startswith(("transformers.", "trl.")) and path.endswith(_TRAINER_SUFFIXES):
             return True
-    for node in ctx.of_type(ast.keyword):
-        if node.arg in _LOADED_REDUCED and not is_const(node.value, False):
-            return True
-        if node.arg in _LOADED_DTYPE and not (
-            ctx.names.qualname(node.value) in _FLOAT32 or is_const(node.value, "float32")
-        ):
-            return True
+    for call, _ in ctx.calls:
+        loads = isinstance(call.func, ast.Attribute) and call.func.attr == "from_pretrained"
+        for node in call.keywords:
+            if node.arg in _LOADED_REDUCED and not is_const(node.value, False):
+                return True
+            # the dtype a model is loaded in; ``torch.tensor(ids, dtype=torch.long)`` says nothing
+            if (
+                loads
+                and node.arg in _LOADED_DTYPE
+                and not (
+                    ctx.names.qualname(node.value) in _FLOAT32 or is_const(node.value, "float32")
+                )
+            ):
+                return True
     return False
 
 
