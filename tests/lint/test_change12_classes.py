@@ -383,3 +383,71 @@ def test_a_vocabulary_of_pythons_string_constants_is_read_as_a_size() -> None:
     assert _findings(CHAR_RNN.format(vocabulary="string.printable"), "TP302") == []
     # a vocabulary the file does not spell out is not taken as small
     assert _findings(CHAR_RNN.format(vocabulary="vocab"), "TP302") == [("TP302", 27)]
+
+
+# The shapes of PyTorch's FSDP example (BSD-3-Clause) and SlowFast's contrastive training
+# (Apache-2.0): the training loop lives in a helper module, and the script that calls it wraps
+# the model in a mixed-precision policy, or calls the helper inside autocast.
+HELPER_LOOP = """
+import torch
+
+
+def train(model, loader, optimizer):
+    model.cuda()
+    for x, y in loader:
+        loss = torch.nn.functional.cross_entropy(model(x.cuda()), y.cuda())
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+"""
+
+FSDP_SCRIPT = """
+import torch
+from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+from utils.train_utils import train
+
+
+def main(model, loader, optimizer, policy, epochs):
+    torch.cuda.set_device(0)
+    model = FSDP(model, mixed_precision=policy)
+    for epoch in range(epochs):
+        train(model, loader, optimizer)
+"""
+
+AUTOCAST_SCRIPT = """
+import torch
+from utils.train_utils import train
+
+
+def main(model, loader, optimizer, epochs):
+    torch.cuda.set_device(0)
+    for epoch in range(epochs):
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            train(model, loader, optimizer)
+"""
+
+
+def _helper_loop_tp302(tmp_path: Path, script: str, capsys: pytest.CaptureFixture[str]) -> set:
+    write_project(
+        tmp_path,
+        {"utils/__init__.py": "", "utils/train_utils.py": HELPER_LOOP, "main.py": script},
+    )
+    main(["lint", "--format", "json", "."])
+    out = json.loads(capsys.readouterr().out)
+    return {(f["path"], f["line"]) for f in out if f["code"] == "TP302"}
+
+
+def test_a_helpers_loop_run_in_reduced_precision_by_its_caller_gets_no_autocast_advice(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert _helper_loop_tp302(tmp_path, FSDP_SCRIPT, capsys) == set()
+    assert _helper_loop_tp302(tmp_path, AUTOCAST_SCRIPT, capsys) == set()
+    # a policy of None, or a call outside the autocast block, runs the helper in float32
+    no_policy = FSDP_SCRIPT.replace("mixed_precision=policy", "mixed_precision=None")
+    outside = AUTOCAST_SCRIPT.replace(
+        '        with torch.autocast("cuda", dtype=torch.bfloat16):\n            train(',
+        "        train(",
+    )
+    for script in (no_policy, outside):
+        assert _helper_loop_tp302(tmp_path, script, capsys) == {("utils/train_utils.py", 7)}

@@ -291,8 +291,9 @@ def calls_out(ctx: FileContext) -> tuple[tuple[str, str], ...]:
     imported function a CUDA file hands its device to (from anywhere in a file whose loops were
     analysed, from top-level code in one without loops: a notebook calling
     ``engine.train(..., device=device)``), and (module, ``@epoch-loader:`` + function) for each
-    imported function whose loader a training loop re-iterates every epoch: the entry points
-    :mod:`torchpace.lint.project` follows into other files."""
+    imported function whose loader a training loop re-iterates every epoch, and (module,
+    ``@precision:`` + function) for each imported function the file runs in reduced precision:
+    the entry points :mod:`torchpace.lint.project` follows into other files."""
     from torchpace.lint.device import may_use_accelerator, uses_cuda
 
     analysed = "loops" in ctx.__dict__ and bool(ctx.loops.scope_of or ctx.loops.hot)
@@ -301,12 +302,13 @@ def calls_out(ctx: FileContext) -> tuple[tuple[str, str], ...]:
     else:  # a notebook or script with no loop of its own: its top-level calls (not a library's)
         top = walk(ctx.tree.body) if isinstance(ctx.tree, ast.Module) else ()
         handed = _device_handed_on(ctx, (n for n in top if isinstance(n, ast.Call)))
-    if not analysed and not handed:
+    precision = _precision_handed_on(ctx)
+    if not analysed and not handed and not precision:
         return ()  # no loop rule ran, or no loop, no entry point and no device handed on
     cuda = uses_cuda(ctx)  # may_use_accelerator would compute it again
     if not cuda and not may_use_accelerator(ctx):
         return ()
-    out = handed if cuda else []
+    out = (handed if cuda else []) + precision
     if not analysed:
         return tuple(dict.fromkeys(out))
     out += _epoch_loader_factories(ctx)
@@ -346,6 +348,56 @@ SUBCLASS = "@subclass"
 # iterates once per epoch (``train_loader = loader.construct_loader(cfg, "train")``, then
 # ``for epoch ...: train_epoch(train_loader, ...)``): TP104 reads the loaders it builds.
 EPOCH_LOADER = "@epoch-loader:"
+
+
+# calls_out's prefix for a function of another module the file runs in reduced precision: called
+# inside ``with torch.autocast(...)`` (SlowFast's ``contrastive_forward``), or handed a model
+# wrapped with a mixed-precision policy (``model = FSDP(model, mixed_precision=policy)``, then
+# ``train(args, model, ...)``, PyTorch's FSDP example): TP302 leaves that function's loops alone.
+PRECISION = "@precision:"
+_POLICY_KEYWORDS = frozenset({"mixed_precision", "mp_policy"})
+
+
+def _precision_handed_on(ctx: FileContext) -> list[tuple[str, str]]:
+    """(module, PRECISION + function) for each imported function the file runs in reduced
+    precision (see :data:`PRECISION`)."""
+    if b"autocast" not in ctx.source and b"mixed_precision" not in ctx.source:
+        return []  # most files: no parse of their calls needed
+    wrapped = {
+        target
+        for node in ctx.of_type(ast.Assign)
+        if isinstance(node.value, ast.Call)
+        and any(
+            k.arg in _POLICY_KEYWORDS
+            and not (isinstance(k.value, ast.Constant) and k.value.value is None)
+            for k in node.value.keywords
+        )
+        for target in map(dotted, node.targets)
+        if target is not None
+    }
+    out = []
+    for call, _ in ctx.calls:
+        target = ctx.names.import_path(call.func)
+        if target is None or "." not in target or target.startswith("torch."):
+            continue
+        given = {dotted(a) for a in (*call.args, *(k.value for k in call.keywords))}
+        if given & wrapped or _under_autocast(ctx, call):
+            module, function = target.rsplit(".", 1)
+            out.append((module, PRECISION + function))
+    return out
+
+
+def _under_autocast(ctx: FileContext, node: ast.AST) -> bool:
+    """``node`` runs inside ``with torch.autocast(...)`` (any spelling of an autocast context)."""
+    return any(
+        isinstance(a, (ast.With, ast.AsyncWith))
+        and any(
+            isinstance(item.context_expr, ast.Call)
+            and "autocast" in (dotted(item.context_expr.func) or "").lower()
+            for item in a.items
+        )
+        for a in ctx.ancestors(node)
+    )
 
 
 def _epoch_loader_factories(ctx: FileContext) -> list[tuple[str, str]]:

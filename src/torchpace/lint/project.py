@@ -21,7 +21,9 @@ that such a model builds in its ``__init__`` (up to :data:`MODEL_DEPTH` files de
 overrides a subclass in another file makes of a method its base class's training loop calls on
 ``self`` (a base trainer's ``train()`` calling ``self.get_noise_pred_and_target(...)``), and the
 functions of other files whose DataLoaders a training loop re-iterates every epoch
-(``train_loader = loader.construct_loader(cfg, "train")``: TP104 reads what they build). No file
+(``train_loader = loader.construct_loader(cfg, "train")``: TP104 reads what they build), and
+those it runs in reduced precision (inside ``with torch.autocast(...)``, or handed a model wrapped
+with a mixed-precision policy: TP302 leaves their loops alone). No file
 is parsed twice unless another file's loop calls into it.
 """
 
@@ -37,7 +39,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TypeVar
 
-from torchpace.lint.engine import EPOCH_LOADER, MAX_PYTHON_BYTES, SUBCLASS, parse
+from torchpace.lint.engine import EPOCH_LOADER, MAX_PYTHON_BYTES, PRECISION, SUBCLASS, parse
 from torchpace.lint.imports import Resolver
 from torchpace.lint.loops import dotted
 from torchpace.lint.results import FileResult
@@ -90,7 +92,7 @@ def step_callees(results: Sequence[FileResult]) -> dict[str, frozenset[str]]:
                 continue
             target = _module_file(module, Path(r.path), linted)
             if target is not None and target != _key(r.path):
-                kind = EPOCH_LOADER if function.startswith(EPOCH_LOADER) else ""
+                kind = next((m for m in (EPOCH_LOADER, PRECISION) if function.startswith(m)), "")
                 head, dot, rest = function.removeprefix(kind).partition(".")
                 target, head = _defining(target, head, linted, sources)
                 found[target].add(kind + head + dot + rest)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from torchpace.findings import Edit, Fix
 from torchpace.lint.device import moves_to_a_device, uses_cuda
+from torchpace.lint.engine import PRECISION
 from torchpace.lint.loops import Step, assignments, dotted, strip_moves, walk
 from torchpace.lint.rule import (
     FileContext,
@@ -364,6 +365,15 @@ def _manages_precision(ctx: FileContext) -> bool:
     )
 
 
+def _function_name(ctx: FileContext, node: ast.AST) -> str | None:
+    """The name of the module-level function ``node`` is in."""
+    outer = None
+    for ancestor in ctx.ancestors(node):
+        if isinstance(ancestor, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            outer = ancestor
+    return outer.name if outer is not None and outer in ctx.tree.body else None
+
+
 def _trains_reduced(ctx: FileContext) -> bool:
     """A file that uses Transformers trains in reduced precision, or may: it hands training to
     a trainer, or loads a model quantized or in a dtype other than float32 (``"auto"`` and a
@@ -438,6 +448,11 @@ def _check_cuda_loop_without_autocast(ctx: FileContext) -> Iterator[Report]:
         # Reinforcement learning: the network is small and the step time is the
         # environment's (lint.environment); autocast would not make such a run faster.
         return
+    # Functions another project file runs in reduced precision (lint.project): under its
+    # autocast, or with a model it wrapped in a mixed-precision policy.
+    handed = {e.removeprefix(PRECISION) for e in ctx.entries if e.startswith(PRECISION)}
+    if handed:
+        training = [loop for loop in training if _function_name(ctx, loop) not in handed]
     # A model small enough that its step is kernel launches (lint.scale): casts only add some.
     # A model of embeddings alone: autocast has no matmul or convolution to cast.
     training = [
@@ -576,7 +591,9 @@ Accelerate, Lightning, DeepSpeed, NVIDIA's apex, Transformers' trainers (`Traine
 is reported; nor a call of a helper named
 for autocast, such as open_clip's `get_autocast(args.precision)`; nor FSDP's mixed-precision
 policy, `MixedPrecisionPolicy(param_dtype=...)` or `MixedPrecision(...)`, built in the file or
-in a project function it calls, such as a `parallelize_model()`). Not
+in a project function it calls, such as a `parallelize_model()`; nor in a function another
+project file runs in reduced precision: calls inside `with torch.autocast(...)`, or hands a
+model wrapped with a mixed-precision policy, `FSDP(model, mixed_precision=policy)`). Not
 in a file that steps an environment (reinforcement learning): there the step time is the
 environment's and the network that picks actions is small. Nor where every model the loop
 runs is embedding tables alone (`nn.Embedding`, PyG's `Node2Vec` and `MetaPath2Vec`, or an
