@@ -451,3 +451,31 @@ def test_a_helpers_loop_run_in_reduced_precision_by_its_caller_gets_no_autocast_
     )
     for script in (no_policy, outside):
         assert _helper_loop_tp302(tmp_path, script, capsys) == {("utils/train_utils.py", 7)}
+
+
+# The shape of PointNet++'s train_classification.py (MIT): the accuracy count is summed on the
+# host after the one read that waits (``.cpu()``), then read again with ``.item()``.
+HOST_COUNT = """
+import torch
+
+
+def train(model, loader, optimizer):
+    for points, target in loader:
+        points, target = points.cuda(), target.cuda()
+        pred = model(points)
+        loss = torch.nn.functional.nll_loss(pred, target.long())
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        pred_choice = pred.data.max(1)[1]
+        correct = pred_choice.eq(target.long().data).cpu().sum()
+        mean_correct = correct.item() / float(points.size()[0])
+        on_device = pred_choice.eq(target).sum()
+        on_device.item()
+"""
+
+
+def test_a_value_summed_on_the_host_after_its_copy_is_read_without_a_second_wait() -> None:
+    # the .cpu() waits (line 14); .item() of its host sum does not (15); one of a sum on the
+    # device does (17)
+    assert _findings(HOST_COUNT, "TP201") == [("TP201", 14), ("TP201", 17)]

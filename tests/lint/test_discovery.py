@@ -71,6 +71,27 @@ def test_tests_and_templates_are_skipped_in_a_walk_and_said(tmp_path: Path) -> N
     ]
 
 
+def test_the_code_copies_runs_leave_in_their_log_folders_are_skipped(tmp_path: Path) -> None:
+    # PointNet++ commits log/<task>/<run>/<model>.py, a copy train_*.py writes beside each
+    # checkpoint and nothing imports (issue 32: five false findings); wandb keeps the same
+    _tree(
+        tmp_path,
+        "models/pointnet2_cls_msg.py",
+        "log/classification/pointnet2_msg_normals/pointnet2_cls_msg.py",
+        "experiments/logs/run1/train.py",
+        "wandb/run-20240101_000000-abc/files/code/train.py",
+        "logging_utils.py",
+        "catalog/log.py",
+    )
+    skipped: list[str] = []
+    assert discover(["."], skipped=skipped) == [
+        "catalog/log.py",
+        "logging_utils.py",
+        "models/pointnet2_cls_msg.py",
+    ]
+    assert sorted(skipped) == ["experiments/logs/", "log/", "wandb/"]
+
+
 def test_gitignore_files_nested_with_negation(tmp_path: Path) -> None:
     _tree(
         tmp_path,

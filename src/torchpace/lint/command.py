@@ -160,8 +160,8 @@ def run(args: argparse.Namespace) -> int:
     if skipped and args.format == "text":
         shown = ", ".join(skipped[:3]) + (", ..." if len(skipped) > 3 else "")
         print(
-            f"note: not linted, as tests or templates rather than training code: {shown} "
-            f"(--exclude '' lints them; see `exclude` in {TABLE})",
+            "note: not linted, as tests, templates or run snapshots rather than training code: "
+            f"{shown} (--exclude '' lints them; see `exclude` in {TABLE})",
             file=sys.stderr,
         )
     for r in files:

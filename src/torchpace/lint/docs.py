@@ -39,9 +39,10 @@ exclude = []                  # lint tests and templates too
 extend-exclude = ["scratch/"]
 ```
 
-**Tests and templates are not linted** when a directory is walked: `tests/`, `test/`,
-`testing/`, `test_utils/`, `test_*.py`, `*_test.py`, `conftest.py` and `bug_report*` are
-skipped (and said on stderr), since their loops are not training loops. `exclude` (gitignore
+**Tests, templates and run snapshots are not linted** when a directory is walked: `tests/`,
+`test/`, `testing/`, `test_utils/`, `test_*.py`, `*_test.py`, `conftest.py` and `bug_report*`
+are skipped (and said on stderr), since their loops are not training loops, and so are `log/`,
+`logs/` and `wandb/`, where runs leave copies of the code that nothing imports. `exclude` (gitignore
 patterns, relative to each directory named on the command line) replaces that list and
 `extend-exclude` adds to it; `--exclude` and `--extend-exclude` do the same from the command
 line (comma lists; `--exclude ''` skips nothing). A file named on the command line is always

@@ -245,11 +245,16 @@ class TensorFacts:
                     changed = True
 
     def _solve_host(self) -> None:
-        """Tensor names whose every binding is a host tensor (a least fixed point)."""
+        """Names whose every binding is a host tensor (a least fixed point): also local names
+        not yet known as tensors, whose bindings say so themselves (``correct =
+        pred.eq(y).cpu().sum()``, then ``correct.item()`` reads host memory). Not an attribute
+        the scope does not know as a tensor: code it calls may bind it again (kohya's
+        ``noise_scheduler.alphas_cumprod``, moved to the device by ``add_noise``)."""
+        local = {name for name in self.values if "." not in name}
         changed = True
         while changed:
             changed = False
-            for name in self.names - self.host_names:
+            for name in (self.names | local) - self.host_names:
                 values = self.values[name]
                 if all(v is _BATCH or (v is not None and self.is_host(v)) for v in values):
                     self.host_names.add(name)
