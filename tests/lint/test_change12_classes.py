@@ -479,3 +479,25 @@ def test_a_value_summed_on_the_host_after_its_copy_is_read_without_a_second_wait
     # the .cpu() waits (line 14); .item() of its host sum does not (15); one of a sum on the
     # device does (17)
     assert _findings(HOST_COUNT, "TP201") == [("TP201", 14), ("TP201", 17)]
+
+
+# The shape of StyleGAN2-ADA's calc_metrics.py (NVIDIA Source Code License, cut to its
+# structure): a metric script that turns TF32 off for exact figures and trains nothing.
+METRICS = """
+import torch
+
+
+def subprocess_fn(rank, args):
+    device = torch.device("cuda", rank)
+    torch.backends.cudnn.benchmark = True
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    G = args.G.eval().requires_grad_(False).to(device)
+    return compute_metric(G, args.dataset)
+"""
+
+
+def test_tf32_turned_off_in_a_script_that_trains_nothing_is_left_alone() -> None:
+    assert _findings(METRICS, "TP304") == []
+    trains = METRICS + "\n\noptimizer = torch.optim.Adam(model.parameters())\n"
+    assert _findings(trains, "TP304") == [("TP304", 8), ("TP304", 9)]

@@ -155,7 +155,26 @@ def _on_purpose(ctx: FileContext, node: ast.AST) -> bool:
     return False
 
 
+_TF32_TEXT = re.compile(rb"tf32|fp32_precision|float32_matmul_precision")
+
+
+def _trains_nothing(ctx: FileContext) -> bool:
+    """No training loop and no optimizer built: a metric, inference or export script, which
+    keeps float32 exact on purpose (StyleGAN2-ADA's ``calc_metrics.py``, issue 32)."""
+    if any(
+        name.startswith("torch.optim.") and "lr_scheduler" not in name
+        for _, name in ctx.calls
+        if name
+    ):
+        return False
+    return not ctx.loops.training_loops()
+
+
 def _check_tf32_disabled(ctx: FileContext) -> Iterator[Report]:
+    if not _TF32_TEXT.search(ctx.source):
+        return  # most files: no setting to read
+    if _trains_nothing(ctx):
+        return
     for node in ctx.of_type(ast.Assign):
         for target in node.targets:
             setting = ctx.names.qualname(target) or ""
@@ -181,7 +200,8 @@ Flags code that keeps float32 matrix products or convolutions in full float32 pr
 `torch.backends`, `torch.backends.cuda.matmul`, `torch.backends.cudnn` and its `conv` and `rnn`
 parts. Values that are not literals are not flagged, nor settings made under a condition (a
 branch for GPUs without TF32, an `if precision == "highest":`): the default run keeps TF32
-there.
+there. Nor in a file that trains nothing (no training loop, no optimizer built): a metric,
+inference or export script keeps float32 exact on purpose.
 
 ## Why is this slow
 On Ampere and newer GPUs, Tensor Cores compute float32 matrix products in TensorFloat-32
