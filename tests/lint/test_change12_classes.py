@@ -501,3 +501,29 @@ def test_tf32_turned_off_in_a_script_that_trains_nothing_is_left_alone() -> None
     assert _findings(METRICS, "TP304") == []
     trains = METRICS + "\n\noptimizer = torch.optim.Adam(model.parameters())\n"
     assert _findings(trains, "TP304") == [("TP304", 8), ("TP304", 9)]
+
+
+# The shape of DLRM's dlrm_s_pytorch.py (MIT): the autograd profiler wraps the whole training
+# loop, but records only when --enable-profiling (a store_true flag) asks for it.
+PROFILED = """
+import argparse
+import torch
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--enable-profiling", action="store_true", default=False)
+args = parser.parse_args()
+
+
+def train(model, loader, optimizer):
+    with torch.autograd.profiler.profile({enabled}, use_cuda=True, record_shapes=True) as prof:
+        for x, y in loader:
+            loss = model(x.cuda(), y.cuda())
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+"""
+
+
+def test_a_profiler_off_unless_an_option_asks_is_an_opt_in_debug_run() -> None:
+    assert _findings(PROFILED.format(enabled="args.enable_profiling"), "TP602") == []
+    assert _findings(PROFILED.format(enabled="True"), "TP602") == [("TP602", 11)]

@@ -17,6 +17,7 @@ from torchpace.lint.rule import (
     is_const,
     keyword,
 )
+from torchpace.lint.values import option_default
 
 
 def _check_anomaly(ctx: FileContext) -> Iterator[Report]:
@@ -225,7 +226,21 @@ def _check_profiler_without_schedule(ctx: FileContext) -> Iterator[Report]:
                 continue
             if has_star_args(call) or keyword(call, "schedule") is not None:
                 continue
+            if _off_unless_asked(ctx, call):
+                continue
             yield Report(call)
+
+
+def _off_unless_asked(ctx: FileContext, call: ast.Call) -> bool:
+    """The autograd profiler's or NVTX's ``enabled`` is ``False``, or an option off by default
+    (``profile(args.enable_profiling)`` with ``--enable-profiling`` a ``store_true``: DLRM's):
+    an opt-in debug run, not the default one."""
+    if ctx.names.qualname(call.func) == "torch.profiler.profile":
+        return False  # no such switch: it records when entered
+    enabled = argument(call, "enabled", 0)
+    return enabled is not None and (
+        is_const(enabled, False) or is_const(option_default(ctx, enabled), False)
+    )
 
 
 PROFILER_WITHOUT_SCHEDULE = Rule(
@@ -236,7 +251,9 @@ PROFILER_WITHOUT_SCHEDULE = Rule(
     doc="""\
 ## What it does
 Flags `torch.profiler.profile(...)` without a `schedule`, and `torch.autograd.profiler.profile`
-or `emit_nvtx`, used as a `with` block around a whole training loop.
+or `emit_nvtx`, used as a `with` block around a whole training loop. Not where the latter two
+are off unless asked for: `enabled=False`, or an option whose default is off
+(`profile(args.enable_profiling)` with a `store_true` flag).
 
 ## Why is this slow
 The profiler records every operator of every step, which slows each step and grows memory
