@@ -39,6 +39,7 @@ from torchpace.lint.loops import (
     ITER_WRAPPERS,
     SUBGRAPH_LOADERS,
     Function,
+    assigned_in,
     assignments,
     bound_in,
     dotted,
@@ -348,27 +349,26 @@ def iterated_values(ctx: FileContext, loop: ast.For | ast.AsyncFor) -> list[ast.
     iterates is assigned in its scope, and those of the names each call of its function in this
     file passes for it (``train_epoch(train_loader, ...)`` after ``train_loader = build(...)``;
     a rebinding elsewhere, ``(model, train_loader) = build_trainer(cfg)``, adds nothing)."""
+    return [v for name, scope in _iterated_names(ctx, loop) for v in assigned_in(ctx, name, scope)]
+
+
+def _iterated_names(ctx: FileContext, loop: ast.For | ast.AsyncFor) -> list[tuple[str, ast.AST]]:
+    """The name ``loop``'s header iterates, in the loop's scope, and where that name is a
+    parameter of the loop's function, each name a call of the function in this file passes for
+    it, in the caller's scope."""
     name = dotted(iterated(loop.iter))
     if name is None:
         return []
     scope = ctx.enclosing_scope(loop)
-    values = _assigned_in(ctx, name, scope)
+    names: list[tuple[str, ast.AST]] = [(name, scope)]
     if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)) and name in parameter_names(
         scope
     ):
         for given in passed_for(ctx, scope, name) or ():
             outer = dotted(given) if given is not None else None
             if given is not None and outer is not None:
-                values += _assigned_in(ctx, outer, ctx.enclosing_scope(given))
-    return values
-
-
-def _assigned_in(ctx: FileContext, name: str, scope: ast.AST) -> list[ast.expr]:
-    return [
-        value
-        for target, value in assignments(n for n in subtree(scope) if isinstance(n, ast.Assign))
-        if target == name and ctx.enclosing_scope(value) is scope
-    ]
+                names.append((outer, ctx.enclosing_scope(given)))
+    return names
 
 
 @per_file
@@ -395,20 +395,16 @@ def iterated_loader_calls(ctx: FileContext, loop: ast.For | ast.AsyncFor) -> lis
     name its header iterates (directly, or returned by a function of this file), and, where
     that name is a parameter of the loop's function, those bound to what each call of the
     function in this file passes for it (``train_one_epoch(model, train_loader, opt)``)."""
-    name = dotted(iterated(loop.iter))
-    if name is None:
+    iterated_names = _iterated_names(ctx, loop)
+    if not iterated_names:
         return []
+    (name, scope), passed = iterated_names[0], iterated_names[1:]
     names = [name]
-    scope = ctx.enclosing_scope(loop)
     if name not in ctx.loops.loader_calls and not ctx.loops.is_loader(loop.iter):
         wrapped = _wrapped_by(ctx, name, scope)
         if wrapped is not None:  # ``pbar = tqdm(dataloader)``, then ``for x, _ in pbar:``
             names.append(wrapped)
-    if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)) and name in parameter_names(
-        scope
-    ):
-        given = [a for a in passed_for(ctx, scope, name) or () if a is not None]
-        names += [n for a in given if (n := dotted(a)) is not None]
+    names += [n for n, _ in passed]
     calls: list[ast.Call] = []
     for n in dict.fromkeys(names):
         calls += ctx.loops.loader_calls.get(n, []) or _returned_loaders(ctx, n)

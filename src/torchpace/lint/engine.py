@@ -24,7 +24,7 @@ from torchpace.lint.imports import Resolver
 from torchpace.lint.loops import dotted, walk
 from torchpace.lint.notebooks import read_notebook
 from torchpace.lint.results import FileResult, LintError
-from torchpace.lint.rule import FileContext, Rule, in_fallback
+from torchpace.lint.rule import FileContext, Rule, in_fallback, is_const
 from torchpace.lint.selection import select
 from torchpace.lint.tree import all_nodes
 
@@ -368,23 +368,30 @@ def _precision_handed_on(ctx: FileContext) -> list[tuple[str, str]]:
         for node in ctx.of_type(ast.Assign)
         if isinstance(node.value, ast.Call)
         and any(
-            k.arg in _POLICY_KEYWORDS
-            and not (isinstance(k.value, ast.Constant) and k.value.value is None)
-            for k in node.value.keywords
+            k.arg in _POLICY_KEYWORDS and not is_const(k.value, None) for k in node.value.keywords
         )
         for target in map(dotted, node.targets)
         if target is not None
     }
     out = []
     for call, _ in ctx.calls:
-        target = ctx.names.import_path(call.func)
-        if target is None or "." not in target or target.startswith("torch."):
+        found = _project_function(ctx, call.func)
+        if found is None:
             continue
         given = {dotted(a) for a in (*call.args, *(k.value for k in call.keywords))}
         if given & wrapped or _under_autocast(ctx, call):
-            module, function = target.rsplit(".", 1)
-            out.append((module, PRECISION + function))
+            out.append((found[0], PRECISION + found[1]))
     return out
+
+
+def _project_function(ctx: FileContext, func: ast.expr) -> tuple[str, str] | None:
+    """(module, name) of an imported function ``func`` calls that may be the project's: any
+    module's but torch's."""
+    target = ctx.names.import_path(func)
+    if target is None or "." not in target or target.startswith("torch."):
+        return None
+    module, name = target.rsplit(".", 1)
+    return module, name
 
 
 def _under_autocast(ctx: FileContext, node: ast.AST) -> bool:
@@ -414,10 +421,9 @@ def _epoch_loader_factories(ctx: FileContext) -> list[tuple[str, str]]:
         if not ctx.loops.is_step_loop(loop, ctx.enclosing_scope(loop)):
             continue
         for value in iterated_values(ctx, loop):
-            target = ctx.names.import_path(value.func) if isinstance(value, ast.Call) else None
-            if target is not None and "." in target and not target.startswith("torch."):
-                module, function = target.rsplit(".", 1)
-                out.append((module, EPOCH_LOADER + function))
+            found = _project_function(ctx, value.func) if isinstance(value, ast.Call) else None
+            if found is not None:
+                out.append((found[0], EPOCH_LOADER + found[1]))
     return out
 
 

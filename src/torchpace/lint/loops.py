@@ -113,6 +113,11 @@ _READS_OPTIMIZER = re.compile(
 _OPTIMIZER_NAME = re.compile(r"^(opt|optim\w*|\w*_opt|\w*_optim\w*|\w*optimi[sz]er\w*)$", re.I)
 
 
+def is_optimizer_class(qualname: str | None) -> bool:
+    """``torch.optim.AdamW`` and the like; not ``torch.optim.lr_scheduler``'s classes."""
+    return (qualname or "").startswith("torch.optim.") and "lr_scheduler" not in (qualname or "")
+
+
 def names_optimizer(name: str | None) -> bool:
     """``optimizer``, ``self.opt``, ``g_optim``: a name or attribute that says "optimizer"."""
     return name is not None and bool(_OPTIMIZER_NAME.match(name.rsplit(".", 1)[-1]))
@@ -319,18 +324,22 @@ def _every_optimizer_step(test: ast.expr) -> bool:
     )
 
 
+def assigned_in(ctx: FileContext, name: str, scope: ast.AST) -> list[ast.expr]:
+    """What the scope's own plain assignments bind ``name`` to (other bindings left out)."""
+    return [
+        value
+        for target, value in assignments(n for n in subtree(scope) if isinstance(n, ast.Assign))
+        if target == name and ctx.enclosing_scope(value) is scope
+    ]
+
+
 def bound_in(ctx: FileContext, name: str, scope: ast.AST) -> list[ast.expr] | None:
     """What the scope's own assignments bind ``name`` to, where they are all that binds it
     (not a loop target, an unpacking of a call, ``with ... as``); else None."""
-    nodes = list(subtree(scope))
-    bound = [
-        value
-        for target, value in assignments(n for n in nodes if isinstance(n, ast.Assign))
-        if target == name and ctx.enclosing_scope(value) is scope
-    ]
+    bound = assigned_in(ctx, name, scope)
     stores = sum(
         1
-        for n in nodes
+        for n in subtree(scope)
         if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store)
     )
     return bound if bound and len(bound) == stores else None
@@ -999,7 +1008,7 @@ def _collect_bindings(facts: LoopFacts, tree: ast.Module, by_type: dict[type, li
             )
         ):
             facts.loaders.add(target)
-        if qual and qual.startswith("torch.optim.") and "lr_scheduler" not in qual:
+        if is_optimizer_class(qual):
             facts.optimizers.add(target)
         owner = qual if qual else (local if local in facts.classes else None)
         seen.setdefault(target, set()).add(owner or "?")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterator
+from functools import cached_property
 
 from torchpace.lint.loops import LOOPS, NESTED_SCOPES, assignments, dotted, strip_moves, walk
 from torchpace.lint.rule import FileContext, Report, Rule
@@ -180,12 +181,13 @@ class _Function:
             last = name.rsplit(".", 1)[-1].lower()
             if not name.startswith("self.") or "drop" in last or "softmax" in last:
                 continue
-            if name.count(".") == 1 and name[5:] in self._identities():
+            if name.count(".") == 1 and name[5:] in self._identities:
                 continue  # ``self.id = nn.Identity()``: a hook point, the map unchanged
             if any(self._score_in(a) or self._probs_in(a) for a in call.args):
                 return True  # also CaiT's ``self.proj_l(attn.permute(0, 2, 3, 1))``
         return False
 
+    @cached_property
     def _identities(self) -> set[str]:
         """The attributes the class of this function binds to ``nn.Identity()``."""
         cls = next((a for a in self.ctx.ancestors(self.fn) if isinstance(a, ast.ClassDef)), None)

@@ -369,10 +369,7 @@ def _check_pin_memory(ctx: FileContext) -> Iterator[Report]:
         if isinstance(pin, Unknown) or yields_device_tensors(ctx, call):
             continue  # unknown; or batches already on the device, where pinning raises
         workers = loader_argument(ctx, call, "num_workers", _NUM_WORKERS_POSITION)
-        if workers is None or (
-            isinstance(workers, ast.expr)
-            and (not _some_workers(ctx, workers) or _zero_unless_given(ctx, workers))
-        ):
+        if workers is None or (isinstance(workers, ast.expr) and not _some_workers(ctx, workers)):
             # No workers: the loader pins each batch in the training thread, before the step,
             # a copy about as long as the staged one it saves. Workers come first (TP101); the
             # judges called pinning alone "negligible" on 118 of 140 findings (issue 32).
@@ -563,7 +560,7 @@ PyTorch Performance Tuning Guide, "Enable async data loading and augmentation" (
 def _zero_unless_given(ctx: FileContext, workers: ast.expr) -> bool:
     """``num_workers=num_workers``, a parameter of the function that builds the loader whose
     default is 0 (rasbt's ``create_dataloader_v1(..., num_workers=0)``): no workers unless a
-    caller asks for them, and pinning without them is the training thread's own copy."""
+    caller asks for them."""
     scope = ctx.enclosing_scope(workers)
     if not isinstance(workers, ast.Name) or isinstance(scope, ast.Module):
         return False
@@ -574,10 +571,13 @@ def _some_workers(ctx: FileContext, workers: ast.expr) -> bool:
     """Whether ``num_workers`` may be above 0: a literal above 0, an option or config field
     whose default in this file is above 0, or any other expression (an option defined in
     another file: issue 16 found PyTorch-GAN's ``opt.n_cpu`` restarted every epoch). An option
-    this file declares with the default 0 has no workers to keep, and
-    ``persistent_workers=True`` with 0 workers raises (issue 32)."""
+    this file declares with the default 0, or a parameter of the loader's function whose
+    default is 0, has no workers: none to keep (``persistent_workers=True`` with 0 workers
+    raises, issue 32) and none to pin in (pinning is then the training thread's own copy)."""
     if isinstance(workers, ast.Constant):
         return type(workers.value) is int and workers.value > 0
+    if _zero_unless_given(ctx, workers):
+        return False
     known = int_value(ctx, workers)
     return known is None or known > 0
 
@@ -648,8 +648,6 @@ def _check_workers_not_persistent(ctx: FileContext) -> Iterator[Report]:
         workers = loader_argument(ctx, call, "num_workers", _NUM_WORKERS_POSITION)
         if not isinstance(workers, ast.expr) or not _some_workers(ctx, workers):
             continue
-        if _zero_unless_given(ctx, workers):
-            continue  # ``def create_dataloader(..., num_workers=0)``: none unless asked for
         persistent = loader_argument(ctx, call, "persistent_workers", 99)
         if persistent is None or (
             isinstance(persistent, ast.expr)

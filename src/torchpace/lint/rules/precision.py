@@ -10,7 +10,7 @@ from pathlib import Path
 from torchpace.findings import Edit, Fix
 from torchpace.lint.device import moves_to_a_device, uses_cuda
 from torchpace.lint.engine import PRECISION
-from torchpace.lint.loops import Step, assignments, dotted, strip_moves, walk
+from torchpace.lint.loops import Step, assignments, dotted, is_optimizer_class, strip_moves, walk
 from torchpace.lint.rule import (
     FileContext,
     Report,
@@ -161,11 +161,7 @@ _TF32_TEXT = re.compile(rb"tf32|fp32_precision|float32_matmul_precision")
 def _trains_nothing(ctx: FileContext) -> bool:
     """No training loop and no optimizer built: a metric, inference or export script, which
     keeps float32 exact on purpose (StyleGAN2-ADA's ``calc_metrics.py``, issue 32)."""
-    if any(
-        name.startswith("torch.optim.") and "lr_scheduler" not in name
-        for _, name in ctx.calls
-        if name
-    ):
+    if any(is_optimizer_class(name) for _, name in ctx.calls):
         return False
     return not ctx.loops.training_loops()
 
