@@ -6,6 +6,7 @@ tests re-run the search on copies of its results file, so they run only the tria
 
 from __future__ import annotations
 
+import fcntl
 import json
 import math
 import shutil
@@ -88,10 +89,24 @@ def _settings(recipe: str, **kw: Any) -> Settings:
 
 
 @pytest.fixture(scope="module")
-def tuned(tmp_path_factory: pytest.TempPathFactory) -> Tuned:
-    root = tmp_path_factory.mktemp("tune")
+def tuned(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Tuned:
+    # Under `make test`'s two workers both may take tests of this module: the first to get here
+    # runs the tune, the other waits on the lock and tunes the same recipe again from the same
+    # cache, which recalls every trial and runs none (the cache test below shows it is the same
+    # outcome). Alone (worker "master"), the session's own temporary folder holds it.
+    base = tmp_path_factory.getbasetemp()
+    root = (base if worker_id == "master" else base.parent) / "tune-search-shared"
+    root.mkdir(exist_ok=True)
+    # Beside the folder, not in it: the tune holds `lock` in its workdir's parent.
+    with root.with_suffix(".lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        return _tune_once(root)
+
+
+def _tune_once(root: Path) -> Tuned:
     recipe = root / "recipe.py"
-    recipe.write_text(RECIPE)
+    if not recipe.exists():  # the other worker's tests may be reading it
+        recipe.write_text(RECIPE)
     cache_dir = root / "cache"
     cands, not_here = candidates(load_recipe(str(recipe)), torch.device("cpu"))
     cands = [c for c in cands if c.name in TRIED]
