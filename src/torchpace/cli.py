@@ -313,7 +313,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         "--exclude",
         metavar="PATTERNS",
         help="gitignore patterns that directory walks skip, comma separated, replacing the "
-        "default (tests/, test_*.py, conftest.py, bug_report*, logs/, wandb/, ...); '' skips none",
+        "default (tests/, test_*.py, conftest.py, benchmarks/, benchmark*.py, bug_report*, "
+        "logs/, wandb/, ...); '' skips none",
     )
     p.add_argument(
         "--extend-exclude", metavar="PATTERNS", help="patterns to skip as well as the default"

@@ -160,7 +160,8 @@ def run(args: argparse.Namespace) -> int:
     if skipped and args.format == "text":
         shown = ", ".join(skipped[:3]) + (", ..." if len(skipped) > 3 else "")
         print(
-            "note: not linted, as tests, templates or run snapshots rather than training code: "
+            "note: not linted, as tests, benchmarks, templates or run snapshots rather than "
+            "training code: "
             f"{shown} (--exclude '' lints them; see `exclude` in {TABLE})",
             file=sys.stderr,
         )
