@@ -86,6 +86,10 @@ DATALOADERS = frozenset(
         "ignite.distributed.auto_dataloader",
         "ignite.distributed.auto.auto_dataloader",
         "webdataset.WebLoader",
+        # torchdata's resumable subclass of the torch DataLoader, same arguments (torchtune's
+        # recipes build every loader with it).
+        "torchdata.stateful_dataloader.StatefulDataLoader",
+        "torchdata.stateful_dataloader.stateful_dataloader.StatefulDataLoader",
     }
 )
 # Loaders that set ``pin_memory`` themselves when the run is on CUDA and it is not given.

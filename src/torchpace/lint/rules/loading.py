@@ -213,9 +213,10 @@ DATALOADER_WITHOUT_WORKERS = Rule(
     technique="loader-workers",
     doc="""\
 ## What it does
-Flags a `torch.utils.data.DataLoader` (or PyG's or DGL's subclass for graphs, which hands its
-`num_workers` to it: PyG's `DataLoader` and its samplers of subgraphs, `NeighborLoader`,
-`ClusterLoader`, the GraphSAINT samplers; or a library call that builds one from its keywords:
+Flags a `torch.utils.data.DataLoader` (or a subclass that hands its `num_workers` to it:
+torchdata's resumable `StatefulDataLoader`, PyG's or DGL's for graphs, PyG's `DataLoader` and its
+samplers of subgraphs, `NeighborLoader`, `ClusterLoader`, the GraphSAINT samplers; or a library
+call that builds one from its keywords:
 PyTorch-Ignite's `idist.auto_dataloader`, webdataset's `WebLoader`) created without
 `num_workers`, or with `num_workers=0`:
 a literal 0, or an option or config field whose default in the same file is 0
