@@ -48,3 +48,48 @@ def test_torchdatas_stateful_loader_is_a_dataloader() -> None:
     # With workers and pinned memory it is left alone, as a DataLoader would be.
     good = plain + ", num_workers=4, pin_memory=True, persistent_workers=True"
     assert findings(RECIPE.format(args=good), "TP101") == []
+
+
+# The shape of r9y9/wavenet_vocoder's train.py (MIT): a mask helper called every step builds a
+# range on the host, transforms it under another name, and moves that name to the GPU.
+MASK = """
+import torch
+
+
+def sequence_mask(sequence_length, max_len):
+    batch_size = sequence_length.size(0)
+    seq_range = torch.arange(0, max_len).long()
+    seq_range_expand = seq_range.unsqueeze(0).expand(batch_size, max_len)
+    if sequence_length.is_cuda:
+        seq_range_expand = {move}
+    return (seq_range_expand < sequence_length.unsqueeze(1)).float()
+
+
+def train(model, loader, optimizer):
+    model = model.cuda()
+    for x, lengths in loader:
+        x = x.cuda()
+        mask = sequence_mask(lengths.cuda(), x.size(-1))
+        loss = (model(x) * mask).mean()
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+"""
+
+
+def test_a_host_range_transformed_under_another_name_then_moved_is_reported_at_its_factory():
+    line = MASK.splitlines().index("    seq_range = torch.arange(0, max_len).long()") + 1
+    assert findings(MASK.format(move="seq_range_expand.cuda()"), "TP207") == [("TP207", line)]
+    # The chain moved at once, without the second name, is the same copy.
+    inline = MASK.replace(
+        "seq_range.unsqueeze(0).expand(batch_size, max_len)",
+        "seq_range.unsqueeze(0).expand(batch_size, max_len).cuda()",
+    )
+    assert findings(inline.format(move="seq_range_expand"), "TP207") == [("TP207", line)]
+    # A name also bound to something from the device is not known to be on the host.
+    mixed = MASK.replace(
+        "    if sequence_length.is_cuda:",
+        "    if max_len > 4096:\n        seq_range_expand = sequence_length.new_ones(1, max_len)\n"
+        "    if sequence_length.is_cuda:",
+    )
+    assert findings(mixed.format(move="seq_range_expand.cuda()"), "TP207") == []

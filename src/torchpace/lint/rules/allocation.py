@@ -320,6 +320,50 @@ def _made_on_host(ctx: FileContext, name: str, scope: ast.AST) -> list[ast.expr]
     return made if made and len(made) + len(moved) + len(kept) == len(values) else []
 
 
+def _transformed_from_host(ctx: FileContext, node: ast.expr, scope: ast.AST) -> list[ast.expr]:
+    """The host factories of the name that ``node`` transforms, when ``node`` is a chain of
+    transforms (:data:`_TRANSFORMS`) of a name made on the host in ``scope`` (``seq_range =
+    torch.arange(n).long()``, then ``seq_range.unsqueeze(0).expand(b, n)``): the chain runs on
+    the host. Else none."""
+    steps = 0
+    while (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in _TRANSFORMS
+        and all(_operand_ok(ctx, a) for a in node.args)
+    ):
+        node, steps = node.func.value, steps + 1
+    if steps == 0 or not isinstance(node, ast.Name):
+        return []
+    return _made_on_host(ctx, node.id, scope)
+
+
+def _derived_on_host(ctx: FileContext, name: str, scope: ast.AST) -> list[ast.expr]:
+    """The host factories behind ``name``, when it is bound in ``scope`` only to transforms of a
+    name made on the host and to moves of itself (wavenet_vocoder's ``sequence_mask``:
+    ``seq_range_expand = seq_range.unsqueeze(0).expand(b, n)``, then ``seq_range_expand =
+    seq_range_expand.cuda()``, every step)."""
+    values = [
+        node.value
+        for node in subtree(scope)
+        if isinstance(node, ast.Assign)
+        and len(node.targets) == 1
+        and dotted(node.targets[0]) == name
+    ]
+    rest = [
+        v
+        for v in values
+        if not (
+            isinstance(v, ast.Call)
+            and isinstance(v.func, ast.Attribute)
+            and v.func.attr in {"cuda", "to", "type_as"}
+            and dotted(v.func.value) == name
+        )
+    ]
+    roots = [_transformed_from_host(ctx, v, scope) for v in rest]
+    return roots[0] if roots and all(roots) else []
+
+
 def _cuda_typed(ctx: FileContext, func: ast.expr) -> bool:
     """``torch.cuda.FloatTensor``, or a name bound to it (``Tensor = torch.cuda.FloatTensor if
     cuda else torch.FloatTensor``, as PyTorch-GAN writes)."""
@@ -372,6 +416,11 @@ def _check_host_created_then_moved(ctx: FileContext) -> Iterator[Report]:
                 yield Report(call)  # made on the host, transformed, then moved: reported
             elif to_device and isinstance(factory, ast.Call) and _returns_host_tensor(ctx, factory):
                 yield Report(call)  # a helper builds it on the host, the step moves it
+            elif to_device and (
+                root := _transformed_from_host(ctx, factory, scope)
+                or (_derived_on_host(ctx, name, scope) if name is not None else [])
+            ):
+                yield Report(root[0])  # a host tensor's name, transformed, then moved
             continue
         if func.attr == "type_as":
             yield Report(call)  # follows its argument's device: reported, not rewritten
@@ -419,14 +468,15 @@ HOST_TENSOR_MOVED = Rule(
 Flags a tensor factory (`torch.tensor`, `zeros`, `ones`, `rand`, `randn`, `arange`, the window
 functions such as `hann_window`, ...) whose result is moved with `.cuda()`, `.to(device)`,
 `.type_as(x)` or `.to(x)` (a tensor of the step, whose device it takes), inside a training loop:
-immediately, after a dtype cast (`torch.ones(n).long().to(device)`,
-`.to(x.dtype).to(x.device)`), or through a name bound only to it (`z = torch.randn(n, d)` then
-`z = z.type_as(imgs)`), through methods, pointwise functions, arithmetic and einops that keep it
-on the host, or returned by a function of this file or of an imported project file that builds
-it so (`prepare_img_ids(b, h, w).to(device)`). A legacy typed constructor counts where it is
-given no data, only a `range`, sizes or a literal list of numbers
-(`torch.LongTensor(range(n)).to(device)`, what `torch.arange(n, device=device)` makes); given
-host data (a NumPy array, an observation), it is a copy either way.
+immediately, after a dtype cast (`torch.ones(n).long().to(device)`, `.to(x.dtype).to(x.device)`), or
+through a name bound only to it (`z = torch.randn(n, d)` then `z = z.type_as(imgs)`), through
+methods, pointwise functions, arithmetic and einops that keep it on the host (also under another
+name bound only to them: `r = torch.arange(n).long()`, then `m = r.unsqueeze(0).expand(b, n)`, then
+`m = m.cuda()`), or returned by a function of this file or of an imported project file that builds
+it so (`prepare_img_ids(b, h, w).to(device)`). A legacy typed constructor counts where it is given
+no data, only a `range`, sizes or a literal list of numbers
+(`torch.LongTensor(range(n)).to(device)`, what `torch.arange(n, device=device)` makes); given host
+data (a NumPy array, an observation), it is a copy either way.
 Also numpy data copied into a legacy CUDA tensor type
 (`torch.cuda.FloatTensor(np.random.normal(...))`, or a name bound to such a type).
 
