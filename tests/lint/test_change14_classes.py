@@ -93,3 +93,57 @@ def test_a_host_range_transformed_under_another_name_then_moved_is_reported_at_i
         "    if sequence_length.is_cuda:",
     )
     assert findings(mixed.format(move="seq_range_expand.cuda()"), "TP207") == []
+
+
+# The shape of lucidrains/denoising-diffusion-pytorch's trainer (MIT): a conv U-Net of the file
+# trained at a fixed image size on the device Accelerate picks; nothing names CUDA.
+ACCELERATE_UNET = """
+import torch
+from torch import nn
+from torch.utils.data import DataLoader
+from accelerate import Accelerator
+
+
+class Unet(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.init_conv = nn.Conv2d(3, dim, 7, padding=3)
+        self.blocks = nn.ModuleList([nn.Conv2d(dim, dim, 3, padding=1) for _ in range(8)])
+        self.final_conv = nn.Conv2d(dim, 3, 1)
+
+    def forward(self, x):
+        x = self.init_conv(x)
+        for block in self.blocks:
+            x = block(x).relu()
+        return self.final_conv(x)
+
+
+class Trainer:
+    def __init__(self, dataset, dim=64):
+        self.accelerator = Accelerator({cpu})
+        self.model = Unet(dim)
+        dl = DataLoader(dataset, batch_size=32, shuffle=True, pin_memory=True, num_workers=8)
+        self.dl = self.accelerator.prepare(dl)
+        self.opt = torch.optim.Adam(self.model.parameters(), lr=1e-4)
+        self.model, self.opt = self.accelerator.prepare(self.model, self.opt)
+
+    def train(self, steps):
+        for _ in range(steps):
+            for data in self.dl:
+                loss = (self.model(data) - data).pow(2).mean()
+                self.accelerator.backward(loss)
+                self.opt.step()
+                self.opt.zero_grad()
+"""
+
+
+def test_an_accelerate_trainers_conv_net_runs_on_the_gpu_without_the_autotuner() -> None:
+    line = (
+        ACCELERATE_UNET.splitlines().index(
+            "        self.init_conv = nn.Conv2d(3, dim, 7, padding=3)"
+        )
+        + 1
+    )
+    assert findings(ACCELERATE_UNET.format(cpu=""), "TP303") == [("TP303", line)]
+    # Put on the CPU by the file: no CUDA run, no cuDNN.
+    assert findings(ACCELERATE_UNET.format(cpu="cpu=True"), "TP303") == []

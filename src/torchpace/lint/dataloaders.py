@@ -481,6 +481,18 @@ def feeds_training(ctx: FileContext, call: ast.Call) -> bool:
     return not loops or not all(id(loop) in evaluation | idle for loop in loops)
 
 
+def framework_gpu(ctx: FileContext) -> bool:
+    """A training loader is prepared by Accelerate or Fabric, and the file does not put the
+    framework on the CPU: the run's device is the framework's, a GPU where there is one."""
+    from torchpace.lint.device import framework_on_cpu
+
+    return not framework_on_cpu(ctx) and any(
+        prepared_by_framework(ctx, call) and feeds_training(ctx, call)
+        for call, name in ctx.calls
+        if name in DATALOADERS
+    )
+
+
 def _unseen_elsewhere(ctx: FileContext, scope: ast.AST) -> bool:
     """A name bound in ``scope`` that no other file can read: a function's local, or anything
     a notebook binds (a module's global may be imported by the script that trains)."""

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from torchpace.findings import Fix
+from torchpace.lint.dataloaders import framework_gpu
 from torchpace.lint.device import uses_cuda
 from torchpace.lint.loops import dotted, parameter_defaults, returned, strip_moves
 from torchpace.lint.project import builds_conv_net, definition, training_helpers
@@ -157,8 +158,8 @@ def _check_cudnn_benchmark(ctx: FileContext) -> Iterator[Report]:
             return  # LeNet handed to the course's trainer: nothing worth autotuning
         yield Report(min(convs, key=start_of))
         return
-    if chooses_cudnn_setup(ctx) or not uses_cuda(ctx):
-        return
+    if chooses_cudnn_setup(ctx) or not (uses_cuda(ctx) or framework_gpu(ctx)):
+        return  # not a CUDA run; an Accelerate or Fabric trainer's device is the GPU (TP102)
     if _trains_small_models_only(ctx):
         return  # every training loop runs a small model (lint.scale): nothing worth autotuning
     convs = convs or _builds_conv_net_here(ctx)
@@ -174,12 +175,13 @@ CUDNN_BENCHMARK_NOT_ENABLED = Rule(
     technique="cudnn-benchmark",
     doc=f"""\
 ## What it does
-Flags the first convolution layer (`nn.Conv1d/2d/3d`, `nn.ConvTranspose1d/2d/3d`) of a file
-that trains (it has a training loop) on a CUDA device (`.cuda()`, `.to("cuda")`,
-`device="cuda"`, a device such as `"cuda" if torch.cuda.is_available() else "cpu"` that is
-used, not only printed) and never sets `torch.backends.cudnn.benchmark`. A model library that
-trains nothing is left to the scripts that train its models. A file that builds convolutions
-and hands the model to another project file's training function (a course notebook calling
+Flags the first convolution layer (`nn.Conv1d/2d/3d`, `nn.ConvTranspose1d/2d/3d`) of a file that
+trains (it has a training loop) on a CUDA device (`.cuda()`, `.to("cuda")`, `device="cuda"`, a
+device such as `"cuda" if torch.cuda.is_available() else "cpu"` that is used, not only printed,
+or a training loader that Accelerate or Fabric prepares, as for TP102, unless the file puts the
+framework on the CPU) and never sets `torch.backends.cudnn.benchmark`. A model library that
+trains nothing is left to the scripts that train its models. A file that builds convolutions and
+hands the model to another project file's training function (a course notebook calling
 `d2l.train_ch5(net, ...)` with the course's `try_gpu()` device) trains them too, unless that
 file sets the auto-tuner itself or the model handed over is a small one (below).
 

@@ -12,6 +12,7 @@ from torchpace.lint.dataloaders import (
     Unknown,
     built_loaders,
     feeds_training,
+    framework_gpu,
     graph_on_device,
     iterated_loader_calls,
     loader_argument,
@@ -267,16 +268,6 @@ PyTorch Performance Tuning Guide, "Enable async data loading and augmentation".
 )
 
 
-def _framework_gpu(ctx: FileContext) -> bool:
-    """A training loader is prepared by Accelerate or Fabric, and the file does not put the
-    framework on the CPU: the run's device is the framework's, a GPU where there is one."""
-    from torchpace.lint.device import framework_on_cpu
-
-    return not framework_on_cpu(ctx) and any(
-        prepared_by_framework(ctx, c) for c in _training_loaders(ctx)
-    )
-
-
 # torchvision datasets of images at most 32 pixels a side: a batch of 256 is under 3.2 MB.
 _SMALL_IMAGE_DATASETS = SMALL_IMAGE_DATASETS | {
     f"torchvision.datasets.{name}" for name in ("CIFAR10", "CIFAR100")
@@ -386,7 +377,7 @@ def _check_pin_memory(ctx: FileContext) -> Iterator[Report]:
             unpinned.append(Report(direct if direct is not None else call))
     # Pinning only helps copies to a CUDA device: ask about the device only when needed. A
     # loader an Accelerate or Fabric script prepares feeds the GPU the framework chose.
-    if unpinned and (uses_cuda(ctx) or _framework_gpu(ctx)):
+    if unpinned and (uses_cuda(ctx) or framework_gpu(ctx)):
         yield from unpinned
 
 
