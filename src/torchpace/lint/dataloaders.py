@@ -481,15 +481,19 @@ def feeds_training(ctx: FileContext, call: ast.Call) -> bool:
     return not loops or not all(id(loop) in evaluation | idle for loop in loops)
 
 
+@per_file
+def training_loaders(ctx: FileContext) -> list[ast.Call]:
+    """The DataLoader calls that may feed training steps (:func:`feeds_training`)."""
+    return [call for call, name in ctx.calls if name in DATALOADERS and feeds_training(ctx, call)]
+
+
 def framework_gpu(ctx: FileContext) -> bool:
     """A training loader is prepared by Accelerate or Fabric, and the file does not put the
     framework on the CPU: the run's device is the framework's, a GPU where there is one."""
     from torchpace.lint.device import framework_on_cpu
 
     return not framework_on_cpu(ctx) and any(
-        prepared_by_framework(ctx, call) and feeds_training(ctx, call)
-        for call, name in ctx.calls
-        if name in DATALOADERS
+        prepared_by_framework(ctx, call) for call in training_loaders(ctx)
     )
 
 

@@ -297,9 +297,9 @@ def _built_on_host(ctx: FileContext, node: ast.expr) -> bool:
     return False
 
 
-def _bound_values(name: str, scope: ast.AST) -> tuple[list[ast.expr], list[ast.expr]]:
-    """What ``name`` is assigned in ``scope``: the moves of itself (``z = z.cuda()``,
-    ``z = z.to(device)``, ``z = z.type_as(x)``), and every other value."""
+def _values_besides_moves(name: str, scope: ast.AST) -> list[ast.expr]:
+    """What ``name`` is assigned in ``scope``, leaving out the moves of itself (``z = z.cuda()``,
+    ``z = z.to(device)``, ``z = z.type_as(x)``)."""
     values = [
         node.value
         for node in subtree(scope)
@@ -307,21 +307,22 @@ def _bound_values(name: str, scope: ast.AST) -> tuple[list[ast.expr], list[ast.e
         and len(node.targets) == 1
         and dotted(node.targets[0]) == name
     ]
-    moved: list[ast.expr] = [
+    return [
         v
         for v in values
-        if isinstance(v, ast.Call)
-        and isinstance(v.func, ast.Attribute)
-        and v.func.attr in {"cuda", "to", "type_as"}
-        and dotted(v.func.value) == name
+        if not (
+            isinstance(v, ast.Call)
+            and isinstance(v.func, ast.Attribute)
+            and v.func.attr in {"cuda", "to", "type_as"}
+            and dotted(v.func.value) == name
+        )
     ]
-    return moved, [v for v in values if v not in moved]
 
 
 def _made_on_host(ctx: FileContext, name: str, scope: ast.AST) -> list[ast.expr]:
     """The host factories ``name`` is bound to in ``scope``, when it is bound only to them and to
     moves of itself (``z = torch.randn(n, d)`` then ``z = z.type_as(imgs)``); else none."""
-    _, rest = _bound_values(name, scope)
+    rest = _values_besides_moves(name, scope)
     made = [v for v in rest if _host_factory(ctx, v) is not None]
     kept = [v for v in rest if v not in made and _keeps_in_place(ctx, v, name)]
     return made if made and len(made) + len(kept) == len(rest) else []
@@ -350,7 +351,7 @@ def _derived_on_host(ctx: FileContext, name: str, scope: ast.AST) -> list[ast.ex
     name made on the host and to moves of itself (wavenet_vocoder's ``sequence_mask``:
     ``seq_range_expand = seq_range.unsqueeze(0).expand(b, n)``, then ``seq_range_expand =
     seq_range_expand.cuda()``, every step)."""
-    _, rest = _bound_values(name, scope)
+    rest = _values_besides_moves(name, scope)
     roots = [_transformed_from_host(ctx, v, scope) for v in rest]
     return roots[0] if roots and all(roots) else []
 

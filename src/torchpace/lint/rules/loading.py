@@ -18,12 +18,12 @@ from torchpace.lint.dataloaders import (
     loader_argument,
     prepared_by_framework,
     streams_without_sharding,
+    training_loaders,
     yields_device_tensors,
 )
 from torchpace.lint.device import may_use_accelerator, uses_cuda
 from torchpace.lint.engine import EPOCH_LOADER
 from torchpace.lint.loops import (
-    DATALOADERS,
     PINS_ON_CUDA,
     TRAINING_ENGINES,
     assignments,
@@ -44,7 +44,6 @@ from torchpace.lint.rule import (
     is_const,
     keyword,
     passed_for,
-    per_file,
 )
 from torchpace.lint.tree import subtree
 from torchpace.lint.values import int_value, option_default
@@ -53,12 +52,6 @@ from torchpace.lint.values import int_value, option_default
 #            pin_memory, ...)
 _NUM_WORKERS_POSITION = 5
 _PIN_MEMORY_POSITION = 7
-
-
-@per_file
-def _training_loaders(ctx: FileContext) -> list[ast.Call]:
-    """The DataLoader calls that may feed training steps (see :mod:`..dataloaders`)."""
-    return [call for call, name in ctx.calls if name in DATALOADERS and feeds_training(ctx, call)]
 
 
 _IN_MEMORY = TENSOR_DATASETS | frozenset(
@@ -173,7 +166,7 @@ def _trained_on_here(ctx: FileContext, call: ast.Call) -> bool:
 
 def _check_loader_workers(ctx: FileContext) -> Iterator[Report]:
     cpu_only: bool | None = None
-    for call in _training_loaders(ctx):
+    for call in training_loaders(ctx):
         if _of_indices(ctx, call):
             continue  # workers would batch ints; the sampler stays in this process anyway
         if _cheap_items(ctx, call):
@@ -356,7 +349,7 @@ def _small_batches(ctx: FileContext, call: ast.Call) -> bool:
 
 def _check_pin_memory(ctx: FileContext) -> Iterator[Report]:
     unpinned: list[Report] = []
-    for call in _training_loaders(ctx):
+    for call in training_loaders(ctx):
         pin = loader_argument(ctx, call, "pin_memory", _PIN_MEMORY_POSITION)
         if isinstance(pin, Unknown) or yields_device_tensors(ctx, call):
             continue  # unknown; or batches already on the device, where pinning raises
