@@ -4,7 +4,9 @@ text, whose line no longer reports, is nearer in the file's order of judgements.
 
 from __future__ import annotations
 
+import collections
 import importlib.util
+import json
 import sys
 from pathlib import Path
 
@@ -45,9 +47,6 @@ def test_a_judgement_at_the_findings_own_line_wins_over_a_stale_one_of_the_same_
 def test_each_repository_of_the_corpus_is_listed_once() -> None:
     # A repository in two sets would be scored twice and its judged file shared between a set
     # the rules were changed against and one that measures them (session 13 nearly did so).
-    import collections
-    import json
-
     listed = json.loads((SCORE.parent / "repos.json").read_text())
     repos = listed["repos"] if isinstance(listed, dict) else listed
     twice = [r for r, n in collections.Counter(r["repo"].lower() for r in repos).items() if n > 1]
