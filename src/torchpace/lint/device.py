@@ -28,7 +28,9 @@ starts with ``"cuda:"``, ``torch.device`` of one of these, or a conditional expr
 Not enough on their own: ``torch.cuda.is_available()`` (a script that checks for a GPU may never
 use one), and autocast or GradScaler for CUDA in any spelling (``torch.cuda.amp.GradScaler()``,
 ``torch.autocast("cuda")``): they set precision, not placement, and without a GPU they warn and
-do nothing.
+do nothing. Nor a CUDA device bound to a name, or to a field of a settings object
+(``self.device = "cuda" if ... else "cpu"``), that the file only prints or formats, or that a
+notebook never reads: nothing is handed to it.
 
 The analysis is flow-insensitive. Across files it follows one thing: ``device = helper()`` where
 ``helper`` is imported from a project file that returns a CUDA device
@@ -326,15 +328,30 @@ def _unused_device(ctx: FileContext, call: ast.Call, name: str | None) -> bool:
 
 
 def _only_shown(ctx: FileContext, assign: ast.Assign | ast.AnnAssign) -> bool:
-    """The device that ``assign`` binds to a name is never used, only shown: every read of the
-    name in the file formats or prints it (a course's set-up cell, ``device = "cuda" if
-    torch.cuda.is_available() else "cpu"`` and ``print(f"Using device: {device}")``, before
-    notebooks that never move anything to it). Nothing runs on a device nobody hands on."""
+    """The device that ``assign`` binds to a name (or to an attribute, ``self.device``: then any
+    read of an attribute so named counts) is never used, only shown: every read of the name in
+    the file formats or prints it, or a notebook never reads it (a course's set-up cell,
+    ``device = "cuda" if torch.cuda.is_available() else "cpu"`` and ``print(f"Using device:
+    {device}")``, before notebooks that never move anything to it). Nothing runs on a device
+    nobody hands on."""
     targets = assign.targets if isinstance(assign, ast.Assign) else [assign.target]
-    if len(targets) != 1 or not isinstance(targets[0], ast.Name):
+    if len(targets) != 1:
         return False
-    name = targets[0].id
-    reads = [n for n in ctx.of_type(ast.Name) if n.id == name and isinstance(n.ctx, ast.Load)]
+    target = targets[0]
+    reads: list[ast.expr]
+    if isinstance(target, ast.Name):
+        name = target.id
+        reads = [n for n in ctx.of_type(ast.Name) if n.id == name and isinstance(n.ctx, ast.Load)]
+    elif isinstance(target, ast.Attribute):
+        # a settings object's field (``self.device = "cuda" if ... else "cpu"`` in a notebook's
+        # ``ExperimentParams``): any read of an attribute of that name, of any object, is a use
+        reads = [
+            n
+            for n in ctx.of_type(ast.Attribute)
+            if n.attr == target.attr and isinstance(n.ctx, ast.Load)
+        ]
+    else:
+        return False
     for node in reads:
         parent = ctx.parents.get(id(node))
         if isinstance(parent, ast.FormattedValue):
@@ -346,4 +363,6 @@ def _only_shown(ctx: FileContext, assign: ast.Assign | ast.AnnAssign) -> bool:
         ):
             continue
         return False
-    return bool(reads)  # a device never read at all: a snippet, a module others import from
+    # A device never read at all: in a module, one that others may import; a notebook's is
+    # read by no one.
+    return bool(reads) or ctx.path.endswith(".ipynb")

@@ -18,9 +18,11 @@ the loop.
 A loop over a DataLoader that does not train is an *evaluation* loop, not a step loop, when it
 shows it: it runs under ``torch.no_grad()``/``inference_mode()`` (a ``with`` or a decorator), a
 module was switched to ``eval()`` before it in the same function, its function is named for
-evaluation (``validate``, ``test_epoch``, ``predict``...), or its loader is (``val_loader``).
-The analysis is static and flow-insensitive; where it cannot tell, it leaves the code out, so
-rules built on it stay quiet rather than guess.
+evaluation (``validate``, ``test_epoch``, ``predict``...), or its loader is (``val_loader``),
+or nothing in it could train: every call is torch's, NumPy's or a builtin, a tensor's or a
+list's method, or a model's forward (feature extraction before a classifier is trained on
+the features). The analysis is static and flow-insensitive; where it cannot tell, it leaves
+the code out, so rules built on it stay quiet rather than guess.
 """
 
 from __future__ import annotations
@@ -137,6 +139,28 @@ EVAL_NAME = re.compile(
     r"|sampling|generate|generation|visuali[sz]\w*)($|_)",
     re.I,
 )
+# What a loop over batches may call and still train nothing (LoopFacts._only_forwards): the
+# functions of these libraries (but the few that train), Python's builtins that read or build
+# values, the methods of tensors and lists that move, convert, shape or collect, and the models
+# of torch.nn and of model libraries, run forward.
+_INERT_LIBRARIES = ("torch.", "numpy.", "math.", "time.")
+_TRAINING_CALLS = frozenset({"torch.autograd.backward", "torch.autograd.grad"})
+_INERT_BUILTINS = frozenset(
+    {
+        *("print", "len", "range", "enumerate", "zip", "list", "tuple", "dict", "set", "sorted"),
+        *("int", "float", "str", "bool", "isinstance", "min", "max", "sum", "abs", "round"),
+    }
+)
+_INERT_METHODS = frozenset(
+    {
+        *("to", "cuda", "cpu", "numpy", "detach", "item", "tolist", "float", "double", "half"),
+        *("long", "int", "bool", "view", "reshape", "permute", "squeeze", "unsqueeze", "flatten"),
+        *("size", "contiguous", "clone", "type", "argmax", "softmax", "sigmoid", "eq", "append"),
+        *("extend", "items", "keys", "values", "numel", "dim", "format"),
+    }
+)
+_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+_MODEL_LIBRARIES = ("torch.nn.", "torchvision.models.", "timm.create_model", "timm.models.")
 # Context managers and decorators that turn autograd off.
 NO_GRAD = frozenset(
     {
@@ -661,7 +685,68 @@ class LoopFacts:
             loader = dotted(iterated(loop.iter)) or ""
             if EVAL_NAME.search(loader.rsplit(".", 1)[-1].lower()):
                 return True
+            if self._only_forwards(loop):
+                return True
         return bool(in_eval_mode(scope, loop.lineno))
+
+    def _only_forwards(self, loop: Loop) -> bool:
+        """A loop over batches in which nothing could train, that runs a model forward or moves
+        nothing to a device: every other call in it is torch's, NumPy's or a builtin, or a
+        tensor's or a list's method; the models are of ``torch.nn`` or a model library, or
+        classes of this file that train nothing. Feature extraction (``for x, y in loader:
+        feats.extend(model.features(x.to(device)).cpu().numpy())``) reads batches and trains
+        nothing. A call this file cannot see into (``train_step(model, batch)``,
+        ``trainer.fit_batch(batch)``) keeps the loop a step loop, and so does a loop that hands
+        its batches on (``yield``) or calls nothing."""
+        nodes = list(walk(loop.body))
+        calls = [n for n in nodes if isinstance(n, ast.Call)]
+        if not calls or any(isinstance(n, (ast.Yield, ast.YieldFrom)) for n in nodes):
+            return False
+        forwards = [c for c in calls if self._forward_call(c)]
+        if not all(c in forwards or self._inert_call(c) for c in calls):
+            return False
+        # Without a model, a loop that moves nothing either: it reads the loader's batches on
+        # the host (a plotting helper, the dataset's mean and std).
+        return bool(forwards) or not any(
+            isinstance(c.func, ast.Attribute) and c.func.attr in {"to", "cuda"} for c in calls
+        )
+
+    def _inert_call(self, call: ast.Call) -> bool:
+        func = call.func
+        qual = self.names.qualname(func) or ""
+        if qual.startswith(_INERT_LIBRARIES) and qual not in _TRAINING_CALLS:
+            return True
+        if isinstance(func, ast.Name):
+            return func.id in _INERT_BUILTINS and func.id not in self.functions
+        return isinstance(func, ast.Attribute) and func.attr in _INERT_METHODS
+
+    def _forward_call(self, call: ast.Call) -> bool:
+        """``model(x)``, ``model.features(x)``, ``self.encoder(x)``, ``model.forward(x)`` on a
+        model of :meth:`_runs_forward`."""
+        func = call.func
+        if isinstance(func, ast.Attribute) and func.attr == "forward":
+            func = func.value
+        root = dotted(func)
+        while root:
+            if self._runs_forward(root):
+                return True
+            root = root.rpartition(".")[0]
+        return False
+
+    def _runs_forward(self, name: str) -> bool:
+        """``name`` is a model whose forward trains nothing: built by ``torch.nn``, by a model
+        library, or from a class of this file whose methods train nothing."""
+        owner = self.instances.get(name, "")
+        if owner.startswith(_MODEL_LIBRARIES):
+            return True
+        if owner in self.classes:
+            cls = self.classes[owner]
+            methods = [m for m in cls.body if isinstance(m, _FUNCTIONS)]
+            derives = bool(cls.bases) and all(
+                (self.names.qualname(b) or "").startswith("torch.nn.") for b in cls.bases
+            )
+            return derives and bool(methods) and not any(self.function_trains(m) for m in methods)
+        return False
 
     def _only_run_without_grad(self, function: Function) -> bool:
         """A module-level function this file only calls with autograd off, and names nowhere

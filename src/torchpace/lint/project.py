@@ -746,6 +746,8 @@ def builds_conv_net(ctx: FileContext, call: ast.Call, name: str | None) -> bool:
 # tables and parameters read by index, elementwise and reduction math, norms and activations.
 _WEIGHTS = frozenset({"torch.nn.Parameter", "torch.nn.Embedding", "torch.nn.EmbeddingBag"})
 _TABLES = _WEIGHTS | {"torch.nn.ModuleList"}
+# Classes a table class derives from (``class ScaledEmbedding(nn.Embedding)``).
+_TABLE_CLASSES = frozenset({"torch.nn.Embedding", "torch.nn.EmbeddingBag"})
 _PRODUCTS = frozenset(
     {
         *("torch.matmul", "torch.mm", "torch.bmm", "torch.einsum", "torch.addmm", "torch.baddbmm"),
@@ -757,20 +759,30 @@ _PRODUCTS = frozenset(
 _PRODUCT_METHODS = frozenset({"matmul", "mm", "bmm", "addmm", "baddbmm", "einsum"})
 
 
-def matmul_free(ctx: FileContext, call: ast.Call) -> bool:
+def matmul_free(ctx: FileContext, call: ast.Call, depth: int = 2) -> bool:
     """``call`` builds an ``nn.Module`` class of this or a project file whose every line is free
     of matrix products and convolutions: it builds embedding tables and parameters only, and
     computes with elementwise math, norms and reductions (ogb's knowledge-graph embeddings:
-    TransE, RotatE, ComplEx). Anything it cannot read (a layer of a library, a submodule of
-    another class built in ``__init__``, a ``@``) makes it not free."""
+    TransE, RotatE, ComplEx). A submodule built from another such class counts as a table, and
+    so does one of a class derived from ``nn.Embedding`` with no product of its own (a course's
+    ``ScaledEmbedding``, which only overrides ``reset_parameters``), ``depth`` classes deep.
+    Anything it cannot read (a layer of a library, a submodule of another class built in
+    ``__init__``, a ``@``) makes it not free."""
     found = definition_of(ctx, call, ast.ClassDef)
     if found is None:
         return False
     where, cls = found
-    bases = {(where.names.qualname(b) or dotted(b) or "").rsplit(".", 1)[-1] for b in cls.bases}
-    if "Module" not in bases:
+    bases = {where.names.qualname(b) or dotted(b) or "" for b in cls.bases}
+    if bases & _TABLE_CLASSES:
+        return _product_free(where, cls, depth)
+    if "Module" not in {b.rsplit(".", 1)[-1] for b in bases}:
         return False  # a module of torch.nn's, directly: not one derived from another class
-    tables = False
+    return _product_free(where, cls, depth, tables=False)
+
+
+def _product_free(where: FileContext, cls: ast.ClassDef, depth: int, tables: bool = True) -> bool:
+    """No line of ``cls`` multiplies matrices or convolves, and it holds weights (``tables``
+    given, or embedding tables and parameters it builds)."""
     built = {
         id(n)
         for m in cls.body
@@ -798,7 +810,10 @@ def matmul_free(ctx: FileContext, call: ast.Call) -> bool:
             and not name.startswith("torch.")
             and not hasattr(builtins, func.id)
         ):
-            return False  # a submodule of another class, of this file or not: not read
+            # a submodule of another class: a table where that class is one, else not read
+            if depth <= 0 or func.id == cls.name or not matmul_free(where, node, depth - 1):
+                return False
+            tables = True
     return tables  # and it holds weights: embedding tables or parameters
 
 

@@ -27,6 +27,7 @@ from torchpace.lint.loops import (
     PINS_ON_CUDA,
     TRAINING_ENGINES,
     assignments,
+    bound_in,
     dotted,
     may_build_loader,
     parameter_defaults,
@@ -51,6 +52,7 @@ from torchpace.lint.values import int_value, option_default
 # DataLoader(dataset, batch_size, shuffle, sampler, batch_sampler, num_workers, collate_fn,
 #            pin_memory, ...)
 _NUM_WORKERS_POSITION = 5
+_COLLATE_FN_POSITION = 6
 _PIN_MEMORY_POSITION = 7
 
 
@@ -67,22 +69,68 @@ _IN_MEMORY = TENSOR_DATASETS | frozenset(
 
 
 def _in_memory(ctx: FileContext, call: ast.Call) -> bool:
-    """The loader's dataset is tensors already in memory (``TensorDataset(x, y)``, a tensor),
-    directly, through a name assigned once from one, or through a parameter of the function
-    that builds the loader, at every call of that function in the file (``train_net(net,
+    """The loader's dataset is tensors already in memory (``TensorDataset(x, y)``, a tensor, a
+    Python list the file builds when no ``collate_fn`` reads its items), directly, through a
+    name the scope binds only to such values, or through a parameter of the function that
+    builds the loader, at every call of that function in the file (``train_net(net,
     train_data)``): a batch is a slice, nothing to decode."""
     data = argument(call, "dataset", 0)
+    # a collate function may load what a list's items name (paths, ids): not read here
+    lists = argument(call, "collate_fn", _COLLATE_FN_POSITION) is None
     scope = ctx.enclosing_scope(call)
     if isinstance(data, ast.Name) and isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
         given = passed_for(ctx, scope, data.id)
         if given is not None:
-            return bool(given) and all(_tensors_in_memory(ctx, g) for g in given)
-    return _tensors_in_memory(ctx, data)
+            return bool(given) and all(_tensors_in_memory(ctx, g, lists) for g in given)
+    return _tensors_in_memory(ctx, data, lists)
 
 
-def _tensors_in_memory(ctx: FileContext, data: ast.expr | None) -> bool:
+def _tensors_in_memory(ctx: FileContext, data: ast.expr | None, lists: bool = True) -> bool:
+    if isinstance(data, ast.Name):
+        # every value the scope binds the name to (a notebook's cells bind ``data`` again)
+        values = bound_in(ctx, data.id, ctx.enclosing_scope(data))
+        if values and len(values) > 1:
+            return all(
+                not isinstance(v, ast.Name) and _tensors_in_memory(ctx, v, lists) for v in values
+            )
     data = assigned_once(ctx, data)
-    return isinstance(data, ast.Call) and ctx.names.qualname(data.func) in _IN_MEMORY
+    while (
+        isinstance(data, ast.Call)
+        and isinstance(data.func, ast.Attribute)
+        and data.func.attr in _CASTS
+    ):
+        data = data.func.value  # ``torch.from_numpy(x).type(dtype)``: the same tensor, cast
+    if isinstance(data, ast.Call) and ctx.names.qualname(data.func) in _IN_MEMORY:
+        return True
+    return lists and _python_list(ctx, data)
+
+
+# Tensor methods that give the same data in another dtype or place.
+_CASTS = frozenset({"type", "float", "double", "half", "long", "int", "to", "cuda", "contiguous"})
+
+
+def _python_list(ctx: FileContext, data: ast.expr | None, depth: int = 1) -> bool:
+    """``data`` is a Python list the file builds (a literal, a comprehension, ``list(...)``,
+    ``zip(...)``, a slice of one or a sum of them, or what a function of the file returns as
+    one, ``depth`` calls deep): its items are made before the loader runs (tensors from a
+    table, sequences already encoded), and a batch is indexing and collation in memory."""
+    data = assigned_once(ctx, data)
+    if isinstance(data, (ast.List, ast.ListComp)):
+        return True
+    if isinstance(data, ast.Subscript) and isinstance(data.slice, ast.Slice):
+        return _python_list(ctx, data.value, depth)
+    if isinstance(data, ast.BinOp) and isinstance(data.op, ast.Add):
+        return _python_list(ctx, data.left, depth) and _python_list(ctx, data.right, depth)
+    if not isinstance(data, ast.Call) or not isinstance(data.func, ast.Name):
+        return False
+    name = data.func.id
+    if name in {"list", "zip"} and name not in ctx.names.bindings:
+        return name not in ctx.loops.functions  # the builtin, not a function of the file
+    functions = ctx.loops.functions.get(name, [])
+    if depth <= 0 or len(functions) != 1:
+        return False
+    returns = [n.value for n in walk(functions[0].body) if isinstance(n, ast.Return)]
+    return bool(returns) and all(_python_list(ctx, r, depth - 1) for r in returns)
 
 
 def _of_indices(ctx: FileContext, call: ast.Call) -> bool:
@@ -215,13 +263,14 @@ PyTorch-Ignite's `idist.auto_dataloader`, webdataset's `WebLoader`) created with
 `num_workers`, or with `num_workers=0`:
 a literal 0, or an option or config field whose default in the same file is 0
 (`num_workers=args.workers` with `parser.add_argument("--workers", default=0)`, a click option,
-a dataclass field). Not, on any device, where the dataset is tensors in memory
-(`TensorDataset(x, y)`, also when every call of the function that builds the loader hands it
-one): a batch is a slice of tensors the main process holds, and workers would only add
-processes and a copy between them. Not in a file that runs on the CPU only where a training
-loop of the same file iterates the loader: there workers take cores from the step's own
-threads (whether they pay is measured by `torchpace doctor`, not read). A loader a CPU-only
-file builds for a loop elsewhere is still reported. Nor, on any device, a
+a dataclass field). Not, on any device, where the dataset is tensors in memory (`TensorDataset(x,
+y)`, also when every call of the function that builds the loader hands it one; a tensor, cast or
+not; a Python list the file builds, `list(zip(inputs, labels))`, a comprehension, a slice or sum of
+them, without a `collate_fn`): a batch is a slice of what the main process holds, and workers would
+only add processes and a copy between them. Not in a file that runs on the CPU only where a training
+loop of the same file iterates the loader: there workers take cores from the step's own threads
+(whether they pay is measured by `torchpace doctor`, not read). A loader a CPU-only file builds for
+a loop elsewhere is still reported. Nor, on any device, a
 loader of at most 64 items a batch (a literal, constant or option default) from a dataset class
 whose `__getitem__` only indexes or slices what the dataset holds, with casts and a random
 start (a random window of a token tensor): a batch costs well under a millisecond. Nor a loader of

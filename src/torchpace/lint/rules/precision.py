@@ -613,8 +613,10 @@ model wrapped with a mixed-precision policy, `FSDP(model, mixed_precision=policy
 in a file that steps an environment (reinforcement learning): there the step time is the
 environment's and the network that picks actions is small. Nor where every model the loop
 runs is embedding tables alone (`nn.Embedding`, PyG's `Node2Vec` and `MetaPath2Vec`, or an
-`nn.Module` class of the project that builds only parameters and embeddings and computes with
-no matrix product or convolution, as knowledge-graph embeddings do): their loss is lookups,
+`nn.Module` class of the project that builds only parameters, embeddings and submodules of
+such classes, and computes with no matrix product or convolution, as knowledge-graph
+embeddings and dot-product recommenders do; a class derived from `nn.Embedding` with no product
+of its own is a table): their loss is lookups,
 elementwise math and reductions, which autocast does not cast.
 
 {SMALL_MODELS_DOC} {SMALL_STEPS_DOC}
