@@ -222,3 +222,45 @@ def test_a_loop_that_hands_its_batches_on_stays_a_step_loop() -> None:
     facts = context("t.py", source, ast.parse(source)).loops
     assert [loop.lineno for loop in facts.step_loops] == [3]
     assert facts.eval_loops == []
+
+
+# The seq2seq tutorial's training step (the course's copy): without teacher forcing, the decoder
+# runs until it predicts the end-of-sentence token.
+GREEDY = """
+import random
+import torch
+
+device = torch.device("cuda")
+
+
+def train_pair(src, tgt, encoder, decoder, enc_opt, dec_opt, criterion):
+    enc_opt.zero_grad()
+    dec_opt.zero_grad()
+    loss = 0
+    hidden = encoder(src)
+    decoder_input = torch.tensor([[0]], device=device)
+    for di in range(tgt.size(0)):
+        out, hidden = decoder(decoder_input, hidden)
+        topv, topi = out.topk(1)
+        decoder_input = topi.squeeze().detach()
+        loss += criterion(out, tgt[di])
+        {test}
+    loss.backward()
+    enc_opt.step()
+    dec_opt.step()
+    return loss
+
+
+for src, tgt in pairs:
+    train_pair(src.to(device), tgt.to(device), encoder, decoder, enc_opt, dec_opt, criterion)
+"""
+
+
+def test_a_read_that_ends_the_decoding_loop_is_needed() -> None:
+    assert (
+        findings(GREEDY.format(test="if decoder_input.item() == 1:\n            break"), "TP201")
+        == []
+    )
+    # A read whose branch does more than leave the loop is reported.
+    counted = "if decoder_input.item() == 1:\n            n += 1"
+    assert [c for c, _ in findings(GREEDY.format(test=counted), "TP201")] == ["TP201"]

@@ -260,6 +260,27 @@ _AGREEING = frozenset(
 )
 
 
+def _ends_inner_loop(ctx: FileContext, node: ast.expr) -> bool:
+    """``node`` is read in the test of an ``if`` whose body only leaves a loop nested in the
+    step (greedy decoding, ``if decoder_input.item() == EOS_token: break``): the value decides
+    how many times that loop runs, which the host must know. The step loop's own ``break`` on
+    a value (``if loss.item() < tol: break``) is not one."""
+    child: ast.AST = node
+    parent = ctx.parents.get(id(node))
+    while parent is not None and not isinstance(parent, ast.stmt):
+        child, parent = parent, ctx.parents.get(id(parent))
+    if not (
+        isinstance(parent, ast.If)
+        and child is parent.test
+        and not parent.orelse
+        and len(parent.body) == 1
+        and isinstance(parent.body[0], ast.Break)
+    ):
+        return False
+    loop = next((a for a in ctx.ancestors(parent) if isinstance(a, LOOPS)), None)
+    return loop is not None and all(loop is not s for s in ctx.loops.step_loops)
+
+
 def _agreed_decision(ctx: FileContext, node: ast.expr) -> bool:
     """``node`` decides a branch (it is in the test of an ``if``, ``while``, conditional
     expression or ``assert``) and reads a tensor that its loop, before it, hands to a collective
@@ -315,6 +336,8 @@ def _check_host_sync(ctx: FileContext) -> Iterator[Report]:
                 continue  # the loader's batch, read before the loop body binds the name anew
             if _agreed_decision(ctx, call):
                 continue  # a stop flag every rank holds alike: the loop needs it to decide
+            if _ends_inner_loop(ctx, call):
+                continue  # how long the step's inner loop runs: the host must know
             yield Report(call)
         elif (
             isinstance(call.func, ast.Name)
@@ -361,6 +384,9 @@ read before the loop's body binds its name anew, `labels = one_hot(labels.numpy(
 `from_numpy`.
 Nor a stop flag the ranks agree on: a tensor the loop hands to `dist.all_reduce` or
 `dist.broadcast` and then reads to decide a branch (`if stop.item():`), which every rank needs.
+Nor a read that decides when a loop inside the step ends, an `if` whose body is only `break`
+(greedy decoding, `if decoder_input.item() == EOS_token: break`): the host must know how many
+times to run it. A read that breaks the training loop itself is still reported.
 Nor the reads of a training loop that calls, on every step, an evaluation function of the file
 that reads a value to the host (`acc = evaluate(model)` returning `correct.item()`, one step
 an epoch in full-graph training): the step waits there anyway. Nor the reads of a training
