@@ -264,3 +264,26 @@ def test_a_read_that_ends_the_decoding_loop_is_needed() -> None:
     # A read whose branch does more than leave the loop is reported.
     counted = "if decoder_input.item() == 1:\n            n += 1"
     assert [c for c, _ in findings(GREEDY.format(test=counted), "TP201")] == ["TP201"]
+
+
+# pix2pix's trainer (eriklindernoren/PyTorch-GAN, MIT), shortened: one image pair a step.
+PAIRS = """
+import argparse
+import torch
+from torch.utils.data import DataLoader
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--batch_size", type=int, default={size})
+opt = parser.parse_args()
+device = torch.device("cuda")
+loader = DataLoader(ImageDataset(root), batch_size=opt.batch_size, shuffle=True, num_workers=8)
+for real_a, real_b in loader:
+    loss = criterion(generator(real_a.to(device)), real_b.to(device))
+    loss.backward()
+    optimizer.step()
+"""
+
+
+def test_pinning_a_batch_of_a_few_items_is_left_alone() -> None:
+    assert findings(PAIRS.format(size=1), "TP102") == []
+    assert [c for c, _ in findings(PAIRS.format(size=64), "TP102")] == ["TP102"]
