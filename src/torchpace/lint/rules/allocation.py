@@ -9,9 +9,18 @@ import ast
 from collections.abc import Iterator
 
 from torchpace.findings import Edit, Fix
-from torchpace.lint.loops import Scope, dotted, returned
+from torchpace.lint.device import may_use_accelerator
+from torchpace.lint.loops import Scope, disables_grad, dotted, returned, walk
 from torchpace.lint.project import definition_of
-from torchpace.lint.rule import FileContext, Report, Rule, end_of, has_star_args, keyword
+from torchpace.lint.rule import (
+    FileContext,
+    Report,
+    Rule,
+    end_of,
+    has_star_args,
+    keyword,
+    per_file,
+)
 from torchpace.lint.rules.syncs import REFERENCES, check_calls_to, hot_calls
 from torchpace.lint.tensors import LEGACY_HOST_TYPES
 from torchpace.lint.tree import subtree
@@ -378,8 +387,90 @@ def _host_data(ctx: FileContext, node: ast.expr) -> bool:
     return isinstance(node, ast.Call) and (ctx.names.qualname(node.func) or "").startswith("numpy.")
 
 
+@per_file
+def _forward_calls(ctx: FileContext) -> list[tuple[ast.Call, str | None, Scope]]:
+    """The calls a module's ``forward`` runs in this file, with those of the methods of its
+    class and the module-level functions of the file it calls (one call deep): a model's
+    forward runs on every training step, whether or not lint can follow the loop that calls it
+    (a model built by a factory, a dict of models, a file no training loop imports). Where a
+    loop of the project does call it, the hot code already holds the branches that loop
+    takes (``reverse=False``), and the forward is left to it. Not a
+    ``forward`` that turns autograd off (``@torch.no_grad()``): an inference module's. In a file
+    that moves something to a device, since a model file only knows its device from its inputs
+    (``.to(x.device)``)."""
+    if not may_use_accelerator(ctx):
+        return []
+    functions = {
+        n.name: n for n in ctx.tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+    }
+    seen: set[int] = set()
+    out: list[tuple[ast.Call, str | None, Scope]] = []
+    qualname = ctx.names.qualname
+    hot = ctx.loops.hot
+    for cls in ctx.of_type(ast.ClassDef):
+        if not cls.bases:
+            continue
+        methods = {
+            n.name: n for n in cls.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+        }
+        forward = methods.get("forward")
+        if forward is None or any(disables_grad(ctx.names, d) for d in forward.decorator_list):
+            continue
+        if any(id(stmt) in hot for stmt in forward.body):
+            continue  # the loop's own reading, which knows the branches its calls take
+        queue: list[tuple[ast.FunctionDef | ast.AsyncFunctionDef, int]] = [(forward, 0)]
+        while queue:
+            fn, depth = queue.pop()
+            if id(fn) in seen:
+                continue
+            seen.add(id(fn))
+            for node in walk(_training_branches(fn.body)):
+                if not isinstance(node, ast.Call):
+                    continue
+                out.append((node, qualname(node.func), fn))
+                func = node.func
+                if isinstance(func, ast.Attribute) and dotted(func.value) == "self":
+                    if func.attr in methods:
+                        queue.append((methods[func.attr], depth))  # a method of the class
+                elif isinstance(func, ast.Name) and func.id in functions and depth < 1:
+                    queue.append((functions[func.id], depth + 1))  # a function of the file
+    return out
+
+
+def _training_branches(body: list[ast.stmt]) -> list[ast.AST]:
+    """``body`` without what only runs in evaluation: the ``else`` of ``if self.training:`` and
+    the body of ``if not self.training:``, at any depth of ``if`` statements."""
+    out: list[ast.AST] = []
+    for stmt in body:
+        if isinstance(stmt, ast.If):
+            mode = _training_test(stmt.test)
+            if mode is not None:
+                out += _training_branches(stmt.body if mode else stmt.orelse)
+                continue
+            out.append(stmt.test)
+            out += _training_branches(stmt.body) + _training_branches(stmt.orelse)
+            continue
+        out.append(stmt)
+    return out
+
+
+def _training_test(test: ast.expr) -> bool | None:
+    """True for ``self.training``, False for ``not self.training``, None for anything else."""
+    if dotted(test) == "self.training":
+        return True
+    if (
+        isinstance(test, ast.UnaryOp)
+        and isinstance(test.op, ast.Not)
+        and dotted(test.operand) == "self.training"
+    ):
+        return False
+    return None
+
+
 def _check_host_created_then_moved(ctx: FileContext) -> Iterator[Report]:
-    for call, _, scope in hot_calls(ctx, waits=False):  # a copy costs a small step too
+    hot = hot_calls(ctx, waits=False)  # a copy costs a small step too
+    ids = {id(c) for c, _, _ in hot}
+    for call, _, scope in [*hot, *(c for c in _forward_calls(ctx) if id(c[0]) not in ids)]:
         func = call.func
         if _cuda_typed(ctx, func) and call.args and _host_data(ctx, call.args[0]):
             yield Report(call)  # numpy data copied into a CUDA tensor on every step
@@ -471,6 +562,13 @@ no data, only a `range`, sizes or a literal list of numbers
 data (a NumPy array, an observation), it is a copy either way.
 Also numpy data copied into a legacy CUDA tensor type
 (`torch.cuda.FloatTensor(np.random.normal(...))`, or a name bound to such a type).
+
+Also in a module's `forward()` (and the methods of its class and the functions of its file it
+calls), in a file that moves something to a device, whether or not a training loop lint can
+follow calls the model: a model's forward runs on every training step, and a model is often
+built by a factory or kept in a dict of models. Not what only evaluation runs there (the
+`else` of `if self.training:`), nor a `forward` under `@torch.no_grad()`; where a training
+loop of the project does call the model, only the branches that loop takes.
 
 ## Why is this slow
 The values are written in host memory, then copied over the bus, then the host copy is freed,

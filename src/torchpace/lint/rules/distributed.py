@@ -28,7 +28,19 @@ def _trains_anywhere(ctx: FileContext) -> bool:
 
 
 def _check_data_parallel(ctx: FileContext) -> Iterator[Report]:
-    found = [call for call, name in ctx.calls if name in _DATA_PARALLEL]
+    # and a class of the file derived from it (StyleTTS2's ``class MyDataParallel(
+    # torch.nn.DataParallel)``, which only forwards attribute lookups to the module)
+    derived = {
+        node.name
+        for node in ctx.of_type(ast.ClassDef)
+        if any(ctx.names.qualname(b) in _DATA_PARALLEL for b in node.bases)
+    }
+    found = [
+        call
+        for call, name in ctx.calls
+        if name in _DATA_PARALLEL
+        or (name is None and isinstance(call.func, ast.Name) and call.func.id in derived)
+    ]
     if found and _trains_anywhere(ctx):  # an inference script gains nothing from DDP's backward
         for call in found:
             yield Report(call.func)
@@ -41,7 +53,8 @@ DATA_PARALLEL = Rule(
     technique="ddp-not-dp",
     doc="""\
 ## What it does
-Flags `torch.nn.DataParallel(...)` and the functional `torch.nn.parallel.data_parallel(...)` in
+Flags `torch.nn.DataParallel(...)` (also a class of the file derived from it) and the
+functional `torch.nn.parallel.data_parallel(...)` in
 a file that trains (calls `backward()` or an optimizer's `step()`); inference and evaluation
 scripts are left alone.
 

@@ -1,0 +1,82 @@
+"""Classes issue 32's fifteenth change set showed (five repositories judged before any rule
+changed against them: pixel RL, an LLM pre-training library, production detection, speech
+synthesis, a beginner course). Each fixture has the shape of the code a judge read, shortened
+and renamed; each test fails on the rules before the change."""
+
+from __future__ import annotations
+
+from lint_findings import findings
+
+# StyleTTS2's second-stage trainer (MIT): a subclass of nn.DataParallel that forwards attribute
+# lookups to the wrapped module, around every model of the step.
+SUBCLASS = """
+import torch
+
+
+class MyDataParallel(torch.nn.DataParallel):
+    def __getattr__(self, name):
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            return getattr(self.module, name)
+
+
+model = {{key: MyDataParallel(build(key)) for key in ("decoder", "predictor")}}
+optimizer = torch.optim.AdamW(params, lr=1e-4)
+for batch in loader:
+    loss = model["decoder"](batch).mean()
+    loss.backward()
+    optimizer.step()
+"""
+
+
+def test_a_subclass_of_data_parallel_is_data_parallel() -> None:
+    line = (
+        SUBCLASS.format()
+        .splitlines()
+        .index('model = {key: MyDataParallel(build(key)) for key in ("decoder", "predictor")}')
+    )
+    assert findings(SUBCLASS.format(), "TP501") == [("TP501", line + 1)]
+
+
+# StyleTTS2's text aligner (Utils/ASR/models.py, MIT), shortened: the decoder's states are made
+# on the host and moved to the memory's device in a method the forward calls, on every step. No
+# training loop of this file calls the model: the trainers build it through a factory.
+ALIGNER = """
+import torch
+import torch.nn as nn
+
+
+class ASRS2S(nn.Module):
+    def __init__(self, dim=512):
+        super().__init__()
+        self.dim = dim
+        self.rnn = nn.LSTMCell(dim, dim)
+
+    def initialize_decoder_states(self, memory):
+        B, L, H = memory.shape
+        self.decoder_hidden = torch.zeros((B, self.dim)).type_as(memory)
+
+    def forward(self, memory, text_input):
+        self.initialize_decoder_states(memory)
+        {branch}
+        return self.rnn(memory[:, 0], (self.decoder_hidden, self.decoder_hidden))
+
+    @torch.no_grad()
+    def infer(self, memory):
+        return torch.zeros(memory.shape[0]).to(memory.device)
+"""
+
+
+def test_a_host_tensor_moved_in_a_models_forward_is_reported_without_a_loop() -> None:
+    plain = ALIGNER.format(branch="pass")
+    line = plain.splitlines().index(
+        "        self.decoder_hidden = torch.zeros((B, self.dim)).type_as(memory)"
+    )
+    assert findings(plain, "TP207") == [("TP207", line + 1)]
+    # What only evaluation runs (the else of `if self.training:`) is left alone.
+    move = "m = torch.ones(3).to(memory.device)"
+    evaluation = f"if self.training:\n            pass\n        else:\n            {move}"
+    assert findings(ALIGNER.format(branch=evaluation), "TP207") == [("TP207", line + 1)]
+    trained = f"if self.training:\n            {move}"
+    assert len(findings(ALIGNER.format(branch=trained), "TP207")) == 2
