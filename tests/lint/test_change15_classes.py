@@ -80,3 +80,38 @@ def test_a_host_tensor_moved_in_a_models_forward_is_reported_without_a_loop() ->
     assert findings(ALIGNER.format(branch=evaluation), "TP207") == [("TP207", line + 1)]
     trained = f"if self.training:\n            {move}"
     assert len(findings(ALIGNER.format(branch=trained), "TP207")) == 2
+
+
+# nanotron's trainer (Apache-2.0), shortened: the model is built in the configuration's dtype
+# (bfloat16 by default), and a sanity check names a parameter that has no gradient.
+NANOTRON = """
+import torch
+
+
+class Trainer:
+    def __init__(self, config):
+        self.config = config
+        self.model = build_model(config.model.config, dtype={dtype}).to("cuda")
+        self.optimizer = torch.optim.AdamW(self.model.parameters())
+
+    def train(self, loader):
+        for batch in loader:
+            loss = self.model(batch["input_ids"].cuda()).mean()
+            loss.backward()
+            self.optimizer.step()
+            for name, param in self.model.named_parameters():
+                if param.is_tied:
+                    name = param.get_tied_info().full_name()
+                if param.grad is None:
+                    log(f"{{name}} is missing gradient")
+"""
+
+
+def test_a_model_built_in_the_configurations_dtype_manages_its_precision() -> None:
+    assert findings(NANOTRON.format(dtype="config.model.dtype"), "TP302") == []
+    assert findings(NANOTRON.format(dtype="torch.bfloat16"), "TP302") == []
+    assert [c for c, _ in findings(NANOTRON.format(dtype="torch.float32"), "TP302")] == ["TP302"]
+
+
+def test_the_name_named_parameters_gives_is_a_string() -> None:
+    assert findings(NANOTRON.format(dtype="config.model.dtype"), "TP202") == []

@@ -416,6 +416,9 @@ def _bindings(scope: Scope, facts: LoopFacts) -> Iterator[tuple[str, ast.expr | 
             params = _parameters(node.iter, node.target)
             if params is not None:
                 yield params, _EVIDENCE  # ``for p in model.parameters()``: parameters
+                if isinstance(node.target, ast.Tuple) and isinstance(node.target.elts[0], ast.Name):
+                    # ``for name, p in model.named_parameters()``: the name is a string
+                    yield node.target.elts[0].id, ast.Constant("")
                 continue
             if isinstance(node.target, ast.Name) and _counts(node.iter):
                 # ``for t in range(1000)``: an int, whatever ``t`` held before (a notebook's

@@ -353,6 +353,7 @@ _TRAINER_SUFFIXES = ("Trainer", "TrainingArguments")
 _LOADED_REDUCED = frozenset({"load_in_8bit", "load_in_4bit", "quantization_config"})
 _LOADED_DTYPE = frozenset({"torch_dtype", "dtype"})
 _FLOAT32 = frozenset({"torch.float32", "torch.float"})
+_REDUCED = frozenset({"torch.bfloat16", "torch.float16", "torch.half"})
 
 
 _AUTOCAST_TEXT = re.compile(rb"autocast", re.I)
@@ -374,11 +375,33 @@ def _manages_precision(ctx: FileContext) -> bool:
         return True
     if any(path.split(".")[0] == "transformers" for path in imported) and _trains_reduced(ctx):
         return True
+    if any(_builds_model_in_dtype(ctx, call) for call, _ in ctx.calls):
+        return True
     return any(
         ctx.names.qualname(n) in _AUTOCASTS
         for n in ctx.nodes
         if isinstance(n, (ast.Name, ast.Attribute))
     )
+
+
+def _builds_model_in_dtype(ctx: FileContext, call: ast.Call) -> bool:
+    """A call that builds a model (its name says so: ``build_model``, ``init_model``,
+    ``GPT(...)``) given the dtype of its parameters, other than float32: a 16-bit dtype, or a
+    configuration's (nanotron's ``build_model(..., dtype=config.model.dtype)``, bfloat16 by
+    default). The author chose the precision the model computes in."""
+    name = (dotted(call.func) or "").rsplit(".", 1)[-1].lower()
+    if "model" not in name:
+        return False
+    for node in call.keywords:
+        if node.arg not in _LOADED_DTYPE:
+            continue
+        value = node.value
+        if ctx.names.qualname(value) in _REDUCED:
+            return True
+        field = (dotted(value) or "").rsplit(".", 1)[-1]
+        if "dtype" in field and ctx.names.qualname(value) not in _FLOAT32:
+            return True  # ``config.model.dtype``, ``args.dtype``: the configuration's choice
+    return False
 
 
 def _function_name(ctx: FileContext, node: ast.AST) -> str | None:
@@ -605,7 +628,9 @@ Accelerate, Lightning, DeepSpeed, NVIDIA's apex, Transformers' trainers (`Traine
 (`load_in_8bit`, `quantization_config`) or in a dtype other than float32 (`torch_dtype=`,
 `"auto"` included): a loop of the file's own over a model `from_pretrained` loads in float32
 is reported; nor a call of a helper named
-for autocast, such as open_clip's `get_autocast(args.precision)`; nor FSDP's mixed-precision
+for autocast, such as open_clip's `get_autocast(args.precision)`; nor a call that builds the
+model (its name says so) given the dtype of its parameters other than float32, a 16-bit dtype
+or a configuration's (`build_model(..., dtype=config.model.dtype)`); nor FSDP's mixed-precision
 policy, `MixedPrecisionPolicy(param_dtype=...)` or `MixedPrecision(...)`, built in the file or
 in a project function it calls, such as a `parallelize_model()`; nor in a function another
 project file runs in reduced precision: calls inside `with torch.autocast(...)`, or hands a
