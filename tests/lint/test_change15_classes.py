@@ -78,6 +78,11 @@ def test_a_host_tensor_moved_in_a_models_forward_is_reported_without_a_loop() ->
     move = "m = torch.ones(3).to(memory.device)"
     evaluation = f"if self.training:\n            pass\n        else:\n            {move}"
     assert findings(ALIGNER.format(branch=evaluation), "TP207") == [("TP207", line + 1)]
+    other = f"if not self.rnn.training:\n            {move}"  # another module's mode
+    assert findings(ALIGNER.format(branch=other), "TP207") == [("TP207", line + 1)]
+    # Built once and kept (lazy initialisation): not every step.
+    cached = "if self.rel is None:\n            self.rel = torch.zeros(3).to(memory.device)"
+    assert findings(ALIGNER.format(branch=cached), "TP207") == [("TP207", line + 1)]
     trained = f"if self.training:\n            {move}"
     assert len(findings(ALIGNER.format(branch=trained), "TP207")) == 2
 

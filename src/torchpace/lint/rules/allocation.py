@@ -438,8 +438,10 @@ def _forward_calls(ctx: FileContext) -> list[tuple[ast.Call, str | None, Scope]]
 
 
 def _training_branches(body: list[ast.stmt]) -> list[ast.AST]:
-    """``body`` without what only runs in evaluation: the ``else`` of ``if self.training:`` and
-    the body of ``if not self.training:``, at any depth of ``if`` statements."""
+    """``body`` without what only evaluation runs (the ``else`` of ``if self.training:``, the
+    body of ``if not self.training:``, also of another module's ``training``) and without what
+    runs once and is kept (the body of ``if self.cache is None:``, lazy initialisation), at any
+    depth of ``if`` statements."""
     out: list[ast.AST] = []
     for stmt in body:
         if isinstance(stmt, ast.If):
@@ -448,23 +450,37 @@ def _training_branches(body: list[ast.stmt]) -> list[ast.AST]:
                 out += _training_branches(stmt.body if mode else stmt.orelse)
                 continue
             out.append(stmt.test)
-            out += _training_branches(stmt.body) + _training_branches(stmt.orelse)
+            if not _fills_once(stmt.test):
+                out += _training_branches(stmt.body)
+            out += _training_branches(stmt.orelse)
             continue
         out.append(stmt)
     return out
 
 
 def _training_test(test: ast.expr) -> bool | None:
-    """True for ``self.training``, False for ``not self.training``, None for anything else."""
-    if dotted(test) == "self.training":
+    """True for ``self.training`` (or ``self.module[0].training``), False for its negation,
+    None for anything else."""
+    if isinstance(test, ast.Attribute) and test.attr == "training":
         return True
-    if (
-        isinstance(test, ast.UnaryOp)
-        and isinstance(test.op, ast.Not)
-        and dotted(test.operand) == "self.training"
-    ):
-        return False
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return False if _training_test(test.operand) else None
     return None
+
+
+def _fills_once(test: ast.expr) -> bool:
+    """``self.x is None`` alone or in an ``or`` (``self.rel is None or self.rel.shape[1] !=
+    n``): the body builds what the module keeps, on the first call (or when the size
+    changes)."""
+    tests = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or) else [test]
+    return any(
+        isinstance(t, ast.Compare)
+        and isinstance(t.ops[0], ast.Is)
+        and (dotted(t.left) or "").startswith("self.")
+        and isinstance(t.comparators[0], ast.Constant)
+        and t.comparators[0].value is None
+        for t in tests
+    )
 
 
 def _check_host_created_then_moved(ctx: FileContext) -> Iterator[Report]:
