@@ -387,6 +387,10 @@ def _host_data(ctx: FileContext, node: ast.expr) -> bool:
     return isinstance(node, ast.Call) and (ctx.names.qualname(node.func) or "").startswith("numpy.")
 
 
+_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
+_MOVES = frozenset({"cuda", "to", "type_as"})
+
+
 @per_file
 def _forward_calls(ctx: FileContext) -> list[tuple[ast.Call, str | None, Scope]]:
     """The calls a module's ``forward`` runs in this file, with those of the methods of its
@@ -398,8 +402,9 @@ def _forward_calls(ctx: FileContext) -> list[tuple[ast.Call, str | None, Scope]]
     ``forward`` that turns autograd off (``@torch.no_grad()``): an inference module's. In a file
     that moves something to a device, since a model file only knows its device from its inputs
     (``.to(x.device)``)."""
-    if not may_use_accelerator(ctx):
-        return []
+    classes = [c for c in ctx.of_type(ast.ClassDef) if c.bases]
+    if not any(isinstance(m, _DEFS) and m.name == "forward" for c in classes for m in c.body):
+        return []  # most files: no module's forward
     functions = {
         n.name: n for n in ctx.tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
     }
@@ -407,12 +412,8 @@ def _forward_calls(ctx: FileContext) -> list[tuple[ast.Call, str | None, Scope]]
     out: list[tuple[ast.Call, str | None, Scope]] = []
     qualname = ctx.names.qualname
     hot = ctx.loops.hot
-    for cls in ctx.of_type(ast.ClassDef):
-        if not cls.bases:
-            continue
-        methods = {
-            n.name: n for n in cls.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
-        }
+    for cls in classes:
+        methods = {n.name: n for n in cls.body if isinstance(n, _DEFS)}
         forward = methods.get("forward")
         if forward is None or any(disables_grad(ctx.names, d) for d in forward.decorator_list):
             continue
@@ -427,14 +428,18 @@ def _forward_calls(ctx: FileContext) -> list[tuple[ast.Call, str | None, Scope]]
             for node in walk(_training_branches(fn.body)):
                 if not isinstance(node, ast.Call):
                     continue
-                out.append((node, qualname(node.func), fn))
                 func = node.func
+                # only what the check reads: a move, or a legacy typed constructor
+                if (isinstance(func, ast.Attribute) and func.attr in _MOVES) or "Tensor" in (
+                    dotted(func) or ""
+                ):
+                    out.append((node, qualname(func), fn))
                 if isinstance(func, ast.Attribute) and dotted(func.value) == "self":
                     if func.attr in methods:
                         queue.append((methods[func.attr], depth))  # a method of the class
                 elif isinstance(func, ast.Name) and func.id in functions and depth < 1:
                     queue.append((functions[func.id], depth + 1))  # a function of the file
-    return out
+    return out if out and may_use_accelerator(ctx) else []
 
 
 def _training_branches(body: list[ast.stmt]) -> list[ast.AST]:
@@ -491,7 +496,7 @@ def _check_host_created_then_moved(ctx: FileContext) -> Iterator[Report]:
         if _cuda_typed(ctx, func) and call.args and _host_data(ctx, call.args[0]):
             yield Report(call)  # numpy data copied into a CUDA tensor on every step
             continue
-        if not (isinstance(func, ast.Attribute) and func.attr in {"cuda", "to", "type_as"}):
+        if not (isinstance(func, ast.Attribute) and func.attr in _MOVES):
             continue
         factory = func.value
         direct = isinstance(factory, ast.Call) and ctx.names.qualname(factory.func) in _FACTORIES
