@@ -120,3 +120,39 @@ def test_a_model_built_in_the_configurations_dtype_manages_its_precision() -> No
 
 def test_the_name_named_parameters_gives_is_a_string() -> None:
     assert findings(NANOTRON.format(dtype="config.model.dtype"), "TP202") == []
+
+
+# YOLOX's head (Apache-2.0), shortened: in training its forward computes the loss, whose label
+# assignment empties the allocator's cache for every image, and again when it runs out of memory.
+HEAD = """
+import torch
+import torch.nn as nn
+
+
+class YOLOXHead(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.cls = nn.Conv2d(256, 80, 1)
+
+    def forward(self, xin, labels=None):
+        out = self.cls(xin)
+        if self.training:
+            return self.get_losses(out, labels)
+        return out
+
+    def get_losses(self, out, labels):
+        loss = 0
+        for i in range(out.shape[0]):
+            try:
+                loss = loss + self.assign(out[i], labels[i])
+            except RuntimeError:
+                torch.cuda.empty_cache()
+                loss = loss + self.assign(out[i].cpu(), labels[i].cpu())
+            torch.cuda.empty_cache()
+        return loss
+"""
+
+
+def test_empty_cache_in_a_models_forward_is_reported_but_not_in_an_error_handler() -> None:
+    line = HEAD.splitlines().index("            torch.cuda.empty_cache()")
+    assert findings(HEAD, "TP206") == [("TP206", line + 1)]

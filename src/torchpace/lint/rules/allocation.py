@@ -25,6 +25,22 @@ from torchpace.lint.rules.syncs import REFERENCES, check_calls_to, hot_calls
 from torchpace.lint.tensors import LEGACY_HOST_TYPES
 from torchpace.lint.tree import subtree
 
+_EMPTY_CACHE = "torch.cuda.empty_cache"
+_empty_cache_in_hot_code = check_calls_to(_EMPTY_CACHE, waits=False)
+
+
+def _check_empty_cache(ctx: FileContext) -> Iterator[Report]:
+    """In the hot code, and in a module's forward (:func:`_forward_calls`): YOLOX's loss,
+    which its head's forward runs, empties the cache for every image of every step."""
+    reported = []
+    for report in _empty_cache_in_hot_code(ctx):
+        reported.append(report.node)
+        yield report
+    for call, qual, _ in _forward_calls(ctx):
+        if qual == _EMPTY_CACHE and all(call is not n for n in reported):
+            yield Report(call)
+
+
 EMPTY_CACHE_IN_LOOP = Rule(
     code="TP206",
     name="empty-cache-in-training-loop",
@@ -32,7 +48,8 @@ EMPTY_CACHE_IN_LOOP = Rule(
     technique="avoid-empty-cache",
     doc=f"""\
 ## What it does
-Flags `torch.cuda.empty_cache()` inside a training loop, unless a cadence gates it.
+Flags `torch.cuda.empty_cache()` inside a training loop, unless a cadence gates it, and in a
+module's `forward()` (and what it calls in its file; see TP207), which runs every step.
 
 ## Why is this slow
 The caching allocator keeps freed blocks so the next step can reuse them without calling
@@ -61,7 +78,7 @@ No fix: a program that shares the device with another process may rely on it.
 {REFERENCES}; "7個提升PyTorch性能的技巧" (PyTorch Lightning team), on not calling
 `torch.cuda.empty_cache()` needlessly.
 """,
-    check=check_calls_to("torch.cuda.empty_cache", waits=False),
+    check=_check_empty_cache,
 )
 
 
@@ -389,6 +406,7 @@ def _host_data(ctx: FileContext, node: ast.expr) -> bool:
 
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _MOVES = frozenset({"cuda", "to", "type_as"})
+_READ_IN_FORWARDS = _MOVES | {"empty_cache"}
 
 
 @per_file
@@ -429,11 +447,12 @@ def _forward_calls(ctx: FileContext) -> list[tuple[ast.Call, str | None, Scope]]
                 if not isinstance(node, ast.Call):
                     continue
                 func = node.func
-                # only what the check reads: a move, or a legacy typed constructor
-                if (isinstance(func, ast.Attribute) and func.attr in _MOVES) or "Tensor" in (
-                    dotted(func) or ""
-                ):
-                    out.append((node, qualname(func), fn))
+                # only what the checks read: a move, a legacy typed constructor, empty_cache
+                if (
+                    (isinstance(func, ast.Attribute) and func.attr in _READ_IN_FORWARDS)
+                    or "Tensor" in (dotted(func) or "")
+                ) and not any(isinstance(a, ast.ExceptHandler) for a in ctx.ancestors(node)):
+                    out.append((node, qualname(func), fn))  # an error's handler: not every step
                 if isinstance(func, ast.Attribute) and dotted(func.value) == "self":
                     if func.attr in methods:
                         queue.append((methods[func.attr], depth))  # a method of the class
@@ -588,7 +607,9 @@ Also in a module's `forward()` (and the methods of its class and the functions o
 calls), in a file that moves something to a device, whether or not a training loop lint can
 follow calls the model: a model's forward runs on every training step, and a model is often
 built by a factory or kept in a dict of models. Not what only evaluation runs there (the
-`else` of `if self.training:`), nor a `forward` under `@torch.no_grad()`; where a training
+`else` of `if self.training:`, also of another module's flag), what is built once and kept
+(`if self.rel is None:`), an error's handler (`except RuntimeError:`), nor a `forward` under
+`@torch.no_grad()`; where a training
 loop of the project does call the model, only the branches that loop takes.
 
 ## Why is this slow
