@@ -5,7 +5,12 @@ and renamed; each test fails on the rules before the change."""
 
 from __future__ import annotations
 
-from lint_findings import findings
+from pathlib import Path
+
+import pytest
+from lint_findings import findings, write_project
+
+from torchpace.lint import RULES, FileResult, lint_source
 
 # StyleTTS2's second-stage trainer (MIT): a subclass of nn.DataParallel that forwards attribute
 # lookups to the wrapped module, around every model of the step.
@@ -156,3 +161,42 @@ class YOLOXHead(nn.Module):
 def test_empty_cache_in_a_models_forward_is_reported_but_not_in_an_error_handler() -> None:
     line = HEAD.splitlines().index("            torch.cuda.empty_cache()")
     assert findings(HEAD, "TP206") == [("TP206", line + 1)]
+
+
+# glow-tts's trainer and collate function (MIT), shortened: each batch is padded to its own
+# longest text and spectrogram, so the convolutions see a new length at almost every step.
+COLLATE = """
+class TextMelCollate:
+    def __call__(self, batch):
+        max_input_len = max(len(x[0]) for x in batch)
+        max_target_len = max(x[1].size(1) for x in batch)
+        return pad(batch, max_input_len, max_target_len)
+"""
+GLOW_TRAIN = """
+import torch
+from torch.utils.data import DataLoader
+from data_utils import TextMelCollate
+
+model = FlowGenerator().cuda()
+conv = torch.nn.Conv1d(80, 192, 5)
+optimizer = torch.optim.Adam(model.parameters())
+train_loader = DataLoader(train_dataset, num_workers=8, collate_fn={collate})
+for epoch in range(100):
+    for x, y in train_loader:
+        loss = model(x.cuda(), y.cuda()).mean()
+        loss.backward()
+        optimizer.step()
+"""
+
+
+def test_batches_padded_to_their_longest_item_change_shape_every_step(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    write_project(tmp_path, {"data_utils.py": COLLATE})
+    padded = lint_source("train.py", GLOW_TRAIN.format(collate="TextMelCollate()").encode(), RULES)
+    assert isinstance(padded, FileResult)
+    assert [f.code for f in padded.findings if f.code == "TP303"] == []
+    fixed = lint_source("train.py", GLOW_TRAIN.format(collate="None").encode(), RULES)
+    assert isinstance(fixed, FileResult)
+    assert [f.code for f in fixed.findings if f.code == "TP303"] == ["TP303"]

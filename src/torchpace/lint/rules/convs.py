@@ -142,6 +142,112 @@ def _trains_small_models_only(ctx: FileContext) -> bool:
     )
 
 
+def _shapes_change_every_step(ctx: FileContext) -> bool:
+    """Every loader the training loops iterate pads each batch to its own longest item: its
+    ``collate_fn`` is a function or a class (its ``__call__``) of this file or of a project file
+    that calls ``pad_sequence`` or takes the ``max`` of the items' lengths or shapes
+    (glow-tts's ``TextMelCollate``, StyleTTS2's ``Collater``), also where a project function
+    builds the loader (``build_dataloader(...)``). Text and audio lengths change from batch to
+    batch, so the auto-tuner would benchmark every convolution again for most steps."""
+    from torchpace.lint.dataloaders import iterated_loader_calls
+
+    loaders: list[tuple[FileContext, ast.Call]] = []
+    for loop in ctx.loops.training_loops():
+        if not isinstance(loop, (ast.For, ast.AsyncFor)):
+            return False
+        found = [(ctx, c) for c in iterated_loader_calls(ctx, loop)] or _built_elsewhere(ctx, loop)
+        if not found:
+            return False
+        loaders += found
+    return bool(loaders) and all(_pads_to_longest(where, call) for where, call in loaders)
+
+
+def _built_elsewhere(
+    ctx: FileContext, loop: ast.For | ast.AsyncFor
+) -> list[tuple[FileContext, ast.Call]]:
+    """The DataLoader calls of a project function whose result the loop iterates
+    (``train_dataloader = build_dataloader(...)``, then ``for batch in train_dataloader:``)."""
+    from torchpace.lint.loops import DATALOADERS, iterated, returned_loaders
+    from torchpace.lint.project import definition_of
+
+    name = dotted(iterated(loop.iter))
+    if name is None:
+        return []
+    out: list[tuple[FileContext, ast.Call]] = []
+    for node in ctx.of_type(ast.Assign):
+        if not (isinstance(node.value, ast.Call) and any(dotted(t) == name for t in node.targets)):
+            continue
+        found = definition_of(ctx, node.value, ast.FunctionDef)
+        if found is None:
+            return []
+        where, function = found
+        built = returned_loaders(function, where.names) or [
+            v  # ``data_loader = DataLoader(...)``, then ``return data_loader``
+            for r in returned(function)
+            if isinstance(r, ast.Name)
+            for v in _assigned_values(where, r.id)
+            if isinstance(v, ast.Call) and where.names.qualname(v.func) in DATALOADERS
+        ]
+        if not built:
+            return []
+        out += [(where, c) for c in built]
+    return out
+
+
+def _pads_to_longest(ctx: FileContext, loader: ast.Call) -> bool:
+    from torchpace.lint.project import definition_of
+
+    collate = argument(loader, "collate_fn", 6)
+    if isinstance(collate, ast.Name):
+        collate = next(
+            (v for v in _assigned_values(ctx, collate.id) if isinstance(v, ast.Call)), collate
+        )
+    if collate is None:
+        return False
+    if isinstance(collate, ast.Call):
+        found = definition_of(ctx, collate, ast.ClassDef)
+        if found is None:
+            return False
+        where, cls = found
+        body: list[ast.AST] = [
+            m for m in cls.body if isinstance(m, ast.FunctionDef) and m.name == "__call__"
+        ]
+    elif isinstance(collate, ast.Name):
+        functions = [
+            n for n in ctx.tree.body if isinstance(n, ast.FunctionDef) and n.name == collate.id
+        ]
+        where, body = ctx, list(functions)
+    else:
+        return False
+    return bool(body) and any(_pads(where, n) for b in body for n in subtree(b))
+
+
+def _assigned_values(ctx: FileContext, name: str) -> list[ast.expr]:
+    return [
+        n.value
+        for n in ctx.of_type(ast.Assign)
+        if any(isinstance(t, ast.Name) and t.id == name for t in n.targets)
+    ]
+
+
+def _pads(ctx: FileContext, node: ast.AST) -> bool:
+    """``pad_sequence(...)``, or ``max(...)`` of lengths or shapes (``max([b[1].shape[1] for b
+    in batch])``, ``max(len(x) for x in batch)``)."""
+    if not isinstance(node, ast.Call):
+        return False
+    if (ctx.names.qualname(node.func) or "").endswith("pad_sequence"):
+        return True
+    if not (isinstance(node.func, ast.Name) and node.func.id == "max" and node.args):
+        return False
+    return any(
+        (isinstance(n, ast.Attribute) and n.attr == "shape")
+        or (isinstance(n, ast.Call) and dotted(n.func) in {"len"})
+        or (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "size")
+        for a in node.args
+        for n in subtree(a)
+    )
+
+
 def _check_cudnn_benchmark(ctx: FileContext) -> Iterator[Report]:
     convs = [call for call, name in ctx.calls if name in _CONV_MODULES]
     if not ctx.loops.step_loops and not ctx.loops.step_functions:
@@ -162,6 +268,8 @@ def _check_cudnn_benchmark(ctx: FileContext) -> Iterator[Report]:
         return  # not a CUDA run; an Accelerate or Fabric trainer's device is the GPU (TP102)
     if _trains_small_models_only(ctx):
         return  # every training loop runs a small model (lint.scale): nothing worth autotuning
+    if _shapes_change_every_step(ctx):
+        return  # batches padded to their own longest item: a new shape to tune at every step
     convs = convs or _builds_conv_net_here(ctx)
     if convs:
         yield Report(min(convs, key=start_of))
@@ -184,6 +292,12 @@ trains nothing is left to the scripts that train its models. A file that builds 
 hands the model to another project file's training function (a course notebook calling
 `d2l.train_ch5(net, ...)` with the course's `try_gpu()` device) trains them too, unless that
 file sets the auto-tuner itself or the model handed over is a small one (below).
+
+Nor a file whose training loops all iterate loaders that pad each batch to its own longest
+item (a `collate_fn` of the file or project that calls `pad_sequence` or takes the `max` of the
+items' lengths or shapes, also where a project function such as `build_dataloader(...)` builds
+the loader): text and audio lengths change from batch to batch, so the auto-tuner would
+benchmark every convolution again at most steps (glow-tts, StyleTTS2).
 
 The file is not flagged when it sets `benchmark` at all (`False` or an expression is a
 decision, for instance for inputs whose shape changes every step; but `benchmark = False` or
