@@ -66,6 +66,9 @@ class Unknown:
 
 UNKNOWN = Unknown()
 
+# DataLoader(dataset, batch_size, shuffle, sampler, batch_sampler, num_workers, collate_fn, ...)
+COLLATE_FN_POSITION = 6
+
 
 def _dict_sources(ctx: FileContext, name: str) -> list[ast.expr]:
     """Every value assigned to ``name`` and every argument of ``name.update(...)``."""
@@ -576,7 +579,7 @@ def yields_device_tensors(ctx: FileContext, call: ast.Call) -> bool:
         for method in cls.body
     ):
         return True
-    collate = _collate_functions(ctx, argument(call, "collate_fn", 6))
+    collate = _collate_functions(ctx, argument(call, "collate_fn", COLLATE_FN_POSITION))
     return bool(collate) and all(moves(f) for f in collate)
 
 

@@ -159,7 +159,7 @@ _INERT_METHODS = frozenset(
         *("extend", "items", "keys", "values", "numel", "dim", "format"),
     }
 )
-_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+FUNCTION_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _MODEL_LIBRARIES = ("torch.nn.", "torchvision.models.", "timm.create_model", "timm.models.")
 # Context managers and decorators that turn autograd off.
 NO_GRAD = frozenset(
@@ -741,7 +741,7 @@ class LoopFacts:
             return True
         if owner in self.classes:
             cls = self.classes[owner]
-            methods = [m for m in cls.body if isinstance(m, _FUNCTIONS)]
+            methods = [m for m in cls.body if isinstance(m, FUNCTION_DEFS)]
             derives = bool(cls.bases) and all(
                 (self.names.qualname(b) or "").startswith("torch.nn.") for b in cls.bases
             )

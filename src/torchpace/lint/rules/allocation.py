@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 from torchpace.findings import Edit, Fix
 from torchpace.lint.device import may_use_accelerator
-from torchpace.lint.loops import Scope, disables_grad, dotted, returned, walk
+from torchpace.lint.loops import FUNCTION_DEFS, Scope, disables_grad, dotted, returned, walk
 from torchpace.lint.project import definition_of
 from torchpace.lint.rule import (
     FileContext,
@@ -404,7 +404,6 @@ def _host_data(ctx: FileContext, node: ast.expr) -> bool:
     return isinstance(node, ast.Call) and (ctx.names.qualname(node.func) or "").startswith("numpy.")
 
 
-_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _MOVES = frozenset({"cuda", "to", "type_as"})
 _READ_IN_FORWARDS = _MOVES | {"empty_cache"}
 
@@ -421,17 +420,16 @@ def _forward_calls(ctx: FileContext) -> list[tuple[ast.Call, str | None, Scope]]
     that moves something to a device, since a model file only knows its device from its inputs
     (``.to(x.device)``)."""
     classes = [c for c in ctx.of_type(ast.ClassDef) if c.bases]
-    if not any(isinstance(m, _DEFS) and m.name == "forward" for c in classes for m in c.body):
+    defs = [m for c in classes for m in c.body if isinstance(m, FUNCTION_DEFS)]
+    if not any(m.name == "forward" for m in defs):
         return []  # most files: no module's forward
-    functions = {
-        n.name: n for n in ctx.tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
-    }
+    functions = {n.name: n for n in ctx.tree.body if isinstance(n, FUNCTION_DEFS)}
     seen: set[int] = set()
     out: list[tuple[ast.Call, str | None, Scope]] = []
     qualname = ctx.names.qualname
     hot = ctx.loops.hot
     for cls in classes:
-        methods = {n.name: n for n in cls.body if isinstance(n, _DEFS)}
+        methods = {n.name: n for n in cls.body if isinstance(n, FUNCTION_DEFS)}
         forward = methods.get("forward")
         if forward is None or any(disables_grad(ctx.names, d) for d in forward.decorator_list):
             continue

@@ -9,9 +9,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from torchpace.findings import Fix
-from torchpace.lint.dataloaders import framework_gpu
+from torchpace.lint.dataloaders import COLLATE_FN_POSITION, framework_gpu
 from torchpace.lint.device import uses_cuda
-from torchpace.lint.loops import dotted, parameter_defaults, returned, strip_moves
+from torchpace.lint.loops import assigned_in, dotted, parameter_defaults, returned, strip_moves
 from torchpace.lint.project import builds_conv_net, definition, training_helpers
 from torchpace.lint.rule import (
     FileContext,
@@ -185,7 +185,7 @@ def _built_elsewhere(
             v  # ``data_loader = DataLoader(...)``, then ``return data_loader``
             for r in returned(function)
             if isinstance(r, ast.Name)
-            for v in _assigned_values(where, r.id)
+            for v in assigned_in(where, r.id, function)
             if isinstance(v, ast.Call) and where.names.qualname(v.func) in DATALOADERS
         ]
         if not built:
@@ -197,10 +197,11 @@ def _built_elsewhere(
 def _pads_to_longest(ctx: FileContext, loader: ast.Call) -> bool:
     from torchpace.lint.project import definition_of
 
-    collate = argument(loader, "collate_fn", 6)
+    collate = argument(loader, "collate_fn", COLLATE_FN_POSITION)
     if isinstance(collate, ast.Name):
+        scope = ctx.enclosing_scope(loader)
         collate = next(
-            (v for v in _assigned_values(ctx, collate.id) if isinstance(v, ast.Call)), collate
+            (v for v in assigned_in(ctx, collate.id, scope) if isinstance(v, ast.Call)), collate
         )
     if collate is None:
         return False
@@ -220,14 +221,6 @@ def _pads_to_longest(ctx: FileContext, loader: ast.Call) -> bool:
     else:
         return False
     return bool(body) and any(_pads(where, n) for b in body for n in subtree(b))
-
-
-def _assigned_values(ctx: FileContext, name: str) -> list[ast.expr]:
-    return [
-        n.value
-        for n in ctx.of_type(ast.Assign)
-        if any(isinstance(t, ast.Name) and t.id == name for t in n.targets)
-    ]
 
 
 def _pads(ctx: FileContext, node: ast.AST) -> bool:

@@ -6,6 +6,7 @@ import ast
 from collections.abc import Iterator
 
 from torchpace.lint.dataloaders import (
+    COLLATE_FN_POSITION,
     SMALL_IMAGE_DATASETS,
     SMALL_IMAGE_SIDE,
     TENSOR_DATASETS,
@@ -52,7 +53,6 @@ from torchpace.lint.values import int_value, option_default
 # DataLoader(dataset, batch_size, shuffle, sampler, batch_sampler, num_workers, collate_fn,
 #            pin_memory, ...)
 _NUM_WORKERS_POSITION = 5
-_COLLATE_FN_POSITION = 6
 _PIN_MEMORY_POSITION = 7
 
 
@@ -76,7 +76,7 @@ def _in_memory(ctx: FileContext, call: ast.Call) -> bool:
     train_data)``): a batch is a slice, nothing to decode."""
     data = argument(call, "dataset", 0)
     # a collate function may load what a list's items name (paths, ids): not read here
-    lists = argument(call, "collate_fn", _COLLATE_FN_POSITION) is None
+    lists = argument(call, "collate_fn", COLLATE_FN_POSITION) is None
     scope = ctx.enclosing_scope(call)
     if isinstance(data, ast.Name) and isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
         given = passed_for(ctx, scope, data.id)
@@ -385,7 +385,7 @@ def _small_batches(ctx: FileContext, call: ast.Call) -> bool:
     dataset of at most 32 pixels a side that no transform of the file enlarges (MNIST,
     CIFAR-10), or token ids a Hugging Face text collator pads (BERT on MRPC: tens of KB). The
     judges of the lint corpus called pinning them "negligible: saves microseconds" every time."""
-    collate = argument(call, "collate_fn", 10)
+    collate = argument(call, "collate_fn", COLLATE_FN_POSITION)
     if collate is not None and _pads_tokens(ctx, collate):
         return True
     data = assigned_once(ctx, argument(call, "dataset", 0))
