@@ -9,8 +9,8 @@ import ast
 from collections.abc import Iterator
 
 from torchpace.findings import Edit, Fix
-from torchpace.lint.device import may_use_accelerator
-from torchpace.lint.loops import FUNCTION_DEFS, Scope, disables_grad, dotted, returned, walk
+from torchpace.lint.forwards import in_forwards
+from torchpace.lint.loops import Scope, dotted, returned
 from torchpace.lint.project import definition_of
 from torchpace.lint.rule import (
     FileContext,
@@ -19,7 +19,6 @@ from torchpace.lint.rule import (
     end_of,
     has_star_args,
     keyword,
-    per_file,
 )
 from torchpace.lint.rules.syncs import REFERENCES, check_calls_to, hot_calls
 from torchpace.lint.tensors import LEGACY_HOST_TYPES
@@ -408,100 +407,23 @@ _MOVES = frozenset({"cuda", "to", "type_as"})
 _READ_IN_FORWARDS = _MOVES | {"empty_cache"}
 
 
-@per_file
 def _forward_calls(ctx: FileContext) -> list[tuple[ast.Call, str | None, Scope]]:
-    """The calls a module's ``forward`` runs in this file, with those of the methods of its
-    class and the module-level functions of the file it calls (one call deep): a model's
-    forward runs on every training step, whether or not lint can follow the loop that calls it
-    (a model built by a factory, a dict of models, a file no training loop imports). Where a
-    loop of the project does call it, the hot code already holds the branches that loop
-    takes (``reverse=False``), and the forward is left to it. Not a
-    ``forward`` that turns autograd off (``@torch.no_grad()``): an inference module's. In a file
-    that moves something to a device, since a model file only knows its device from its inputs
-    (``.to(x.device)``)."""
-    classes = [c for c in ctx.of_type(ast.ClassDef) if c.bases]
-    defs = [m for c in classes for m in c.body if isinstance(m, FUNCTION_DEFS)]
-    if not any(m.name == "forward" for m in defs):
-        return []  # most files: no module's forward
-    functions = {n.name: n for n in ctx.tree.body if isinstance(n, FUNCTION_DEFS)}
-    seen: set[int] = set()
-    out: list[tuple[ast.Call, str | None, Scope]] = []
+    """The calls of modules' forwards (:mod:`torchpace.lint.forwards`) that TP207 and TP206
+    read: a move, a legacy typed constructor, ``empty_cache``."""
     qualname = ctx.names.qualname
-    hot = ctx.loops.hot
-    for cls in classes:
-        methods = {n.name: n for n in cls.body if isinstance(n, FUNCTION_DEFS)}
-        forward = methods.get("forward")
-        if forward is None or any(disables_grad(ctx.names, d) for d in forward.decorator_list):
-            continue
-        if any(id(stmt) in hot for stmt in forward.body):
-            continue  # the loop's own reading, which knows the branches its calls take
-        queue: list[tuple[ast.FunctionDef | ast.AsyncFunctionDef, int]] = [(forward, 0)]
-        while queue:
-            fn, depth = queue.pop()
-            if id(fn) in seen:
-                continue
-            seen.add(id(fn))
-            for node in walk(_training_branches(fn.body)):
-                if not isinstance(node, ast.Call):
-                    continue
-                func = node.func
-                # only what the checks read: a move, a legacy typed constructor, empty_cache
-                if (
-                    (isinstance(func, ast.Attribute) and func.attr in _READ_IN_FORWARDS)
-                    or "Tensor" in (dotted(func) or "")
-                ) and not any(isinstance(a, ast.ExceptHandler) for a in ctx.ancestors(node)):
-                    out.append((node, qualname(func), fn))  # an error's handler: not every step
-                if isinstance(func, ast.Attribute) and dotted(func.value) == "self":
-                    if func.attr in methods:
-                        queue.append((methods[func.attr], depth))  # a method of the class
-                elif isinstance(func, ast.Name) and func.id in functions and depth < 1:
-                    queue.append((functions[func.id], depth + 1))  # a function of the file
-    return out if out and may_use_accelerator(ctx) else []
+    return [
+        (node, qualname(node.func), scope)
+        for node, scope in in_forwards(ctx, _read_in_forwards)
+        if isinstance(node, ast.Call)
+    ]
 
 
-def _training_branches(body: list[ast.stmt]) -> list[ast.AST]:
-    """``body`` without what only evaluation runs (the ``else`` of ``if self.training:``, the
-    body of ``if not self.training:``, also of another module's ``training``) and without what
-    runs once and is kept (the body of ``if self.cache is None:``, lazy initialisation), at any
-    depth of ``if`` statements."""
-    out: list[ast.AST] = []
-    for stmt in body:
-        if isinstance(stmt, ast.If):
-            mode = _training_test(stmt.test)
-            if mode is not None:
-                out += _training_branches(stmt.body if mode else stmt.orelse)
-                continue
-            out.append(stmt.test)
-            if not _fills_once(stmt.test):
-                out += _training_branches(stmt.body)
-            out += _training_branches(stmt.orelse)
-            continue
-        out.append(stmt)
-    return out
-
-
-def _training_test(test: ast.expr) -> bool | None:
-    """True for ``self.training`` (or ``self.module[0].training``), False for its negation,
-    None for anything else."""
-    if isinstance(test, ast.Attribute) and test.attr == "training":
-        return True
-    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-        return False if _training_test(test.operand) else None
-    return None
-
-
-def _fills_once(test: ast.expr) -> bool:
-    """``self.x is None`` alone or in an ``or`` (``self.rel is None or self.rel.shape[1] !=
-    n``): the body builds what the module keeps, on the first call (or when the size
-    changes)."""
-    tests = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or) else [test]
-    return any(
-        isinstance(t, ast.Compare)
-        and isinstance(t.ops[0], ast.Is)
-        and (dotted(t.left) or "").startswith("self.")
-        and isinstance(t.comparators[0], ast.Constant)
-        and t.comparators[0].value is None
-        for t in tests
+def _read_in_forwards(node: ast.AST) -> bool:
+    if not isinstance(node, ast.Call):
+        return False
+    func = node.func
+    return (isinstance(func, ast.Attribute) and func.attr in _READ_IN_FORWARDS) or "Tensor" in (
+        dotted(func) or ""
     )
 
 

@@ -1,0 +1,127 @@
+"""Modules' forwards: code that runs on every training step, whether or not a loop lint can
+follow calls the model.
+
+A model is often built where lint cannot follow it: by a factory (``exp.get_model()``), into a
+dict of models (``model[key](x)``), from a configuration (Hydra's ``instantiate``), in a file no
+training loop imports. Its ``forward`` still runs on every step of the run that trains it, and
+so do the methods of its class and the functions of its file that the forward calls (one call
+deep for those). :func:`forward_code` is that code, read in a file that moves something to a
+device (:func:`in_forwards`), since a model file only knows its device from its inputs
+(``.to(x.device)``). Left out:
+
+- a forward the project's hot code already reads (a loop of the project calls the model): that
+  reading knows the branches the loop's call takes (``reverse=False``);
+- a forward under ``@torch.no_grad()`` (an inference module's);
+- what only evaluation runs: the ``else`` of ``if self.training:`` and the body of ``if not
+  self.training:``, also of another module's flag (``self.module[0].training``);
+- what is built once and kept: the body of ``if self.cache is None:`` (alone or in an ``or``);
+- an error's handler (``except RuntimeError:``, an out-of-memory fallback).
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Callable
+
+from torchpace.lint.device import may_use_accelerator
+from torchpace.lint.loops import FUNCTION_DEFS, Function, Scope, disables_grad, dotted, walk
+from torchpace.lint.rule import FileContext, per_file
+from torchpace.lint.tree import subtree
+
+
+@per_file
+def forward_code(ctx: FileContext) -> list[tuple[ast.AST, Scope]]:
+    """Every node of the file's modules' forwards and what they call (module doc), with the
+    function it is in."""
+    classes = [c for c in ctx.of_type(ast.ClassDef) if c.bases]
+    if not any(
+        isinstance(m, FUNCTION_DEFS) and m.name == "forward" for c in classes for m in c.body
+    ):
+        return []  # most files: no module's forward
+    functions = {n.name: n for n in ctx.tree.body if isinstance(n, FUNCTION_DEFS)}
+    hot = ctx.loops.hot
+    seen: set[int] = set()
+    out: list[tuple[ast.AST, Scope]] = []
+    for cls in classes:
+        methods = {n.name: n for n in cls.body if isinstance(n, FUNCTION_DEFS)}
+        forward = methods.get("forward")
+        if forward is None or any(disables_grad(ctx.names, d) for d in forward.decorator_list):
+            continue
+        if any(id(stmt) in hot for stmt in forward.body):
+            continue  # the loop's own reading, which knows the branches its calls take
+        queue: list[tuple[Function, int]] = [(forward, 0)]
+        while queue:
+            fn, depth = queue.pop()
+            if id(fn) in seen:
+                continue
+            seen.add(id(fn))
+            handled = {
+                id(n) for h in subtree(fn) if isinstance(h, ast.ExceptHandler) for n in subtree(h)
+            }
+            for node in walk(_training_branches(fn.body)):
+                if id(node) in handled:
+                    continue  # an error's handler: not every step
+                out.append((node, fn))
+                if not isinstance(node, ast.Call):
+                    continue
+                func = node.func
+                if isinstance(func, ast.Attribute) and dotted(func.value) == "self":
+                    if func.attr in methods:
+                        queue.append((methods[func.attr], depth))  # a method of the class
+                elif isinstance(func, ast.Name) and func.id in functions and depth < 1:
+                    queue.append((functions[func.id], depth + 1))  # a function of the file
+    return out
+
+
+def in_forwards(ctx: FileContext, keep: Callable[[ast.AST], bool]) -> list[tuple[ast.AST, Scope]]:
+    """The nodes of :func:`forward_code` that ``keep`` (a cheap test of the node alone) accepts,
+    in a file that may use an accelerator; asked about the file only when some are found."""
+    found = [(node, scope) for node, scope in forward_code(ctx) if keep(node)]
+    return found if found and may_use_accelerator(ctx) else []
+
+
+def _training_branches(body: list[ast.stmt]) -> list[ast.AST]:
+    """``body`` without what only evaluation runs and what runs once and is kept (module doc),
+    at any depth of ``if`` statements; an ``if``'s test runs either way."""
+    out: list[ast.AST] = []
+    for stmt in body:
+        if isinstance(stmt, ast.If):
+            mode = _training_test(stmt.test)
+            if mode is not None:
+                out += _training_branches(stmt.body if mode else stmt.orelse)
+                continue
+            out.append(stmt.test)
+            if not _fills_once(stmt.test):
+                out += _training_branches(stmt.body)
+            out += _training_branches(stmt.orelse)
+            continue
+        out.append(stmt)
+    return out
+
+
+def _training_test(test: ast.expr) -> bool | None:
+    """True for ``self.training`` (or ``self.module[0].training``), False for its negation,
+    None for anything else."""
+    if isinstance(test, ast.Attribute) and test.attr == "training":
+        return True
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return False if _training_test(test.operand) else None
+    return None
+
+
+def _fills_once(test: ast.expr) -> bool:
+    """``self.x is None`` alone or in an ``or`` (``self.rel is None or self.rel.shape[1] !=
+    n``): the body builds what the module keeps, on the first call (or when the size
+    changes)."""
+    tests = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or) else [test]
+    return any(
+        isinstance(t, ast.Compare)
+        and isinstance(t.ops[0], ast.Is)
+        and (dotted(t.left) or "").startswith("self.")
+        and isinstance(t.comparators[0], ast.Constant)
+        and t.comparators[0].value is None
+        for t in tests
+    )
+
+
+__all__ = ["forward_code", "in_forwards"]
