@@ -200,33 +200,3 @@ def test_batches_padded_to_their_longest_item_change_shape_every_step(
     fixed = lint_source("train.py", GLOW_TRAIN.format(collate="None").encode(), RULES)
     assert isinstance(fixed, FileResult)
     assert [f.code for f in fixed.findings if f.code == "TP303"] == ["TP303"]
-
-
-# StyleTTS2's GAN losses (losses.py, MIT), shortened: a loss module's forward calls a function of
-# its file that keeps, for each discriminator output, the elements under a margin (a boolean
-# mask: its size is known only once the device has computed it).
-TPRLS = """
-import torch
-
-
-def discriminator_TPRLS_loss(disc_real_outputs, disc_generated_outputs):
-    loss = 0
-    for dr, dg in zip(disc_real_outputs, disc_generated_outputs):
-        tau = 0.04
-        m_DG = torch.median((dr - dg))
-        L_rel = torch.mean((((dr - dg) - m_DG) ** 2)[{index}])
-        loss += tau - torch.relu(tau - L_rel)
-    return loss
-
-
-class DiscriminatorLoss(torch.nn.Module):
-    def forward(self, y, y_hat):
-        y = y.to(self.device)
-        return discriminator_TPRLS_loss(y, y_hat)
-"""
-
-
-def test_a_boolean_mask_in_what_a_loss_modules_forward_runs_is_a_data_dependent_shape() -> None:
-    line = next(i for i, t in enumerate(TPRLS.splitlines(), 1) if "L_rel =" in t)
-    assert findings(TPRLS.format(index="dr < dg + m_DG"), "TP203") == [("TP203", line)]
-    assert findings(TPRLS.format(index=":, 0"), "TP203") == []

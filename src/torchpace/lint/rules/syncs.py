@@ -13,7 +13,6 @@ import ast
 from collections.abc import Iterator, Sequence
 
 from torchpace.lint.device import may_use_accelerator
-from torchpace.lint.forwards import in_forwards
 from torchpace.lint.loops import (
     LOOPS,
     LoopFacts,
@@ -620,24 +619,8 @@ def _is_mask(node: ast.expr, ctx: FileContext, tensors: TensorFacts) -> bool:
     return False
 
 
-def _may_depend_on_data(node: ast.AST) -> bool:
-    """A cheap first test of a forward's node for TP203: a call named like a data-dependent
-    one (``nonzero``, ``masked_select``, ``argwhere``, ``where``), or an item read whose index
-    is not only constants and slices (``x[mask]``, ``x[:, keep]``)."""
-    if isinstance(node, ast.Call):
-        last = (dotted(node.func) or "").rsplit(".", 1)[-1]
-        return last in _DATA_DEPENDENT_METHODS or last == "where"
-    if not isinstance(node, ast.Subscript):
-        return False
-    index = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
-    return any(not isinstance(i, (ast.Constant, ast.Slice)) for i in index)
-
-
 def _check_data_dependent_shape(ctx: FileContext) -> Iterator[Report]:
-    hot = _hot(ctx)
-    seen = {id(n) for n, _ in hot}
-    forwards = [(n, s) for n, s in in_forwards(ctx, _may_depend_on_data) if id(n) not in seen]
-    for node, scope in [*hot, *forwards]:
+    for node, scope in _hot(ctx):
         if isinstance(node, ast.Call):
             qual = ctx.names.qualname(node.func)
             if (
@@ -765,8 +748,7 @@ DATA_DEPENDENT_SHAPE_IN_LOOP = Rule(
 ## What it does
 Flags `nonzero()`, single-argument `torch.where`, `masked_select`, `argwhere` and indexing with
 a boolean mask (`x[x > 0]`, `x[mask]` where `mask` is a comparison, `edge_index[:, mask]`) inside
-a training loop, and in a module's `forward()` and what it calls in its file, which run every
-step whether or not a loop lint follows calls the model (see TP207). A comparison indexing a tensor is taken as a mask even where lint does not know
+a training loop. A comparison indexing a tensor is taken as a mask even where lint does not know
 what is compared (`pred.float()[batch.y == batch.y]`): a Python bool would index `pred[True]`.
 In a method of a module class, what the method is given is taken as the batch's tensors
 (`edge_index[:, edge_type == i]` in a graph layer's `forward`), and so are slices of it.
