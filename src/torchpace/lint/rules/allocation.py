@@ -12,18 +12,13 @@ from torchpace.findings import Edit, Fix
 from torchpace.lint.forwards import in_forwards
 from torchpace.lint.loops import Scope, dotted, returned
 from torchpace.lint.project import definition_of
-from torchpace.lint.rule import (
-    FileContext,
-    Report,
-    Rule,
-    end_of,
-    has_star_args,
-    keyword,
-)
+from torchpace.lint.rule import FileContext, Report, Rule, end_of, has_star_args, keyword
 from torchpace.lint.rules.syncs import REFERENCES, check_calls_to, hot_calls
 from torchpace.lint.tensors import LEGACY_HOST_TYPES
 from torchpace.lint.tree import subtree
 
+# The moves of a tensor to another tensor's or a given device.
+_MOVES = frozenset({"cuda", "to", "type_as"})
 _EMPTY_CACHE = "torch.cuda.empty_cache"
 _empty_cache_in_hot_code = check_calls_to(_EMPTY_CACHE, waits=False)
 
@@ -31,12 +26,12 @@ _empty_cache_in_hot_code = check_calls_to(_EMPTY_CACHE, waits=False)
 def _check_empty_cache(ctx: FileContext) -> Iterator[Report]:
     """In the hot code, and in a module's forward (:func:`_forward_calls`): YOLOX's loss,
     which its head's forward runs, empties the cache for every image of every step."""
-    reported = []
+    reported: set[int] = set()
     for report in _empty_cache_in_hot_code(ctx):
-        reported.append(report.node)
+        reported.add(id(report.node))
         yield report
     for call, qual, _ in _forward_calls(ctx):
-        if qual == _EMPTY_CACHE and all(call is not n for n in reported):
+        if qual == _EMPTY_CACHE and id(call) not in reported:
             yield Report(call)
 
 
@@ -338,7 +333,7 @@ def _values_besides_moves(name: str, scope: ast.AST) -> list[ast.expr]:
         if not (
             isinstance(v, ast.Call)
             and isinstance(v.func, ast.Attribute)
-            and v.func.attr in {"cuda", "to", "type_as"}
+            and v.func.attr in _MOVES
             and dotted(v.func.value) == name
         )
     ]
@@ -403,7 +398,6 @@ def _host_data(ctx: FileContext, node: ast.expr) -> bool:
     return isinstance(node, ast.Call) and (ctx.names.qualname(node.func) or "").startswith("numpy.")
 
 
-_MOVES = frozenset({"cuda", "to", "type_as"})
 _READ_IN_FORWARDS = _MOVES | {"empty_cache"}
 
 
@@ -529,8 +523,8 @@ follow calls the model: a model's forward runs on every training step, and a mod
 built by a factory or kept in a dict of models. Not what only evaluation runs there (the
 `else` of `if self.training:`, also of another module's flag), what is built once and kept
 (`if self.rel is None:`), an error's handler (`except RuntimeError:`), nor a `forward` under
-`@torch.no_grad()`; where a training
-loop of the project does call the model, only the branches that loop takes.
+`@torch.no_grad()`; where a training loop of the project does call the model, only the branches
+that loop takes.
 
 ## Why is this slow
 The values are written in host memory, then copied over the bus, then the host copy is freed,

@@ -9,10 +9,16 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from torchpace.findings import Fix
-from torchpace.lint.dataloaders import COLLATE_FN_POSITION, framework_gpu
+from torchpace.lint.dataloaders import (
+    COLLATE_FN_POSITION,
+    built_loaders,
+    framework_gpu,
+    iterated_loader_calls,
+    iterated_values,
+)
 from torchpace.lint.device import uses_cuda
 from torchpace.lint.loops import assigned_in, dotted, parameter_defaults, returned, strip_moves
-from torchpace.lint.project import builds_conv_net, definition, training_helpers
+from torchpace.lint.project import builds_conv_net, definition, definition_of, training_helpers
 from torchpace.lint.rule import (
     FileContext,
     Report,
@@ -149,8 +155,6 @@ def _shapes_change_every_step(ctx: FileContext) -> bool:
     (glow-tts's ``TextMelCollate``, StyleTTS2's ``Collater``), also where a project function
     builds the loader (``build_dataloader(...)``). Text and audio lengths change from batch to
     batch, so the auto-tuner would benchmark every convolution again for most steps."""
-    from torchpace.lint.dataloaders import iterated_loader_calls
-
     loaders: list[tuple[FileContext, ast.Call]] = []
     for loop in ctx.loops.training_loops():
         if not isinstance(loop, (ast.For, ast.AsyncFor)):
@@ -167,27 +171,13 @@ def _built_elsewhere(
 ) -> list[tuple[FileContext, ast.Call]]:
     """The DataLoader calls of a project function whose result the loop iterates
     (``train_dataloader = build_dataloader(...)``, then ``for batch in train_dataloader:``)."""
-    from torchpace.lint.loops import DATALOADERS, iterated, returned_loaders
-    from torchpace.lint.project import definition_of
-
-    name = dotted(iterated(loop.iter))
-    if name is None:
-        return []
     out: list[tuple[FileContext, ast.Call]] = []
-    for node in ctx.of_type(ast.Assign):
-        if not (isinstance(node.value, ast.Call) and any(dotted(t) == name for t in node.targets)):
-            continue
-        found = definition_of(ctx, node.value, ast.FunctionDef)
+    for value in iterated_values(ctx, loop):
+        found = definition_of(ctx, value, ast.FunctionDef) if isinstance(value, ast.Call) else None
         if found is None:
             return []
         where, function = found
-        built = returned_loaders(function, where.names) or [
-            v  # ``data_loader = DataLoader(...)``, then ``return data_loader``
-            for r in returned(function)
-            if isinstance(r, ast.Name)
-            for v in assigned_in(where, r.id, function)
-            if isinstance(v, ast.Call) and where.names.qualname(v.func) in DATALOADERS
-        ]
+        built = built_loaders(where, function)
         if not built:
             return []
         out += [(where, c) for c in built]
@@ -195,8 +185,6 @@ def _built_elsewhere(
 
 
 def _pads_to_longest(ctx: FileContext, loader: ast.Call) -> bool:
-    from torchpace.lint.project import definition_of
-
     collate = argument(loader, "collate_fn", COLLATE_FN_POSITION)
     if isinstance(collate, ast.Name):
         scope = ctx.enclosing_scope(loader)

@@ -129,7 +129,7 @@ def _python_list(ctx: FileContext, data: ast.expr | None, depth: int = 1) -> boo
     functions = ctx.loops.functions.get(name, [])
     if depth <= 0 or len(functions) != 1:
         return False
-    returns = [n.value for n in walk(functions[0].body) if isinstance(n, ast.Return)]
+    returns = returned(functions[0])
     return bool(returns) and all(_python_list(ctx, r, depth - 1) for r in returns)
 
 

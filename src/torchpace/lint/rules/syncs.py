@@ -260,24 +260,36 @@ _AGREEING = frozenset(
 )
 
 
+def _tests_of(ctx: FileContext, node: ast.expr) -> list[ast.AST]:
+    """The branches whose test ``node`` is read in (an ``if``, ``while``, ``assert`` or
+    conditional expression), from the innermost out to the statement that holds ``node``."""
+    out: list[ast.AST] = []
+    child: ast.AST = node
+    parent = ctx.parents.get(id(node))
+    while parent is not None:
+        if isinstance(parent, (ast.If, ast.While, ast.Assert, ast.IfExp)) and parent.test is child:
+            out.append(parent)
+        if isinstance(parent, ast.stmt):
+            break
+        child, parent = parent, ctx.parents.get(id(parent))
+    return out
+
+
 def _ends_inner_loop(ctx: FileContext, node: ast.expr) -> bool:
     """``node`` is read in the test of an ``if`` whose body only leaves a loop nested in the
     step (greedy decoding, ``if decoder_input.item() == EOS_token: break``): the value decides
     how many times that loop runs, which the host must know. The step loop's own ``break`` on
     a value (``if loss.item() < tol: break``) is not one."""
-    child: ast.AST = node
-    parent = ctx.parents.get(id(node))
-    while parent is not None and not isinstance(parent, ast.stmt):
-        child, parent = parent, ctx.parents.get(id(parent))
+    tests = _tests_of(ctx, node)
+    branch = tests[-1] if tests else None
     if not (
-        isinstance(parent, ast.If)
-        and child is parent.test
-        and not parent.orelse
-        and len(parent.body) == 1
-        and isinstance(parent.body[0], ast.Break)
+        isinstance(branch, ast.If)
+        and not branch.orelse
+        and len(branch.body) == 1
+        and isinstance(branch.body[0], ast.Break)
     ):
         return False
-    loop = next((a for a in ctx.ancestors(parent) if isinstance(a, LOOPS)), None)
+    loop = next((a for a in ctx.ancestors(branch) if isinstance(a, LOOPS)), None)
     return loop is not None and all(loop is not s for s in ctx.loops.step_loops)
 
 
@@ -292,17 +304,7 @@ def _agreed_decision(ctx: FileContext, node: ast.expr) -> bool:
     name = _root(read)
     if name is None:
         return False
-    parent: ast.AST | None = ctx.parents.get(id(node))
-    child: ast.AST = node
-    decides = False
-    while parent is not None and not decides:
-        decides = isinstance(parent, (ast.If, ast.While, ast.Assert, ast.IfExp)) and (
-            parent.test is child
-        )
-        if isinstance(parent, ast.stmt):
-            break
-        child, parent = parent, ctx.parents.get(id(parent))
-    if not decides:
+    if not _tests_of(ctx, node):
         return False
     loop = next((a for a in ctx.ancestors(node) if isinstance(a, LOOPS)), None)
     return loop is not None and any(
