@@ -113,6 +113,14 @@ class FileContext:
         return launch_bound(self)
 
     @cached_property
+    def little_tensor_work(self) -> frozenset[int]:
+        """:attr:`launch_bound`, and the loops of narrow graph nets (lint.scale): the loops
+        whose steps have no matmul or convolution big enough for a faster kernel to pay."""
+        from torchpace.lint.scale import launch_bound
+
+        return launch_bound(self, graphs=True)
+
+    @cached_property
     def small_steps(self) -> frozenset[int]:
         """``id`` of the training loops whose steps do little tensor work (lint.scale)."""
         from torchpace.lint.scale import small_steps

@@ -57,6 +57,15 @@ SMALL_MODELS_DOC = (
     "give, is never taken as small."
 )
 
+# What the rules whose gain grows with the size of a step's matrix products say of graph nets.
+GRAPH_MODELS_DOC = (
+    "Nor where the model is a graph net whose layers (PyG's, DGL's or PyG Temporal's graph "
+    "convolutions, attention and recurrent cells) have at most 64 channels a side, with the "
+    "sizes read the same way (the data's width, or its number of classes, on one side): its "
+    "matrix products are too narrow for 16-bit kernels to pay, and gathering and scattering "
+    "messages along the edges is not what autocast speeds up."
+)
+
 # What the rules whose gain grows with a step's tensor work (autocast, cuDNN's autotuner) say
 # of the loops of :func:`small_steps` in their docs.
 SMALL_STEPS_DOC = (
@@ -108,6 +117,29 @@ _TENSOR_FACTORIES = frozenset(
     {"torch.randn", "torch.rand", "torch.zeros", "torch.ones", "torch.empty", "torch.Tensor"}
 )
 
+# Graph layers of PyG, DGL and PyG Temporal, each read by its channel sizes (in, out) and, where
+# it takes them, its heads and its filter order: name -> (head argument, order argument, default
+# order, weight matrices per in x out). A layer's message passing gathers and scatters node and
+# edge features, work no weight count sees; with at most NARROW_WIDTH channels a side its matrix
+# products are narrow on any graph. Weights count in x out per matrix, (in + out) x out for PyG
+# Temporal's recurrent cells, whose hidden state feeds back; GIN and EdgeConv take their MLP as
+# an argument, sized with the call.
+_GRAPH_LAYERS: dict[str, tuple[str | None, str | None, int, int]] = {
+    **dict.fromkeys(
+        ("GCNConv", "GraphConv", "SAGEConv", "LEConv", "GeneralConv"), (None, None, 1, 2)
+    ),
+    **dict.fromkeys(("GATConv", "GATv2Conv", "TransformerConv"), ("heads", None, 1, 4)),
+    **dict.fromkeys(("ChebConv", "TAGConv", "SGConv"), (None, "K", 3, 2)),
+    **dict.fromkeys(("GINConv", "GINEConv", "EdgeConv", "APPNP", "APPNPConv"), (None, None, 0, 0)),
+    **dict.fromkeys(("TGCN", "TGCN2", "A3TGCN", "A3TGCN2"), (None, None, 1, 6)),
+    **dict.fromkeys(
+        ("DCRNN", "BatchedDCRNN", "GConvGRU", "GCLSTM", "GConvLSTM"), (None, "K", 1, 8)
+    ),
+}
+_GRAPH_LIBRARIES = ("torch_geometric.nn.", "torch_geometric_temporal.nn.", "dgl.nn.")
+# DGL's spelling of the same arguments.
+_DGL_ARGUMENTS = dict(in_channels="in_feats", out_channels="out_feats", heads="num_heads", K="k")
+
 _CONTAINERS = frozenset({"Sequential", "ModuleList", "ModuleDict"})
 _CONTAINER_PATHS = frozenset(f"torch.nn.{c}" for c in _CONTAINERS)
 _REPEATS = (ast.ListComp, ast.GeneratorExp, ast.DictComp, ast.SetComp)
@@ -136,7 +168,9 @@ class _DataWidth(int):
     :data:`DATA_WIDTH` by the one layer kind that may take it (see NARROW_WIDTH)."""
 
 
-_DATA_ATTRIBUTES = frozenset({"num_features", "num_node_features", "num_edge_features"})
+_DATA_ATTRIBUTES = frozenset(
+    {"num_features", "num_node_features", "num_edge_features", "num_classes"}
+)
 
 
 def _reads_data_width(node: ast.expr) -> bool:
@@ -172,9 +206,16 @@ class _Sizer:
     """Counts the weights of models built in one file (module docs)."""
 
     def __init__(
-        self, ctx: FileContext, sizers: dict[int, _Sizer] | None = None, area: int | None = None
+        self,
+        ctx: FileContext,
+        sizers: dict[int, _Sizer] | None = None,
+        area: int | None = None,
+        graphs: bool = False,
     ) -> None:
         self.ctx = ctx
+        # Whether graph layers are sized (:data:`_GRAPH_LAYERS`): for the tensor work a step
+        # does, not for the time its kernels keep the device busy, which the graph sets.
+        self.graphs = graphs
         # Given an image's area in pixels, the sizer counts the multiply-adds of one sample's
         # forward instead of weights: a convolution's weights run at every pixel (an upper
         # bound: strides and pooling only shrink the map), a recurrent layer's at every row.
@@ -341,6 +382,36 @@ class _Sizer:
             return 4 * size(arg("embed_dim", 0), env) ** 2
         raise _Unknown  # a Transformer's defaults, or a layer not in this table
 
+    def graph_layer(self, call: ast.Call, path: str, env: Env) -> int:
+        """Weights of one graph layer of :data:`_GRAPH_LAYERS`, at most NARROW_WIDTH channels
+        a side (the data's width allowed on one side): a wider one is unknown, its work set by
+        the graph's size, which the file does not give."""
+        heads, order, default_order, matrices = _GRAPH_LAYERS[path.rpartition(".")[2]]
+        dgl, recurrent = path.startswith("dgl."), path.startswith("torch_geometric_temporal.")
+        if not self.graphs:
+            raise _Unknown
+        if not matrices:
+            return 0  # its MLP, an argument, is sized with the call; APPNP has no weights
+
+        def arg(name: str, pos: int) -> ast.expr | None:
+            return argument(call, _DGL_ARGUMENTS.get(name, name) if dgl else name, pos)
+
+        sides = self.size(arg("in_channels", 0), env), self.size(arg("out_channels", 1), env)
+        given = [s for s in sides if not isinstance(s, _DataWidth)]
+        if not given or max(given) > NARROW_WIDTH:
+            raise _Unknown  # the data's width on both sides, or a wide layer
+        c_in, c_out = sides
+        if recurrent and isinstance(c_out, _DataWidth):
+            raise _Unknown  # a recurrent cell's hidden state as wide as the data
+        factor = matrices
+        for name, default in ((heads, 1), (order, default_order)):
+            if name is not None:
+                value = self._default(arg(name, 2), env, default)
+                if not 0 < value <= NARROW_WIDTH:
+                    raise _Unknown
+                factor *= value
+        return (c_in + c_out * recurrent) * c_out * factor
+
     def _default(self, node: ast.expr | None, env: Env, default: int) -> int:
         return default if node is None else self.known(node, env)
 
@@ -378,6 +449,8 @@ class _Sizer:
                     not isinstance(a, (ast.Call, ast.List, ast.Tuple, ast.IfExp)) for a in call.args
                 ):
                     raise _Unknown  # ``nn.Sequential(*layers)``: built elsewhere
+            elif _graph_layer(name):
+                weights = self.graph_layer(call, name, env)
             elif local is not None and local in self.classes and local != owner:
                 weights = self.of_class(local, self._bind(local, call, env))
             elif self._is_module_slot(call):
@@ -464,7 +537,7 @@ class _Sizer:
             return 0
         if where is self.ctx:
             return None  # this file's own class, where it is not a top-level one: unread
-        other = self.sizers.get(id(where)) or _Sizer(where, self.sizers, self.area)
+        other = self.sizers.get(id(where)) or _Sizer(where, self.sizers, self.area, self.graphs)
         if cls.name not in other.classes:
             raise _Unknown
         return other.of_class(cls.name, self._bind(cls.name, call, env, callee=other))
@@ -537,7 +610,7 @@ class _Sizer:
             local = value.func.id if isinstance(value.func, ast.Name) else None
             if local is not None and local in self.classes:
                 weights = self.of_class(local, self._bind(local, value, {}))
-            elif _is_nn(name):
+            elif _is_nn(name) or _graph_layer(name):
                 weights = self.built(value, {})  # the call itself and what it is given
             elif name.startswith(_WEIGHTLESS_LIBRARIES):
                 weights = 0  # a metric, a logger: no weights, nothing to compute at scale
@@ -570,13 +643,16 @@ def model_weights(ctx: FileContext, target: str, scope: ast.AST | None = None) -
         return None
 
 
-def launch_bound(ctx: FileContext) -> frozenset[int]:
+def launch_bound(ctx: FileContext, graphs: bool = False) -> frozenset[int]:
     """``id`` of every node of a training loop whose models are all known and small (module
-    docs), and of the functions of this file that loop calls."""
+    docs), and of the functions of this file that loop calls. With ``graphs``, graph nets of
+    at most NARROW_WIDTH channels a layer count as small too (:data:`_GRAPH_LAYERS`): their
+    step does little tensor work for autocast to speed up, though its gathers over a large
+    graph may keep the device busy, so a sync there still costs the step its overlap."""
     facts = ctx.loops
     if not facts.step_loops and not facts.step_functions:
         return frozenset()
-    sizer = _Sizer(ctx)
+    sizer = _Sizer(ctx, graphs=graphs)
     out: set[int] = set()
     for loop in facts.training_loops():
         runs = step_runs(ctx, loop)
@@ -669,6 +745,12 @@ def _callables(
     return out
 
 
+def _graph_layer(path: str) -> bool:
+    """A graph layer of :data:`_GRAPH_LAYERS` (``torch_geometric.nn.GCNConv``,
+    ``dgl.nn.pytorch.conv.GATConv``)."""
+    return path.rpartition(".")[2] in _GRAPH_LAYERS and path.startswith(_GRAPH_LIBRARIES)
+
+
 def _is_nn(path: str) -> bool:
     """``torch.nn.Linear``, not ``torch.nn.functional.relu`` nor ``torch.nn.init``."""
     return path.startswith("torch.nn.") and path.count(".") == 2 and path[9:10].isupper()
@@ -687,6 +769,7 @@ def _sizes(sizer: _Sizer, runs: Sequence[Run]) -> list[int] | None:
 
 
 __all__ = [
+    "GRAPH_MODELS_DOC",
     "SMALL_STEPS_DOC",
     "TINY_CONV_CHANNELS",
     "TINY_STEP_MACS",

@@ -25,7 +25,7 @@ from torchpace.lint.rule import (
     start_of,
 )
 from torchpace.lint.rules.evaluation import called_models
-from torchpace.lint.scale import SMALL_MODELS_DOC, SMALL_STEPS_DOC
+from torchpace.lint.scale import GRAPH_MODELS_DOC, SMALL_MODELS_DOC, SMALL_STEPS_DOC
 from torchpace.lint.tree import subtree
 
 _DEPRECATED_AMP = {"torch.cuda.amp.autocast": "autocast", "torch.cuda.amp.GradScaler": "GradScaler"}
@@ -492,12 +492,13 @@ def _check_cuda_loop_without_autocast(ctx: FileContext) -> Iterator[Report]:
     handed = {e.removeprefix(PRECISION) for e in ctx.entries if e.startswith(PRECISION)}
     if handed:
         training = [loop for loop in training if _function_name(ctx, loop) not in handed]
-    # A model small enough that its step is kernel launches (lint.scale): casts only add some.
+    # A model small enough that its step is kernel launches, or a narrow graph net (lint.scale):
+    # casts only add some.
     # A model of embeddings alone: autocast has no matmul or convolution to cast.
     training = [
         loop
         for loop in training
-        if id(loop) not in ctx.launch_bound
+        if id(loop) not in ctx.little_tensor_work
         and not _embeddings_only(ctx, loop)
         and id(loop) not in ctx.small_steps
     ]
@@ -644,7 +645,7 @@ embeddings and dot-product recommenders do; a class derived from `nn.Embedding` 
 of its own is a table): their loss is lookups,
 elementwise math and reductions, which autocast does not cast.
 
-{SMALL_MODELS_DOC} {SMALL_STEPS_DOC}
+{SMALL_MODELS_DOC} {SMALL_STEPS_DOC} {GRAPH_MODELS_DOC}
 
 ## Why is this slow
 Tensor cores run bfloat16 and float16 matrix multiplies and convolutions many times faster
