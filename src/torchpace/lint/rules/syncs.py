@@ -13,6 +13,7 @@ import ast
 from collections.abc import Iterator, Sequence
 
 from torchpace.lint.device import may_use_accelerator
+from torchpace.lint.forwards import in_forwards
 from torchpace.lint.loops import (
     LOOPS,
     LoopFacts,
@@ -317,8 +318,68 @@ def _agreed_decision(ctx: FileContext, node: ast.expr) -> bool:
     )
 
 
+_TENSOR_STATE = frozenset(
+    {"torch.nn.Parameter", "torch.nn.parameter.Parameter", "torch.tensor", "torch.Tensor"}
+    | {f"torch.{f}" for f in ("zeros", "ones", "full", "empty", "randn", "rand", "arange")}
+    | {"torch.LongTensor", "torch.FloatTensor"}
+)
+
+
+def _module_state(ctx: FileContext, node: ast.expr) -> bool:
+    """``self.x`` where ``x`` is a tensor the enclosing module keeps: a buffer it registers
+    (``self.register_buffer("queue_ptr", torch.zeros(1))``), an ``nn.Parameter`` or a torch
+    tensor it binds to ``self.x`` in ``__init__``. It lives on the module's device."""
+    if not (
+        isinstance(node, ast.Attribute)
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "self"
+    ):
+        return False
+    cls = ctx.parents.get(id(ctx.enclosing_scope(node)))
+    if not isinstance(cls, ast.ClassDef):
+        return False
+    init = next(
+        (f for f in cls.body if isinstance(f, ast.FunctionDef) and f.name == "__init__"), None
+    )
+    if init is None:
+        return False
+    qualname = ctx.names.qualname
+    for n in walk(init.body):
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute):
+            first = n.args[0] if n.args else None
+            named = isinstance(first, ast.Constant) and first.value == node.attr
+            if n.func.attr == "register_buffer" and named:
+                return True
+        elif (
+            isinstance(n, ast.Assign)
+            and isinstance(n.value, ast.Call)
+            and any(dotted(t) == f"self.{node.attr}" for t in n.targets)
+        ):
+            return (qualname(n.value.func) or "") in _TENSOR_STATE
+    return False
+
+
+def _reads_module_state(ctx: FileContext, node: ast.AST) -> bool:
+    """``self.x.item()`` or ``int(self.x)`` of a tensor the module keeps (:func:`_module_state`)."""
+    if not isinstance(node, ast.Call):
+        return False
+    if _sync_method(node):
+        return _module_state(ctx, node.func.value)  # type: ignore[attr-defined]
+    return (
+        isinstance(node.func, ast.Name)
+        and node.func.id in _CONVERSIONS
+        and len(node.args) == 1
+        and _module_state(ctx, node.args[0])
+    )
+
+
 def _check_host_sync(ctx: FileContext) -> Iterator[Report]:
-    for call, qual, scope in hot_calls(ctx):
+    hot = hot_calls(ctx)
+    seen = {id(call) for call, _, _ in hot}
+    for node, _ in in_forwards(ctx, lambda n: _reads_module_state(ctx, n)):
+        if id(node) not in seen:
+            yield Report(node)  # a module's forward reads its own state, every step
+    for call, qual, scope in hot:
         if _reads_scale(call):
             yield Report(call)
             continue
@@ -346,7 +407,7 @@ def _check_host_sync(ctx: FileContext) -> Iterator[Report]:
             and call.func.id in _CONVERSIONS
             and qual is None
             and len(call.args) == 1
-            and ctx.tensors(scope).is_tensor(call.args[0])
+            and (ctx.tensors(scope).is_tensor(call.args[0]) or _module_state(ctx, call.args[0]))
             and not ctx.tensors(scope).is_host(call.args[0])
         ):
             yield Report(call)
@@ -384,6 +445,12 @@ tensors in host memory: a loader's batch before it is moved (also a batch a func
 handed and moves only after the read, `batch = move_to_device(batch, device)`, and a batch
 read before the loop's body binds its name anew, `labels = one_hot(labels.numpy())`),
 `from_numpy`.
+A module's `forward`, and the methods and functions of its file that it calls, run on every
+step of whatever trains the model, also where no loop lint can follow calls it: there a read
+of a tensor the module keeps is flagged, a buffer it registers or a parameter or tensor its
+`__init__` binds (MoCo's queue pointer, `ptr = int(self.queue_ptr)`; a step counter,
+`self.step.item()`), outside evaluation branches (`if not self.training:`) and
+`@torch.no_grad()` forwards.
 Nor a stop flag the ranks agree on: a tensor the loop hands to `dist.all_reduce` or
 `dist.broadcast` and then reads to decide a branch (`if stop.item():`), which every rank needs.
 Nor a read that decides when a loop inside the step ends, an `if` whose body is only `break`

@@ -1,0 +1,72 @@
+"""Classes the judged corpus still showed at the sixteenth session (issue 32), fixed in general.
+Each fixture has the shape of the code a judge read, shortened and renamed; each test fails on
+the rules before the change."""
+
+from __future__ import annotations
+
+import pytest
+from lint_findings import findings
+
+# A momentum-contrast model (MoCo's builder, SlowFast's contrastive model): the queue pointer is
+# a buffer on the model's device, read to the host by the enqueue its forward runs every step.
+# No loop in the file calls the model: a training script elsewhere builds it from a config.
+QUEUE = """
+import torch
+import torch.nn as nn
+
+
+class MoCo(nn.Module):
+    def __init__(self, base_encoder, dim=128, K=65536):
+        super().__init__()
+        self.K = K
+        self.encoder_q = base_encoder(num_classes=dim)
+        self.register_buffer("queue", torch.randn(dim, K))
+        self.register_buffer("queue_ptr", torch.zeros(1, dtype=torch.long))
+        self.counter = nn.Parameter(torch.zeros(1), requires_grad=False)
+        self.every = 4
+
+    @torch.no_grad()
+    def _dequeue_and_enqueue(self, keys):
+        batch_size = keys.shape[0]
+        ptr = READ
+        self.queue[:, ptr : ptr + batch_size] = keys.T
+        self.queue_ptr[0] = (ptr + batch_size) % self.K
+
+    def forward(self, im_q, im_k):
+        q = nn.functional.normalize(self.encoder_q(im_q), dim=1)
+        k = nn.functional.normalize(self.encoder_q(im_k.to(q.device)), dim=1)
+        self._dequeue_and_enqueue(k)
+        return q, k
+"""
+
+
+@pytest.mark.parametrize(
+    "read", ["int(self.queue_ptr)", "self.queue_ptr.item()", "int(self.counter)"]
+)
+def test_a_forward_reading_a_buffer_or_parameter_of_its_module_syncs_every_step(read: str) -> None:
+    source = QUEUE.replace("READ", read)
+    line = source.splitlines().index(f"        ptr = {read}") + 1
+    assert findings(source, "TP201") == [("TP201", line)]
+
+
+@pytest.mark.parametrize(
+    "read",
+    [
+        "int(self.every)",  # a Python int the module keeps: no tensor
+        "int(keys.shape[0])",  # a shape: known on the host
+    ],
+)
+def test_a_forward_reading_host_state_is_left_alone(read: str) -> None:
+    assert findings(QUEUE.replace("READ", read), "TP201") == []
+
+
+def test_an_inference_forward_or_an_evaluation_branch_reads_its_state_freely() -> None:
+    no_grad = QUEUE.replace("READ", "int(self.queue_ptr)").replace(
+        "    def forward(", "    @torch.no_grad()\n    def forward("
+    )
+    assert findings(no_grad, "TP201") == []
+    evaluation = QUEUE.replace("READ", "0").replace(
+        "        self._dequeue_and_enqueue(k)\n",
+        "        if not self.training:\n            print(int(self.queue_ptr))\n",
+    )
+    assert findings(evaluation, "TP201") == []
