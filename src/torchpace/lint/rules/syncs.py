@@ -373,7 +373,37 @@ def _reads_module_state(ctx: FileContext, node: ast.AST) -> bool:
     )
 
 
+def _legacy_item(node: ast.AST, scope: Scope) -> bool:
+    """``loss.data[0]``: before PyTorch 0.4 a loss was a one-element tensor and this read its
+    value to the host, as ``loss.item()`` does now. Only of a loss: a name that says it is one
+    (``loss_l``, ``total_loss``) or that the scope calls ``.backward()`` on; of any other tensor
+    it takes a row, on the device."""
+    if not (
+        isinstance(node, ast.Subscript)
+        and isinstance(node.value, ast.Attribute)
+        and node.value.attr == "data"
+        and isinstance(node.slice, ast.Constant)
+        and node.slice.value == 0
+    ):
+        return False
+    name = dotted(node.value.value)
+    if name is None:
+        return False
+    if "loss" in name.rpartition(".")[2].lower():
+        return True
+    return any(
+        isinstance(n, ast.Call)
+        and isinstance(n.func, ast.Attribute)
+        and n.func.attr == "backward"
+        and dotted(n.func.value) == name
+        for n in walk(scope.body)
+    )
+
+
 def _check_host_sync(ctx: FileContext) -> Iterator[Report]:
+    for node, scope in _hot(ctx):
+        if _legacy_item(node, scope):
+            yield Report(node)  # pre-0.4 ``loss.data[0]``: a read of the loss every step
     hot = hot_calls(ctx)
     seen = {id(call) for call, _, _ in hot}
     for node, _ in in_forwards(ctx, lambda n: _reads_module_state(ctx, n)):
@@ -421,10 +451,11 @@ HOST_SYNC_IN_LOOP = Rule(
     doc=f"""\
 ## What it does
 Flags `.item()`, `.tolist()`, `.cpu()` and `.numpy()`, `float()` / `int()` / `bool()` of a
-tensor, and a GradScaler's `get_scale()` or `state_dict()` (both read the scale with `.item()`),
-inside a training loop or a function that the loop calls (also a Lightning module's
-`training_step` and the function handed to an Ignite engine, `Engine(train_step)`, which the
-framework calls once per batch). Calls under
+tensor, `loss.data[0]` (the spelling of `loss.item()` before PyTorch 0.4, of a name that says
+it is a loss or that the function calls `.backward()` on), and a GradScaler's `get_scale()` or
+`state_dict()` (both read the scale with `.item()`), inside a training loop or a function
+that the loop calls (also a Lightning module's `training_step` and the function handed to
+an Ignite engine, `Engine(train_step)`, which the framework calls once per batch). Calls under
 a logging cadence (`if step % 100 == 0:`, `if step % 100 == 0 or step == last:`) or under an
 option for diagnostics that is off by default (`if args.verbose:` with `--verbose` a
 `store_true`; also `--debug`, `--profile`, `--print_*`, `--show_*`, `--plot_*`,
