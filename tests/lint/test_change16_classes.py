@@ -103,3 +103,47 @@ def test_a_legacy_read_of_the_loss_syncs_every_step(read: str) -> None:
 @pytest.mark.parametrize("read", ["out.data[0]", "images.data[0]", "loss.data[1]"])
 def test_the_first_row_of_another_tensor_stays_on_the_device(read: str) -> None:
     assert findings(LEGACY.replace("READ", read), "TP201") == []
+
+
+# The metric logger of DeiT, DINO and MAE (after torchvision's references): it takes numbers or
+# tensors and reads the tensors; every caller in those repositories hands it Python floats.
+LOGGER = """
+import torch
+
+device = torch.device("cuda")
+
+
+class MetricLogger:
+    def __init__(self):
+        self.meters = {}
+
+    def update(self, **kwargs):
+        for k, v in kwargs.items():
+            if isinstance(v, torch.Tensor):
+                v = v.item()
+            self.meters[k] = v
+
+    def add(self, value):
+        self.total += value.item() if torch.is_tensor(value) else value
+
+
+logger = MetricLogger()
+model = Net().to(device)
+for samples, targets in loader:
+    loss = criterion(model(samples.to(device)), targets.to(device))
+    loss.backward()
+    optimizer.step()
+    loss_value = loss.item()
+    grad_norm = clip(model)
+    grad_norm = grad_norm.item() if isinstance(grad_norm, torch.Tensor) else grad_norm
+    logger.update(loss=loss_value)
+    logger.add(loss_value)
+"""
+
+
+def test_a_helper_converting_whatever_it_is_given_leaves_the_read_to_its_callers() -> None:
+    lines = LOGGER.splitlines()
+    assert findings(LOGGER, "TP201") == [
+        ("TP201", lines.index("    loss_value = loss.item()") + 1),
+        ("TP201", lines.index(next(ln for ln in lines if "grad_norm = grad_norm" in ln)) + 1),
+    ]
