@@ -147,3 +147,42 @@ def test_a_helper_converting_whatever_it_is_given_leaves_the_read_to_its_callers
         ("TP201", lines.index("    loss_value = loss.item()") + 1),
         ("TP201", lines.index(next(ln for ln in lines if "grad_norm = grad_norm" in ln)) + 1),
     ]
+
+
+# DeepSpeech 2's masked convolution stack (deepspeech.pytorch, MIT): a mask the size of every
+# activation, built by a legacy typed constructor in host memory, filled, then moved, in the
+# forward of a module every training step runs.
+MASK = """
+import torch
+import torch.nn as nn
+
+
+class MaskConv(nn.Module):
+    def __init__(self, seq_module):
+        super().__init__()
+        self.seq_module = seq_module
+
+    def forward(self, x, lengths):
+        for module in self.seq_module:
+            x = module(x)
+            mask = BUILD
+            if x.is_cuda:
+                mask = mask.cuda()
+            x = x.masked_fill(mask, 0)
+        return x, lengths
+"""
+
+
+@pytest.mark.parametrize(
+    "build", ["torch.BoolTensor(x.size()).fill_(0)", "torch.zeros(x.shape).bool()"]
+)
+def test_a_mask_built_on_the_host_then_moved_in_a_forward_is_reported(build: str) -> None:
+    source = MASK.replace("BUILD", build)
+    line = source.splitlines().index(f"            mask = {build}") + 1
+    assert findings(source, "TP207") == [("TP207", line)]
+
+
+def test_a_mask_built_from_host_data_is_a_copy_either_way() -> None:
+    assert (
+        findings(MASK.replace("BUILD", "torch.BoolTensor(lengths_array).fill_(0)"), "TP207") == []
+    )

@@ -178,10 +178,15 @@ def _host_factory(ctx: FileContext, node: ast.expr) -> ast.Call | None:
 
 
 def _made_from_nothing(node: ast.expr) -> bool:
-    """An argument of a legacy typed constructor that holds no data: ``range(...)``, a size,
-    or a literal list of numbers. Host data (a NumPy array, an environment's observation) is
-    copied either way: ``device=`` would only move where the copy happens."""
+    """An argument of a legacy typed constructor that holds no data: ``range(...)``, a size
+    (also another tensor's, ``torch.BoolTensor(x.size())``), or a literal list of numbers. Host
+    data (a NumPy array, an environment's observation) is copied either way: ``device=`` would
+    only move where the copy happens."""
+    if isinstance(node, ast.Attribute):
+        return node.attr == "shape"
     if isinstance(node, ast.Call):
+        if isinstance(node.func, ast.Attribute):
+            return node.func.attr == "size" and not node.args and not node.keywords
         return isinstance(node.func, ast.Name) and node.func.id == "range"
     if isinstance(node, (ast.List, ast.Tuple)):
         return bool(node.elts) and all(isinstance(e, ast.Constant) for e in node.elts)
@@ -340,10 +345,11 @@ def _values_besides_moves(name: str, scope: ast.AST) -> list[ast.expr]:
 
 
 def _made_on_host(ctx: FileContext, name: str, scope: ast.AST) -> list[ast.expr]:
-    """The host factories ``name`` is bound to in ``scope``, when it is bound only to them and to
+    """The host factories ``name`` is bound to in ``scope``, when it is bound only to them (also
+    filled or transformed on the host, ``mask = torch.BoolTensor(x.size()).fill_(0)``) and to
     moves of itself (``z = torch.randn(n, d)`` then ``z = z.type_as(imgs)``); else none."""
     rest = _values_besides_moves(name, scope)
-    made = [v for v in rest if _host_factory(ctx, v) is not None]
+    made = [v for v in rest if _host_factory(ctx, v) is not None or _built_on_host(ctx, v)]
     kept = [v for v in rest if v not in made and _keeps_in_place(ctx, v, name)]
     return made if made and len(made) + len(kept) == len(rest) else []
 
@@ -510,10 +516,12 @@ through a name bound only to it (`z = torch.randn(n, d)` then `z = z.type_as(img
 methods, pointwise functions, arithmetic and einops that keep it on the host (also under another
 name bound only to them: `r = torch.arange(n).long()`, then `m = r.unsqueeze(0).expand(b, n)`, then
 `m = m.cuda()`), or returned by a function of this file or of an imported project file that builds
-it so (`prepare_img_ids(b, h, w).to(device)`). A legacy typed constructor counts where it is given
-no data, only a `range`, sizes or a literal list of numbers
-(`torch.LongTensor(range(n)).to(device)`, what `torch.arange(n, device=device)` makes); given host
-data (a NumPy array, an observation), it is a copy either way.
+it so (`prepare_img_ids(b, h, w).to(device)`), also filled on the host under a name bound only
+to it (`mask = torch.BoolTensor(x.size()).fill_(0)`, then `mask = mask.cuda()`). A legacy typed
+constructor counts where it is given no data, only a `range`, sizes (also another tensor's,
+`x.size()`, `x.shape`) or a literal list of numbers (`torch.LongTensor(range(n)).to(device)`, what
+`torch.arange(n, device=device)` makes); given host data (a NumPy array, an observation), it is a
+copy either way.
 Also numpy data copied into a legacy CUDA tensor type
 (`torch.cuda.FloatTensor(np.random.normal(...))`, or a name bound to such a type).
 
