@@ -186,3 +186,31 @@ def test_a_mask_built_from_host_data_is_a_copy_either_way() -> None:
     assert (
         findings(MASK.replace("BUILD", "torch.BoolTensor(lengths_array).fill_(0)"), "TP207") == []
     )
+
+
+# An evaluation loop of pre-0.4 code (knowledge-distillation-pytorch's MNIST scripts): inputs
+# wrapped in Variable(..., volatile=True), which turned autograd off for the whole forward.
+VOLATILE = """
+import torch
+from torch.autograd import Variable
+
+device = torch.device("cuda")
+model = Net().to(device)
+
+
+def test():
+    model.eval()
+    for data, target in test_loader:
+        data, target = data.cuda(), target.cuda()
+        data, target = Variable(data, volatile=FLAG), Variable(target)
+        output = model(data)
+        test_loss += F.nll_loss(output, target).data[0]
+
+
+test()
+"""
+
+
+def test_volatile_inputs_are_the_old_no_grad() -> None:
+    assert findings(VOLATILE.replace("FLAG", "True"), "TP403") == []
+    assert [c for c, _ in findings(VOLATILE.replace("FLAG", "False"), "TP403")] == ["TP403"]

@@ -417,6 +417,8 @@ def _check_eval_loop_without_no_grad(ctx: FileContext) -> Iterator[Report]:
             continue
         if not _called_with_grad(ctx, scope):
             continue
+        if _volatile_inputs(ctx, loop):
+            continue  # autograd off the pre-0.4 way
         models = called_models(ctx, loop)
         evaluated = models & in_eval_mode(scope, loop.lineno)
         over_loader = isinstance(loop, (ast.For, ast.AsyncFor)) and facts.is_loader(loop.iter)
@@ -429,6 +431,21 @@ def _check_eval_loop_without_no_grad(ctx: FileContext) -> Iterator[Report]:
                 yield Report(loop)
 
 
+def _volatile_inputs(ctx: FileContext, loop: ast.AST) -> bool:
+    """The loop wraps its inputs in ``Variable(x, volatile=True)``: before PyTorch 0.4 that was
+    how code turned autograd off for a forward, what ``torch.no_grad()`` does now."""
+    return any(
+        isinstance(n, ast.Call)
+        and ctx.names.qualname(n.func)
+        in ("torch.autograd.Variable", "torch.autograd.variable.Variable")
+        and any(
+            k.arg == "volatile" and isinstance(k.value, ast.Constant) and k.value.value is True
+            for k in n.keywords
+        )
+        for n in walk(loop.body)  # type: ignore[attr-defined]
+    )
+
+
 EVAL_LOOP_WITHOUT_NO_GRAD = Rule(
     code="TP403",
     name="eval-loop-without-no-grad",
@@ -438,7 +455,9 @@ EVAL_LOOP_WITHOUT_NO_GRAD = Rule(
 ## What it does
 Flags a loop that runs a model without training it (no `backward()` or optimizer step in it or
 in the functions it calls) and is not under `torch.no_grad()`, `torch.inference_mode()` or
-`torch.set_grad_enabled(False)`: a loop after `model.eval()`, or one over a DataLoader. A
+`torch.set_grad_enabled(False)` (nor one that wraps its inputs in `Variable(x, volatile=True)`,
+how code before PyTorch 0.4 turned autograd off): a loop after `model.eval()`, or one over a
+DataLoader. A
 function's loop is flagged only when the function is called in the same file without such a
 context.
 
