@@ -105,50 +105,6 @@ def test_the_first_row_of_another_tensor_stays_on_the_device(read: str) -> None:
     assert findings(LEGACY.replace("READ", read), "TP201") == []
 
 
-# The metric logger of DeiT, DINO and MAE (after torchvision's references): it takes numbers or
-# tensors and reads the tensors; every caller in those repositories hands it Python floats.
-LOGGER = """
-import torch
-
-device = torch.device("cuda")
-
-
-class MetricLogger:
-    def __init__(self):
-        self.meters = {}
-
-    def update(self, **kwargs):
-        for k, v in kwargs.items():
-            if isinstance(v, torch.Tensor):
-                v = v.item()
-            self.meters[k] = v
-
-    def add(self, value):
-        self.total += value.item() if torch.is_tensor(value) else value
-
-
-logger = MetricLogger()
-model = Net().to(device)
-for samples, targets in loader:
-    loss = criterion(model(samples.to(device)), targets.to(device))
-    loss.backward()
-    optimizer.step()
-    loss_value = loss.item()
-    grad_norm = clip(model)
-    grad_norm = grad_norm.item() if isinstance(grad_norm, torch.Tensor) else grad_norm
-    logger.update(loss=loss_value)
-    logger.add(loss_value)
-"""
-
-
-def test_a_helper_converting_whatever_it_is_given_leaves_the_read_to_its_callers() -> None:
-    lines = LOGGER.splitlines()
-    assert findings(LOGGER, "TP201") == [
-        ("TP201", lines.index("    loss_value = loss.item()") + 1),
-        ("TP201", lines.index(next(ln for ln in lines if "grad_norm = grad_norm" in ln)) + 1),
-    ]
-
-
 # DeepSpeech 2's masked convolution stack (deepspeech.pytorch, MIT): a mask the size of every
 # activation, built by a legacy typed constructor in host memory, filled, then moved, in the
 # forward of a module every training step runs.
@@ -214,3 +170,60 @@ test()
 def test_volatile_inputs_are_the_old_no_grad() -> None:
     assert findings(VOLATILE.replace("FLAG", "True"), "TP403") == []
     assert [c for c, _ in findings(VOLATILE.replace("FLAG", "False"), "TP403")] == ["TP403"]
+
+
+# Meta-learning's periodic validation (learn2learn's Reptile example): every test_interval
+# iterations a copy of the model is adapted with an optimizer built for it, then read.
+REPTILE = """
+import copy
+import torch
+
+device = torch.device("cuda")
+model = Net().to(device)
+opt = torch.optim.SGD(model.parameters(), lr=1.0)
+for iteration in range(num_iterations):
+    learner = copy.deepcopy(model)
+    adapt_opt = torch.optim.Adam(learner.parameters(), lr=0.001)
+    error = fast_adapt(tasks.sample(), learner, adapt_opt)
+    opt.step()
+    if iteration % test_interval == 0:
+        learner = copy.deepcopy(model)
+        OPTIMIZER
+        valid_error = fast_adapt(valid_tasks.sample(), learner, adapt_opt)
+        meta_valid_error += valid_error.item()
+"""
+
+
+def test_a_periodic_adaptation_of_a_copy_is_a_cadence_not_accumulation() -> None:
+    built = REPTILE.replace(
+        "OPTIMIZER", "adapt_opt = torch.optim.Adam(learner.parameters(), lr=0.001)"
+    )
+    assert findings(built, "TP201") == []
+
+
+def test_a_gated_step_of_the_loops_own_optimizer_is_still_accumulation() -> None:
+    accumulation = REPTILE.replace("OPTIMIZER", "opt.step()")
+    lines = accumulation.splitlines()
+    assert findings(accumulation, "TP201") == [
+        ("TP201", lines.index("        meta_valid_error += valid_error.item()") + 1)
+    ]
+
+
+def test_a_setting_under_a_cuda_flag_is_every_cuda_runs() -> None:
+    source = """
+    import torch
+    import torch.nn as nn
+
+    use_cuda = torch.cuda.is_available()
+    if use_cuda:
+        torch.backends.cudnn.benchmark = False
+    model = nn.Sequential(nn.Conv2d(3, 64, 3), nn.Conv2d(64, 64, 3)).cuda()
+    for x, y in loader:
+        loss = model(x.cuda()).mean()
+        loss.backward()
+        optimizer.step()
+    """
+    assert findings(source, "TP303") == []
+    assert [c for c, _ in findings(source.replace("if use_cuda:", "if args.seed:"), "TP303")] == [
+        "TP303"
+    ]

@@ -1245,6 +1245,17 @@ def _evaluation_branch(facts: LoopFacts, node: ast.If, scope: Scope) -> bool:
     )
 
 
+def _trains_its_own(facts: LoopFacts, body: list[ast.stmt]) -> bool:
+    """``body`` builds a ``torch.optim`` optimizer of its own: what it trains is a fresh copy
+    (meta-learning's periodic validation: ``learner = copy.deepcopy(model)``, ``adapt_opt =
+    torch.optim.Adam(learner.parameters())``, a few adaptation steps, then a read), not the
+    loop's model at its optimizer step."""
+    return any(
+        isinstance(n, ast.Call) and is_optimizer_class(facts.names.qualname(n.func))
+        for n in walk(body)
+    )
+
+
 def _mark_hot(
     facts: LoopFacts, nodes: Iterable[ast.AST], scope: Scope, queue: list[Function]
 ) -> None:
@@ -1260,11 +1271,12 @@ def _mark_hot(
         if (
             isinstance(node, ast.If)
             and is_cadence_gate(node.test, facts.cadence_helpers)
-            and not facts.trains(node.body, scope)
+            and (not facts.trains(node.body, scope) or _trains_its_own(facts, node.body))
             and not _every_optimizer_step(node.test)
         ):
             # The gated body runs once per N steps, and so does what ``and`` evaluates after
-            # the cadence test. A gated body that trains is accumulation, not logging: hot.
+            # the cadence test. A gated body that trains is accumulation, not logging: hot;
+            # unless it builds the optimizer it trains with (a periodic fine-tune of a copy).
             stack += [*_ungated_part(node.test, facts.cadence_helpers), *node.orelse]
             continue
         if (

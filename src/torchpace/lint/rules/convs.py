@@ -68,14 +68,28 @@ _CUDA_CHECKS = frozenset({"torch.cuda.is_available", "torch.backends.cudnn.is_av
 
 def _only_in_a_branch(ctx: FileContext, node: ast.AST) -> bool:
     """The statement sits in an ``if`` (``if args.seed is not None: cudnn.benchmark = False``):
-    a choice for that case, not for the default run. ``if torch.cuda.is_available():`` is no
-    such choice: every run this rule is about takes it (issue 32: tutorial notebooks that ask
-    for determinism there)."""
-    return any(
-        isinstance(a, ast.If)
-        and not (isinstance(a.test, ast.Call) and ctx.names.qualname(a.test.func) in _CUDA_CHECKS)
-        for a in ctx.ancestors(node)
-    )
+    a choice for that case, not for the default run. ``if torch.cuda.is_available():`` (or
+    ``if use_cuda:``, :func:`_cuda_test`) is no such choice: every run this rule is about takes
+    it (issue 32: tutorial notebooks that ask for determinism there)."""
+    return any(isinstance(a, ast.If) and not _cuda_test(ctx, a.test) for a in ctx.ancestors(node))
+
+
+def _cuda_test(ctx: FileContext, test: ast.expr) -> bool:
+    """A test that a run on CUDA passes: ``torch.cuda.is_available()``, or a test of nothing but
+    names for CUDA or a GPU (``if use_cuda:``, ``if args.cuda and not args.no_gpu:``, ``if
+    device.type == "cuda":``), which every CUDA run of the file takes; not ``if not use_cuda:``."""
+    if isinstance(test, ast.Call):
+        return ctx.names.qualname(test.func) in _CUDA_CHECKS
+    if isinstance(test, ast.BoolOp):
+        return all(_cuda_test(ctx, v) for v in test.values)
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return "no_" in (dotted(test.operand) or "").lower()  # ``not args.no_cuda``
+    if isinstance(test, ast.Compare):
+        sides = [test.left, *test.comparators]
+        named = [x for x in sides if not isinstance(x, ast.Constant)]
+        return bool(named) and all(_cuda_test(ctx, x) for x in named)
+    name = (dotted(test) or "").lower()
+    return bool(name) and any(word in name for word in ("cuda", "gpu"))
 
 
 def chooses_cudnn_setup(ctx: FileContext) -> bool:
@@ -283,7 +297,8 @@ benchmark every convolution again at most steps (glow-tts, StyleTTS2).
 The file is not flagged when it sets `benchmark` at all (`False` or an expression is a
 decision, for instance for inputs whose shape changes every step; but `benchmark = False` or
 `deterministic = True` inside an `if`, such as a seeded-run branch, decides only that case;
-an `if torch.cuda.is_available():` is taken by every CUDA run, so it decides them all), asks
+an `if torch.cuda.is_available():`, or a test of names for CUDA alone such as `if use_cuda:`,
+is taken by every CUDA run, so it decides them all), asks
 for reproducibility
 (`torch.backends.cudnn.deterministic = True`, `torch.use_deterministic_algorithms(True)`),
 turns cuDNN off, uses `torch.backends.cudnn.flags(...)`, or calls anything with

@@ -15,7 +15,6 @@ from collections.abc import Iterator, Sequence
 from torchpace.lint.device import may_use_accelerator
 from torchpace.lint.forwards import in_forwards
 from torchpace.lint.loops import (
-    FUNCTION_DEFS,
     LOOPS,
     LoopFacts,
     Scope,
@@ -295,58 +294,6 @@ def _ends_inner_loop(ctx: FileContext, node: ast.expr) -> bool:
     return loop is not None and all(loop is not s for s in ctx.loops.step_loops)
 
 
-def _tensor_test(test: ast.expr, name: str) -> bool:
-    """``isinstance(name, torch.Tensor)`` or ``torch.is_tensor(name)``."""
-    if not (isinstance(test, ast.Call) and test.args and dotted(test.args[0]) == name):
-        return False
-    func = dotted(test.func) or ""
-    if func in ("torch.is_tensor", "is_tensor"):
-        return True
-    return func == "isinstance" and "Tensor" in (dotted(test.args[-1]) or "")
-
-
-def _converts_what_it_is_given(ctx: FileContext, call: ast.Call, scope: Scope) -> bool:
-    """``call`` reads ``v`` only where ``v`` is a tensor (``if isinstance(v, torch.Tensor): v =
-    v.item()``, or the conditional expression), and ``v`` is what the function is given: a
-    parameter, or a value of one it iterates (``for k, v in kwargs.items():``). A logger's
-    ``update(**meters)`` takes numbers or tensors alike; the read costs only the callers that
-    hand it a tensor, where it is theirs to report."""
-    receiver = call.func.value  # type: ignore[attr-defined]
-    name = dotted(receiver)
-    if not isinstance(receiver, ast.Name) or name is None:
-        return False
-    # The branch taken where ``name`` is a tensor holds ``call``.
-    guarded = False
-    child: ast.AST = call
-    for a in ctx.ancestors(call):
-        if isinstance(a, (ast.If, ast.IfExp)) and _tensor_test(a.test, name):
-            body: list[ast.AST] = a.body if isinstance(a, ast.If) else [a.body]  # type: ignore[assignment]
-            guarded = guarded or any(child is b for b in body)
-        child = a
-    if not guarded or not isinstance(scope, FUNCTION_DEFS):
-        return False
-    given = (scope.args.vararg, scope.args.kwarg)
-    params = parameter_names(scope) | {a.arg for a in given if a is not None}
-    if name in params:
-        return True
-    return any(
-        isinstance(loop, (ast.For, ast.AsyncFor))
-        and name in {dotted(t) for t in subtree(loop.target)}
-        and (dotted(loop.iter) in params or _iterates_parameter(loop.iter, params))
-        for loop in ctx.ancestors(call)
-    )
-
-
-def _iterates_parameter(node: ast.expr, params: set[str]) -> bool:
-    """``kwargs.items()``, ``meters.values()``: a method of a parameter that iterates it."""
-    return (
-        isinstance(node, ast.Call)
-        and isinstance(node.func, ast.Attribute)
-        and node.func.attr in ("items", "values")
-        and dotted(node.func.value) in params
-    )
-
-
 def _agreed_decision(ctx: FileContext, node: ast.expr) -> bool:
     """``node`` decides a branch (it is in the test of an ``if``, ``while``, conditional
     expression or ``assert``) and reads a tensor that its loop, before it, hands to a collective
@@ -484,8 +431,6 @@ def _check_host_sync(ctx: FileContext) -> Iterator[Report]:
                 continue  # a stop flag every rank holds alike: the loop needs it to decide
             if _ends_inner_loop(ctx, call):
                 continue  # how long the step's inner loop runs: the host must know
-            if _converts_what_it_is_given(ctx, call, scope):
-                continue  # a helper's defensive conversion: its callers decide
             yield Report(call)
         elif (
             isinstance(call.func, ast.Name)
@@ -537,9 +482,6 @@ of a tensor the module keeps is flagged, a buffer it registers or a parameter or
 `__init__` binds (MoCo's queue pointer, `ptr = int(self.queue_ptr)`; a step counter,
 `self.step.item()`), outside evaluation branches (`if not self.training:`) and
 `@torch.no_grad()` forwards.
-Nor a function's read of what it is given, where it is a tensor (a metric logger's
-`update(**kwargs)`: `if isinstance(v, torch.Tensor): v = v.item()`): it takes numbers or tensors
-alike, and the read costs only the callers that hand it a tensor.
 Nor a stop flag the ranks agree on: a tensor the loop hands to `dist.all_reduce` or
 `dist.broadcast` and then reads to decide a branch (`if stop.item():`), which every rank needs.
 Nor a read that decides when a loop inside the step ends, an `if` whose body is only `break`
