@@ -72,35 +72,34 @@ def test_an_inference_forward_or_an_evaluation_branch_reads_its_state_freely() -
     assert findings(evaluation, "TP201") == []
 
 
-# Pre-0.4 code (a single-shot detector's trainer, a beginner course's RNN classifier): the loss
+# Pre-0.4 code (a beginner course's RNN classifier, a single-shot detector's trainer): the loss
 # was a one-element tensor and ``.data[0]`` read its value, as ``.item()`` does now.
 LEGACY = """
 import torch
 
 device = torch.device("cuda")
-net = Net().to(device)
-optimizer = torch.optim.SGD(net.parameters(), lr=1e-3)
-for images, targets in data_loader:
-    images, targets = images.to(device), targets.to(device)
-    out = net(images)
-    optimizer.zero_grad()
-    loss_l, loss_c = criterion(out, targets)
-    loss = loss_l + loss_c
+classifier = RNNClassifier(N_CHARS, HIDDEN_SIZE, N_COUNTRIES).to(device)
+optimizer = torch.optim.Adam(classifier.parameters(), lr=0.001)
+for i, (names, countries) in enumerate(train_loader, 1):
+    input, seq_lengths, target = make_variables(names, countries)
+    output = classifier(input.to(device), seq_lengths)
+    class_loss = criterion(output, target.to(device))
+    loss = class_loss + penalty
+    total_loss += READ
+    classifier.zero_grad()
     loss.backward()
     optimizer.step()
-    loc_loss += READ
 """
 
 
-@pytest.mark.parametrize("read", ["loss_l.data[0]", "loss.data[0]"])
+@pytest.mark.parametrize("read", ["class_loss.data[0]", "loss.data[0]"])
 def test_a_legacy_read_of_the_loss_syncs_every_step(read: str) -> None:
     source = LEGACY.replace("READ", read)
-    assert findings(source, "TP201") == [
-        ("TP201", source.splitlines().index(f"    loc_loss += {read}") + 1)
-    ]
+    line = source.splitlines().index(f"    total_loss += {read}") + 1
+    assert findings(source, "TP201") == [("TP201", line)]
 
 
-@pytest.mark.parametrize("read", ["out.data[0]", "images.data[0]", "loss.data[1]"])
+@pytest.mark.parametrize("read", ["output.data[0]", "input.data[0]", "loss.data[1]"])
 def test_the_first_row_of_another_tensor_stays_on_the_device(read: str) -> None:
     assert findings(LEGACY.replace("READ", read), "TP201") == []
 
