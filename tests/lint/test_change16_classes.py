@@ -226,3 +226,49 @@ def test_a_setting_under_a_cuda_flag_is_every_cuda_runs() -> None:
     assert [c for c, _ in findings(source.replace("if use_cuda:", "if args.seed:"), "TP303")] == [
         "TP303"
     ]
+
+
+# A meta-RL example (learn2learn's MAML-DiCE): policy, baseline and environments stay on the
+# CPU; the only device the file names is the one its own tensors are on.
+FOLLOWS = """
+import torch
+
+
+def compute_advantages(baseline, tau, gamma, rewards, dones, states, next_states):
+    values = baseline(states).squeeze()
+    next_value = torch.zeros(1, device=values.device)
+    return rewards + gamma * next_value - values
+
+
+policy = Policy(input_size=obs_size, output_size=act_size)
+optimizer = torch.optim.Adam(policy.parameters(), lr=1e-3)
+for iteration in range(num_iterations):
+    replay = env.run(policy, episodes=20)
+    loss = maml_loss(replay, policy)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    print(loss.item())
+"""
+
+
+def test_following_a_tensors_own_device_shows_no_gpu_in_a_file_that_trains() -> None:
+    assert findings(FOLLOWS, "TP201") == []
+    moved = FOLLOWS.replace("policy = Policy(", "policy = Policy(").replace(
+        "optimizer = torch.optim", "policy = policy.to(args.device)\noptimizer = torch.optim"
+    )
+    assert [c for c, _ in findings(moved, "TP201")] == ["TP201"]
+
+
+def test_a_model_file_still_knows_its_device_from_its_inputs() -> None:
+    source = """
+    import torch
+    import torch.nn as nn
+
+
+    class Block(nn.Module):
+        def forward(self, x):
+            mask = torch.ones(x.shape[0]).to(x.device)
+            return x * mask[:, None]
+    """
+    assert [c for c, _ in findings(source, "TP207")] == ["TP207"]

@@ -283,26 +283,53 @@ def _moves_somewhere(call: ast.Call) -> bool:
     )
 
 
+# Names whose ``.device`` is a setting, not where a tensor is.
+_SETTINGS = frozenset({"args", "opt", "opts", "config", "cfg", "hparams", "accelerator", "fabric"})
+
+
+def _device_of_a_tensor(node: ast.expr) -> bool:
+    """``x.device`` of a plain name: where a tensor already is (not ``self.device`` nor
+    ``args.device``, a device the code chose)."""
+    return (
+        isinstance(node, ast.Attribute)
+        and node.attr == "device"
+        and isinstance(node.value, ast.Name)
+        and node.value.id not in _SETTINGS | {"self", "cls"}
+    )
+
+
+def _follows_a_tensor(call: ast.Call) -> bool:
+    """``y.to(x.device)``, ``y.to(device=x.device)``: a move to where another tensor is."""
+    given = [*call.args[:1], *(k.value for k in call.keywords if k.arg == "device")]
+    return bool(given) and all(_device_of_a_tensor(g) for g in given)
+
+
 @per_file
 def may_use_accelerator(ctx: FileContext) -> bool:
     """False for a file that shows it runs on the CPU only: nothing is moved or created on a
     device (no ``.cuda()``, no ``.to(x)`` other than a dtype or ``"cpu"``, no ``device=`` but
-    ``"cpu"``, no ``torch.device`` but ``"cpu"``) and nothing is imported from a framework that
-    places work (Lightning, accelerate, DeepSpeed, ...). A host-device sync needs a device: the
-    sync rules stay silent on such files (pytorch/examples' regression and RL scripts, issue
-    16)."""
+    ``"cpu"``, no ``torch.device`` but ``"cpu"``; in a file that trains, neither
+    ``device=x.device`` nor ``.to(x.device)``, which follow the file's own tensors) and nothing
+    is imported from a framework that places work (Lightning, accelerate, DeepSpeed, ...). A
+    host-device sync needs a device: the sync rules stay silent on such files (pytorch/examples'
+    regression and RL scripts, issue 16)."""
     if uses_cuda(ctx):
         return True
     if framework_on_cpu(ctx):
         return False
     if any(path.startswith(_PLACING_FRAMEWORKS) for path in ctx.names.bindings.values()):
         return True  # a Lightning module, an accelerate script: the framework places the work
+    # Following a tensor's own device (``torch.zeros(1, device=values.device)``) shows a device
+    # in a model's file, whose inputs come from elsewhere; a file that trains makes its own
+    # tensors, so there it shows nothing (learn2learn's RL examples, CPU-only: issue 32).
+    trains = bool(ctx.loops.step_loops or ctx.loops.step_functions)
     for call, name in ctx.calls:
-        if _moves_somewhere(call):
+        if _moves_somewhere(call) and not (trains and _follows_a_tensor(call)):
             return True
         for k in call.keywords:
             if k.arg in {"device", "map_location"} and not (
-                isinstance(k.value, ast.Constant) and k.value.value == "cpu"
+                (isinstance(k.value, ast.Constant) and k.value.value == "cpu")
+                or (trains and _device_of_a_tensor(k.value))
             ):
                 return True
         if (name or "").startswith("torch.cuda.") and name not in _CUDA_QUERIES:
