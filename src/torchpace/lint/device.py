@@ -319,17 +319,20 @@ def may_use_accelerator(ctx: FileContext) -> bool:
         return False
     if any(path.startswith(_PLACING_FRAMEWORKS) for path in ctx.names.bindings.values()):
         return True  # a Lightning module, an accelerate script: the framework places the work
+
     # Following a tensor's own device (``torch.zeros(1, device=values.device)``) shows a device
     # in a model's file, whose inputs come from elsewhere; a file that trains makes its own
     # tensors, so there it shows nothing (learn2learn's RL examples, CPU-only: issue 32).
-    trains = bool(ctx.loops.step_loops or ctx.loops.step_functions)
+    def trains() -> bool:  # asked only of a call that follows a tensor: the facts cost
+        return bool(ctx.loops.step_loops or ctx.loops.step_functions)
+
     for call, name in ctx.calls:
-        if _moves_somewhere(call) and not (trains and _follows_a_tensor(call)):
+        if _moves_somewhere(call) and not (_follows_a_tensor(call) and trains()):
             return True
         for k in call.keywords:
             if k.arg in {"device", "map_location"} and not (
                 (isinstance(k.value, ast.Constant) and k.value.value == "cpu")
-                or (trains and _device_of_a_tensor(k.value))
+                or (_device_of_a_tensor(k.value) and trains())
             ):
                 return True
         if (name or "").startswith("torch.cuda.") and name not in _CUDA_QUERIES:
