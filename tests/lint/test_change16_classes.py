@@ -272,3 +272,40 @@ def test_a_model_file_still_knows_its_device_from_its_inputs() -> None:
             return x * mask[:, None]
     """
     assert [c for c, _ in findings(source, "TP207")] == ["TP207"]
+
+
+def test_a_class_count_the_file_gives_is_that_size_not_the_datas_width() -> None:
+    """``dataset.num_classes`` is read from the data (graph nets, lint.scale); a count bound from
+    a constructor argument or an option's default is the size the file gives: LeNet stays small."""
+    source = """
+    import argparse
+    import torch
+    import torch.nn as nn
+
+    p = argparse.ArgumentParser()
+    p.add_argument("--num_classes", type=int, default=10)
+    args = p.parse_args()
+    device = torch.device("cuda")
+
+
+    class LeNet(nn.Module):
+        def __init__(self, num_classes=10):
+            super().__init__()
+            self.num_classes = num_classes
+            self.fc1 = nn.Linear(784, 120)
+            self.fc2 = nn.Linear(120, 84)
+            self.fc3 = nn.Linear(84, self.num_classes)
+
+        def forward(self, x):
+            return self.fc3(self.fc2(self.fc1(x)))
+
+
+    model = LeNet(num_classes=args.num_classes).to(device)
+    criterion = nn.CrossEntropyLoss()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    for x, y in loader:
+        loss = criterion(model(x.to(device)), y.to(device))
+        loss.backward()
+        optimizer.step()
+    """
+    assert findings(source, "TP302") == []

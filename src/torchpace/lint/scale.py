@@ -168,9 +168,11 @@ class _DataWidth(int):
     :data:`DATA_WIDTH` by the one layer kind that may take it (see NARROW_WIDTH)."""
 
 
-_DATA_ATTRIBUTES = frozenset(
-    {"num_features", "num_node_features", "num_edge_features", "num_classes"}
-)
+_DATA_ATTRIBUTES = frozenset({"num_features", "num_node_features", "num_edge_features"})
+# A dataset's number of classes (``dataset.num_classes``): counted as the data's width where no
+# size the file gives says otherwise (``self.num_classes`` bound from a constructor argument,
+# ``args.num_classes`` an option's default, are those sizes).
+_CLASS_COUNT = "num_classes"
 
 
 def _reads_data_width(node: ast.expr) -> bool:
@@ -304,6 +306,8 @@ class _Sizer:
         value = int_value(self.ctx, node)
         if value is None and isinstance(node, ast.Name) and node.id not in self._reading:
             value = self._module_size(node.id)
+        if value is None and isinstance(node, ast.Attribute) and node.attr == _CLASS_COUNT:
+            return _DataWidth(DATA_WIDTH)
         if value is None:
             raise _Unknown
         return value
