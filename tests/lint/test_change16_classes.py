@@ -24,6 +24,7 @@ class MoCo(nn.Module):
         self.register_buffer("queue_ptr", torch.zeros(1, dtype=torch.long))
         self.counter = nn.Parameter(torch.zeros(1), requires_grad=False)
         self.every = 4
+        self.host_count = torch.zeros(1, dtype=torch.long)
 
     @torch.no_grad()
     def _dequeue_and_enqueue(self, keys):
@@ -53,6 +54,7 @@ def test_a_forward_reading_a_buffer_or_parameter_of_its_module_syncs_every_step(
     "read",
     [
         "int(self.every)",  # a Python int the module keeps: no tensor
+        "int(self.host_count)",  # a plain tensor attribute: model.cuda() leaves it on the host
         "int(keys.shape[0])",  # a shape: known on the host
     ],
 )
@@ -258,6 +260,13 @@ def test_following_a_tensors_own_device_shows_no_gpu_in_a_file_that_trains() -> 
         "optimizer = torch.optim", "policy = policy.to(args.device)\noptimizer = torch.optim"
     )
     assert [c for c, _ in findings(moved, "TP201")] == ["TP201"]
+
+
+def test_a_move_to_where_the_model_is_shows_a_device() -> None:
+    source = FOLLOWS.replace(
+        "replay = env.run(policy, episodes=20)", "replay = batch.to(model.device)"
+    )
+    assert [c for c, _ in findings(source, "TP201")] == ["TP201"]
 
 
 def test_a_model_file_still_knows_its_device_from_its_inputs() -> None:

@@ -289,12 +289,17 @@ _SETTINGS = frozenset({"args", "opt", "opts", "config", "cfg", "hparams", "accel
 
 def _device_of_a_tensor(node: ast.expr) -> bool:
     """``x.device`` of a plain name: where a tensor already is (not ``self.device`` nor
-    ``args.device``, a device the code chose)."""
-    return (
+    ``args.device``, a device the code chose, nor ``model.device``, where a model was put)."""
+    if not (
         isinstance(node, ast.Attribute)
         and node.attr == "device"
         and isinstance(node.value, ast.Name)
-        and node.value.id not in _SETTINGS | {"self", "cls"}
+    ):
+        return False
+    name = node.value.id
+    lowered = name.lower()
+    return name not in _SETTINGS | {"self", "cls"} and not any(
+        word in lowered for word in ("model", "net", "module")
     )
 
 

@@ -318,17 +318,16 @@ def _agreed_decision(ctx: FileContext, node: ast.expr) -> bool:
     )
 
 
-_TENSOR_STATE = frozenset(
-    {"torch.nn.Parameter", "torch.nn.parameter.Parameter", "torch.tensor", "torch.Tensor"}
-    | {f"torch.{f}" for f in ("zeros", "ones", "full", "empty", "randn", "rand", "arange")}
-    | {"torch.LongTensor", "torch.FloatTensor"}
-)
+# What ``model.to(device)`` moves with the module: its parameters (and its registered buffers).
+# A plain tensor attribute stays where it was made, on the host.
+_TENSOR_STATE = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter"})
 
 
 def _module_state(ctx: FileContext, node: ast.expr) -> bool:
-    """``self.x`` where ``x`` is a tensor the enclosing module keeps: a buffer it registers
-    (``self.register_buffer("queue_ptr", torch.zeros(1))``), an ``nn.Parameter`` or a torch
-    tensor it binds to ``self.x`` in ``__init__``. It lives on the module's device."""
+    """``self.x`` where ``x`` is a tensor the enclosing module keeps on its device: a buffer it
+    registers (``self.register_buffer("queue_ptr", torch.zeros(1))``) or an ``nn.Parameter`` it
+    binds to ``self.x`` in ``__init__``, which move with the module; not a plain tensor
+    attribute, which stays on the host."""
     if not (
         isinstance(node, ast.Attribute)
         and isinstance(node.value, ast.Name)
@@ -478,8 +477,8 @@ read before the loop's body binds its name anew, `labels = one_hot(labels.numpy(
 `from_numpy`.
 A module's `forward`, and the methods and functions of its file that it calls, run on every
 step of whatever trains the model, also where no loop lint can follow calls it: there a read
-of a tensor the module keeps is flagged, a buffer it registers or a parameter or tensor its
-`__init__` binds (MoCo's queue pointer, `ptr = int(self.queue_ptr)`; a step counter,
+of a tensor the module keeps on its device is flagged, a buffer it registers or a parameter
+its `__init__` binds (MoCo's queue pointer, `ptr = int(self.queue_ptr)`; a step counter,
 `self.step.item()`), outside evaluation branches (`if not self.training:`) and
 `@torch.no_grad()` forwards.
 Nor a stop flag the ranks agree on: a tensor the loop hands to `dist.all_reduce` or
