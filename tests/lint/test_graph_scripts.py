@@ -431,3 +431,41 @@ def test_a_sync_in_a_narrow_graph_nets_loop_is_still_reported() -> None:
 
 def test_a_graph_layer_whose_width_the_file_does_not_give_is_unknown() -> None:
     assert "TP302" in _codes(NARROW_GRAPH_NET.replace("WIDTH", "args.hidden"))
+
+
+# GIN, whose layers take their MLP as an argument (PyG's examples/mutag_gin.py, shortened).
+GIN = """
+import torch
+import torch.nn.functional as F
+from torch.nn import Linear, ReLU, Sequential
+from torch_geometric.nn import GINConv, global_add_pool
+
+device = torch.device("cuda")
+
+
+class GIN(torch.nn.Module):
+    def __init__(self, in_channels, hidden, out_channels):
+        super().__init__()
+        self.conv1 = GINConv(Sequential(Linear(in_channels, hidden), Linear(hidden, hidden)))
+        self.conv2 = GINConv(Sequential(Linear(hidden, hidden), ReLU(), Linear(hidden, hidden)))
+        self.lin = Linear(hidden, out_channels)
+
+    def forward(self, x, edge_index, batch):
+        x = self.conv2(self.conv1(x, edge_index).relu(), edge_index)
+        return self.lin(global_add_pool(x, batch))
+
+
+model = GIN(9, WIDTH, 2).to(device)  # 9 atom features a node, two classes
+optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+for data in train_loader:
+    data = data.to(device)
+    optimizer.zero_grad()
+    loss = F.cross_entropy(model(data.x, data.edge_index, data.batch), data.y)
+    loss.backward()
+    optimizer.step()
+"""
+
+
+def test_a_gin_is_as_narrow_as_the_mlps_it_is_handed() -> None:
+    assert "TP302" not in _codes(GIN.replace("WIDTH", "32"))
+    assert "TP302" in _codes(GIN.replace("WIDTH", "300"))  # ogb's GIN-virtual: judged true

@@ -395,7 +395,11 @@ class _Sizer:
         if not self.graphs:
             raise _Unknown
         if not matrices:
-            return 0  # its MLP, an argument, is sized with the call; APPNP has no weights
+            # APPNP has no weights; GIN's and EdgeConv's MLP, an argument, is sized with the
+            # call, and held to the same width here: a 300-wide GIN (ogb's) is no narrow net.
+            for handed in (*call.args, *(k.value for k in call.keywords)):
+                self._narrow_mlp(handed, env)
+            return 0
 
         def arg(name: str, pos: int) -> ast.expr | None:
             return argument(call, _DGL_ARGUMENTS.get(name, name) if dgl else name, pos)
@@ -415,6 +419,25 @@ class _Sizer:
                     raise _Unknown
                 factor *= value
         return (c_in + c_out * recurrent) * c_out * factor
+
+    def _narrow_mlp(self, given: ast.expr, env: Env) -> None:
+        """``given``, handed to a graph layer, builds only linear layers of at most
+        NARROW_WIDTH units a side (the data's width allowed on one): else unknown."""
+        if isinstance(given, ast.Constant):
+            return  # ``train_eps=True``, ``aggr="max"``
+        calls = [n for n in subtree(given) if isinstance(n, ast.Call)]
+        if not calls:
+            raise _Unknown  # an MLP built elsewhere, under a name
+        for call in calls:
+            if (self.ctx.names.qualname(call.func) or "") not in ("torch.nn.Linear",):
+                continue
+            sides = [
+                self.size(argument(call, n, i), env)
+                for i, n in enumerate(("in_features", "out_features"))
+            ]
+            widths = [s for s in sides if not isinstance(s, _DataWidth)]
+            if not widths or max(widths) > NARROW_WIDTH:
+                raise _Unknown
 
     def _default(self, node: ast.expr | None, env: Env, default: int) -> int:
         return default if node is None else self.known(node, env)
