@@ -160,6 +160,17 @@ _INERT_METHODS = frozenset(
     }
 )
 FUNCTION_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
+# ``nn.Parameter``, as a qualified name resolves it.
+PARAMETERS = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter"})
+
+
+def constructor(cls: ast.ClassDef) -> ast.FunctionDef | None:
+    """The ``__init__`` a class's body defines, if any."""
+    return next(
+        (n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"), None
+    )
+
+
 _MODEL_LIBRARIES = ("torch.nn.", "torchvision.models.", "timm.create_model", "timm.models.")
 # Context managers and decorators that turn autograd off.
 NO_GRAD = frozenset(

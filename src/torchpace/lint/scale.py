@@ -39,7 +39,17 @@ from collections import defaultdict
 from collections.abc import Sequence
 from functools import cached_property
 
-from torchpace.lint.loops import LOOPS, Function, Step, dotted, rewraps, strip_moves, walk
+from torchpace.lint.loops import (
+    LOOPS,
+    PARAMETERS,
+    Function,
+    Step,
+    constructor,
+    dotted,
+    rewraps,
+    strip_moves,
+    walk,
+)
 from torchpace.lint.rule import FileContext, argument, parameter_names, passed_for
 from torchpace.lint.tree import subtree
 from torchpace.lint.values import int_value, module_bindings
@@ -390,10 +400,10 @@ class _Sizer:
         """Weights of one graph layer of :data:`_GRAPH_LAYERS`, at most NARROW_WIDTH channels
         a side (the data's width allowed on one side): a wider one is unknown, its work set by
         the graph's size, which the file does not give."""
-        heads, order, default_order, matrices = _GRAPH_LAYERS[path.rpartition(".")[2]]
-        dgl, recurrent = path.startswith("dgl."), path.startswith("torch_geometric_temporal.")
         if not self.graphs:
             raise _Unknown
+        heads, order, default_order, matrices = _GRAPH_LAYERS[path.rpartition(".")[2]]
+        dgl, recurrent = path.startswith("dgl."), path.startswith("torch_geometric_temporal.")
         if not matrices:
             # APPNP has no weights; GIN's and EdgeConv's MLP, an argument, is sized with the
             # call, and held to the same width here: a 300-wide GIN (ogb's) is no narrow net.
@@ -404,11 +414,7 @@ class _Sizer:
         def arg(name: str, pos: int) -> ast.expr | None:
             return argument(call, _DGL_ARGUMENTS.get(name, name) if dgl else name, pos)
 
-        sides = self.size(arg("in_channels", 0), env), self.size(arg("out_channels", 1), env)
-        given = [s for s in sides if not isinstance(s, _DataWidth)]
-        if not given or max(given) > NARROW_WIDTH:
-            raise _Unknown  # the data's width on both sides, or a wide layer
-        c_in, c_out = sides
+        c_in, c_out = self._narrow(arg("in_channels", 0), arg("out_channels", 1), env)
         if recurrent and isinstance(c_out, _DataWidth):
             raise _Unknown  # a recurrent cell's hidden state as wide as the data
         factor = matrices
@@ -429,15 +435,19 @@ class _Sizer:
         if not calls:
             raise _Unknown  # an MLP built elsewhere, under a name
         for call in calls:
-            if (self.ctx.names.qualname(call.func) or "") not in ("torch.nn.Linear",):
-                continue
-            sides = [
-                self.size(argument(call, n, i), env)
-                for i, n in enumerate(("in_features", "out_features"))
-            ]
-            widths = [s for s in sides if not isinstance(s, _DataWidth)]
-            if not widths or max(widths) > NARROW_WIDTH:
-                raise _Unknown
+            if self.ctx.names.qualname(call.func) == "torch.nn.Linear":
+                self._narrow(
+                    argument(call, "in_features", 0), argument(call, "out_features", 1), env
+                )
+
+    def _narrow(self, first: ast.expr | None, second: ast.expr | None, env: Env) -> tuple[int, int]:
+        """Two sides of a layer, each at most NARROW_WIDTH, or one of them the data's width:
+        else unknown (the data's width on both sides, or a wide layer)."""
+        sides = self.size(first, env), self.size(second, env)
+        given = [s for s in sides if not isinstance(s, _DataWidth)]
+        if not given or max(given) > NARROW_WIDTH:
+            raise _Unknown
+        return sides
 
     def _default(self, node: ast.expr | None, env: Env, default: int) -> int:
         return default if node is None else self.known(node, env)
@@ -468,7 +478,7 @@ class _Sizer:
         for call in (n for n in subtree(node) if isinstance(n, ast.Call)):
             name = self.ctx.names.qualname(call.func) or ""
             local = call.func.id if isinstance(call.func, ast.Name) else None
-            if name in ("torch.nn.Parameter", "torch.nn.parameter.Parameter"):
+            if name in PARAMETERS:
                 weights = self._parameter(call, env)
             elif _is_nn(name):
                 weights = self.layer(call, name[9:], env)
@@ -512,10 +522,7 @@ class _Sizer:
         return False
 
     def _init(self, cls: str) -> Function | None:
-        for n in self.classes[cls].body:
-            if isinstance(n, ast.FunctionDef) and n.name == "__init__":
-                return n
-        return None
+        return constructor(self.classes[cls])
 
     def _bind(self, cls: str, call: ast.Call, env: Env, callee: _Sizer | None = None) -> Env:
         """The class's ``__init__`` parameters as sizes: from the call (read in this file),

@@ -17,7 +17,14 @@ from torchpace.lint.dataloaders import (
     iterated_values,
 )
 from torchpace.lint.device import uses_cuda
-from torchpace.lint.loops import assigned_in, dotted, parameter_defaults, returned, strip_moves
+from torchpace.lint.loops import (
+    assigned_in,
+    constructor,
+    dotted,
+    parameter_defaults,
+    returned,
+    strip_moves,
+)
 from torchpace.lint.project import builds_conv_net, definition, definition_of, training_helpers
 from torchpace.lint.rule import (
     FileContext,
@@ -404,9 +411,7 @@ def _wrapped_convs(ctx: FileContext, names: dict[int, str | None]) -> None:
 
 def _keeps_conv_signature(cls: ast.ClassDef) -> bool:
     """No ``__init__`` of its own, or one that takes ``bias`` (default True) or ``**kwargs``."""
-    init = next(
-        (n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"), None
-    )
+    init = constructor(cls)
     if init is None:
         return True
     return init.args.kwarg is not None or is_const(parameter_defaults(init).get("bias"), True)

@@ -431,18 +431,20 @@ def _check_eval_loop_without_no_grad(ctx: FileContext) -> Iterator[Report]:
                 yield Report(loop)
 
 
-def _volatile_inputs(ctx: FileContext, loop: ast.AST) -> bool:
+_VARIABLE = frozenset({"torch.autograd.Variable", "torch.autograd.variable.Variable"})
+
+
+def _volatile_inputs(ctx: FileContext, loop: Loop) -> bool:
     """The loop wraps its inputs in ``Variable(x, volatile=True)``: before PyTorch 0.4 that was
     how code turned autograd off for a forward, what ``torch.no_grad()`` does now."""
     return any(
         isinstance(n, ast.Call)
-        and ctx.names.qualname(n.func)
-        in ("torch.autograd.Variable", "torch.autograd.variable.Variable")
+        and ctx.names.qualname(n.func) in _VARIABLE
         and any(
             k.arg == "volatile" and isinstance(k.value, ast.Constant) and k.value.value is True
             for k in n.keywords
         )
-        for n in walk(loop.body)  # type: ignore[attr-defined]
+        for n in walk(loop.body)
     )
 
 

@@ -16,9 +16,11 @@ from torchpace.lint.device import may_use_accelerator
 from torchpace.lint.forwards import in_forwards
 from torchpace.lint.loops import (
     LOOPS,
+    PARAMETERS,
     LoopFacts,
     Scope,
     bound_in,
+    constructor,
     dotted,
     evaluation_function,
     walk,
@@ -318,11 +320,6 @@ def _agreed_decision(ctx: FileContext, node: ast.expr) -> bool:
     )
 
 
-# What ``model.to(device)`` moves with the module: its parameters (and its registered buffers).
-# A plain tensor attribute stays where it was made, on the host.
-_TENSOR_STATE = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter"})
-
-
 def _module_state(ctx: FileContext, node: ast.expr) -> bool:
     """``self.x`` where ``x`` is a tensor the enclosing module keeps on its device: a buffer it
     registers (``self.register_buffer("queue_ptr", torch.zeros(1))``) or an ``nn.Parameter`` it
@@ -337,9 +334,7 @@ def _module_state(ctx: FileContext, node: ast.expr) -> bool:
     cls = ctx.parents.get(id(ctx.enclosing_scope(node)))
     if not isinstance(cls, ast.ClassDef):
         return False
-    init = next(
-        (f for f in cls.body if isinstance(f, ast.FunctionDef) and f.name == "__init__"), None
-    )
+    init = constructor(cls)
     if init is None:
         return False
     qualname = ctx.names.qualname
@@ -354,7 +349,7 @@ def _module_state(ctx: FileContext, node: ast.expr) -> bool:
             and isinstance(n.value, ast.Call)
             and any(dotted(t) == f"self.{node.attr}" for t in n.targets)
         ):
-            return (qualname(n.value.func) or "") in _TENSOR_STATE
+            return qualname(n.value.func) in PARAMETERS  # what ``model.to(device)`` moves
     return False
 
 
