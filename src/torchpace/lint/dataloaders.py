@@ -7,11 +7,14 @@ A loader *feeds training* unless the code shows otherwise, which the real-world 
   named (Lightning's ``val_dataloader()``, ``test_dataloader()``, ``predict_dataloader()``);
 - every loop over it is an evaluation loop (:mod:`torchpace.lint.loops`); or, never looped
   over here, it is only handed to evaluation (a call with autograd off, in or of a function
-  named for evaluation: PyG's ``model.inference(x, subgraph_loader)`` in ``test()``);
+  named for evaluation: PyG's ``model.inference(x, subgraph_loader)`` in ``test()``; a function
+  of this file decorated ``@torch.no_grad()``, or whose every loop over it, also through a
+  progress bar, evaluates: FastSpeech 2's ``synthesize(model, ..., batchs, ...)``);
 - it is read once, ``next(iter(DataLoader(...)))`` (also through an iterator that only
   ``next()`` reads, outside any loop) or with ``batch_size=len(dataset)``, to preload a dataset
   or show a sample; it is built with autograd off (in a ``@torch.no_grad()`` function); every
-  loop over it calls nothing, or only shows what it reads (an input-pipeline demo); or, bound
+  loop over it calls nothing, or only shows what it reads, or moves each batch and drops the
+  copy (an input-pipeline demo, a dataset module's self-test); or, bound
   in a notebook or in a function, it is never read after it is built (a data-preparation
   notebook's "does it load" cell);
 - for workers and pinning: its dataset, a class of the same file, returns tensors already on
@@ -22,7 +25,11 @@ A loader *feeds training* unless the code shows otherwise, which the real-world 
 
 Arguments passed through ``**kwargs`` are read when the dict is built in the same file from
 literals (``kwargs = {"num_workers": 1}``, ``kwargs.update({...})``, ``dict(...)``), as
-pytorch/examples do; anything else stays unknown, and rules stay silent.
+pytorch/examples do; anything else stays unknown, and rules stay silent. A key that the
+dict's assignments give different values (BasicSR's ``num_workers`` from the configuration for
+training, ``0`` in the validation branch) is unknown too. A loader's reads end at the next
+assignment of its name, not one under an ``if`` the loader is not under (``if mode ==
+"batch": batchs = DataLoader(...)``, then ``if mode == "single": batchs = [...]``).
 """
 
 from __future__ import annotations
@@ -42,8 +49,10 @@ from torchpace.lint.loops import (
     assigned_in,
     assignments,
     bound_in,
+    disables_grad,
     dotted,
     iterated,
+    moves_itself,
     returned,
     returned_loaders,
     walk,
@@ -70,21 +79,22 @@ UNKNOWN = Unknown()
 COLLATE_FN_POSITION = 6
 
 
-def _dict_sources(ctx: FileContext, name: str) -> list[ast.expr]:
-    """Every value assigned to ``name`` and every argument of ``name.update(...)``."""
-    out: list[ast.expr] = []
+def _dict_sources(ctx: FileContext, name: str) -> tuple[list[ast.expr], list[ast.expr]]:
+    """Every value assigned to ``name``, and every argument of ``name.update(...)``."""
+    assigned: list[ast.expr] = []
     for node in ctx.of_type(ast.Assign, ast.AnnAssign):
         targets = node.targets if isinstance(node, ast.Assign) else [node.target]
         if node.value is not None and any(dotted(t) == name for t in targets):
-            out.append(node.value)
+            assigned.append(node.value)
+    updates: list[ast.expr] = []
     for call, _ in ctx.calls:
         func = call.func
         if isinstance(func, ast.Attribute) and func.attr == "update" and dotted(func.value) == name:
-            out += [
+            updates += [
                 *call.args,
                 *(ast.Dict([ast.Constant(k.arg)], [k.value]) for k in call.keywords if k.arg),
             ]
-    return out
+    return assigned, updates
 
 
 def _dict_entries(ctx: FileContext, node: ast.expr, depth: int = 0) -> dict[str, ast.expr] | None:
@@ -111,11 +121,24 @@ def _dict_entries(ctx: FileContext, node: ast.expr, depth: int = 0) -> dict[str,
     name = dotted(node)
     if name is None:
         return None
-    sources = _dict_sources(ctx, name)
-    if not sources:
+    assigned, updates = _dict_sources(ctx, name)
+    if not assigned and not updates:
         return None
+    alternatives = [_dict_entries(ctx, source, depth + 1) for source in assigned]
     merged: dict[str, ast.expr] = {}
-    for source in sources:
+    keys = dict.fromkeys(k for found in alternatives if found is not None for k in found)
+    for entry in keys:
+        values = [found.get(entry) if found is not None else None for found in alternatives]
+        if len({ast.dump(v) if v is not None else "" for v in values}) > 1:
+            # BasicSR's ``num_workers=num_workers`` for training, ``num_workers=0`` in the
+            # ``elif phase in ['val', 'test']:`` branch: which one a call sees, the file does
+            # not say
+            merged[entry] = UNKNOWN  # type: ignore[assignment]
+        else:
+            merged[entry] = values[0]  # type: ignore[assignment]
+    if any(found is None for found in alternatives):
+        return None
+    for source in updates:
         found = _dict_entries(ctx, source, depth + 1)
         if found is None:
             return None
@@ -228,7 +251,10 @@ def _in_a_loop(ctx: FileContext, node: ast.AST) -> bool:
 
 def _next_assignment(ctx: FileContext, name: str, call: ast.Call) -> float:
     """The line of the next assignment of another value to ``name`` after the loader
-    ``call``'s, in its scope (``loader = fabric.setup_dataloaders(loader)`` keeps it)."""
+    ``call``'s, in its scope (``loader = fabric.setup_dataloaders(loader)`` keeps it); not one
+    under an ``if`` that does not hold the loader too (FastSpeech 2's ``if args.mode ==
+    "batch": batchs = DataLoader(...)`` and then ``if args.mode == "single": batchs = [...]``:
+    a read after both may be the loader's)."""
     scope = ctx.enclosing_scope(call)
     later = [
         n.lineno
@@ -237,8 +263,17 @@ def _next_assignment(ctx: FileContext, name: str, call: ast.Call) -> float:
         and any(dotted(t) == name for t in n.targets)
         and ctx.enclosing_scope(n) is scope
         and not any(dotted(v) == name for v in subtree(n.value) if isinstance(v, ast.expr))
+        and not _in_other_branch(ctx, n, call)
     ]
     return min(later, default=float("inf"))
+
+
+def _in_other_branch(ctx: FileContext, node: ast.AST, call: ast.AST) -> bool:
+    """``node`` runs under an ``if`` test that ``call`` is not under."""
+    return any(
+        isinstance(a, ast.If) and not (a.lineno <= call.lineno <= a.end_lineno)  # type: ignore[attr-defined]
+        for a in ctx.ancestors(node)
+    )
 
 
 def _only_peeked(
@@ -286,7 +321,47 @@ def _given_to_evaluation(ctx: FileContext, node: ast.AST) -> bool:
         id(call) in ctx.loops.no_grad
         or bool(EVAL_NAME.search(callee))
         or (not isinstance(scope, ast.Module) and bool(EVAL_NAME.search(scope.name)))
+        or _evaluated_in(ctx, call, node, scope)
     )
+
+
+def _evaluated_in(ctx: FileContext, call: ast.Call, node: ast.AST, scope: ast.AST) -> bool:
+    """``call`` hands the loader to functions of this file that run with autograd off
+    (``@torch.no_grad() def extract_features(loader, inception, device)``), or that loop over
+    it, also through a progress bar, and every such loop evaluates (FastSpeech 2's
+    ``synthesize(model, ..., batchs, ...)``, whose ``for batch in batchs:`` moves each batch
+    and runs the model under ``torch.no_grad()``)."""
+    functions = ctx.loops.callees(call, scope)  # type: ignore[arg-type]
+    if not functions:
+        return False
+    for function in functions:
+        if any(disables_grad(ctx.names, d) for d in function.decorator_list):
+            continue
+        params = [a.arg for a in (*function.args.posonlyargs, *function.args.args)]
+        if params[:1] == ["self"] and isinstance(call.func, ast.Attribute):
+            params = params[1:]  # ``self.run(loader)``: the instance is not passed
+        given = next((k.arg for k in call.keywords if k.value is node), None)
+        if given is None and node in call.args:
+            position = call.args.index(node)  # type: ignore[arg-type]
+            given = params[position] if position < len(params) else None
+        if given is None:
+            return False
+        nodes = list(walk(function.body))
+        names = {given} | {  # ``pbar = tqdm(loader)``
+            n.targets[0].id
+            for n in nodes
+            if isinstance(n, ast.Assign)
+            and isinstance(n.targets[0], ast.Name)
+            and dotted(iterated(n.value)) == given
+        }
+        loops = [
+            loop
+            for loop in nodes
+            if isinstance(loop, (ast.For, ast.AsyncFor)) and dotted(iterated(loop.iter)) in names
+        ]
+        if not loops or not all(ctx.loops.evaluates(loop, function) for loop in loops):
+            return False
+    return True
 
 
 _INSPECT = frozenset({"print", "len", "type", "repr", "str"})
@@ -508,8 +583,23 @@ def _unseen_elsewhere(ctx: FileContext, scope: ast.AST) -> bool:
 
 def _idle(loop: ast.For | ast.AsyncFor) -> bool:
     """A loop over batches that computes nothing: it calls nothing, or only shows what it
-    reads (``print(inputs.shape)``, a tutorial's "dummy training loop")."""
-    return all(dotted(n.func) in _INSPECT for n in walk(loop.body) if isinstance(n, ast.Call))
+    reads (``print(inputs.shape)``, a tutorial's "dummy training loop"), or moves a batch and
+    drops the copy (a dataset module's self-test: ``for batch in batchs: to_device(batch,
+    device); n_batch += 1``)."""
+    dropped = {
+        id(n.value)
+        for n in walk(loop.body)
+        if isinstance(n, ast.Expr)
+        and isinstance(n.value, ast.Call)
+        and n.value.args
+        and isinstance(n.value.args[0], ast.Name)
+        and moves_itself(n.value, n.value.args[0].id)
+    }
+    return all(
+        dotted(n.func) in _INSPECT or id(n) in dropped
+        for n in walk(loop.body)
+        if isinstance(n, ast.Call)
+    )
 
 
 def _dataset_class(ctx: FileContext, call: ast.Call) -> ast.ClassDef | None:

@@ -16,7 +16,8 @@ optimizer step of gradient accumulation runs on a cadence and is training), and 
 the loop.
 
 A loop over a DataLoader that does not train is an *evaluation* loop, not a step loop, when it
-shows it: it runs under ``torch.no_grad()``/``inference_mode()`` (a ``with`` or a decorator), a
+shows it: it runs under ``torch.no_grad()``/``inference_mode()`` (a ``with`` or a decorator;
+also after a statement that only moves the batch, ``batch = to_device(batch, device)``), a
 module was switched to ``eval()`` before it in the same function, its function is named for
 evaluation (``validate``, ``test_epoch``, ``predict``...), or its loader is (``val_loader``),
 or nothing in it could train: every call is torch's, NumPy's or a builtin, a tensor's or a
@@ -419,6 +420,43 @@ def strip_moves(value: ast.expr) -> ast.expr:
     return value
 
 
+def moves_itself(value: ast.expr, name: str) -> bool:
+    """``value`` moves what ``name`` holds to a device: ``x.to(device)``, ``x.cuda()``, or a
+    helper named for it handed the name first (``move_to_device(batch, device)``,
+    ``to_device(batch, device)``)."""
+    if not isinstance(value, ast.Call):
+        return False
+    func = value.func
+    if isinstance(func, ast.Attribute) and func.attr in ("to", "cuda"):
+        return root_name(func.value) == name
+    callee = (dotted(func) or "").rsplit(".", 1)[-1].lower()
+    return "device" in callee and any(root_name(a) == name for a in value.args[:1])
+
+
+def root_name(node: ast.expr) -> str | None:
+    """The name an expression reads its tensor from: ``batch`` for ``(~batch["mask"]).sum()``."""
+    while True:
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            node = node.func.value
+        elif isinstance(node, (ast.Attribute, ast.Subscript)):
+            node = node.value
+        elif isinstance(node, ast.UnaryOp):
+            node = node.operand
+        else:
+            return node.id if isinstance(node, ast.Name) else None
+
+
+def _rebinds_moved(stmt: ast.stmt) -> bool:
+    """``batch = to_device(batch, device)``, ``x = x.to(device)``: a name bound again to itself
+    on a device."""
+    return (
+        isinstance(stmt, ast.Assign)
+        and len(stmt.targets) == 1
+        and isinstance(stmt.targets[0], ast.Name)
+        and moves_itself(stmt.value, stmt.targets[0].id)
+    )
+
+
 # Wrappers that run the module they are given: ``model = DDP(model, ...)`` keeps ``model`` an
 # instance of the class it was, whose forward a call of it runs.
 MODEL_WRAPPERS = frozenset(
@@ -688,6 +726,10 @@ class LoopFacts:
             return False
         if id(loop) in self.no_grad or all(self._without_grad(n) for n in loop.body):
             return True
+        if any(self._without_grad(n) for n in loop.body) and all(
+            self._without_grad(n) or _rebinds_moved(n) for n in loop.body
+        ):
+            return True  # the batch moved, then everything under ``torch.no_grad()``
         if not isinstance(scope, ast.Module) and EVAL_NAME.search(scope.name):
             return True
         if not isinstance(scope, ast.Module) and self._only_run_without_grad(scope):

@@ -41,9 +41,9 @@ from typing import TypeVar
 
 from torchpace.lint.engine import EPOCH_LOADER, MAX_PYTHON_BYTES, PRECISION, SUBCLASS, parse
 from torchpace.lint.imports import Resolver
-from torchpace.lint.loops import dotted
+from torchpace.lint.loops import dotted, root_name
 from torchpace.lint.results import FileResult
-from torchpace.lint.rule import FileContext, per_file
+from torchpace.lint.rule import FileContext, argument, per_file
 from torchpace.lint.tree import children, subtree
 
 T = TypeVar("T")
@@ -287,6 +287,11 @@ def _overrides(result: FileResult, hooks: dict[tuple[str, str], set[str]]) -> It
 # free of rule imports).
 _CONV_LAYERS = frozenset(
     f"torch.nn.{kind}{d}" for kind in ("Conv", "ConvTranspose") for d in ("1d", "2d", "3d")
+) | frozenset(  # a module that keeps its own weights and convolves with them in its forward
+    # (StyleGAN 2's modulated convolutions): cuDNN runs and tunes those the same way
+    f"torch.nn.functional.{kind}{d}d"
+    for kind in ("conv", "conv_transpose")
+    for d in "123"
 )
 # torchvision.models functions that are not model constructors.
 _NOT_MODELS = frozenset({"get_model", "get_model_weights", "get_weight", "list_models"})
@@ -653,18 +658,20 @@ def _conv_classes_of(ctx: FileContext, path: Path, depth: int) -> frozenset[str]
             and (func.value.id, func.attr) in through
         ):
             return True
-        return ctx.names.qualname(func) in _CONV_LAYERS
+        return _conv_layer(ctx, call)
 
-    # Only a builder that calls a conv layer or another builder or import can be one.
+    # Only a builder that calls a conv layer or another builder or import can be one; not a
+    # dataset (Tacotron's ``TextMelLoader`` computes mel spectrograms with an STFT's convs).
     candidates = {
         name
         for name, cs in calls.items()
         if any(
             (isinstance(c.func, ast.Name) and (c.func.id in builders or c.func.id in imported))
-            or ctx.names.qualname(c.func) in _CONV_LAYERS
+            or _conv_layer(ctx, c)
             or (conv(c) and isinstance(c.func, ast.Attribute))
             for c in cs
         )
+        and not _a_dataset(builders[name])
     }
     changed = True
     while changed:
@@ -674,6 +681,25 @@ def _conv_classes_of(ctx: FileContext, path: Path, depth: int) -> frozenset[str]
                 found.add(name)
                 changed = True
     return frozenset(found)
+
+
+def _conv_layer(ctx: FileContext, call: ast.Call) -> bool:
+    """A conv layer built (``nn.Conv2d(...)``), or a convolution run on what a forward is
+    handed (``F.conv2d(input, weight)``); not one of a module's own tensors alone (LoRA's
+    ``F.conv1d(self.lora_A.unsqueeze(0), self.lora_B.unsqueeze(-1))``, a product of weights)."""
+    qual = ctx.names.qualname(call.func)
+    if qual not in _CONV_LAYERS:
+        return False
+    if not qual.startswith("torch.nn.functional."):
+        return True
+    given = argument(call, "input", 0)
+    return given is not None and root_name(given) != "self"
+
+
+def _a_dataset(node: ast.AST) -> bool:
+    return isinstance(node, ast.ClassDef) and any(
+        (dotted(b) or "").endswith(("Dataset", "IterableDataset")) for b in node.bases
+    )
 
 
 @per_file

@@ -137,18 +137,22 @@ def _builds_conv_net_here(ctx: FileContext) -> list[ast.Call]:
     elsewhere (a torchvision model, a class another project file builds from convs, or what a
     function of such a file returns: ``model = load_model(cfg)``)."""
     assigned = {id(strip_moves(node.value)) for node in ctx.of_type(ast.Assign)}
-    for call, name in ctx.calls:
-        func = call.func
-        last = (dotted(func) or "").rsplit(".", 1)[-1]
-        if (
-            (name or "").startswith("torchvision.models.")
-            or isinstance(func, ast.Subscript)
-            or (
-                not (name or "").startswith("torch.")
-                and (last[:1].isupper() or id(call) in assigned)
-            )
-        ) and builds_conv_net(ctx, call, name):
-            return [call]
+    # A class constructed first, then a function whose value is kept: StyleGAN 2's
+    # ``fake_img, _ = augment(fake_img, p)`` convolves with a filter, where ``Generator(...)``,
+    # later in the file, is the conv net.
+    for functions in (False, True):
+        for call, name in ctx.calls:
+            func = call.func
+            last = (dotted(func) or "").rsplit(".", 1)[-1]
+            if (
+                (name or "").startswith("torchvision.models.")
+                or isinstance(func, ast.Subscript)
+                or (
+                    not (name or "").startswith("torch.")
+                    and (last[:1].isupper() or (functions and id(call) in assigned))
+                )
+            ) and builds_conv_net(ctx, call, name):
+                return [call]
     return []
 
 
@@ -317,7 +321,12 @@ function of that file, or what a function of that file returns after building on
 (`model = load_model(cfg)`); also from blocks it imports from a third file, and re-exported by
 a package's `__init__.py` (`from unet import UNet`), or built through a project module the
 function's file imports whole (`from . import models`, then `models.UNet(...)`: k-diffusion's
-`make_model`), up to three files deep. A convolution
+`make_model`), up to three files deep. A module that keeps its own weight and convolves what
+its forward is handed with it (`F.conv2d(input, self.weight)`, also through a project wrapper of
+`F.conv2d`: StyleGAN 2's modulated convolutions) is built from conv layers too; not a dataset
+(an STFT's convolutions computing mel spectrograms), nor a product of the module's own weights
+(LoRA's `F.conv1d(self.lora_A..., self.lora_B...)`). A class constructed is preferred to a
+function whose value is kept (an augmentation that filters with a convolution). A convolution
 built only when an option asks for it (`nn.Conv2d(h, h, 1) if talking_heads else None`, an
 `if flag:` without one in its `else`) does not make a conv net; one chosen by a configuration's
 layer type (`if kind == "convolutional":`) does.

@@ -23,6 +23,8 @@ from torchpace.lint.loops import (
     constructor,
     dotted,
     evaluation_function,
+    moves_itself,
+    root_name,
     walk,
 )
 from torchpace.lint.rule import Check, FileContext, Report, Rule, parameter_names, per_file
@@ -171,19 +173,6 @@ def _reads_scale(call: ast.Call) -> bool:
     return func.attr == "state_dict" and "scaler" in owner
 
 
-def _root(node: ast.expr) -> str | None:
-    """The name an expression reads its tensor from: ``batch`` for ``(~batch["mask"]).sum()``."""
-    while True:
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-            node = node.func.value
-        elif isinstance(node, (ast.Attribute, ast.Subscript)):
-            node = node.value
-        elif isinstance(node, ast.UnaryOp):
-            node = node.operand
-        else:
-            return node.id if isinstance(node, ast.Name) else None
-
-
 def _bindings(scope: Scope, name: str) -> list[ast.stmt | ast.expr]:
     """The nodes of ``scope`` that bind the plain name ``name`` (``=``, ``:=``, ``+=``)."""
     return [
@@ -204,14 +193,7 @@ def _moves_later(scope: Scope, name: str, line: int) -> bool:
     if len(bindings) != 1 or not isinstance(bindings[0], ast.Assign):
         return False
     move = bindings[0]
-    value = move.value
-    if move.lineno <= line or not isinstance(value, ast.Call):
-        return False
-    func = value.func
-    if isinstance(func, ast.Attribute) and func.attr in ("to", "cuda"):
-        return _root(func.value) == name
-    callee = (dotted(func) or "").rsplit(".", 1)[-1].lower()
-    return "device" in callee and any(_root(a) == name for a in value.args[:1])
+    return move.lineno > line and moves_itself(move.value, name)
 
 
 def _read_before_move(scope: Scope, receiver: ast.expr) -> bool:
@@ -219,14 +201,14 @@ def _read_before_move(scope: Scope, receiver: ast.expr) -> bool:
     the device only after this line: it is still in host memory (OLMo's ``train_step`` counts
     masked instances, then calls ``move_to_device(batch, ...)``)."""
     params = parameter_names(scope)
-    name = _root(receiver)
+    name = root_name(receiver)
     if name is None or not params:
         return False
     if name not in params:  # ``mask := batch.get("mask")``, ``mask = batch["mask"]``: once
         bound = [
             n.value for n in _bindings(scope, name) if isinstance(n, (ast.Assign, ast.NamedExpr))
         ]
-        name = _root(bound[0]) if len(bound) == 1 else None
+        name = root_name(bound[0]) if len(bound) == 1 else None
         if name not in params:
             return False
     return _moves_later(scope, name, receiver.lineno)
@@ -237,7 +219,7 @@ def _batch_read_before_rebinding(ctx: FileContext, receiver: ast.expr) -> bool:
     statement of the loop's body binds it again before this read (PyTorch-GAN's
     ``labels = to_categorical(labels.numpy(), ...)``, the batch's CPU labels made a device
     tensor on the same line): in host memory, whatever the name holds later."""
-    name = _root(receiver)
+    name = root_name(receiver)
     if name is None:
         return False
     loop = next((a for a in ctx.ancestors(receiver) if isinstance(a, LOOPS)), None)
@@ -304,7 +286,7 @@ def _agreed_decision(ctx: FileContext, node: ast.expr) -> bool:
     read = node
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
         read = node.func.value  # ``stop.item()``
-    name = _root(read)
+    name = root_name(read)
     if name is None:
         return False
     if not _tests_of(ctx, node):
@@ -313,7 +295,7 @@ def _agreed_decision(ctx: FileContext, node: ast.expr) -> bool:
     return loop is not None and any(
         ctx.names.qualname(c.func) in _AGREEING
         and c.args
-        and _root(c.args[0]) == name
+        and root_name(c.args[0]) == name
         and c.lineno < node.lineno
         for c in walk(loop.body)
         if isinstance(c, ast.Call)
@@ -403,6 +385,8 @@ def _check_host_sync(ctx: FileContext) -> Iterator[Report]:
     for node, _ in in_forwards(ctx, lambda n: _reads_module_state(ctx, n)):
         if id(node) not in seen:
             yield Report(node)  # a module's forward reads its own state, every step
+    for bound in _tensor_bounds(ctx):
+        yield Report(bound)  # ``x[:, :n]`` with ``n`` a tensor: an implicit ``int(n)``
     for call, qual, scope in hot:
         if _reads_scale(call):
             yield Report(call)
@@ -437,6 +421,24 @@ def _check_host_sync(ctx: FileContext) -> Iterator[Report]:
             yield Report(call)
 
 
+def _tensor_bounds(ctx: FileContext) -> Iterator[ast.expr]:
+    """Slice bounds and ``range()`` arguments in hot code that are tensors not on the host:
+    Python reads each with ``__index__``, an implicit ``int()`` that waits for the device
+    (vits' ``x[i, :, idx_str:idx_end]`` with ``idx_str = ids_str[i]`` of a CUDA tensor;
+    ``pred[:length]`` for each ``length`` of a loop over a CUDA lengths tensor)."""
+    for node, scope in _hot(ctx):
+        if isinstance(node, ast.Slice):
+            bounds = [node.lower, node.upper, node.step]
+        elif isinstance(node, ast.Call) and dotted(node.func) == "range":
+            bounds = list(node.args)
+        else:
+            continue
+        tensors = ctx.tensors(scope)
+        for bound in bounds:
+            if isinstance(bound, (ast.Name, ast.Subscript)) and tensors.on_device(bound):
+                yield bound
+
+
 HOST_SYNC_IN_LOOP = Rule(
     code="TP201",
     name="host-sync-in-training-loop",
@@ -445,7 +447,9 @@ HOST_SYNC_IN_LOOP = Rule(
     doc=f"""\
 ## What it does
 Flags `.item()`, `.tolist()`, `.cpu()` and `.numpy()`, `float()` / `int()` / `bool()` of a
-tensor, `loss.data[0]` (the spelling of `loss.item()` before PyTorch 0.4, of a name that says
+tensor, a tensor not in host memory as a slice bound or `range()` argument (`pred[:length]` for
+each `length` of a loop over a CUDA lengths tensor: Python reads it with `__index__`),
+`loss.data[0]` (the spelling of `loss.item()` before PyTorch 0.4, of a name that says
 it is a loss or that the function calls `.backward()` on), and a GradScaler's `get_scale()` or
 `state_dict()` (both read the scale with `.item()`), inside a training loop or a function
 that the loop calls (also a Lightning module's `training_step` and the function handed to
@@ -653,6 +657,9 @@ No fix: the logging cadence is the author's choice.
 
 _DATA_DEPENDENT_FUNCTIONS = frozenset({"torch.nonzero", "torch.masked_select", "torch.argwhere"})
 _DATA_DEPENDENT_METHODS = frozenset({"nonzero", "masked_select", "argwhere"})
+# Of those, the ones no NumPy array or pandas object has: the receiver is a tensor whatever this
+# file knows of it (FastSpeech 2's loss selects every prediction it is handed with its mask).
+_TENSOR_ONLY_SELECTS = frozenset({"masked_select", "argwhere"})
 _MASK_FUNCTIONS = frozenset(
     {
         "torch.isnan",
@@ -724,7 +731,10 @@ def _check_data_dependent_shape(ctx: FileContext) -> Iterator[Report]:
                     qual is None
                     and isinstance(node.func, ast.Attribute)
                     and node.func.attr in _DATA_DEPENDENT_METHODS
-                    and ctx.tensors(scope).is_tensor(node.func.value)
+                    and (
+                        node.func.attr in _TENSOR_ONLY_SELECTS
+                        or ctx.tensors(scope).is_tensor(node.func.value)
+                    )
                     and not ctx.tensors(scope).is_host(node.func.value)
                 )
             ):
@@ -840,7 +850,8 @@ DATA_DEPENDENT_SHAPE_IN_LOOP = Rule(
     technique="avoid-syncs",
     doc=f"""\
 ## What it does
-Flags `nonzero()`, single-argument `torch.where`, `masked_select`, `argwhere` and indexing with
+Flags `nonzero()`, single-argument `torch.where`, `masked_select`, `argwhere` (these two of any
+receiver not known to be in host memory: no NumPy array or pandas object has them) and indexing with
 a boolean mask (`x[x > 0]`, `x[mask]` where `mask` is a comparison, `edge_index[:, mask]`) inside
 a training loop. A comparison indexing a tensor is taken as a mask even where lint does not know
 what is compared (`pred.float()[batch.y == batch.y]`): a Python bool would index `pred[True]`.
