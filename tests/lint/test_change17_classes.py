@@ -279,7 +279,7 @@ from model import MODEL
 
 device = "cuda"
 loader = torch.utils.data.DataLoader(dataset, batch_size=16, num_workers=4, pin_memory=True)
-real_img, _ = augment(torch.randn(16, 3, 256, 256), 0.5)
+real_img = augment(torch.randn(16, 3, 256, 256), 0.5)
 generator = MODEL(args.size).to(device)
 optimizer = torch.optim.Adam(generator.parameters())
 for real in loader:
@@ -295,7 +295,7 @@ import torch.nn.functional as F
 
 def augment(img, p):
     kernel = torch.ones(1, 1, 3, 3)
-    return F.conv2d(img, kernel), p
+    return F.conv2d(img, kernel * p)
 """
 
 
@@ -304,7 +304,7 @@ def _tp303(
 ) -> list[tuple[str, int]]:
     train = CONV_TRAIN.replace("MODEL", model)
     if not augments:
-        train = train.replace("real_img, _ = augment(", "real_img, _ = (")
+        train = train.replace("real_img = augment(", "real_img = (")
     write_project(
         root,
         {
@@ -332,3 +332,42 @@ def test_a_module_convolving_its_input_with_its_own_weights_is_a_conv_net(
     # LoRA's product of two weights through a convolution does not make a conv net
     assert _tp303(tmp_path / "b", capsys, "Generator", augments=False) == [("train.py", line + 1)]
     assert _tp303(tmp_path / "c", capsys, "LoraLinear", augments=False) == []
+
+
+CONV_KINDS = """
+import torch
+import torch.nn.functional as F
+
+
+class MelDataset(torch.utils.data.Dataset):
+    def __getitem__(self, i):
+        return F.conv1d(self.audio[i], self.basis)
+
+
+class Smooth(torch.nn.Module):
+    def forward(self, x):
+        return F.conv2d(x, self.kernel, groups=3)
+
+
+def wrapper(input, weight):
+    return F.conv2d(input, weight)
+
+
+def merge_lora(down, up, state):
+    state["weight"] = state["weight"] + F.conv2d(down.permute(1, 0, 2, 3), up)
+    return state
+"""
+
+
+@pytest.mark.parametrize(
+    ("name", "conv"),
+    [("MelDataset", False), ("Smooth", True), ("wrapper", True), ("merge_lora", False)],
+)
+def test_which_functional_convolutions_make_a_conv_builder(
+    tmp_path: Path, name: str, conv: bool
+) -> None:
+    from torchpace.lint.project import is_conv_class, new_run
+
+    new_run()
+    (tmp_path / "ops.py").write_text(CONV_KINDS)
+    assert is_conv_class((tmp_path / "ops.py").resolve(), name) is conv

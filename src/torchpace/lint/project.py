@@ -684,16 +684,23 @@ def _conv_classes_of(ctx: FileContext, path: Path, depth: int) -> frozenset[str]
 
 
 def _conv_layer(ctx: FileContext, call: ast.Call) -> bool:
-    """A conv layer built (``nn.Conv2d(...)``), or a convolution run on what a forward is
-    handed (``F.conv2d(input, weight)``); not one of a module's own tensors alone (LoRA's
-    ``F.conv1d(self.lora_A.unsqueeze(0), self.lora_B.unsqueeze(-1))``, a product of weights)."""
+    """A conv layer built (``nn.Conv2d(...)``), or a convolution a module runs in a method on
+    what it is handed (``F.conv2d(input, self.weight)``), or that a function returns (a
+    wrapper of ``F.conv2d``: StyleGAN 2's ``conv2d_gradfix.conv2d``); not one of a module's own
+    tensors alone (LoRA's ``F.conv1d(self.lora_A.unsqueeze(0), self.lora_B.unsqueeze(-1))``, a
+    product of weights), nor one a function computes and keeps (merging a LoRA's conv weights
+    into a state dict)."""
     qual = ctx.names.qualname(call.func)
     if qual not in _CONV_LAYERS:
         return False
     if not qual.startswith("torch.nn.functional."):
         return True
     given = argument(call, "input", 0)
-    return given is not None and root_name(given) != "self"
+    if given is None or root_name(given) == "self":
+        return False
+    return isinstance(ctx.parents.get(id(call)), ast.Return) or any(
+        isinstance(a, ast.ClassDef) for a in ctx.ancestors(call)
+    )
 
 
 def _a_dataset(node: ast.AST) -> bool:
