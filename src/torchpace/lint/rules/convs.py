@@ -140,20 +140,20 @@ def _builds_conv_net_here(ctx: FileContext) -> list[ast.Call]:
     # A class constructed first, then a function whose value is kept: StyleGAN 2's
     # ``fake_img, _ = augment(fake_img, p)`` convolves with a filter, where ``Generator(...)``,
     # later in the file, is the conv net.
-    for functions in (False, True):
-        for call, name in ctx.calls:
-            func = call.func
-            last = (dotted(func) or "").rsplit(".", 1)[-1]
-            if (
-                (name or "").startswith("torchvision.models.")
-                or isinstance(func, ast.Subscript)
-                or (
-                    not (name or "").startswith("torch.")
-                    and (last[:1].isupper() or (functions and id(call) in assigned))
-                )
-            ) and builds_conv_net(ctx, call, name):
+    kept: list[ast.Call] = []
+    for call, name in ctx.calls:
+        func = call.func
+        last = (dotted(func) or "").rsplit(".", 1)[-1]
+        if (
+            (name or "").startswith("torchvision.models.")
+            or isinstance(func, ast.Subscript)
+            or (not (name or "").startswith("torch.") and last[:1].isupper())
+        ):
+            if builds_conv_net(ctx, call, name):
                 return [call]
-    return []
+        elif not (name or "").startswith("torch.") and id(call) in assigned:
+            kept.append(call)
+    return next(([c] for c in kept if builds_conv_net(ctx, c, ctx.names.qualname(c.func))), [])
 
 
 def _hands_a_small_model(ctx: FileContext, call: ast.Call) -> bool:
