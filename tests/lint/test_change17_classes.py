@@ -407,3 +407,45 @@ def test_a_read_per_element_in_a_forward_is_reported() -> None:
     # ``duration.sum().item()`` is one read a step of what the forward is handed: not reported
     # in a model file that no followed loop calls (the forward reading of issue 32 stays narrow)
     assert [line for _, line in findings(REGULATOR, "TP201")] == expected
+
+
+# Keyword arguments set key by key on a dict (BasicSR's ``dataloader_args['pin_memory'] =
+# ...``), and a function's own ``**kwargs``, which this file does not spell out.
+KEYS = """
+import torch
+import torchvision
+
+device = torch.device("cuda")
+model = torchvision.models.resnet50().to(device)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+kwargs = {"batch_size": 64, "num_workers": 4}
+kwargs["pin_memory"] = PIN
+kwargs["persistent_workers"] = True
+loader = torch.utils.data.DataLoader(dataset, **kwargs)
+for epoch in range(10):
+    for x, y in loader:
+        loss = model(x.to(device)).sum()
+        loss.backward()
+        opt.step()
+
+
+def get_loader(dataset, **kwargs):
+    kwargs["shuffle"] = True
+    return torch.utils.data.DataLoader(dataset, **kwargs)
+
+
+for epoch in range(10):
+    for x, y in get_loader(dataset, num_workers=8):
+        loss = model(x.to(device)).sum()
+        loss.backward()
+        opt.step()
+"""
+
+
+def test_keys_set_one_by_one_on_a_keyword_dict_are_read() -> None:
+    pinned = findings(KEYS.replace("PIN", "True"))
+    assert [code for code, _ in pinned if code in ("TP101", "TP102", "TP104")] == []
+    unpinned = findings(KEYS.replace("PIN", "False"), "TP102")
+    assert [line for _, line in unpinned] == [
+        KEYS.splitlines().index("loader = torch.utils.data.DataLoader(dataset, **kwargs)") + 1
+    ]

@@ -79,17 +79,46 @@ UNKNOWN = Unknown()
 COLLATE_FN_POSITION = 6
 
 
-def _dict_sources(ctx: FileContext, name: str) -> tuple[list[ast.expr], list[ast.expr]]:
-    """Every value assigned to ``name``, and every argument of ``name.update(...)``."""
+def _dict_sources(
+    ctx: FileContext, name: str, scope: ast.AST
+) -> tuple[list[ast.expr], list[ast.expr]]:
+    """Every value assigned to ``name``, and every argument of ``name.update(...)`` and key
+    set on it (``kwargs["pin_memory"] = True``; a key that is not a string literal leaves the
+    dict unknown). A plain name is the one ``scope`` reads, as Python scopes it: its own, or the
+    module's where the function binds no such name; none where it is the function's parameter
+    (``def get_loader(dataset, **kwargs)``). An attribute (``self.loader_kwargs``) is read
+    anywhere in the file."""
     assigned: list[ast.expr] = []
+    updates: list[ast.expr] = []
+    home: ast.AST | None = None
+    if "." not in name:
+        if _binds_parameter(scope, name):
+            return assigned, updates
+        binds_here = any(
+            dotted(t) == name and ctx.enclosing_scope(n) is scope
+            for n in ctx.of_type(ast.Assign, ast.AnnAssign)
+            for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
+        )
+        home = scope if binds_here else ctx.tree
     for node in ctx.of_type(ast.Assign, ast.AnnAssign):
         targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-        if node.value is not None and any(dotted(t) == name for t in targets):
+        if node.value is None or (home is not None and ctx.enclosing_scope(node) is not home):
+            continue
+        if any(dotted(t) == name for t in targets):
             assigned.append(node.value)
-    updates: list[ast.expr] = []
+        for target in targets:
+            if isinstance(target, ast.Subscript) and dotted(target.value) == name:
+                key = target.slice
+                known = isinstance(key, ast.Constant) and isinstance(key.value, str)
+                updates.append(ast.Dict([key], [node.value]) if known else ast.Constant(None))
     for call, _ in ctx.calls:
         func = call.func
-        if isinstance(func, ast.Attribute) and func.attr == "update" and dotted(func.value) == name:
+        if (
+            isinstance(func, ast.Attribute)
+            and func.attr == "update"
+            and dotted(func.value) == name
+            and (home is None or ctx.enclosing_scope(call) is home)
+        ):
             updates += [
                 *call.args,
                 *(ast.Dict([ast.Constant(k.arg)], [k.value]) for k in call.keywords if k.arg),
@@ -97,15 +126,26 @@ def _dict_sources(ctx: FileContext, name: str) -> tuple[list[ast.expr], list[ast
     return assigned, updates
 
 
-def _dict_entries(ctx: FileContext, node: ast.expr, depth: int = 0) -> dict[str, ast.expr] | None:
-    """The literal keys of a dict built from ``node``; None when any key cannot be known."""
+def _binds_parameter(scope: ast.AST, name: str) -> bool:
+    if not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+        return False
+    args = scope.args
+    every = [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg]
+    return any(a is not None and a.arg == name for a in every)
+
+
+def _dict_entries(
+    ctx: FileContext, node: ast.expr, scope: ast.AST, depth: int = 0
+) -> dict[str, ast.expr] | None:
+    """The literal keys of a dict built from ``node``, read in ``scope``; None when any key
+    cannot be known."""
     if depth > 4:
         return None
     if isinstance(node, ast.Dict):
         entries: dict[str, ast.expr] = {}
         for key, value in zip(node.keys, node.values, strict=True):
             if key is None:  # {**other}
-                inner = _dict_entries(ctx, value, depth + 1)
+                inner = _dict_entries(ctx, value, scope, depth + 1)
                 if inner is None:
                     return None
                 entries.update(inner)
@@ -121,10 +161,10 @@ def _dict_entries(ctx: FileContext, node: ast.expr, depth: int = 0) -> dict[str,
     name = dotted(node)
     if name is None:
         return None
-    assigned, updates = _dict_sources(ctx, name)
-    if not assigned and not updates:
-        return None
-    alternatives = [_dict_entries(ctx, source, depth + 1) for source in assigned]
+    assigned, updates = _dict_sources(ctx, name, scope)
+    if not assigned:
+        return None  # a function's ``**kwargs``, or a dict built where this file does not say
+    alternatives = [_dict_entries(ctx, source, scope, depth + 1) for source in assigned]
     merged: dict[str, ast.expr] = {}
     keys = dict.fromkeys(k for found in alternatives if found is not None for k in found)
     for entry in keys:
@@ -139,7 +179,7 @@ def _dict_entries(ctx: FileContext, node: ast.expr, depth: int = 0) -> dict[str,
     if any(found is None for found in alternatives):
         return None
     for source in updates:
-        found = _dict_entries(ctx, source, depth + 1)
+        found = _dict_entries(ctx, source, scope, depth + 1)
         if found is None:
             return None
         merged.update(found)
@@ -160,7 +200,7 @@ def loader_argument(
         return UNKNOWN
     for kw in call.keywords:
         if kw.arg is None:
-            entries = _dict_entries(ctx, kw.value)
+            entries = _dict_entries(ctx, kw.value, ctx.enclosing_scope(call))
             if entries is None:
                 return UNKNOWN
             if name in entries:
