@@ -449,3 +449,47 @@ def test_keys_set_one_by_one_on_a_keyword_dict_are_read() -> None:
     assert [line for _, line in unpinned] == [
         KEYS.splitlines().index("loader = torch.utils.data.DataLoader(dataset, **kwargs)") + 1
     ]
+
+
+# StarGAN: main.py turns the auto-tuner on, then builds the Solver of solver.py, whose loop trains
+# the conv nets.
+SOLVER = """
+import torch
+import torch.nn as nn
+
+
+class Solver:
+    def __init__(self, loader):
+        self.G = nn.Sequential(nn.Conv2d(3, 64, 7), nn.ReLU(), nn.Conv2d(64, 3, 7))
+        self.G.to("cuda")
+        self.opt = torch.optim.Adam(self.G.parameters())
+        self.loader = loader
+
+    def train(self):
+        for x in self.loader:
+            loss = self.G(x.to("cuda")).mean()
+            self.opt.zero_grad()
+            loss.backward()
+            self.opt.step()
+"""
+MAIN = """
+from torch.backends import cudnn
+from solver import Solver
+
+
+def main(loader):
+    SETTING
+    Solver(loader).train()
+"""
+
+
+@pytest.mark.parametrize(
+    ("setting", "reported"), [("cudnn.benchmark = True", False), ("print(cudnn)", True)]
+)
+def test_a_script_that_sets_cudnn_up_settles_the_trainer_it_imports(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], setting: str, reported: bool
+) -> None:
+    write_project(tmp_path, {"solver.py": SOLVER, "main.py": MAIN.replace("SETTING", setting)})
+    main(["lint", str(tmp_path), "--select", "TP303", "--format", "json"])
+    found = [Path(f["path"]).name for f in json.loads(capsys.readouterr().out)]
+    assert found == (["solver.py"] if reported else [])

@@ -30,6 +30,7 @@ from torchpace.lint.parallel import lint_jobs, usable_cpus
 from torchpace.lint.project import new_run, step_callees
 from torchpace.lint.results import FileResult, LintError
 from torchpace.lint.rule import Rule
+from torchpace.lint.rules.convs import settled_by_importers
 from torchpace.lint.sarif import render_sarif
 from torchpace.lint.selection import Selection
 
@@ -149,6 +150,7 @@ def run(args: argparse.Namespace) -> int:
     linted = iter(lint_jobs(jobs, workers=workers))
     results = [item if isinstance(item, LintError) else next(linted) for item in items]
     results = _with_step_callees(results, chosen, workers)
+    results = settled_by_importers(results)
     results = [_for_declared_torch(r) if isinstance(r, FileResult) else r for r in results]
     fixer = _Fixer(chosen, rules, unsafe=args.unsafe_fixes, diff=args.diff)
     if args.fix or args.diff:

@@ -53,7 +53,7 @@ T = TypeVar("T")
 MAX_LEVELS = 3
 
 
-def _key(path: str | Path) -> str:
+def project_key(path: str | Path) -> str:
     return os.path.normcase(os.path.abspath(path))
 
 
@@ -68,30 +68,30 @@ def _candidates(module: str, folder: Path, level: int = 0) -> Iterator[Path]:
         yield base.joinpath(*parts, "__init__.py")
 
 
-def _module_file(module: str, caller: Path, linted: dict[str, str]) -> str | None:
+def module_file(module: str, caller: Path, linted: dict[str, str]) -> str | None:
     """The linted file that ``import module`` from ``caller`` most likely means (``.solver``, a
     relative import, from the caller's package)."""
     name = module.lstrip(".")
     level = len(module) - len(name)
     found = _candidates(name, caller.parent, level)
-    return next((k for c in found if (k := _key(c)) in linted), None)
+    return next((k for c in found if (k := project_key(c)) in linted), None)
 
 
 def step_callees(results: Sequence[FileResult]) -> dict[str, frozenset[str]]:
     """For each linted file, the names of its module-level functions that another linted file
     calls on every training step (module doc), from the first pass's ``calls_out``."""
-    linted = {_key(r.path): r.path for r in results if not r.notebook}
-    sources = {_key(r.path): r.source for r in results if not r.notebook}
+    linted = {project_key(r.path): r.path for r in results if not r.notebook}
+    sources = {project_key(r.path): r.source for r in results if not r.notebook}
     found: dict[str, set[str]] = defaultdict(set)
     hooks: dict[tuple[str, str], set[str]] = defaultdict(set)  # (file, class) → self-called
     for r in results:
         for module, function in r.calls_out:
             if module == SUBCLASS:
                 cls, method = function.split(".", 1)
-                hooks[(_key(r.path), cls)].add(method)
+                hooks[(project_key(r.path), cls)].add(method)
                 continue
-            target = _module_file(module, Path(r.path), linted)
-            if target is not None and target != _key(r.path):
+            target = module_file(module, Path(r.path), linted)
+            if target is not None and target != project_key(r.path):
                 kind = next((m for m in (EPOCH_LOADER, PRECISION) if function.startswith(m)), "")
                 head, dot, rest = function.removeprefix(kind).partition(".")
                 target, head = _defining(target, head, linted, sources)
@@ -109,7 +109,7 @@ def step_callees(results: Sequence[FileResult]) -> dict[str, frozenset[str]]:
         for r in results:
             if not r.notebook and bases.search(r.source):
                 for entry in _overrides(r, hooks):
-                    found[_key(r.path)].add(entry)
+                    found[project_key(r.path)].add(entry)
     return {linted[k]: frozenset(v) for k, v in found.items()}
 
 
@@ -163,9 +163,9 @@ def _defining(
             return key, name
         node, original = imported
         found = find_module(node.module or "", path, node.level)
-        if found is None or _key(found) not in linted:
+        if found is None or project_key(found) not in linted:
             return key, name
-        key, name = _key(found), original
+        key, name = project_key(found), original
     return key, name
 
 
@@ -193,7 +193,7 @@ def _add_submodule_forwards(found: dict[str, set[str]], linted: dict[str, str]) 
             continue
         for call in _built_in_init(ctx, cls):
             for path, other in imported_from(ctx, call):
-                target = _key(path)
+                target = project_key(path)
                 if target not in linted or target == key:
                     continue
                 target, other = _defining(target, other, linted)  # through a package's __init__
@@ -277,7 +277,7 @@ def _overrides(result: FileResult, hooks: dict[tuple[str, str], set[str]]) -> It
         for base in node.bases:
             probe = ast.Call(func=base, args=[], keywords=[])
             for path, cls in imported_from(ctx, probe):
-                for method in hooks.get((_key(path), cls), set()) & methods:
+                for method in hooks.get((project_key(path), cls), set()) & methods:
                     yield f"{node.name}.{method}"
 
 

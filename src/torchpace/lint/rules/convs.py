@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import ast
 import builtins
+import dataclasses
 import itertools
-from collections.abc import Iterator
+import re
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from torchpace.findings import Fix
 from torchpace.lint.dataloaders import (
@@ -17,6 +20,7 @@ from torchpace.lint.dataloaders import (
     iterated_values,
 )
 from torchpace.lint.device import uses_cuda
+from torchpace.lint.engine import parse
 from torchpace.lint.loops import (
     assigned_in,
     constructor,
@@ -25,7 +29,15 @@ from torchpace.lint.loops import (
     returned,
     strip_moves,
 )
-from torchpace.lint.project import builds_conv_net, definition, definition_of, training_helpers
+from torchpace.lint.project import (
+    builds_conv_net,
+    definition,
+    definition_of,
+    module_file,
+    project_key,
+    training_helpers,
+)
+from torchpace.lint.results import FileResult, LintError
 from torchpace.lint.rule import (
     FileContext,
     Report,
@@ -130,6 +142,43 @@ def chooses_cudnn_setup(ctx: FileContext) -> bool:
         ):
             return True
     return False
+
+
+# ``from solver import Solver``, ``import trainer``, ``from .engine import train`` at any indent.
+_IMPORT_LINE = re.compile(rb"^[ \t]*(?:from[ \t]+([\w.]+)[ \t]+import|import[ \t]+([\w.]+))", re.M)
+
+
+def settled_by_importers(
+    results: Sequence[FileResult | LintError],
+) -> list[FileResult | LintError]:
+    """``results`` without TP303's findings in files that a linted script imports and sets
+    cuDNN up in (StarGAN's ``main.py`` sets ``cudnn.benchmark = True`` and then builds the
+    ``Solver`` of ``solver.py``, whose loop trains the conv nets): the setting is the run's."""
+    files = [r for r in results if isinstance(r, FileResult) and not r.notebook]
+    flagged = {project_key(r.path) for r in files if any(f.code == "TP303" for f in r.findings)}
+    if not flagged:
+        return list(results)
+    linted = {project_key(r.path): r.path for r in files}
+    settled: set[str] = set()
+    for r in files:
+        if b"cudnn" not in r.source and b"deterministic" not in r.source:
+            continue
+        imported = set()
+        for match in _IMPORT_LINE.finditer(r.source):
+            module = (match.group(1) or match.group(2)).decode()
+            target = module_file(module, Path(r.path), linted)
+            if target in flagged and target != project_key(r.path):
+                imported.add(target)
+        if imported:
+            ctx = parse(r.path, r.source)
+            if isinstance(ctx, FileContext) and chooses_cudnn_setup(ctx):
+                settled |= imported
+    return [
+        dataclasses.replace(r, findings=tuple(f for f in r.findings if f.code != "TP303"))
+        if isinstance(r, FileResult) and project_key(r.path) in settled
+        else r
+        for r in results
+    ]
 
 
 def _builds_conv_net_here(ctx: FileContext) -> list[ast.Call]:
@@ -298,6 +347,10 @@ trains nothing is left to the scripts that train its models. A file that builds 
 hands the model to another project file's training function (a course notebook calling
 `d2l.train_ch5(net, ...)` with the course's `try_gpu()` device) trains them too, unless that
 file sets the auto-tuner itself or the model handed over is a small one (below).
+
+Nor a file that a linted script imports after setting cuDNN up itself (StarGAN's `main.py`
+sets `cudnn.benchmark = True`, then builds the `Solver` of `solver.py`, whose loop trains): the
+script's setting is the run's.
 
 Nor a file whose training loops all iterate loaders that pad each batch to its own longest
 item (a `collate_fn` of the file or project that calls `pad_sequence` or takes the `max` of the
