@@ -373,42 +373,6 @@ def test_which_functional_convolutions_make_a_conv_builder(
     assert is_conv_class((tmp_path / "ops.py").resolve(), name) is conv
 
 
-# FastSpeech 2's length regulator: each phoneme's predicted duration read to the host, in a
-# method the module's forward calls, on every training step; a graph net's per-edge loop in a
-# comprehension; the same read of a plain list is no tensor's.
-REGULATOR = """
-import torch
-import torch.nn as nn
-
-device = torch.device("cuda")
-
-
-class LengthRegulator(nn.Module):
-    def expand(self, batch, predicted):
-        out = list()
-        for i, vec in enumerate(batch):
-            expand_size = predicted[i].item()
-            out.append(vec.expand(max(int(expand_size), 0), -1))
-        return torch.cat(out, 0).to(device)
-
-    def forward(self, x, duration):
-        edges = [x[int(src[k])] for k in range(len(src))]
-        total = duration.sum().item()
-        return [self.expand(b, d) for b, d in zip(x, duration)], edges, total
-"""
-
-
-def test_a_read_per_element_in_a_forward_is_reported() -> None:
-    lines = REGULATOR.splitlines()
-    expected = [
-        lines.index("            expand_size = predicted[i].item()") + 1,
-        lines.index("        edges = [x[int(src[k])] for k in range(len(src))]") + 1,
-    ]
-    # ``duration.sum().item()`` is one read a step of what the forward is handed: not reported
-    # in a model file that no followed loop calls (the forward reading of issue 32 stays narrow)
-    assert [line for _, line in findings(REGULATOR, "TP201")] == expected
-
-
 # Keyword arguments set key by key on a dict (BasicSR's ``dataloader_args['pin_memory'] =
 # ...``), and a function's own ``**kwargs``, which this file does not spell out.
 KEYS = """

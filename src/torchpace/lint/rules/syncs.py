@@ -349,35 +349,6 @@ def _reads_module_state(ctx: FileContext, node: ast.AST) -> bool:
     )
 
 
-def _reads_per_element(ctx: FileContext, node: ast.AST) -> bool:
-    """``predicted[i].item()`` (``int(srcs[idx])``) in a loop whose target indexes the read:
-    one host read per element, every forward (FastSpeech 2's length regulator, a graph net's
-    per-edge loop)."""
-    if not isinstance(node, ast.Call):
-        return False
-    if _sync_method(node) and node.func.attr in ("item", "tolist"):  # type: ignore[attr-defined]
-        receiver = node.func.value  # type: ignore[attr-defined]
-    elif isinstance(node.func, ast.Name) and node.func.id in _CONVERSIONS and len(node.args) == 1:
-        receiver = node.args[0]
-    else:
-        return False
-    if not isinstance(receiver, ast.Subscript) or not isinstance(receiver.value, ast.Name):
-        return False
-    index = {n.id for n in subtree(receiver.slice) if isinstance(n, ast.Name)}
-    for ancestor in ctx.ancestors(node):
-        if isinstance(ancestor, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-            return False
-        if isinstance(ancestor, (ast.For, ast.AsyncFor)):
-            targets = [ancestor.target]
-        elif isinstance(ancestor, (ast.ListComp, ast.GeneratorExp, ast.SetComp, ast.DictComp)):
-            targets = [g.target for g in ancestor.generators]
-        else:
-            continue
-        if index & {n.id for t in targets for n in subtree(t) if isinstance(n, ast.Name)}:
-            return True
-    return False
-
-
 def _legacy_item(node: ast.AST, scope: Scope) -> bool:
     """``loss.data[0]``: before PyTorch 0.4 a loss was a one-element tensor and this read its
     value to the host, as ``loss.item()`` does now. Only of a loss: a name that says it is one
@@ -413,11 +384,7 @@ def _check_host_sync(ctx: FileContext) -> Iterator[Report]:
     seen = {id(call) for call, _, _ in hot}
     for node, _ in in_forwards(ctx, lambda n: _reads_module_state(ctx, n)):
         if id(node) not in seen:
-            seen.add(id(node))
             yield Report(node)  # a module's forward reads its own state, every step
-    for node, _ in in_forwards(ctx, lambda n: _reads_per_element(ctx, n)):
-        if id(node) not in seen:
-            yield Report(node)  # one read per element of what the forward is handed
     for bound in _tensor_bounds(ctx):
         yield Report(bound)  # ``x[:, :n]`` with ``n`` a tensor: an implicit ``int(n)``
     for call, qual, scope in hot:
@@ -511,9 +478,7 @@ A module's `forward`, and the methods and functions of its file that it calls, r
 step of whatever trains the model, also where no loop lint can follow calls it: there a read
 of a tensor the module keeps on its device is flagged, a buffer it registers or a parameter
 its `__init__` binds (MoCo's queue pointer, `ptr = int(self.queue_ptr)`; a step counter,
-`self.step.item()`), and one read per element of a tensor in a loop over it (FastSpeech 2's
-length regulator, `predicted[i].item()` for each phoneme; a graph net's per-edge
-`int(srcs[idx])`), outside evaluation branches (`if not self.training:`) and
+`self.step.item()`), outside evaluation branches (`if not self.training:`) and
 `@torch.no_grad()` forwards.
 Nor a stop flag the ranks agree on: a tensor the loop hands to `dist.all_reduce` or
 `dist.broadcast` and then reads to decide a branch (`if stop.item():`), which every rank needs.
