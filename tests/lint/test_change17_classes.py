@@ -187,46 +187,6 @@ def test_keyword_dicts_that_disagree_between_branches_leave_the_value_unknown() 
     assert findings(KWARGS.replace("WORKERS", "0"), "TP101") != []
 
 
-# FastSpeech 2's loss: every prediction it is handed is selected with a mask on the device;
-# ``masked_select`` is a method no NumPy array has.
-LOSS = """
-import torch
-import torch.nn as nn
-
-
-class FastSpeech2Loss(nn.Module):
-    def forward(self, inputs, predictions):
-        mel_targets, src_masks = inputs[6:8]
-        pitch_predictions, mel_predictions = predictions[1:3]
-        pitch_predictions = pitch_predictions.masked_select(src_masks)
-        mel_predictions = mel_predictions.masked_select(src_masks.unsqueeze(-1))
-        frames = table.nonzero()
-        return nn.functional.l1_loss(mel_predictions, mel_targets) + pitch_predictions.mean()
-
-
-model = torch.hub.load("repo", "fastspeech2").cuda()
-criterion = FastSpeech2Loss()
-for batch in loader:
-    out = model(*batch)
-    loss = criterion(batch, out)
-    loss.backward()
-    optimizer.step()
-"""
-
-
-def test_masked_select_is_a_tensors_whatever_lint_knows_of_its_receiver() -> None:
-    lines = LOSS.splitlines()
-    expected = [
-        lines.index("        pitch_predictions = pitch_predictions.masked_select(src_masks)") + 1,
-        lines.index(
-            "        mel_predictions = mel_predictions.masked_select(src_masks.unsqueeze(-1))"
-        )
-        + 1,
-    ]
-    # ``table.nonzero()``: a NumPy array has ``nonzero`` too, so an unknown receiver stays quiet
-    assert [line for _, line in findings(LOSS, "TP203")] == expected
-
-
 # StyleGAN 2: the modulated convolution keeps its weight and convolves what its forward is
 # handed through a project wrapper of ``F.conv2d``; the training script also runs an augment
 # function that filters with a convolution, before it builds the generator.

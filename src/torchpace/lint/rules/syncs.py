@@ -657,9 +657,6 @@ No fix: the logging cadence is the author's choice.
 
 _DATA_DEPENDENT_FUNCTIONS = frozenset({"torch.nonzero", "torch.masked_select", "torch.argwhere"})
 _DATA_DEPENDENT_METHODS = frozenset({"nonzero", "masked_select", "argwhere"})
-# Of those, the ones no NumPy array or pandas object has: the receiver is a tensor whatever this
-# file knows of it (FastSpeech 2's loss selects every prediction it is handed with its mask).
-_TENSOR_ONLY_SELECTS = frozenset({"masked_select", "argwhere"})
 _MASK_FUNCTIONS = frozenset(
     {
         "torch.isnan",
@@ -731,10 +728,7 @@ def _check_data_dependent_shape(ctx: FileContext) -> Iterator[Report]:
                     qual is None
                     and isinstance(node.func, ast.Attribute)
                     and node.func.attr in _DATA_DEPENDENT_METHODS
-                    and (
-                        node.func.attr in _TENSOR_ONLY_SELECTS
-                        or ctx.tensors(scope).is_tensor(node.func.value)
-                    )
+                    and ctx.tensors(scope).is_tensor(node.func.value)
                     and not ctx.tensors(scope).is_host(node.func.value)
                 )
             ):
@@ -850,8 +844,7 @@ DATA_DEPENDENT_SHAPE_IN_LOOP = Rule(
     technique="avoid-syncs",
     doc=f"""\
 ## What it does
-Flags `nonzero()`, single-argument `torch.where`, `masked_select`, `argwhere` (these two of any
-receiver not known to be in host memory: no NumPy array or pandas object has them) and indexing with
+Flags `nonzero()`, single-argument `torch.where`, `masked_select`, `argwhere` and indexing with
 a boolean mask (`x[x > 0]`, `x[mask]` where `mask` is a comparison, `edge_index[:, mask]`) inside
 a training loop. A comparison indexing a tensor is taken as a mask even where lint does not know
 what is compared (`pred.float()[batch.y == batch.y]`): a Python bool would index `pred[True]`.
