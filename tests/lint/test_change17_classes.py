@@ -417,3 +417,27 @@ def test_a_script_that_sets_cudnn_up_settles_the_trainer_it_imports(
     main(["lint", str(tmp_path), "--select", "TP303", "--format", "json"])
     found = [Path(f["path"]).name for f in json.loads(capsys.readouterr().out)]
     assert found == (["solver.py"] if reported else [])
+
+
+# DINOv2's meta-architecture: the first step synchronises the streams, then turns its latch off.
+LATCH = """
+import torch
+import torchvision
+
+model = torchvision.models.resnet50().cuda()
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+need_sync = True
+for x in loader:
+    loss = model(x.cuda()).sum()
+    loss.backward()
+    opt.step()
+    if need_sync:
+        torch.cuda.synchronize()
+        need_sync = LATER
+"""
+
+
+@pytest.mark.parametrize(("later", "reported"), [("False", False), ("True", True)])
+def test_a_latch_the_body_turns_off_runs_once(later: str, reported: bool) -> None:
+    found = findings(LATCH.replace("LATER", later), "TP205")
+    assert bool(found) is reported

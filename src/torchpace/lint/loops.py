@@ -1380,8 +1380,21 @@ def _mark_hot(
 def _initialises(node: ast.If) -> bool:
     """``if x is None: x = ...``: a test that a name is unset, whose body sets it; or a cache
     filled once per key, ``if key not in cache: cache[key] = ...`` (VITS' Hann windows per
-    dtype and device). A body that fills another key than the one tested runs every time."""
+    dtype and device); or a latch the body turns off, ``if self.need_sync: ...;
+    self.need_sync = False`` (DINOv2's first-step stream synchronisation), ``if not done: ...;
+    done = True``. A body that fills another key than the one tested runs every time."""
     test = node.test
+    latch, negated = test, False
+    if isinstance(latch, ast.UnaryOp) and isinstance(latch.op, ast.Not):
+        latch, negated = latch.operand, True
+    if isinstance(latch, (ast.Name, ast.Attribute)) and dotted(latch) is not None:
+        return any(
+            isinstance(stmt, ast.Assign)
+            and isinstance(stmt.value, ast.Constant)
+            and stmt.value.value is negated
+            and any(dotted(t) == dotted(latch) for t in stmt.targets)
+            for stmt in node.body
+        )
     if (
         isinstance(test, ast.Compare)
         and len(test.ops) == 1

@@ -461,7 +461,8 @@ option for diagnostics that is off by default (`if args.verbose:` with `--verbos
 debugs or profiles: `--visdom`, "use visdom for loss visualization"), under a first-value
 test whose body sets what it tests (`if loss_ema is None: loss_ema = loss.item()`, once until
 reset; not on a parameter of a function that no loop of it holds, `if h is None: h = ...`, which
-each call starts afresh), in a cache filled once per key (`if key not in cache: cache[key] =
+each call starts afresh), under a latch its body turns off (`if self.need_sync: ...;
+self.need_sync = False`), in a cache filled once per key (`if key not in cache: cache[key] =
 ...`, where the body fills the key it tests), after the loop, in the evaluation branch of a loop
 that serves both passes (`if not train:` where the backward runs under `if train:`), and in
 evaluation loops
