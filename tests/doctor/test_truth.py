@@ -134,6 +134,16 @@ def test_a_cpu_bound_loaders_gain_is_what_the_cores_can_take() -> None:
         # estimate promises more than the wait itself.
         assert _gain(top) <= share + 0.05
         return
+    if top.technique == "fast-input-format":
+        # The workers' pace, measured after the run, did not shorten the step: a moment of
+        # other load the noise check did not catch (a clean clone's make test at bcabb0f, once
+        # in four runs of this test). The doctor then says workers would not help and points at
+        # the samples, whose fix (made once, ahead of the loop) removes up to the wait: what
+        # holds is that it says why and promises no more than the wait.
+        assert "would not shorten" in top.message
+        assert _gain(top) <= share + 0.05
+        return
+    assert top.technique == "loader-workers"
     assert cpu > 0.5  # the dataset spins: the wait is this process's CPU
     # No more than spreading the loading over the cores allows; clearly more than nothing (the
     # workers' pace is measured, so other load on the machine lowers it: a wider floor then).
