@@ -88,42 +88,44 @@ def _dict_sources(
     module's where the function binds no such name; none where it is the function's parameter
     (``def get_loader(dataset, **kwargs)``). An attribute (``self.loader_kwargs``) is read
     anywhere in the file."""
-    assigned: list[ast.expr] = []
-    updates: list[ast.expr] = []
-    home: ast.AST | None = None
-    if "." not in name:
-        if _binds_parameter(scope, name):
-            return assigned, updates
-        binds_here = any(
-            dotted(t) == name and ctx.enclosing_scope(n) is scope
-            for n in ctx.of_type(ast.Assign, ast.AnnAssign)
-            for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
-        )
-        home = scope if binds_here else ctx.tree
+    scoped = "." not in name
+    if scoped and _binds_parameter(scope, name):
+        return [], []
+    # (the scope it runs in, the value bound to the name or None, the update or None)
+    found: list[tuple[ast.AST, ast.expr | None, ast.expr | None]] = []
+    binders: set[int] = set()  # the scopes that bind the name (``kwargs: dict`` too)
     for node in ctx.of_type(ast.Assign, ast.AnnAssign):
         targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-        if node.value is None or (home is not None and ctx.enclosing_scope(node) is not home):
+        binds = any(dotted(t) == name for t in targets)
+        keyed = [t for t in targets if isinstance(t, ast.Subscript) and dotted(t.value) == name]
+        if not binds and not keyed:
+            continue  # most assignments: another name
+        where = ctx.enclosing_scope(node) if scoped else ctx.tree
+        if binds:
+            binders.add(id(where))
+        if node.value is None:
             continue
-        if any(dotted(t) == name for t in targets):
-            assigned.append(node.value)
-        for target in targets:
-            if isinstance(target, ast.Subscript) and dotted(target.value) == name:
-                key = target.slice
-                known = isinstance(key, ast.Constant) and isinstance(key.value, str)
-                updates.append(ast.Dict([key], [node.value]) if known else ast.Constant(None))
+        if binds:
+            found.append((where, node.value, None))
+        for target in keyed:
+            key = target.slice
+            known = isinstance(key, ast.Constant) and isinstance(key.value, str)
+            update = ast.Dict([key], [node.value]) if known else ast.Constant(None)
+            found.append((where, None, update))
     for call, _ in ctx.calls:
         func = call.func
-        if (
-            isinstance(func, ast.Attribute)
-            and func.attr == "update"
-            and dotted(func.value) == name
-            and (home is None or ctx.enclosing_scope(call) is home)
-        ):
-            updates += [
-                *call.args,
-                *(ast.Dict([ast.Constant(k.arg)], [k.value]) for k in call.keywords if k.arg),
+        if isinstance(func, ast.Attribute) and func.attr == "update" and dotted(func.value) == name:
+            where = ctx.enclosing_scope(call) if scoped else ctx.tree
+            found += [(where, None, a) for a in call.args]
+            found += [
+                (where, None, ast.Dict([ast.Constant(k.arg)], [k.value]))
+                for k in call.keywords
+                if k.arg
             ]
-    return assigned, updates
+    if scoped:  # the function's own binding, else the module's
+        home = scope if id(scope) in binders else ctx.tree
+        found = [f for f in found if f[0] is home]
+    return [v for _, v, _ in found if v is not None], [u for _, _, u in found if u is not None]
 
 
 def _binds_parameter(scope: ast.AST, name: str) -> bool:

@@ -283,8 +283,9 @@ def _overrides(result: FileResult, hooks: dict[tuple[str, str], set[str]]) -> It
 
 # --------------------------------------------------------------------------- model classes
 
-# Conv layers, as TP303 counts them (convs._CONV_MODULES; repeated here to keep this module
-# free of rule imports).
+# Conv layers, as TP303 counts them in a file (convs._CONV_MODULES; repeated here to keep this
+# module free of rule imports), and the functional convolutions that a module of another file
+# runs on what it is handed (:func:`_conv_layer` says when they count).
 _CONV_LAYERS = frozenset(
     f"torch.nn.{kind}{d}" for kind in ("Conv", "ConvTranspose") for d in ("1d", "2d", "3d")
 ) | frozenset(  # a module that keeps its own weights and convolves with them in its forward

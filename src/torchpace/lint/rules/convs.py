@@ -189,7 +189,7 @@ def _builds_conv_net_here(ctx: FileContext) -> list[ast.Call]:
     # A class constructed first, then a function whose value is kept: StyleGAN 2's
     # ``fake_img, _ = augment(fake_img, p)`` convolves with a filter, where ``Generator(...)``,
     # later in the file, is the conv net.
-    kept: list[ast.Call] = []
+    kept: list[tuple[ast.Call, str | None]] = []
     for call, name in ctx.calls:
         func = call.func
         last = (dotted(func) or "").rsplit(".", 1)[-1]
@@ -201,8 +201,8 @@ def _builds_conv_net_here(ctx: FileContext) -> list[ast.Call]:
             if builds_conv_net(ctx, call, name):
                 return [call]
         elif not (name or "").startswith("torch.") and id(call) in assigned:
-            kept.append(call)
-    return next(([c] for c in kept if builds_conv_net(ctx, c, ctx.names.qualname(c.func))), [])
+            kept.append((call, name))
+    return next(([call] for call, name in kept if builds_conv_net(ctx, call, name)), [])
 
 
 def _hands_a_small_model(ctx: FileContext, call: ast.Call) -> bool:

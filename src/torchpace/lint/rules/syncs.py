@@ -380,13 +380,13 @@ def _check_host_sync(ctx: FileContext) -> Iterator[Report]:
     for node, scope in _hot(ctx):
         if _legacy_item(node, scope):
             yield Report(node)  # pre-0.4 ``loss.data[0]``: a read of the loss every step
+        for bound in _tensor_bounds(ctx, node, scope):
+            yield Report(bound)  # ``x[:, :n]`` with ``n`` a tensor: an implicit ``int(n)``
     hot = hot_calls(ctx)
     seen = {id(call) for call, _, _ in hot}
     for node, _ in in_forwards(ctx, lambda n: _reads_module_state(ctx, n)):
         if id(node) not in seen:
             yield Report(node)  # a module's forward reads its own state, every step
-    for bound in _tensor_bounds(ctx):
-        yield Report(bound)  # ``x[:, :n]`` with ``n`` a tensor: an implicit ``int(n)``
     for call, qual, scope in hot:
         if _reads_scale(call):
             yield Report(call)
@@ -421,22 +421,19 @@ def _check_host_sync(ctx: FileContext) -> Iterator[Report]:
             yield Report(call)
 
 
-def _tensor_bounds(ctx: FileContext) -> Iterator[ast.expr]:
-    """Slice bounds and ``range()`` arguments in hot code that are tensors not on the host:
-    Python reads each with ``__index__``, an implicit ``int()`` that waits for the device
+def _tensor_bounds(ctx: FileContext, node: ast.AST, scope: Scope) -> list[ast.expr]:
+    """A slice's bounds, or a ``range()``'s arguments, in hot code that are tensors not on the
+    host: Python reads each with ``__index__``, an implicit ``int()`` that waits for the device
     (vits' ``x[i, :, idx_str:idx_end]`` with ``idx_str = ids_str[i]`` of a CUDA tensor;
     ``pred[:length]`` for each ``length`` of a loop over a CUDA lengths tensor)."""
-    for node, scope in _hot(ctx):
-        if isinstance(node, ast.Slice):
-            bounds = [node.lower, node.upper, node.step]
-        elif isinstance(node, ast.Call) and dotted(node.func) == "range":
-            bounds = list(node.args)
-        else:
-            continue
-        tensors = ctx.tensors(scope)
-        for bound in bounds:
-            if isinstance(bound, (ast.Name, ast.Subscript)) and tensors.on_device(bound):
-                yield bound
+    if isinstance(node, ast.Slice):
+        bounds = [node.lower, node.upper, node.step]
+    elif isinstance(node, ast.Call) and dotted(node.func) == "range":
+        bounds = list(node.args)
+    else:
+        return []
+    tensors = ctx.tensors(scope)
+    return [b for b in bounds if isinstance(b, (ast.Name, ast.Subscript)) and tensors.on_device(b)]
 
 
 HOST_SYNC_IN_LOOP = Rule(
