@@ -839,15 +839,25 @@ def streams_without_sharding(ctx: FileContext, call: ast.Call) -> bool:
 # them and leave them small: a conv or a matmul on such a batch is microseconds on a GPU.
 SMALL_IMAGE_DATASETS = frozenset(
     f"torchvision.datasets.{name}"
-    for name in ("MNIST", "FashionMNIST", "KMNIST", "EMNIST", "QMNIST")
+    for name in (
+        "MNIST",
+        "FashionMNIST",
+        "KMNIST",
+        "EMNIST",
+        "QMNIST",
+        "CIFAR10",
+        "CIFAR100",
+        "SVHN",
+    )
 )
 SMALL_IMAGE_SIDE = 32
 _RESIZES = frozenset({"Resize", "RandomResizedCrop", "CenterCrop", "RandomCrop"})
 
 
 def yields_small_images(ctx: FileContext, call: ast.Call) -> bool:
-    """The loader ``call`` builds is over a dataset of 28x28 images (MNIST, Fashion-MNIST,
-    KMNIST, EMNIST, QMNIST from torchvision), that its transform resizes or crops, if at all, to
+    """The loader ``call`` builds is over a dataset of images of at most 32x32 pixels (MNIST,
+    Fashion-MNIST, KMNIST, EMNIST, QMNIST, CIFAR-10, CIFAR-100, SVHN from torchvision), that
+    its transform resizes or crops, if at all, to
     at most :data:`SMALL_IMAGE_SIDE` pixels (a size the file gives: a literal or an option
     default). A size it cannot read makes the images not small."""
     data = assigned_once(ctx, argument(call, "dataset", 0))

@@ -60,7 +60,8 @@ SMALL_MODELS_DOC = (
     "(or the project file that defines its class) builds with sizes it can read (literals, "
     "constants, option defaults, constructor arguments, the length of one of Python's `string` "
     "constants such as `len(string.printable)`; a linear layer of at most 64 units "
-    "over the data's width, `nn.Linear(x.shape[1], 50)`), with at most a million weights and "
+    "over the data's width, `nn.Linear(x.shape[1], 50)`, or to its classes, "
+    "`nn.Linear(25, len(encoder.classes_))`), with at most a million weights and "
     "no convolution wider than 16 channels (a 2-100-3 MLP, LeNet, a 784-400-20 VAE). Its "
     "kernels take microseconds on a GPU, so the step's time is Python and kernel launches, "
     "which this change does not shorten. A model from a library, or a size the file does not "
@@ -79,8 +80,9 @@ GRAPH_MODELS_DOC = (
 # What the rules whose gain grows with a step's tensor work (autocast, cuDNN's autotuner) say
 # of the loops of :func:`small_steps` in their docs.
 SMALL_STEPS_DOC = (
-    "Nor a training loop over small images (torchvision's MNIST, Fashion-MNIST, KMNIST, EMNIST "
-    "or QMNIST, resized to at most 32 pixels a side if at all) at a batch size the file gives, "
+    "Nor a training loop over small images (torchvision's MNIST, Fashion-MNIST, KMNIST, EMNIST, "
+    "QMNIST, CIFAR-10, CIFAR-100 or SVHN, resized to at most 32 pixels a side if at all) at a "
+    "batch size the file gives, "
     "whose models the file spells out and do at most two billion multiply-adds a step forward, "
     "counting every convolution at 32x32 pixels (torchvision's MNIST example: 1.3 billion at "
     "batch 64). Its tensor work is a fraction of a millisecond on any GPU that trains."
@@ -183,6 +185,10 @@ _DATA_ATTRIBUTES = frozenset({"num_features", "num_node_features", "num_edge_fea
 # size the file gives says otherwise (``self.num_classes`` bound from a constructor argument,
 # ``args.num_classes`` an option's default, are those sizes).
 _CLASS_COUNT = "num_classes"
+# The classes a dataset or a label encoder lists (``len(train_data.classes)``,
+# ``len(le.classes_)``, also through a module-level name bound once to one): their number is
+# the data's, as ``num_classes`` is.
+_CLASS_LISTS = frozenset({"classes", "classes_", "class_names", "class_to_idx"})
 
 
 def _reads_data_width(node: ast.expr) -> bool:
@@ -269,6 +275,82 @@ class _Sizer:
         return out
 
     @cached_property
+    def _by_scope(self) -> dict[tuple[int, str], tuple[list[ast.expr], int]]:
+        """(``id`` of a scope, plain name) → what that scope's assignments bind the name to, and
+        how many nodes of the scope bind it; a function's ``global`` names are the module's."""
+        ctx = self.ctx
+        declared = {
+            (id(ctx.enclosing_scope(n)), name) for n in ctx.of_type(ast.Global) for name in n.names
+        }
+
+        def home(node: ast.AST, name: str) -> int:
+            scope = ctx.enclosing_scope(node)
+            return id(ctx.tree) if (id(scope), name) in declared else id(scope)
+
+        out: dict[tuple[int, str], tuple[list[ast.expr], int]] = {}
+        for n in ctx.of_type(ast.Name):
+            if isinstance(n.ctx, ast.Store):
+                values, stores = out.setdefault((home(n, n.id), n.id), ([], 0))
+                out[(home(n, n.id), n.id)] = (values, stores + 1)
+        for node in ctx.of_type(ast.Assign):
+            for t in node.targets:
+                if isinstance(t, ast.Name):
+                    out.setdefault((home(t, t.id), t.id), ([], 0))[0].append(node.value)
+        return out
+
+    def _bound(
+        self, name: str, scope: ast.AST | None, at: ast.AST | None = None
+    ) -> tuple[list[ast.expr], int]:
+        """What binds the plain ``name`` as Python looks it up from ``scope``: the innermost
+        enclosing function that binds it, else the module; a function's own ``model = ...``
+        or ``for model in models:`` does not stand for the module's ``model``. Used ``at`` a
+        node of top-level code (a notebook's training cell, the call that hands the model to
+        a training function), a module-level name is what the last plain top-level
+        assignment before that node binds, and any binding between them: a notebook's later
+        cells that build other models do not stand for the one this cell trains."""
+        ctx = self.ctx
+        if at is not None and not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return self._bound_before(name, at)
+        while isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            found = self._by_scope.get((id(scope), name))
+            if found is not None:
+                return found
+            if name in parameter_names(scope):
+                return [], 0  # an enclosing function's parameter: what its callers pass
+            scope = ctx.enclosing_scope(scope)
+        return self._by_scope.get((id(ctx.tree), name), ([], 0))
+
+    def _bound_before(self, name: str, at: ast.AST) -> tuple[list[ast.expr], int]:
+        every = self._by_scope.get((id(self.ctx.tree), name), ([], 0))
+        line = getattr(at, "lineno", None)
+        body = self.ctx.tree.body if isinstance(self.ctx.tree, ast.Module) else []
+        plain = [
+            stmt
+            for stmt in body
+            if isinstance(stmt, ast.Assign)
+            and len(stmt.targets) == 1
+            and isinstance(stmt.targets[0], ast.Name)
+            and stmt.targets[0].id == name
+            and line is not None
+            and stmt.lineno < line
+            and not _rebinds(self.ctx, name, stmt.value)
+        ]
+        if not plain:
+            return every
+        start = plain[-1].lineno
+        values, _ = every
+        stores = sum(
+            1
+            for n in self.ctx.of_type(ast.Name)
+            if n.id == name
+            and isinstance(n.ctx, ast.Store)
+            and start <= n.lineno < line  # type: ignore[operator]
+            and self.ctx.enclosing_scope(n) is self.ctx.tree
+        )
+        kept = [v for v in values if start <= v.lineno < line]  # type: ignore[operator]
+        return kept, stores
+
+    @cached_property
     def not_modules(self) -> frozenset[str]:
         """Names a call cannot run a module through: this file's functions and classes, and
         what it imports."""
@@ -307,6 +389,8 @@ class _Sizer:
         letters = _string_constant_length(self.ctx, node)
         if letters is not None:
             return letters
+        if self._counts_classes(node):
+            return _DataWidth(DATA_WIDTH)
         name = dotted(node)
         if name is not None and name in env:
             value = env[name]
@@ -322,6 +406,23 @@ class _Sizer:
             raise _Unknown
         return value
 
+    def _counts_classes(self, node: ast.expr) -> bool:
+        """``len(x.classes)``, ``len(class_names)``, ``len(species)`` after ``species =
+        encoder.classes_`` (module docs, :data:`_CLASS_LISTS`)."""
+        if not (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id == "len"
+            and len(node.args) == 1
+        ):
+            return False
+        listed = node.args[0]
+        if isinstance(listed, ast.Name) and listed.id not in _CLASS_LISTS:
+            values = module_bindings(self.ctx, listed.id)
+            listed = values[0] if values is not None and len(values) == 1 else listed
+        last = dotted(listed)
+        return last is not None and last.rsplit(".", 1)[-1] in _CLASS_LISTS
+
     def known(self, node: ast.expr | None, env: Env) -> int:
         """:meth:`size`, where the data's width is unknown."""
         value = self.size(node, env)
@@ -331,7 +432,9 @@ class _Sizer:
 
     def _module_size(self, name: str) -> int | None:
         """A module-level size bound to arithmetic of literals (``input_size = 28 * 28``), or
-        bound again to the same size (a notebook cell run twice)."""
+        bound again to the same size (a notebook cell run twice), or to other literal sizes (a
+        notebook's next cell trying ``encoding_dim = 32`` after 64): the largest, which bounds
+        every model built with it."""
         values = module_bindings(self.ctx, name)
         if values is None:
             return None
@@ -341,6 +444,8 @@ class _Sizer:
         finally:
             self._reading.discard(name)
         if None in sizes or len({(v, isinstance(v, _DataWidth)) for v in sizes}) != 1:
+            if len(sizes) > 1 and all(type(v) is int for v in sizes):
+                return max(sizes)  # type: ignore[type-var]
             return None
         return sizes[0]
 
@@ -619,25 +724,29 @@ class _Sizer:
 
     # Models.
 
-    def model(self, target: str, scope: ast.AST | None, seen: Seen) -> int:
+    def model(
+        self, target: str, scope: ast.AST | None, seen: Seen, at: ast.AST | None = None
+    ) -> int:
         """Weights of the model ``target`` names where it is called (module docs). ``seen``:
         the parameters already followed, each with its function (``train(model)`` handing its
-        ``model`` on to ``train_step(model)`` is two parameters, not a cycle)."""
+        ``model`` on to ``train_step(model)`` is two parameters, not a cycle). ``at``: a node
+        of top-level code that uses the name, where only the bindings before it count."""
         if target in parameter_names(scope):  # the function's own name for what it is given
             key = (id(scope), target)
             if key in seen:
                 raise _Unknown  # a function that hands its parameter back to itself
             return self._through_parameter(target, scope, seen | {key})  # type: ignore[arg-type]
-        values = self.assigned.get(target, [])
-        if not values or len(values) != self.stores.get(target, 0):
+        if "." in target:
+            values, stores = self.assigned.get(target, []), self.stores.get(target, 0)
+        else:
+            values, stores = self._bound(target, scope, at)
+        if not values or len(values) != stores:
             raise _Unknown  # also bound by unpacking, a loop, ``with``: not read here
         total = 0
         for value in values:
-            value = strip_moves(value)
-            if dotted(value) == target or (
-                isinstance(value, ast.Call) and rewraps(self.ctx.names, target, value)
-            ):
+            if _rebinds(self.ctx, target, value):
                 continue  # ``model = model.to(device)``, ``model = DDP(model)``: the same model
+            value = strip_moves(value)
             if not isinstance(value, ast.Call):
                 raise _Unknown
             name = self.ctx.names.qualname(value.func) or ""
@@ -665,7 +774,7 @@ class _Sizer:
             name = dotted(passed) if passed is not None else None
             if passed is None or name is None:
                 raise _Unknown
-            total = max(total, self.model(name, self.ctx.enclosing_scope(passed), seen))
+            total = max(total, self.model(name, self.ctx.enclosing_scope(passed), seen, at=passed))
         return total
 
 
@@ -705,16 +814,19 @@ def step_runs(ctx: FileContext, loop: Step) -> list[Run]:
     nodes = list(walk(loop.body))
     runs: list[Run] = [(nodes, scope, False)]
     for call in (n for n in nodes if isinstance(n, ast.Call)):
-        # ``model(x)`` on an instance of a class of this file runs its forward, whose
-        # ``self.x`` are the submodules that sizing ``model`` already counts.
-        called = facts.instances.get(dotted(call.func) or "") in facts.classes
+        # ``model(x)`` on an instance of a class of this file (or of one of several, a
+        # notebook's cells building each in turn) runs its forward, whose ``self.x`` are the
+        # submodules that sizing ``model`` already counts.
+        name = dotted(call.func) or ""
+        called = facts.instances.get(name) in facts.classes or name in facts.alternatives
         runs += [(list(walk(fn.body)), fn, called) for fn in facts.callees(call, scope)]  # type: ignore[arg-type]
     return runs
 
 
 def small_steps(ctx: FileContext) -> frozenset[int]:
-    """``id`` of each training loop over small images (a dataset of 28x28 images resized, if
-    at all, to at most 32 pixels a side; :func:`~torchpace.lint.dataloaders.yields_small_images`)
+    """``id`` of each training loop over small images (a dataset of images of at most 32x32
+    pixels, resized, if at all, to at most 32 pixels a side;
+    :func:`~torchpace.lint.dataloaders.yields_small_images`)
     at a batch size the file gives, whose models this file spells out and do at most
     :data:`TINY_STEP_MACS` multiply-adds a step forward, counted at 32x32 pixels for every
     convolution (an upper bound). Such a step's tensor work is a fraction of a millisecond on
@@ -790,13 +902,22 @@ def _is_nn(path: str) -> bool:
     return path.startswith("torch.nn.") and path.count(".") == 2 and path[9:10].isupper()
 
 
+def _rebinds(ctx: FileContext, name: str, value: ast.expr) -> bool:
+    """``model = model.to(device)``, ``model = DDP(model)``: the same model, bound again."""
+    value = strip_moves(value)
+    return dotted(value) == name or (
+        isinstance(value, ast.Call) and rewraps(ctx.names, name, value)
+    )
+
+
 def _sizes(sizer: _Sizer, runs: Sequence[Run]) -> list[int] | None:
     """The size of every module the code runs, where each is known and one has weights."""
     sizes = []
     try:
         for nodes, scope, in_model in runs:
+            at = nodes[0] if nodes and isinstance(scope, ast.Module) else None
             for target in _callables(sizer, nodes, scope, in_model):
-                sizes.append(sizer.model(target, scope, frozenset()))
+                sizes.append(sizer.model(target, scope, frozenset(), at=at))
     except _Unknown:
         return None
     return sizes if sizes and max(sizes) > 0 else None
