@@ -27,7 +27,7 @@ from torchpace.lint.engine import lint_source
 from torchpace.lint.fixes import NotFixable, apply_fixes, unified_diff, write_fixed
 from torchpace.lint.output import render_github, render_json, render_text
 from torchpace.lint.parallel import lint_jobs, usable_cpus
-from torchpace.lint.project import new_run, step_callees
+from torchpace.lint.project import forward_callees, new_run, step_callees
 from torchpace.lint.results import FileResult, LintError
 from torchpace.lint.rule import Rule
 from torchpace.lint.rules.convs import settled_by_importers
@@ -103,15 +103,24 @@ def _with_step_callees(
 ) -> list[FileResult | LintError]:
     """Lint again, with their entry points, the files whose functions and model classes another
     file's training loop calls on every step (:mod:`torchpace.lint.project`); usually none or a
-    few. One file deep for functions: following what those files call in turn (a third file)
-    found one true finding and three false ones in the 42-repository corpus and cost about a
-    fifth of lint's speed on it, relinting large library files twice. A model's submodules are
-    followed further (``project.MODEL_DEPTH``): what its ``__init__`` builds, its forward runs."""
+    few. One file deep for functions as hot code: following what those files call in turn (a
+    third file) with every rule found one true finding and three false ones in the
+    42-repository corpus and cost about a fifth of lint's speed on it, relinting large library
+    files twice. What they call is read once more only as a forward's code is
+    (``loops.FORWARD``: TP207's host-built tensors, judged right in mask and window helpers).
+    A model's submodules are followed further (``project.MODEL_DEPTH``): what its
+    ``__init__`` builds, its forward runs."""
     entries = step_callees([r for r in results if isinstance(r, FileResult)])
     if not entries:
         return results
     jobs = [(p, chosen.codes_for(p), e) for p, e in entries.items()]
     again = {r.path: r for r in lint_jobs(jobs, workers=workers)}
+    # The helpers those files' step code calls in a further file, read there as a forward's
+    # code (TP207): built on the host and moved, every step, in a mask or window helper.
+    files = [r for r in results if isinstance(r, FileResult)]
+    more = forward_callees([r for r in again.values() if isinstance(r, FileResult)], files, entries)
+    jobs = [(p, chosen.codes_for(p), e) for p, e in more.items()]
+    again.update({r.path: r for r in lint_jobs(jobs, workers=workers)})
     return [again.get(r.path, r) if isinstance(r, FileResult) else r for r in results]
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from torchpace.findings import Finding, Location
 from torchpace.lint.discovery import discover
 from torchpace.lint.imports import Resolver
-from torchpace.lint.loops import dotted, walk
+from torchpace.lint.loops import FORWARD, dotted, walk
 from torchpace.lint.notebooks import read_notebook
 from torchpace.lint.results import FileResult, LintError
 from torchpace.lint.rule import FileContext, Rule, in_fallback, is_const
@@ -303,12 +303,13 @@ def calls_out(ctx: FileContext) -> tuple[tuple[str, str], ...]:
         top = walk(ctx.tree.body) if isinstance(ctx.tree, ast.Module) else ()
         handed = _device_handed_on(ctx, (n for n in top if isinstance(n, ast.Call)))
     precision = _precision_handed_on(ctx)
-    if not analysed and not handed and not precision:
+    forwards = _forward_helpers(ctx)
+    if not analysed and not handed and not precision and not forwards:
         return ()  # no loop rule ran, or no loop, no entry point and no device handed on
     cuda = uses_cuda(ctx)  # may_use_accelerator would compute it again
     if not cuda and not may_use_accelerator(ctx):
         return ()
-    out = (handed if cuda else []) + precision
+    out = (handed if cuda else []) + precision + forwards
     if not analysed:
         return tuple(dict.fromkeys(out))
     out += _epoch_loader_factories(ctx)
@@ -381,6 +382,22 @@ def _precision_handed_on(ctx: FileContext) -> list[tuple[str, str]]:
         given = {dotted(a) for a in (*call.args, *(k.value for k in call.keywords))}
         if given & wrapped or _under_autocast(ctx, call):
             out.append((found[0], PRECISION + found[1]))
+    return out
+
+
+def _forward_helpers(ctx: FileContext) -> list[tuple[str, str]]:
+    """(module, FORWARD + name) for each imported name a module's forward code calls, where a
+    rule has read that code (TP207 reads it in every file with a module's forward)."""
+    if "loops" not in ctx.__dict__:
+        return []  # no rule analysed the file: its forwards were not read
+    from torchpace.lint.forwards import forward_code
+
+    out = []
+    for node, _ in forward_code(ctx):
+        if isinstance(node, ast.Call):
+            found = _project_function(ctx, node.func)
+            if found is not None:
+                out.append((found[0], FORWARD + found[1]))
     return out
 
 

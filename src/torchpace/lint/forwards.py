@@ -24,7 +24,15 @@ import ast
 from collections.abc import Callable
 
 from torchpace.lint.device import may_use_accelerator
-from torchpace.lint.loops import FUNCTION_DEFS, Function, Scope, disables_grad, dotted, walk
+from torchpace.lint.loops import (
+    FORWARD,
+    FUNCTION_DEFS,
+    Function,
+    Scope,
+    disables_grad,
+    dotted,
+    walk,
+)
 from torchpace.lint.rule import FileContext, per_file
 from torchpace.lint.tree import subtree
 
@@ -34,7 +42,8 @@ def forward_code(ctx: FileContext) -> list[tuple[ast.AST, Scope]]:
     """Every node of the file's modules' forwards and what they call (module doc), with the
     function it is in."""
     classes = [c for c in ctx.of_type(ast.ClassDef) if c.bases]
-    if not any(
+    called = {e.removeprefix(FORWARD) for e in ctx.entries if e.startswith(FORWARD)}
+    if not called and not any(
         isinstance(m, FUNCTION_DEFS) and m.name == "forward" for c in classes for m in c.body
     ):
         return []  # most files: no module's forward
@@ -42,14 +51,30 @@ def forward_code(ctx: FileContext) -> list[tuple[ast.AST, Scope]]:
     hot = ctx.loops.hot
     seen: set[int] = set()
     out: list[tuple[ast.AST, Scope]] = []
+    roots: list[tuple[Function, dict[str, Function]]] = []
     for cls in classes:
         methods = {n.name: n for n in cls.body if isinstance(n, FUNCTION_DEFS)}
         forward = methods.get("forward")
         if forward is None or any(disables_grad(ctx.names, d) for d in forward.decorator_list):
             continue
-        if any(id(stmt) in hot for stmt in forward.body):
+        roots.append((forward, methods))
+    # What another file's forward calls (``loops.FORWARD``): a function of this file, or a
+    # class whose ``__init__`` the call runs.
+    for top in ctx.tree.body:
+        if getattr(top, "name", None) not in called:
+            continue
+        if isinstance(top, FUNCTION_DEFS) and not any(
+            disables_grad(ctx.names, d) for d in top.decorator_list
+        ):
+            roots.append((top, {}))
+        elif isinstance(top, ast.ClassDef):
+            methods = {n.name: n for n in top.body if isinstance(n, FUNCTION_DEFS)}
+            if "__init__" in methods:
+                roots.append((methods["__init__"], methods))
+    for root, methods in roots:
+        if any(id(stmt) in hot for stmt in root.body):
             continue  # the loop's own reading, which knows the branches its calls take
-        queue: list[tuple[Function, int]] = [(forward, 0)]
+        queue: list[tuple[Function, int]] = [(root, 0)]
         while queue:
             fn, depth = queue.pop()
             if id(fn) in seen:
@@ -75,9 +100,15 @@ def forward_code(ctx: FileContext) -> list[tuple[ast.AST, Scope]]:
 
 def in_forwards(ctx: FileContext, keep: Callable[[ast.AST], bool]) -> list[tuple[ast.AST, Scope]]:
     """The nodes of :func:`forward_code` that ``keep`` (a cheap test of the node alone) accepts,
-    in a file that may use an accelerator; asked about the file only when some are found."""
+    in a file that may use an accelerator (or whose functions another file's forwards call);
+    asked about the file only when some are found."""
     found = [(node, scope) for node, scope in forward_code(ctx) if keep(node)]
-    return found if found and may_use_accelerator(ctx) else []
+    if not found:
+        return []
+    # A helper another file's forward calls runs on that file's device (loops.FORWARD: only
+    # from a file that may use an accelerator), though its own file may never name one.
+    helper = any(e.startswith(FORWARD) for e in ctx.entries)
+    return found if helper or may_use_accelerator(ctx) else []
 
 
 def _training_branches(body: list[ast.stmt]) -> list[ast.AST]:

@@ -463,6 +463,8 @@ MODEL_WRAPPERS = frozenset(
     {
         "torch.nn.parallel.DistributedDataParallel",
         "torch.nn.DataParallel",
+        "torch.nn.parallel.DataParallel",
+        "apex.parallel.DistributedDataParallel",
         "torch.distributed.fsdp.FullyShardedDataParallel",
         "torch.compile",
     }
@@ -1675,6 +1677,14 @@ def _smoke_test(loop: ast.AST, tree: ast.Module, names: Resolver) -> bool:
     return random
 
 
+# An entry (:mod:`.project`) for a function (or a class, whose ``__init__`` runs) of this file
+# that another file's module forward calls, or the step code of a file linted with entries
+# (FastSpeech 2's ``get_mask_from_lengths`` of ``utils/tools.py``, called by its variance
+# adaptor's forward): it runs on every training step, and is read as a forward's code is
+# (:mod:`.forwards`), not as a loop's hot code.
+FORWARD = "@forward:"
+
+
 def analyse(
     tree: ast.Module,
     by_type: dict[type, list[Any]],
@@ -1687,6 +1697,7 @@ def analyse(
     ``off_flags``: options for diagnostics that are off by default (``values.debug_flags_off``):
     what ``if args.verbose:`` runs is not hot."""
     facts = LoopFacts(names, off_flags=off_flags, by_type=by_type)
+    entries = frozenset(e for e in entries if not e.startswith(FORWARD))  # read by .forwards
     if not entries and not _may_train(by_type, names) and not _defines_step_methods(by_type):
         return facts  # most library modules: nothing to analyse
     _collect_bindings(facts, tree, by_type)

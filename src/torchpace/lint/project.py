@@ -23,8 +23,12 @@ overrides a subclass in another file makes of a method its base class's training
 functions of other files whose DataLoaders a training loop re-iterates every epoch
 (``train_loader = loader.construct_loader(cfg, "train")``: TP104 reads what they build), and
 those it runs in reduced precision (inside ``with torch.autocast(...)``, or handed a model wrapped
-with a mixed-precision policy: TP302 leaves their loops alone). No file
-is parsed twice unless another file's loop calls into it.
+with a mixed-precision policy: TP302 leaves their loops alone). The functions and classes of
+another file that a module's forward calls (FastSpeech 2's ``get_mask_from_lengths``), and that
+the step code of a file linted again calls in a further file (VITS's
+``commons.rand_slice_segments``), are read there as a forward's code is
+(:data:`~torchpace.lint.loops.FORWARD`; :func:`forward_callees`), not as a loop's. No file
+is parsed twice unless another file's loop or forward calls into it.
 """
 
 from __future__ import annotations
@@ -41,7 +45,7 @@ from typing import TypeVar
 
 from torchpace.lint.engine import EPOCH_LOADER, MAX_PYTHON_BYTES, PRECISION, SUBCLASS, parse
 from torchpace.lint.imports import Resolver
-from torchpace.lint.loops import dotted, root_name
+from torchpace.lint.loops import FORWARD, dotted, root_name
 from torchpace.lint.results import FileResult
 from torchpace.lint.rule import FileContext, argument, per_file
 from torchpace.lint.tree import children, subtree
@@ -84,6 +88,7 @@ def step_callees(results: Sequence[FileResult]) -> dict[str, frozenset[str]]:
     sources = {project_key(r.path): r.source for r in results if not r.notebook}
     found: dict[str, set[str]] = defaultdict(set)
     hooks: dict[tuple[str, str], set[str]] = defaultdict(set)  # (file, class) → self-called
+    forwards: list[tuple[str, str, str]] = []  # (caller, callee, FORWARD + name)
     for r in results:
         for module, function in r.calls_out:
             if module == SUBCLASS:
@@ -92,11 +97,18 @@ def step_callees(results: Sequence[FileResult]) -> dict[str, frozenset[str]]:
                 continue
             target = module_file(module, Path(r.path), linted)
             if target is not None and target != project_key(r.path):
-                kind = next((m for m in (EPOCH_LOADER, PRECISION) if function.startswith(m)), "")
+                kinds = (EPOCH_LOADER, PRECISION, FORWARD)
+                kind = next((m for m in kinds if function.startswith(m)), "")
                 head, dot, rest = function.removeprefix(kind).partition(".")
                 target, head = _defining(target, head, linted, sources)
-                found[target].add(kind + head + dot + rest)
+                if kind == FORWARD:
+                    forwards.append((project_key(r.path), target, kind + head))
+                else:
+                    found[target].add(kind + head + dot + rest)
     _add_submodule_forwards(found, linted)
+    for caller, target, entry in forwards:
+        if caller not in found:  # else linted again with its loops' calls: they decide
+            found[target].add(entry)
     if hooks:
         # a module-level ``class X(... Base ...)`` naming one of the classes: the cheap test
         # before a file is parsed for its subclasses
@@ -111,6 +123,36 @@ def step_callees(results: Sequence[FileResult]) -> dict[str, frozenset[str]]:
                 for entry in _overrides(r, hooks):
                     found[project_key(r.path)].add(entry)
     return {linted[k]: frozenset(v) for k, v in found.items()}
+
+
+def forward_callees(
+    again: Sequence[FileResult], results: Sequence[FileResult], entered: dict[str, frozenset[str]]
+) -> dict[str, frozenset[str]]:
+    """For the files linted again with entry points (``again``), the functions and classes of
+    further linted files (of ``results``) their step code calls, as
+    :data:`~torchpace.lint.loops.FORWARD` entries: read there as a forward's code is (TP207's
+    host-built tensors), not as a loop's hot code. A file ``entered`` already keeps its entries
+    beside the new ones."""
+    linted = {project_key(r.path): r.path for r in results if not r.notebook}
+    found: dict[str, set[str]] = defaultdict(set)
+    for r in again:
+        for module, function in r.calls_out:
+            if module.startswith("@") or (
+                function.startswith("@") and not function.startswith(FORWARD)
+            ):
+                continue
+            name = function.removeprefix(FORWARD)
+            if "." in name:
+                continue  # a method of an instance: its class is not read as a forward's
+            target = module_file(module, Path(r.path), linted)
+            if target is None or target == project_key(r.path):
+                continue
+            target, name = _defining(target, name, linted)
+            had = entered.get(linted[target], frozenset())
+            if name not in had and FORWARD + name not in had:
+                found[target].add(FORWARD + name)
+    # A file entered already is linted once more with all of its entries.
+    return {linted[k]: frozenset(v) | entered.get(linted[k], frozenset()) for k, v in found.items()}
 
 
 def _defines(source: bytes, name: str) -> bool:
@@ -178,8 +220,9 @@ def _add_submodule_forwards(found: dict[str, set[str]], linted: dict[str, str]) 
     ``__init__`` of a model class whose forward runs every step builds (ogb's ``GNN`` builds
     ``GNN_node_Virtualnode`` of conv.py; VITS's generator its flows of modules.py): what a model
     builds in ``__init__`` its forward runs, so those forwards run every step too. Up to
-    :data:`MODEL_DEPTH` files deep; only module classes, never helper functions (following
-    those a second file deep found more false findings than true ones)."""
+    :data:`MODEL_DEPTH` files deep; only module classes, never helper functions as hot code
+    (following those a second file deep found more false findings than true ones; they are read
+    as a forward's code instead, :func:`forward_callees`)."""
     todo = [(key, name) for key, names in found.items() for name in names]
     depth = {item: 1 for item in todo}
     while todo:

@@ -532,7 +532,10 @@ built by a factory or kept in a dict of models. Not what only evaluation runs th
 `else` of `if self.training:`, also of another module's flag), what is built once and kept
 (`if self.rel is None:`), an error's handler (`except RuntimeError:`), nor a `forward` under
 `@torch.no_grad()`; where a training loop of the project does call the model, only the branches
-that loop takes.
+that loop takes. The functions and classes of another file of the project that such a forward
+calls (a mask helper, `get_mask_from_lengths(lengths)` of `utils/tools.py`; a mask class whose
+`__init__` builds it), or that the step code of a model or helper file a training loop calls
+calls in a further file (`commons.rand_slice_segments(x)`), are read the same way in their file.
 
 ## Why is this slow
 The values are written in host memory, then copied over the bus, then the host copy is freed,

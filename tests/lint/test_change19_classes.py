@@ -1,0 +1,390 @@
+"""Classes the seventeenth session found in the judged corpus (issue 32), fixed in general: mask
+and window helpers of another file that a model's forward calls (FastSpeech 2, VITS, BasicSR,
+Time-Series-Library), and models a notebook or script trains that lint sized wrongly (a
+function's own ``model``, a notebook's later cells, a class count, CIFAR-sized images). Each
+fixture has the shape of the code a judge read, shortened and renamed; each test fails on the
+rules before the change."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from lint_findings import findings, write_project
+
+from torchpace.cli import main
+
+# FastSpeech 2: the variance adaptor's forward calls ``get_mask_from_lengths`` of utils/tools.py,
+# which builds ``arange`` on the host and moves it, on every training step. The model is built
+# in a file no training loop of the project calls (a factory), and the helper's own file names
+# no device.
+TOOLS = """
+import torch
+
+
+def get_mask_from_lengths(lengths, max_len=None):
+    batch_size = lengths.shape[0]
+    ids = torch.arange(0, max_len).unsqueeze(0).expand(batch_size, -1).to(lengths.device)
+    return ids >= lengths.unsqueeze(1).expand(-1, max_len)
+
+
+def plot_mel(mel):
+    return torch.zeros(4).to(mel.device)
+"""
+
+ADAPTOR = """
+import torch
+from torch import nn
+
+from utils.tools import get_mask_from_lengths
+
+device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+class VarianceAdaptor(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(256, 256)
+
+    def forward(self, x, lengths):
+        mask = get_mask_from_lengths(lengths, x.shape[1])
+        return self.proj(x).masked_fill(mask.unsqueeze(-1), 0.0)
+"""
+
+
+def _findings(root: Path, capsys: pytest.CaptureFixture[str], code: str) -> list[tuple[str, int]]:
+    main(["lint", str(root), "--select", code, "--format", "json"])
+    out = json.loads(capsys.readouterr().out)
+    return sorted((Path(f["path"]).relative_to(root.resolve()).as_posix(), f["line"]) for f in out)
+
+
+def test_a_helper_of_another_file_that_a_forward_calls_is_read_as_forward_code(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_project(tmp_path, {"utils/tools.py": TOOLS, "model/adaptor.py": ADAPTOR})
+    line = TOOLS.splitlines().index(
+        "    ids = torch.arange(0, max_len).unsqueeze(0).expand(batch_size, -1).to(lengths.device)"
+    )
+    # the helper the forward calls, not the one it does not
+    assert _findings(tmp_path, capsys, "TP207") == [("utils/tools.py", line + 1)]
+
+
+def test_a_helper_is_not_read_on_its_own(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_project(tmp_path, {"utils/tools.py": TOOLS})
+    assert _findings(tmp_path, capsys, "TP207") == []
+
+
+# VITS: the training loop calls the generator, whose forward (its file entered by the loop)
+# calls ``commons.rand_slice_segments``; ``commons`` is entered already for a loss the loop
+# calls, and keeps that entry beside the forward's.
+COMMONS = """
+import torch
+
+
+def rand_slice_segments(x, segment_size=4):
+    b, d, t = x.size()
+    ids_str = (torch.rand([b]).to(device=x.device) * (t - segment_size)).to(dtype=torch.long)
+    return ids_str
+
+
+def feature_loss(a, b):
+    return torch.mean(torch.abs(a - b))
+"""
+
+MODELS = """
+import torch
+from torch import nn
+
+import commons
+
+
+class Generator(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv1d(80, 80, 3)
+
+    def forward(self, x):
+        x = x.to(self.conv.weight.device)
+        ids = commons.rand_slice_segments(x)
+        return self.conv(x), ids
+"""
+
+TRAIN = """
+import torch
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+import commons
+from models import Generator
+
+net_g = Generator().cuda()
+net_g = DDP(net_g)
+opt = torch.optim.AdamW(net_g.parameters())
+for x in loader:
+    x = x.cuda(non_blocking=True)
+    y, ids = net_g(x)
+    loss = commons.feature_loss(y, x)
+    loss.backward()
+    opt.step()
+"""
+
+
+def test_a_helper_the_step_code_of_an_entered_file_calls_is_read_too(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_project(tmp_path, {"commons.py": COMMONS, "models.py": MODELS, "train.py": TRAIN})
+    line = next(i for i, text in enumerate(COMMONS.splitlines()) if "torch.rand([b])" in text)
+    assert _findings(tmp_path, capsys, "TP207") == [("commons.py", line + 1)]
+
+
+# Time-Series-Library: a forward builds a mask object of another file each step; its class's
+# ``__init__`` makes the mask on the host and moves it.
+MASKING = """
+import torch
+
+
+class TriangularCausalMask:
+    def __init__(self, B, L, device="cpu"):
+        mask_shape = [B, 1, L, L]
+        with torch.no_grad():
+            self._mask = torch.triu(torch.ones(mask_shape, dtype=torch.bool), diagonal=1).to(device)
+"""
+
+ATTENTION = """
+import torch
+from torch import nn
+
+from utils.masking import TriangularCausalMask
+
+
+class FullAttention(nn.Module):
+    def forward(self, queries, keys, values):
+        B, L, H, E = queries.shape
+        mask = TriangularCausalMask(B, L, device=queries.device)
+        scores = torch.einsum("blhe,bshe->bhls", queries, keys.to(queries.device))
+        return scores.masked_fill(mask._mask, -1e9)
+"""
+
+
+def test_a_class_another_files_forward_builds_runs_its_init_every_step(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_project(tmp_path, {"utils/masking.py": MASKING, "layers/attention.py": ATTENTION})
+    line = next(i for i, text in enumerate(MASKING.splitlines()) if "torch.triu(" in text)
+    assert _findings(tmp_path, capsys, "TP207") == [("utils/masking.py", line + 1)]
+
+
+# jeffheaton's ensembles notebook: the module-level loop trains a small MLP; a function further
+# down builds its own ``model`` and loops ``for j, model in enumerate(models)``, which are that
+# function's names, not the notebook's.
+SCOPED = """
+import torch
+from torch import nn
+
+device = "cuda"
+x = torch.randn(100, 7, device=device)
+y = torch.randn(100, 1, device=device)
+model = MODEL
+model = model.to(device)
+opt = torch.optim.Adam(model.parameters())
+for epoch in range(1000):
+    loss = ((model(x) - y) ** 2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    print(loss.item())
+
+
+def blend(models):
+    model = nn.Linear(7, 1)
+    for j, model in enumerate(models):
+        print(model)
+"""
+SMALL_MLP = (
+    "nn.Sequential(nn.Linear(7, 50), nn.ReLU(), nn.Linear(50, 25), nn.ReLU(), nn.Linear(25, 1))"
+)
+
+
+@pytest.mark.parametrize(("model", "reported"), [(SMALL_MLP, False), ("torch.load('m.pt')", True)])
+def test_a_functions_own_model_does_not_stand_for_the_modules(model: str, reported: bool) -> None:
+    assert bool(findings(SCOPED.replace("MODEL", model), "TP201")) is reported
+
+
+# A notebook trains a small autoencoder in one cell; later cells rebind ``model`` to a wide
+# convolutional one and ``encoding_dim`` to another size.
+CELLS = """
+import torch
+from torch import nn
+
+
+class AutoEncoder(nn.Module):
+    def __init__(self, input_dim, encoding_dim):
+        super().__init__()
+        self.encoder = nn.Linear(input_dim, encoding_dim)
+        self.decoder = nn.Linear(encoding_dim, input_dim)
+
+    def forward(self, x):
+        return self.decoder(torch.relu(self.encoder(x)))
+
+
+class ConvAutoEncoder(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.encoder = nn.Sequential(nn.Conv2d(1, 64, 3), nn.Conv2d(64, 32, 3))
+        self.decoder = nn.Sequential(nn.ConvTranspose2d(32, 64, 3), nn.ConvTranspose2d(64, 1, 3))
+
+    def forward(self, x):
+        return self.decoder(self.encoder(x))
+
+
+def train_model(model, loader, optimizer):
+    for data in loader:
+        data = data.view(-1, 784).cuda()
+        loss = ((model(data) - data) ** 2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        print(loss.item())
+
+
+input_dim = 784
+encoding_dim = 64
+model = AutoEncoder(input_dim, encoding_dim)
+model = model.cuda()
+train_model(model, loader, torch.optim.Adam(model.parameters()))
+encoding_dim = 32
+model = AutoEncoder(input_dim, encoding_dim)
+model = LATER.cuda()
+"""
+
+
+@pytest.mark.parametrize(
+    ("later", "reported"), [("ConvAutoEncoder()", False), ("torch.load('m.pt')", False)]
+)
+def test_a_notebooks_later_cells_do_not_size_the_model_a_cell_trains(
+    later: str, reported: bool
+) -> None:
+    assert bool(findings(CELLS.replace("LATER", later), "TP201")) is reported
+
+
+def test_a_model_bound_before_the_training_call_is_the_one_sized() -> None:
+    # the model bound before the call is a library's: unknown, so the read is reported
+    source = CELLS.replace(
+        "model = AutoEncoder(input_dim, encoding_dim)\nmodel = model.cuda()\ntrain_model",
+        "model = torch.load('m.pt')\nmodel = model.cuda()\ntrain_model",
+    )
+    assert findings(source, "TP201")
+
+
+# jeffheaton's iris notebook: the output layer has one unit per class of a label encoder.
+CLASSES = """
+import torch
+from torch import nn
+from sklearn.preprocessing import LabelEncoder
+
+le = LabelEncoder()
+y = torch.tensor(le.fit_transform(labels), dtype=torch.long, device="cuda")
+species = le.classes_
+model = nn.Sequential(
+    nn.Linear(x.shape[1], 50), nn.ReLU(), nn.Linear(50, 25), nn.ReLU(), nn.Linear(25, OUT)
+)
+model = model.to("cuda")
+opt = torch.optim.Adam(model.parameters())
+for epoch in range(1000):
+    loss = nn.functional.cross_entropy(model(x), y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    print(loss.item())
+"""
+
+
+@pytest.mark.parametrize(
+    ("out", "reported"),
+    [("len(species)", False), ("len(train_data.classes)", False), ("len(vocab)", True)],
+)
+def test_a_count_of_classes_is_the_datas_width(out: str, reported: bool) -> None:
+    assert bool(findings(CLASSES.replace("OUT", out), "TP201")) is reported
+
+
+# A CIFAR-10 tutorial: three narrow convolutions over 32x32 images at batch 20.
+CIFAR = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torchvision import datasets
+import torchvision.transforms as transforms
+
+transform = transforms.Compose([transforms.ToTensor(), transforms.Normalize((0.5,), (0.5,))])
+train_data = datasets.DATASET("data", train=True, download=True, transform=transform)
+train_loader = torch.utils.data.DataLoader(train_data, batch_size=20, num_workers=2)
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 16, 3, padding=1)
+        self.conv2 = nn.Conv2d(16, 32, 3, padding=1)
+        self.conv3 = nn.Conv2d(32, 64, 3, padding=1)
+        self.pool = nn.MaxPool2d(2, 2)
+        self.fc1 = nn.Linear(64 * 4 * 4, 500)
+        self.fc2 = nn.Linear(500, 10)
+
+    def forward(self, x):
+        x = self.pool(F.relu(self.conv1(x)))
+        x = self.pool(F.relu(self.conv2(x)))
+        x = self.pool(F.relu(self.conv3(x)))
+        return self.fc2(F.relu(self.fc1(x.view(-1, 64 * 4 * 4))))
+
+
+model = Net().cuda()
+criterion = nn.CrossEntropyLoss()
+optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+for epoch in range(30):
+    for data, target in train_loader:
+        data, target = data.cuda(), target.cuda()
+        optimizer.zero_grad()
+        loss = criterion(model(data), target)
+        loss.backward()
+        optimizer.step()
+"""
+
+
+@pytest.mark.parametrize(
+    ("dataset", "reported"), [("CIFAR10", False), ("SVHN", False), ("ImageNet", True)]
+)
+def test_a_narrow_conv_net_on_cifar_sized_images_is_a_small_step(
+    dataset: str, reported: bool
+) -> None:
+    found = {code for code, _ in findings(CIFAR.replace("DATASET", dataset))}
+    assert ("TP302" in found) is reported
+    assert ("TP303" in found) is reported
+
+
+# glow-tts: the generator is wrapped by apex's DistributedDataParallel, which keeps its forward;
+# the loop's call is the generator's.
+APEX = """
+import torch
+from apex.parallel import DistributedDataParallel as DDP
+
+import models
+
+generator = models.FlowGenerator().cuda()
+generator = DDP(generator)
+opt = torch.optim.Adam(generator.parameters())
+for x in loader:
+    loss = generator(x.cuda()).sum()
+    loss.backward()
+    opt.step()
+"""
+
+
+def test_apex_ddp_keeps_the_models_class() -> None:
+    from torchpace.lint.engine import calls_out, parse
+
+    ctx = parse("train.py", APEX.encode())
+    assert not isinstance(ctx, Exception)
+    assert ctx.loops.instances["generator"] == "models.FlowGenerator"
+    assert ("models", "FlowGenerator.forward") in calls_out(ctx)
