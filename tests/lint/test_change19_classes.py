@@ -388,3 +388,68 @@ def test_apex_ddp_keeps_the_models_class() -> None:
     assert not isinstance(ctx, Exception)
     assert ctx.loops.instances["generator"] == "models.FlowGenerator"
     assert ("models", "FlowGenerator.forward") in calls_out(ctx)
+
+
+# DeiT, MAE and DINO: the training loop hands its MetricLogger plain numbers only (the loss
+# already read with ``.item()``, the optimizer's learning rate), so the logger's ``.item()`` of
+# a tensor never runs; DETR's hands it its loss dict's tensors, and there it reads each one.
+LOGGER = """
+import torch
+
+
+class MetricLogger:
+    def __init__(self):
+        self.meters = {}
+
+    def update(self, **kwargs):
+        for k, v in kwargs.items():
+            if isinstance(v, torch.Tensor):
+                v = v.item()
+            self.meters[k] = v
+"""
+
+ENGINE = """
+import torch
+
+import misc
+
+
+def train_one_epoch(model, loader, optimizer, device):
+    metric_logger = misc.MetricLogger()
+    for samples, targets in loader:
+        samples = samples.to(device, non_blocking=True)
+        loss = model(samples).mean()
+        loss_value = loss.item()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        max_lr = 0.0
+        for group in optimizer.param_groups:
+            max_lr = max(max_lr, group["lr"])
+        metric_logger.update(loss=LOGGED, lr=max_lr)
+"""
+
+MAIN = """
+import torch
+import torchvision
+
+from engine import train_one_epoch
+
+device = torch.device("cuda")
+model = torchvision.models.resnet50().to(device)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+for epoch in range(10):
+    train_one_epoch(model, loader, optimizer, device)
+"""
+
+
+@pytest.mark.parametrize(("logged", "reported"), [("loss_value", False), ("loss", True)])
+def test_a_helper_handed_plain_numbers_never_reads_a_tensor(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], logged: str, reported: bool
+) -> None:
+    write_project(
+        tmp_path,
+        {"misc.py": LOGGER, "engine.py": ENGINE.replace("LOGGED", logged), "main.py": MAIN},
+    )
+    found = [path for path, _ in _findings(tmp_path, capsys, "TP201") if path == "misc.py"]
+    assert bool(found) is reported

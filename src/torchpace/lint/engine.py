@@ -21,7 +21,7 @@ from pathlib import Path
 from torchpace.findings import Finding, Location
 from torchpace.lint.discovery import discover
 from torchpace.lint.imports import Resolver
-from torchpace.lint.loops import FORWARD, dotted, walk
+from torchpace.lint.loops import FORWARD, PLAIN, dotted, walk
 from torchpace.lint.notebooks import read_notebook
 from torchpace.lint.results import FileResult, LintError
 from torchpace.lint.rule import FileContext, Rule, in_fallback, is_const
@@ -314,11 +314,13 @@ def calls_out(ctx: FileContext) -> tuple[tuple[str, str], ...]:
         return tuple(dict.fromkeys(out))
     out += _epoch_loader_factories(ctx)
     instances = ctx.loops.instances
-    for node, _ in ctx.loops.hot.values():
+    for node, scope in ctx.loops.hot.values():
         if not isinstance(node, ast.Call):
             continue
         target = ctx.names.import_path(node.func)
         owner = instances.get(ctx.segment(node.func), "")
+        # handed plain Python values only (``logger.update(loss=loss_value)``): PLAIN
+        plain = PLAIN if _plain_call(ctx, node, scope) else ""
         if "." in owner and not owner.startswith("torch."):
             # ``net_g = SynthesizerTrn(...)`` (``from models import SynthesizerTrn``), then
             # ``net_g(x)``: a model class of another file, whose forward runs every step
@@ -326,14 +328,14 @@ def calls_out(ctx: FileContext) -> tuple[tuple[str, str], ...]:
             out.append((module, f"{cls}.forward"))
         elif target is not None and "." in target:
             module, function = target.rsplit(".", 1)
-            out.append((module, function))
+            out.append((module, plain + function))
         elif isinstance(node.func, ast.Attribute):
             # ``logger = utils.MetricLogger()`` then ``logger.update(...)`` (DETR): a method of
             # a class imported from another module, recorded as "Class.method"
             owner = instances.get(ctx.segment(node.func.value), "")
             if "." in owner:
                 module, cls = owner.rsplit(".", 1)
-                out.append((module, f"{cls}.{node.func.attr}"))
+                out.append((module, f"{plain}{cls}.{node.func.attr}"))
             elif dotted(node.func.value) == "self":
                 # ``self.get_noise_pred_and_target(...)`` in a base trainer's loop: a subclass
                 # in another file may override it (kohya's FLUX trainer)
@@ -383,6 +385,87 @@ def _precision_handed_on(ctx: FileContext) -> list[tuple[str, str]]:
         if given & wrapped or _under_autocast(ctx, call):
             out.append((found[0], PRECISION + found[1]))
     return out
+
+
+# Calls whose result is a plain Python value, whatever they are given.
+_PLAIN_FUNCTIONS = frozenset({"float", "int", "len", "round", "str", "bool", "abs"})
+_PLAIN_METHODS = frozenset({"item", "tolist", "get_last_lr", "get_lr"})
+
+
+def _plain_call(ctx: FileContext, call: ast.Call, scope: ast.AST) -> bool:
+    """``call`` hands only plain Python values (:func:`_plain_value`) and passes something."""
+    values = [*call.args, *(k.value for k in call.keywords)]
+    if not values or any(isinstance(a, ast.Starred) for a in call.args):
+        return False
+    return all(_plain_value(ctx, v, scope) for v in values)
+
+
+def _plain_value(
+    ctx: FileContext,
+    node: ast.expr,
+    scope: ast.AST,
+    depth: int = 0,
+    seen: frozenset[str] = frozenset(),
+) -> bool:
+    """A number or string, certainly not a tensor: a literal, ``loss.item()``, ``float(x)``, an
+    optimizer's ``param_groups[0]["lr"]``, arithmetic of those, a dict of them, or a name the
+    scope binds only to those (:func:`~torchpace.lint.loops.bound_in`; ``seen``: the names
+    being read, a running ``max_lr = max(max_lr, group["lr"])`` adding nothing new)."""
+    from torchpace.lint.loops import bound_in
+
+    if depth > 3:
+        return False
+    if isinstance(node, (ast.Constant, ast.JoinedStr)):
+        return True
+    if isinstance(node, ast.Call):
+        func = node.func
+        if isinstance(func, ast.Attribute):
+            return func.attr in _PLAIN_METHODS
+        if isinstance(func, ast.Name) and func.id in ("max", "min"):  # of plain values
+            return bool(node.args) and all(
+                _plain_value(ctx, a, scope, depth + 1, seen) for a in node.args
+            )
+        return isinstance(func, ast.Name) and func.id in _PLAIN_FUNCTIONS
+    if isinstance(node, ast.Subscript):
+        root: ast.expr = node
+        while isinstance(root, ast.Subscript):
+            root = root.value
+        if isinstance(root, ast.Attribute) and root.attr == "param_groups":
+            return True
+        if isinstance(root, ast.Name) and _over_param_groups(root.id, scope):
+            return True  # ``for group in optimizer.param_groups: ... group["lr"]``
+        return isinstance(root, ast.Call) and _plain_value(ctx, root, scope, depth + 1, seen)
+    if isinstance(node, ast.BinOp):
+        return _plain_value(ctx, node.left, scope, depth + 1, seen) and _plain_value(
+            ctx, node.right, scope, depth + 1, seen
+        )
+    if isinstance(node, ast.UnaryOp):
+        return _plain_value(ctx, node.operand, scope, depth + 1, seen)
+    if isinstance(node, ast.DictComp):
+        return _plain_value(ctx, node.value, scope, depth + 1, seen)
+    if isinstance(node, ast.Dict):
+        return all(_plain_value(ctx, v, scope, depth + 1, seen) for v in node.values)
+    if isinstance(node, ast.Name):
+        if node.id in seen:
+            return True
+        bound = bound_in(ctx, node.id, scope)
+        inner = seen | {node.id}
+        return bool(bound) and all(
+            _plain_value(ctx, v, scope, depth + 1, inner) for v in bound or ()
+        )
+    return False
+
+
+def _over_param_groups(name: str, scope: ast.AST) -> bool:
+    """``name`` is the target of a loop of ``scope`` over an optimizer's ``param_groups``."""
+    return any(
+        isinstance(n, ast.For)
+        and isinstance(n.target, ast.Name)
+        and n.target.id == name
+        and isinstance(n.iter, ast.Attribute)
+        and n.iter.attr == "param_groups"
+        for n in walk(getattr(scope, "body", []))
+    )
 
 
 def _forward_helpers(ctx: FileContext) -> list[tuple[str, str]]:

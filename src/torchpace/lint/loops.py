@@ -1683,6 +1683,11 @@ def _smoke_test(loop: ast.AST, tree: ast.Module, names: Resolver) -> bool:
 # adaptor's forward): it runs on every training step, and is read as a forward's code is
 # (:mod:`.forwards`), not as a loop's hot code.
 FORWARD = "@forward:"
+# An entry for a function or method another file's step code calls with plain Python values
+# only (numbers, strings, ``loss.item()``, an optimizer's learning rate): where no caller
+# hands it anything else, its ``if isinstance(v, torch.Tensor):`` branches on what it is given
+# never run (DeiT's, MAE's and DINO's ``MetricLogger.update``, handed floats).
+PLAIN = "@plain:"
 
 
 def analyse(
@@ -1698,6 +1703,8 @@ def analyse(
     what ``if args.verbose:`` runs is not hot."""
     facts = LoopFacts(names, off_flags=off_flags, by_type=by_type)
     entries = frozenset(e for e in entries if not e.startswith(FORWARD))  # read by .forwards
+    plain = {e.removeprefix(PLAIN) for e in entries if e.startswith(PLAIN)} - entries
+    entries = frozenset(e for e in entries if not e.startswith(PLAIN)) | plain
     if not entries and not _may_train(by_type, names) and not _defines_step_methods(by_type):
         return facts  # most library modules: nothing to analyse
     _collect_bindings(facts, tree, by_type)
@@ -1739,9 +1746,69 @@ def analyse(
     queue += facts.step_functions
     _mark_repeated(facts, tree)
     entered = {id(f) for f in queue}
+    facts.decided = _plain_decided(facts, plain, names)
     _mark_all(facts, roots, queue)
     decided = _decided(facts, entered)
     if decided:  # again, without the branches no training call takes (and what they call)
-        facts.hot, facts.callers, facts.decided = {}, {}, decided
+        facts.hot, facts.callers = {}, {}
+        facts.decided = {**facts.decided, **decided}
         _mark_all(facts, roots, queue)
     return facts
+
+
+def _plain_decided(facts: LoopFacts, plain: set[str], names: Resolver) -> dict[int, str]:
+    """The ``if isinstance(v, torch.Tensor):`` tests, on what they are given, of the functions
+    and methods only plain values reach (:data:`PLAIN`): their ``else``, if any, is the branch
+    taken. ``v`` is a parameter, or a loop's target over one (``for k, v in kwargs.items()``)."""
+    out: dict[int, str] = {}
+    for entry in plain:
+        cls, _, method = entry.rpartition(".")
+        functions = facts._methods(cls, method) if cls else facts.functions.get(method, [])
+        for function in functions:
+            given = _given_names(function)
+            for node in walk(function.body):
+                if isinstance(node, ast.If) and _tests_tensor(node.test, given, names):
+                    out[id(node)] = "orelse"
+    return out
+
+
+def _given_names(function: Function) -> set[str]:
+    """A function's parameters, and the targets of its loops over them (``for k, v in
+    kwargs.items()``, ``for v in values``)."""
+    arguments = function.args
+    given = {
+        a.arg
+        for a in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs)
+        if a.arg not in ("self", "cls")
+    }
+    given |= {a.arg for a in (arguments.vararg, arguments.kwarg) if a is not None}
+    for node in walk(function.body):
+        if not isinstance(node, ast.For):
+            continue
+        source = node.iter
+        if (
+            isinstance(source, ast.Call)
+            and isinstance(source.func, ast.Attribute)
+            and source.func.attr in ("items", "values")
+        ):
+            source = source.func.value
+        if isinstance(source, ast.Name) and source.id in given:
+            target = node.target
+            if isinstance(target, ast.Tuple) and target.elts:
+                target = target.elts[-1]
+            if isinstance(target, ast.Name):
+                given.add(target.id)
+    return given
+
+
+def _tests_tensor(test: ast.expr, given: set[str], names: Resolver) -> bool:
+    """``isinstance(v, torch.Tensor)`` with ``v`` one of ``given``."""
+    return (
+        isinstance(test, ast.Call)
+        and isinstance(test.func, ast.Name)
+        and test.func.id == "isinstance"
+        and len(test.args) == 2
+        and isinstance(test.args[0], ast.Name)
+        and test.args[0].id in given
+        and names.qualname(test.args[1]) == "torch.Tensor"
+    )

@@ -45,7 +45,7 @@ from typing import TypeVar
 
 from torchpace.lint.engine import EPOCH_LOADER, MAX_PYTHON_BYTES, PRECISION, SUBCLASS, parse
 from torchpace.lint.imports import Resolver
-from torchpace.lint.loops import FORWARD, dotted, root_name
+from torchpace.lint.loops import FORWARD, PLAIN, dotted, root_name
 from torchpace.lint.results import FileResult
 from torchpace.lint.rule import FileContext, argument, per_file
 from torchpace.lint.tree import children, subtree
@@ -97,7 +97,7 @@ def step_callees(results: Sequence[FileResult]) -> dict[str, frozenset[str]]:
                 continue
             target = module_file(module, Path(r.path), linted)
             if target is not None and target != project_key(r.path):
-                kinds = (EPOCH_LOADER, PRECISION, FORWARD)
+                kinds = (EPOCH_LOADER, PRECISION, FORWARD, PLAIN)
                 kind = next((m for m in kinds if function.startswith(m)), "")
                 head, dot, rest = function.removeprefix(kind).partition(".")
                 target, head = _defining(target, head, linted, sources)
@@ -138,10 +138,10 @@ def forward_callees(
     for r in again:
         for module, function in r.calls_out:
             if module.startswith("@") or (
-                function.startswith("@") and not function.startswith(FORWARD)
+                function.startswith("@") and not function.startswith((FORWARD, PLAIN))
             ):
                 continue
-            name = function.removeprefix(FORWARD)
+            name = function.removeprefix(FORWARD).removeprefix(PLAIN)
             if "." in name:
                 continue  # a method of an instance: its class is not read as a forward's
             target = module_file(module, Path(r.path), linted)

@@ -493,6 +493,10 @@ reads after `eval()` are the evaluation's. A loop over a loader in a
 function the file only calls with autograd off (`calc_loss_loader`, called by
 `evaluate_model` under `torch.no_grad()`) is evaluation; so is a function named for it that
 puts the model in `eval()` mode and computes under `with torch.no_grad():`.
+Nor a read under `if isinstance(v, torch.Tensor):` in a function or method of another file that
+every training call hands plain Python values only (a metric logger's `update(loss=loss_value,
+lr=lr)`, with `loss_value = loss.item()` and the optimizer's `param_groups[0]["lr"]`): that
+branch never runs. Handed a tensor by any call (DETR's loss dict), it is reported.
 
 {SMALL_MODELS_DOC}
 
