@@ -453,3 +453,45 @@ def test_a_helper_handed_plain_numbers_never_reads_a_tensor(
     )
     found = [path for path, _ in _findings(tmp_path, capsys, "TP201") if path == "misc.py"]
     assert bool(found) is reported
+
+
+# OGB's knowledge-graph models: the forward picks its scoring method from a dict of its own
+# methods by the configured name; TransE reads the model's fixed margin parameter every call.
+KGE = """
+import torch
+from torch import nn
+
+
+class KGEModel(nn.Module):
+    def __init__(self, model_name, gamma):
+        super().__init__()
+        self.model_name = model_name
+        self.gamma = nn.Parameter(torch.Tensor([gamma]), requires_grad=False)
+        self.entity = nn.Parameter(torch.zeros(100, 16))
+
+    def forward(self, sample):
+        head = self.entity[sample[:, 0]].to(sample.device)
+        tail = self.entity[sample[:, 2]]
+        score_of = SCORES
+        return score_of[self.model_name](head, tail)
+
+    def TransE(self, head, tail):
+        return self.gamma.item() - torch.norm(head - tail, p=1, dim=-1)
+
+    def DistMult(self, head, tail):
+        return (head * tail).sum(dim=-1)
+"""
+
+
+@pytest.mark.parametrize(
+    ("scores", "reported"),
+    [('{"TransE": self.TransE, "DistMult": self.DistMult}', True), ("{}", False)],
+)
+def test_a_method_a_forward_picks_from_a_dict_of_its_own_runs_every_step(
+    scores: str, reported: bool
+) -> None:
+    line = KGE.splitlines().index(
+        "        return self.gamma.item() - torch.norm(head - tail, p=1, dim=-1)"
+    )
+    found = findings(KGE.replace("SCORES", scores), "TP201")
+    assert (("TP201", line + 1) in found) is reported

@@ -16,6 +16,9 @@ device (:func:`in_forwards`), since a model file only knows its device from its 
   self.training:``, also of another module's flag (``self.module[0].training``);
 - what is built once and kept: the body of ``if self.cache is None:`` (alone or in an ``or``);
 - an error's handler (``except RuntimeError:``, an out-of-memory fallback).
+
+The methods a forward picks from a dict of its own (``{"TransE": self.TransE, ...}[name](...)``)
+are read as the methods it calls.
 """
 
 from __future__ import annotations
@@ -87,6 +90,16 @@ def forward_code(ctx: FileContext) -> list[tuple[ast.AST, Scope]]:
                 if id(node) in handled:
                     continue  # an error's handler: not every step
                 out.append((node, fn))
+                if isinstance(node, ast.Dict):
+                    # ``score_of = {"TransE": self.TransE, ...}``, then
+                    # ``score_of[self.model_name](...)``: one of the methods runs, each may
+                    queue += [
+                        (methods[v.attr], depth)
+                        for v in node.values
+                        if isinstance(v, ast.Attribute)
+                        and dotted(v.value) == "self"
+                        and v.attr in methods
+                    ]
                 if not isinstance(node, ast.Call):
                     continue
                 func = node.func
