@@ -495,3 +495,105 @@ def test_a_method_a_forward_picks_from_a_dict_of_its_own_runs_every_step(
     )
     found = findings(KGE.replace("SCORES", scores), "TP201")
     assert (("TP201", line + 1) in found) is reported
+
+
+# PyTorch-GAN's MLP GANs: each block of the generator comes from a helper nested in __init__,
+# the image's size is np.prod of a shape of option defaults, and a legacy tensor type makes
+# the labels; the loader resizes MNIST to the option's size.
+GAN = """
+import argparse
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torchvision.transforms as transforms
+from torchvision import datasets
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--batch_size", type=int, default=64)
+parser.add_argument("--latent_dim", type=int, default=100)
+parser.add_argument("--img_size", type=int, default=SIZE)
+parser.add_argument("--channels", type=int, default=1)
+opt = parser.parse_args()
+img_shape = (opt.channels, opt.img_size, opt.img_size)
+cuda = True if torch.cuda.is_available() else False
+
+
+class Generator(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+        def block(in_feat, out_feat, normalize=True):
+            layers = [nn.Linear(in_feat, out_feat)]
+            if normalize:
+                layers.append(nn.BatchNorm1d(out_feat, 0.8))
+            layers.append(nn.LeakyReLU(0.2, inplace=True))
+            return layers
+
+        self.model = nn.Sequential(
+            *block(opt.latent_dim, 128, normalize=False),
+            *block(128, 256),
+            *block(256, 512),
+            *block(512, 1024),
+            nn.Linear(1024, int(np.prod(img_shape))),
+            nn.Tanh(),
+        )
+
+    def forward(self, z):
+        return self.model(z).view(z.shape[0], *img_shape)
+
+
+class Discriminator(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.model = nn.Sequential(
+            nn.Linear(int(np.prod(img_shape)), 512),
+            nn.LeakyReLU(0.2, inplace=True),
+            nn.Linear(512, 256),
+            nn.LeakyReLU(0.2, inplace=True),
+            nn.Linear(256, 1),
+        )
+
+    def forward(self, img):
+        return self.model(img.view(img.shape[0], -1))
+
+
+generator = Generator()
+discriminator = Discriminator()
+if cuda:
+    generator.cuda()
+    discriminator.cuda()
+dataloader = torch.utils.data.DataLoader(
+    datasets.MNIST(
+        "data",
+        train=True,
+        download=True,
+        transform=transforms.Compose([transforms.Resize(opt.img_size), transforms.ToTensor()]),
+    ),
+    batch_size=opt.batch_size,
+    shuffle=True,
+    num_workers=2,
+)
+optimizer_G = torch.optim.Adam(generator.parameters())
+optimizer_D = torch.optim.Adam(discriminator.parameters())
+Tensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor
+for epoch in range(200):
+    for i, (imgs, _) in enumerate(dataloader):
+        real_imgs = imgs.type(Tensor)
+        optimizer_G.zero_grad()
+        z = Tensor(np.random.normal(0, 1, (imgs.shape[0], opt.latent_dim)))
+        g_loss = -torch.mean(discriminator(generator(z)))
+        g_loss.backward()
+        optimizer_G.step()
+        optimizer_D.zero_grad()
+        fake = generator(z).detach()
+        d_loss = -torch.mean(discriminator(real_imgs)) + torch.mean(discriminator(fake))
+        d_loss.backward()
+        optimizer_D.step()
+"""
+
+
+@pytest.mark.parametrize(("size", "reported"), [("28", False), ("256", True)])
+def test_a_gans_nested_block_helper_and_image_product_are_sized(size: str, reported: bool) -> None:
+    found = {code for code, _ in findings(GAN.replace("SIZE", size))}
+    assert ("TP302" in found) is reported

@@ -350,6 +350,23 @@ class _Sizer:
         kept = [v for v in values if start <= v.lineno < line]  # type: ignore[operator]
         return kept, stores
 
+    def tensor_type(self, name: str) -> bool:
+        """``Tensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor``: a module-level name
+        bound only to torch's tensor types, called to make tensors, not a module."""
+        values = module_bindings(self.ctx, name)
+        if not values:
+            return False
+        kinds = [
+            branch
+            for v in values
+            for branch in ((v.body, v.orelse) if isinstance(v, ast.IfExp) else (v,))
+        ]
+        return all(
+            (self.ctx.names.qualname(k) or "").startswith("torch.")
+            and (self.ctx.names.qualname(k) or "").endswith("Tensor")
+            for k in kinds
+        )
+
     @cached_property
     def not_modules(self) -> frozenset[str]:
         """Names a call cannot run a module through: this file's functions and classes, and
@@ -391,6 +408,9 @@ class _Sizer:
             return letters
         if self._counts_classes(node):
             return _DataWidth(DATA_WIDTH)
+        product = self._product(node, env)
+        if product is not None:
+            return product
         name = dotted(node)
         if name is not None and name in env:
             value = env[name]
@@ -405,6 +425,31 @@ class _Sizer:
         if value is None:
             raise _Unknown
         return value
+
+    def _product(self, node: ast.expr, env: Env) -> int | None:
+        """``int(np.prod(img_shape))``, ``math.prod(shape)``: the product of a tuple of sizes,
+        given or bound once at module level (``img_shape = (opt.channels, opt.img_size,
+        opt.img_size)``); None where it is no such product."""
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id == "int"
+            and len(node.args) == 1
+        ):
+            node = node.args[0]
+        if not (
+            isinstance(node, ast.Call)
+            and (self.ctx.names.qualname(node.func) or "") in ("numpy.prod", "math.prod")
+            and len(node.args) == 1
+        ):
+            return None
+        sides = node.args[0]
+        if isinstance(sides, ast.Name):
+            values = module_bindings(self.ctx, sides.id)
+            sides = values[0] if values is not None and len(values) == 1 else sides
+        if not isinstance(sides, (ast.Tuple, ast.List)) or not sides.elts:
+            raise _Unknown
+        return math.prod(self.known(e, env) for e in sides.elts)
 
     def _counts_classes(self, node: ast.expr) -> bool:
         """``len(x.classes)``, ``len(class_names)``, ``len(species)`` after ``species =
@@ -580,15 +625,26 @@ class _Sizer:
         for n in subtree(node):
             if isinstance(n, (*_REPEATS, *LOOPS)) and n is not node:
                 repeated |= {id(m) for m in subtree(n) if m is not n}
+        # ``def block(in_feat, out_feat): return [nn.Linear(in_feat, out_feat), ...]`` inside a
+        # method: its layers are sized where it is called, with the sizes each call gives.
+        helpers = _nested_helpers(node)
+        inside = {id(m) for f in helpers.values() for m in subtree(f) if m is not f}
         for call in (n for n in subtree(node) if isinstance(n, ast.Call)):
+            if id(call) in inside:
+                continue
             name = self.ctx.names.qualname(call.func) or ""
             local = call.func.id if isinstance(call.func, ast.Name) else None
+            if local is not None and local in helpers:
+                total += self._helper(helpers[local], call, env)
+                continue
             if name in PARAMETERS:
                 weights = self._parameter(call, env)
             elif _is_nn(name):
                 weights = self.layer(call, name[9:], env)
                 if name[9:] in _CONTAINERS and any(
-                    not isinstance(a, (ast.Call, ast.List, ast.Tuple, ast.IfExp)) for a in call.args
+                    not isinstance(a, (ast.Call, ast.List, ast.Tuple, ast.IfExp))
+                    and not _calls_helper(a, helpers)
+                    for a in call.args
                 ):
                     raise _Unknown  # ``nn.Sequential(*layers)``: built elsewhere
             elif _graph_layer(name):
@@ -606,6 +662,18 @@ class _Sizer:
                 raise _Unknown
             total += weights
         return total
+
+    def _helper(self, helper: Function, call: ast.Call, env: Env) -> int:
+        """The layers a nested helper builds for one call of it, sized with what it is given."""
+        params = [a.arg for a in (*helper.args.posonlyargs, *helper.args.args)]
+        bound: Env = {}
+        for i, p in enumerate(params):
+            given = call.args[i] if i < len(call.args) else None
+            given = next((k.value for k in call.keywords if k.arg == p), given)
+            if isinstance(given, ast.Starred):
+                raise _Unknown
+            bound[p] = self._size_or_none(given, env) if given is not None else None
+        return self.built(helper, {**env, **bound})
 
     def _is_module_slot(self, call: ast.Call) -> bool:
         """``call``'s value is stored on ``self`` or handed to a torch.nn container: there it
@@ -873,7 +941,7 @@ def _callables(
         if isinstance(func, ast.Name):
             name = func.id
             if name not in sizer.not_modules and not (
-                hasattr(builtins, name) and name not in params
+                (hasattr(builtins, name) and name not in params) or sizer.tensor_type(name)
             ):
                 out.add(name)  # a module, a loss, or a callable this file cannot tell: sized
         elif isinstance(func, ast.Attribute) and dotted(func.value) == "self":
@@ -889,6 +957,29 @@ def _callables(
             if root and owner and not (owner.startswith("torch.") and not _is_nn(owner)):
                 out.add(root)
     return out
+
+
+def _nested_helpers(node: ast.AST) -> dict[str, Function]:
+    """The functions defined inside the methods of the class ``node`` (or inside ``node``, a
+    function), by name."""
+    bodies = node.body if isinstance(node, ast.ClassDef) else [node]
+    return {
+        n.name: n
+        for method in bodies
+        if isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef))
+        for n in subtree(method)
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n is not method
+    }
+
+
+def _calls_helper(arg: ast.expr, helpers: dict[str, Function]) -> bool:
+    """``*block(128, 256)``: the layers a nested helper returns, spread into a container."""
+    value = arg.value if isinstance(arg, ast.Starred) else arg
+    return (
+        isinstance(value, ast.Call)
+        and isinstance(value.func, ast.Name)
+        and value.func.id in helpers
+    )
 
 
 def _graph_layer(path: str) -> bool:
