@@ -110,14 +110,14 @@ def _with_step_callees(
     (``loops.FORWARD``: TP207's host-built tensors, judged right in mask and window helpers).
     A model's submodules are followed further (``project.MODEL_DEPTH``): what its
     ``__init__`` builds, its forward runs."""
-    entries = step_callees([r for r in results if isinstance(r, FileResult)])
+    files = [r for r in results if isinstance(r, FileResult)]
+    entries = step_callees(files)
     if not entries:
         return results
     jobs = [(p, chosen.codes_for(p), e) for p, e in entries.items()]
     again = {r.path: r for r in lint_jobs(jobs, workers=workers)}
     # The helpers those files' step code calls in a further file, read there as a forward's
     # code (TP207): built on the host and moved, every step, in a mask or window helper.
-    files = [r for r in results if isinstance(r, FileResult)]
     more = forward_callees([r for r in again.values() if isinstance(r, FileResult)], files, entries)
     jobs = [(p, chosen.codes_for(p), e) for p, e in more.items()]
     again.update({r.path: r for r in lint_jobs(jobs, workers=workers)})

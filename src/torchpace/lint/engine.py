@@ -21,7 +21,7 @@ from pathlib import Path
 from torchpace.findings import Finding, Location
 from torchpace.lint.discovery import discover
 from torchpace.lint.imports import Resolver
-from torchpace.lint.loops import FORWARD, PLAIN, dotted, walk
+from torchpace.lint.loops import FORWARD, PLAIN, bound_in, dotted, walk
 from torchpace.lint.notebooks import read_notebook
 from torchpace.lint.results import FileResult, LintError
 from torchpace.lint.rule import FileContext, Rule, in_fallback, is_const
@@ -411,8 +411,6 @@ def _plain_value(
     optimizer's ``param_groups[0]["lr"]``, arithmetic of those, a dict of them, or a name the
     scope binds only to those (:func:`~torchpace.lint.loops.bound_in`; ``seen``: the names
     being read, a running ``max_lr = max(max_lr, group["lr"])`` adding nothing new)."""
-    from torchpace.lint.loops import bound_in
-
     if depth > 3:
         return False
     if isinstance(node, (ast.Constant, ast.JoinedStr)):

@@ -134,6 +134,7 @@ def forward_callees(
     host-built tensors), not as a loop's hot code. A file ``entered`` already keeps its entries
     beside the new ones."""
     linted = {project_key(r.path): r.path for r in results if not r.notebook}
+    sources = {project_key(r.path): r.source for r in results if not r.notebook}
     found: dict[str, set[str]] = defaultdict(set)
     for r in again:
         for module, function in r.calls_out:
@@ -147,7 +148,7 @@ def forward_callees(
             target = module_file(module, Path(r.path), linted)
             if target is None or target == project_key(r.path):
                 continue
-            target, name = _defining(target, name, linted)
+            target, name = _defining(target, name, linted, sources)
             had = entered.get(linted[target], frozenset())
             if name not in had and FORWARD + name not in had:
                 found[target].add(FORWARD + name)

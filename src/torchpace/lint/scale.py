@@ -275,27 +275,25 @@ class _Sizer:
         return out
 
     @cached_property
-    def _by_scope(self) -> dict[tuple[int, str], tuple[list[ast.expr], int]]:
+    def _by_scope(self) -> dict[tuple[int, str], tuple[list[ast.expr], list[ast.Name]]]:
         """(``id`` of a scope, plain name) → what that scope's assignments bind the name to, and
-        how many nodes of the scope bind it; a function's ``global`` names are the module's."""
+        the nodes of the scope that bind it; a function's ``global`` names are the module's."""
         ctx = self.ctx
         declared = {
             (id(ctx.enclosing_scope(n)), name) for n in ctx.of_type(ast.Global) for name in n.names
         }
-
-        def home(node: ast.AST, name: str) -> int:
-            scope = ctx.enclosing_scope(node)
-            return id(ctx.tree) if (id(scope), name) in declared else id(scope)
-
-        out: dict[tuple[int, str], tuple[list[ast.expr], int]] = {}
+        out: dict[tuple[int, str], tuple[list[ast.expr], list[ast.Name]]] = {}
+        homes: dict[int, tuple[int, str]] = {}  # id(a stored Name) → its key
         for n in ctx.of_type(ast.Name):
             if isinstance(n.ctx, ast.Store):
-                values, stores = out.setdefault((home(n, n.id), n.id), ([], 0))
-                out[(home(n, n.id), n.id)] = (values, stores + 1)
+                scope = id(ctx.enclosing_scope(n))
+                key = (id(ctx.tree) if (scope, n.id) in declared else scope, n.id)
+                homes[id(n)] = key
+                out.setdefault(key, ([], []))[1].append(n)
         for node in ctx.of_type(ast.Assign):
             for t in node.targets:
                 if isinstance(t, ast.Name):
-                    out.setdefault((home(t, t.id), t.id), ([], 0))[0].append(node.value)
+                    out[homes[id(t)]][0].append(node.value)
         return out
 
     def _bound(
@@ -314,14 +312,15 @@ class _Sizer:
         while isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
             found = self._by_scope.get((id(scope), name))
             if found is not None:
-                return found
+                return found[0], len(found[1])
             if name in parameter_names(scope):
                 return [], 0  # an enclosing function's parameter: what its callers pass
             scope = ctx.enclosing_scope(scope)
-        return self._by_scope.get((id(ctx.tree), name), ([], 0))
+        values, stores = self._by_scope.get((id(ctx.tree), name), ([], []))
+        return values, len(stores)
 
     def _bound_before(self, name: str, at: ast.AST) -> tuple[list[ast.expr], int]:
-        every = self._by_scope.get((id(self.ctx.tree), name), ([], 0))
+        values, stored = self._by_scope.get((id(self.ctx.tree), name), ([], []))
         line = getattr(at, "lineno", None)
         body = self.ctx.tree.body if isinstance(self.ctx.tree, ast.Module) else []
         plain = [
@@ -335,20 +334,17 @@ class _Sizer:
             and stmt.lineno < line
             and not _rebinds(self.ctx, name, stmt.value)
         ]
-        if not plain:
-            return every
+        if not plain or line is None:
+            return values, len(stored)
         start = plain[-1].lineno
-        values, _ = every
-        stores = sum(
-            1
-            for n in self.ctx.of_type(ast.Name)
-            if n.id == name
-            and isinstance(n.ctx, ast.Store)
-            and start <= n.lineno < line  # type: ignore[operator]
-            and self.ctx.enclosing_scope(n) is self.ctx.tree
-        )
-        kept = [v for v in values if start <= v.lineno < line]  # type: ignore[operator]
-        return kept, stores
+        stores = [
+            n
+            for n in stored
+            if start <= n.lineno < line
+            and self.ctx.enclosing_scope(n) is self.ctx.tree  # not a function's ``global``
+        ]
+        kept = [v for v in values if start <= v.lineno < line]
+        return kept, len(stores)
 
     def tensor_type(self, name: str) -> bool:
         """``Tensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor``: a module-level name
@@ -361,11 +357,8 @@ class _Sizer:
             for v in values
             for branch in ((v.body, v.orelse) if isinstance(v, ast.IfExp) else (v,))
         ]
-        return all(
-            (self.ctx.names.qualname(k) or "").startswith("torch.")
-            and (self.ctx.names.qualname(k) or "").endswith("Tensor")
-            for k in kinds
-        )
+        paths = [self.ctx.names.qualname(k) or "" for k in kinds]
+        return all(p.startswith("torch.") and p.endswith("Tensor") for p in paths)
 
     @cached_property
     def not_modules(self) -> frozenset[str]:
@@ -443,13 +436,18 @@ class _Sizer:
             and len(node.args) == 1
         ):
             return None
-        sides = node.args[0]
-        if isinstance(sides, ast.Name):
-            values = module_bindings(self.ctx, sides.id)
-            sides = values[0] if values is not None and len(values) == 1 else sides
+        sides = self._bound_once(node.args[0])
         if not isinstance(sides, (ast.Tuple, ast.List)) or not sides.elts:
             raise _Unknown
         return math.prod(self.known(e, env) for e in sides.elts)
+
+    def _bound_once(self, node: ast.expr) -> ast.expr:
+        """What a module-level name is bound to, where one plain assignment binds it; anything
+        else as it is."""
+        if not isinstance(node, ast.Name):
+            return node
+        values = module_bindings(self.ctx, node.id)
+        return values[0] if values is not None and len(values) == 1 else node
 
     def _counts_classes(self, node: ast.expr) -> bool:
         """``len(x.classes)``, ``len(class_names)``, ``len(species)`` after ``species =
@@ -462,9 +460,8 @@ class _Sizer:
         ):
             return False
         listed = node.args[0]
-        if isinstance(listed, ast.Name) and listed.id not in _CLASS_LISTS:
-            values = module_bindings(self.ctx, listed.id)
-            listed = values[0] if values is not None and len(values) == 1 else listed
+        if not (isinstance(listed, ast.Name) and listed.id in _CLASS_LISTS):
+            listed = self._bound_once(listed)
         last = dotted(listed)
         return last is not None and last.rsplit(".", 1)[-1] in _CLASS_LISTS
 
