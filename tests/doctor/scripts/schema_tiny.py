@@ -1,6 +1,9 @@
 """A tiny training loop for the result-schema tests: a training DataLoader and a validation
 one, a ``.item()`` on every step and one evaluation batch after step 3 (a measured step when
-warm-up is 1), so the result has two loader roles, a sync row and an excluded step.
+warm-up is 1), so the result has two loader roles, a sync row and an excluded step. Gradients are
+zeroed in place (lint's TP402), a technique no runtime pattern measures: the result holds a
+lint-only finding on any machine (TP302's autocast finding is merged with the run's own bf16
+finding where the CPU's bf16 pays, as on an AVX512-BF16 EPYC, and stays lint-only elsewhere).
 
     python schema_tiny.py [--steps N]
 """
@@ -27,7 +30,7 @@ while step < steps:
     for x, y in train:
         x, y = x.to(device), y.to(device)
         loss = nn.functional.cross_entropy(model(x), y)
-        opt.zero_grad()
+        opt.zero_grad(set_to_none=False)  # lint-only: no runtime pattern sees it
         loss.backward()
         opt.step()
         loss.item()  # a host read on every step
