@@ -41,6 +41,7 @@ from functools import cached_property
 
 from torchpace.lint.loops import (
     LOOPS,
+    MODEL_WRAPPERS,
     PARAMETERS,
     Function,
     Step,
@@ -247,6 +248,9 @@ class _Sizer:
         self._classes: dict[tuple[str, tuple[tuple[str, int | None, bool], ...]], int] = {}
         self._building: set[str] = set()
         self._reading: set[str] = set()  # module-level names being read (``n = n + 1``)
+        # ``id`` of what a function of this file returns in a tuple that a caller unpacks: its
+        # own name there, not the caller's binding it again (``model, opt = build()``)
+        self._handed_back: set[int] = set()
 
     # Where names are bound, indexed once per file.
 
@@ -294,7 +298,27 @@ class _Sizer:
             for t in node.targets:
                 if isinstance(t, ast.Name):
                     out[homes[id(t)]][0].append(node.value)
+                elif isinstance(t, ast.Tuple):  # ``data, model, opt = load_objects()``
+                    returned = self._returned(node.value, len(t.elts))  # none, or one each
+                    for name, value in zip(t.elts, returned, strict=False):
+                        if isinstance(name, ast.Name):
+                            out[homes[id(name)]][0].append(value)
+                            self._handed_back.add(id(value))
         return out
+
+    def _returned(self, value: ast.expr, arity: int) -> list[ast.expr]:
+        """The elements of the one tuple a function of this file returns, where ``value``
+        calls it by name and it returns a tuple of ``arity`` in a single ``return``."""
+        if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Name)):
+            return []
+        found = self.ctx.loops.functions.get(value.func.id, [])
+        if len(found) != 1:
+            return []
+        returns = [n for n in walk(found[0].body) if isinstance(n, ast.Return)]
+        if len(returns) != 1:
+            return []
+        got = returns[0].value
+        return list(got.elts) if isinstance(got, ast.Tuple) and len(got.elts) == arity else []
 
     def _bound(
         self, name: str, scope: ast.AST | None, at: ast.AST | None = None
@@ -809,9 +833,20 @@ class _Sizer:
             raise _Unknown  # also bound by unpacking, a loop, ``with``: not read here
         total = 0
         for value in values:
-            if _rebinds(self.ctx, target, value):
+            if id(value) not in self._handed_back and _rebinds(self.ctx, target, value):
                 continue  # ``model = model.to(device)``, ``model = DDP(model)``: the same model
             value = strip_moves(value)
+            if isinstance(value, ast.Call) and value.args and self._wrapper(value):
+                value = strip_moves(value.args[0])  # ``self.model = DDP(model)``: ``model``
+            if isinstance(value, ast.Name):
+                # ``self.model = model`` in ``__init__`` (what its callers build), ``net =
+                # model``, or the element a function of this file returns in its tuple
+                key = (id(value), value.id)  # this name read here: ``a = b; b = a`` ends
+                if key in seen:
+                    raise _Unknown
+                where = self.ctx.enclosing_scope(value)
+                total = max(total, self.model(value.id, where, seen | {key}))
+                continue
             if not isinstance(value, ast.Call):
                 raise _Unknown
             name = self.ctx.names.qualname(value.func) or ""
@@ -830,8 +865,27 @@ class _Sizer:
             total = max(total, weights)
         return total
 
+    def _wrapper(self, value: ast.Call) -> bool:
+        """``DDP(model, ...)``: a wrapper that keeps the forward of the model it is given."""
+        return self.ctx.names.qualname(value.func) in MODEL_WRAPPERS
+
+    def _constructed_with(self, init: Function, name: str) -> list[ast.expr | None]:
+        """What each call of this file that builds the class ``init`` belongs to passes for
+        its parameter ``name`` (``Trainer(model, loader)`` for ``def __init__(self, model,
+        ...)``)."""
+        params = [a.arg for a in (*init.args.posonlyargs, *init.args.args)][1:]
+        parent = next(iter(self.ctx.ancestors(init)), None)
+        if init.name != "__init__" or not isinstance(parent, ast.ClassDef) or name not in params:
+            return []
+        position = params.index(name)
+        return [
+            argument(call, name, position)
+            for call, _ in self.ctx.calls
+            if isinstance(call.func, ast.Name) and call.func.id == parent.name
+        ]
+
     def _through_parameter(self, target: str, scope: Function, seen: Seen) -> int:
-        given = passed_for(self.ctx, scope, target)
+        given = passed_for(self.ctx, scope, target) or self._constructed_with(scope, target)
         if not given:
             raise _Unknown  # keyword-only, or never called here
         total = 0

@@ -1,0 +1,77 @@
+"""Classes the eighteenth session found in the judged corpus (issue 32), fixed in general. Each
+fixture has the shape of the code a judge read, shortened and renamed; each test fails on the
+rules before the change."""
+
+from __future__ import annotations
+
+import pytest
+from lint_findings import findings
+
+# PyTorch's DDP tutorial series: a Trainer class keeps the model it is handed in ``__init__``
+# (moved, then wrapped in DDP), and the model comes from a builder that returns it in a tuple
+# the caller unpacks. A toy ``Linear(20, 1)`` is launch-bound: autocast cannot pay (judged
+# debatable three times); a wide model keeps the finding.
+TRAINER = """
+import torch
+import torch.nn.functional as F
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.utils.data import DataLoader
+
+
+class Trainer:
+    def __init__(self, model, data, optimizer, gpu_id):
+        self.gpu_id = gpu_id
+        self.model = model.to(gpu_id)
+        WRAP
+        self.data = data
+        self.optimizer = optimizer
+
+    def _run_batch(self, source, targets):
+        self.optimizer.zero_grad()
+        loss = F.cross_entropy(self.model(source), targets)
+        loss.backward()
+        self.optimizer.step()
+
+    def train(self, epochs):
+        for epoch in range(epochs):
+            for source, targets in self.data:
+                self._run_batch(source.to(self.gpu_id), targets.to(self.gpu_id))
+
+
+def load_train_objs():
+    train_set = torch.utils.data.TensorDataset(torch.randn(2048, 20), torch.randn(2048, 1))
+    model = MODEL
+    optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
+    return train_set, model, optimizer
+
+
+def main(epochs):
+    dataset, model, optimizer = load_train_objs()
+    data = DataLoader(dataset, batch_size=32, pin_memory=True, num_workers=2)
+    trainer = Trainer(model, data, optimizer, torch.device("cuda"))
+    trainer.train(epochs)
+
+
+if __name__ == "__main__":
+    main(10)
+"""
+
+
+@pytest.mark.parametrize("wrap", ["pass", "self.model = DDP(model, device_ids=[gpu_id])"])
+@pytest.mark.parametrize(
+    ("model", "reported"),
+    [("torch.nn.Linear(20, 1)", False), ("torch.nn.Linear(4096, 4096)", True)],
+)
+def test_a_model_handed_to_a_trainer_class_from_a_builders_tuple_is_sized(
+    wrap: str, model: str, reported: bool
+) -> None:
+    source = TRAINER.replace("WRAP", wrap).replace("MODEL", model)
+    assert bool(findings(source, "TP302")) is reported
+
+
+def test_a_name_bound_to_itself_through_aliases_stays_unknown() -> None:
+    # ``a = b`` and ``b = a``: no size to read, so the loop keeps its finding.
+    source = TRAINER.replace("WRAP", "pass").replace(
+        "    model = MODEL\n", "    model = net\n    net = model\n"
+    )
+    assert findings(source, "TP302")
