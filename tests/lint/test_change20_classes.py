@@ -75,3 +75,59 @@ def test_a_name_bound_to_itself_through_aliases_stays_unknown() -> None:
         "    model = MODEL\n", "    model = net\n    net = model\n"
     )
     assert findings(source, "TP302")
+
+
+# PyTorch's tensor-parallel examples: the model is sharded by ``parallelize_module(module=...)``
+# (or FSDP2's ``fully_shard``, or FSDP imported from its module), which returns the module it is
+# given. A toy model stays a toy (judged debatable twice); a wide one keeps the finding.
+SHARDED = """
+import torch
+import torch.nn as nn
+from torch.distributed.device_mesh import init_device_mesh
+IMPORT
+
+
+class ToyModel(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.in_proj = nn.Linear(10, WIDTH)
+        self.mid = nn.Linear(WIDTH, WIDTH)
+        self.out_proj = nn.Linear(WIDTH, 5)
+
+    def forward(self, x):
+        return self.out_proj(torch.relu(self.mid(torch.relu(self.in_proj(x)))))
+
+
+mesh = init_device_mesh("cuda", (2,))
+model = ToyModel().to("cuda")
+model = SHARD
+optimizer = torch.optim.AdamW(model.parameters(), lr=0.25)
+for i in range(10):
+    inp = torch.rand(20, 10, device="cuda")
+    output = model(inp)
+    output.sum().backward()
+    optimizer.step()
+"""
+
+
+@pytest.mark.parametrize(
+    ("imported", "shard"),
+    [
+        (
+            "from torch.distributed.tensor.parallel import parallelize_module",
+            "parallelize_module(module=model, device_mesh=mesh, parallelize_plan={})",
+        ),
+        ("from torch.distributed.fsdp import fully_shard", "fully_shard(model, mesh=mesh)"),
+        (
+            "from torch.distributed.fsdp.fully_sharded_data_parallel import "
+            "FullyShardedDataParallel as FSDP",
+            "FSDP(model)",
+        ),
+    ],
+)
+@pytest.mark.parametrize(("width", "reported"), [("32", False), ("2048", True)])
+def test_a_sharded_model_is_the_model_it_shards(
+    imported: str, shard: str, width: str, reported: bool
+) -> None:
+    source = SHARDED.replace("IMPORT", imported).replace("SHARD", shard).replace("WIDTH", width)
+    assert bool(findings(source, "TP302")) is reported

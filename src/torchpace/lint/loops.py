@@ -466,18 +466,31 @@ MODEL_WRAPPERS = frozenset(
         "torch.nn.parallel.DataParallel",
         "apex.parallel.DistributedDataParallel",
         "torch.distributed.fsdp.FullyShardedDataParallel",
+        "torch.distributed.fsdp.fully_sharded_data_parallel.FullyShardedDataParallel",
+        # FSDP2 and tensor parallelism shard the module they are given and return it
+        "torch.distributed.fsdp.fully_shard",
+        "torch.distributed._composable.fsdp.fully_shard",
+        "torch.distributed._composable.fsdp.fully_shard.fully_shard",
+        "torch.distributed.tensor.parallel.parallelize_module",
         "torch.compile",
     }
 )
 
 
+def wrapped(names: Resolver, value: ast.Call) -> ast.expr | None:
+    """The model a wrapper that keeps its forward is given (``DDP(model, ...)``,
+    ``parallelize_module(module=model, ...)``), moves stripped; None for any other call."""
+    if names.qualname(value.func) not in MODEL_WRAPPERS:
+        return None
+    module = (k.value for k in value.keywords if k.arg == "module")
+    given = value.args[0] if value.args else next(module, None)
+    return None if given is None else strip_moves(given)
+
+
 def rewraps(names: Resolver, target: str, value: ast.Call) -> bool:
     """``model = DDP(model, ...)``: ``target`` wrapped in a wrapper that keeps its forward."""
-    return (
-        names.qualname(value.func) in MODEL_WRAPPERS
-        and bool(value.args)
-        and dotted(strip_moves(value.args[0])) == target
-    )
+    given = wrapped(names, value)
+    return given is not None and dotted(given) == target
 
 
 @dataclass

@@ -41,7 +41,6 @@ from functools import cached_property
 
 from torchpace.lint.loops import (
     LOOPS,
-    MODEL_WRAPPERS,
     PARAMETERS,
     Function,
     Step,
@@ -50,6 +49,7 @@ from torchpace.lint.loops import (
     rewraps,
     strip_moves,
     walk,
+    wrapped,
 )
 from torchpace.lint.rule import FileContext, argument, parameter_names, passed_for
 from torchpace.lint.tree import subtree
@@ -836,8 +836,8 @@ class _Sizer:
             if id(value) not in self._handed_back and _rebinds(self.ctx, target, value):
                 continue  # ``model = model.to(device)``, ``model = DDP(model)``: the same model
             value = strip_moves(value)
-            if isinstance(value, ast.Call) and value.args and self._wrapper(value):
-                value = strip_moves(value.args[0])  # ``self.model = DDP(model)``: ``model``
+            if isinstance(value, ast.Call):
+                value = wrapped(self.ctx.names, value) or value  # ``self.model = DDP(model)``
             if isinstance(value, ast.Name):
                 # ``self.model = model`` in ``__init__`` (what its callers build), ``net =
                 # model``, or the element a function of this file returns in its tuple
@@ -864,10 +864,6 @@ class _Sizer:
                 weights = found
             total = max(total, weights)
         return total
-
-    def _wrapper(self, value: ast.Call) -> bool:
-        """``DDP(model, ...)``: a wrapper that keeps the forward of the model it is given."""
-        return self.ctx.names.qualname(value.func) in MODEL_WRAPPERS
 
     def _constructed_with(self, init: Function, name: str) -> list[ast.expr | None]:
         """What each call of this file that builds the class ``init`` belongs to passes for
