@@ -131,3 +131,32 @@ def test_a_sharded_model_is_the_model_it_shards(
 ) -> None:
     source = SHARDED.replace("IMPORT", imported).replace("SHARD", shard).replace("WIDTH", width)
     assert bool(findings(source, "TP302")) is reported
+
+
+# Knowledge distillation on MNIST and many scripts like it: the step calls a loss built where the
+# file cannot read it (a library, another file). Named as a loss, it is sized as one (no
+# weights), so the small MLP student decides (two findings judged false left); any other
+# callable the file cannot read keeps the model unknown and the finding.
+LOSS = """
+import torch
+import torch.nn as nn
+from losses import build_loss
+
+model = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 10)).cuda()
+NAME = build_loss()
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+for step in range(100):
+    x, y = torch.randn(64, 32).cuda(), torch.randint(0, 10, (64,)).cuda()
+    loss = NAME(model(x), y)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+"""
+
+
+@pytest.mark.parametrize(
+    ("name", "reported"),
+    [("criterion", False), ("loss_fn", False), ("criterion_pixel", False), ("head", True)],
+)
+def test_a_loss_built_out_of_sight_is_no_model(name: str, reported: bool) -> None:
+    assert bool(findings(LOSS.replace("NAME", name), "TP302")) is reported

@@ -34,6 +34,7 @@ from __future__ import annotations
 import ast
 import builtins
 import math
+import re
 import string
 from collections import defaultdict
 from collections.abc import Sequence
@@ -170,6 +171,11 @@ Env = dict[str, int | None]
 Seen = frozenset[tuple[int, str]]
 # Code a training loop runs: its nodes, their function, and whether it is a model's own forward.
 Run = tuple[Sequence[ast.AST], ast.AST | None, bool]
+
+
+# What a loss function is called where a step calls it (``criterion(out, y)``, ``self.loss_fn``):
+# built where this file cannot read (another file, a library), it is sized as a loss, no model.
+_LOSS_NAME = re.compile(r"criterion|loss|loss_?fn|loss_?func(tion)?|(\w+_)?criterion(_\w+)?")
 
 
 class _Unknown(Exception):
@@ -1055,7 +1061,12 @@ def _sizes(sizer: _Sizer, runs: Sequence[Run]) -> list[int] | None:
         for nodes, scope, in_model in runs:
             at = nodes[0] if nodes and isinstance(scope, ast.Module) else None
             for target in _callables(sizer, nodes, scope, in_model):
-                sizes.append(sizer.model(target, scope, frozenset(), at=at))
+                try:
+                    sizes.append(sizer.model(target, scope, frozenset(), at=at))
+                except _Unknown:
+                    if not _LOSS_NAME.fullmatch(target.rpartition(".")[2]):
+                        raise
+                    sizes.append(0)  # a loss built where the file cannot see: no model
     except _Unknown:
         return None
     return sizes if sizes and max(sizes) > 0 else None
