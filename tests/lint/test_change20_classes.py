@@ -4,6 +4,8 @@ rules before the change."""
 
 from __future__ import annotations
 
+import textwrap
+
 import pytest
 from lint_findings import findings
 
@@ -160,3 +162,58 @@ for step in range(100):
 )
 def test_a_loss_built_out_of_sight_is_no_model(name: str, reported: bool) -> None:
     assert bool(findings(LOSS.replace("NAME", name), "TP302")) is reported
+
+
+# Pointnet++'s part-segmentation trainer: the step reads ``correct.item()`` right after binding
+# ``correct = pred.eq(target).cpu().sum()``, a host tensor (the sync is the ``.cpu()``); the
+# same function's evaluation later binds ``correct = np.sum(...)``. The binding that reaches the
+# read decides (one finding judged false left); a device tensor there keeps the finding.
+POINTNET = """
+import numpy as np
+import torch
+from models import PartSegNet
+
+model = PartSegNet().cuda()
+optimizer = torch.optim.Adam(model.parameters())
+loader = torch.utils.data.DataLoader(dataset, batch_size=16, num_workers=4, pin_memory=True)
+
+
+def main():
+    for epoch in range(10):
+        accuracies = []
+        model.train()
+        for points, target in loader:
+            points, target = points.cuda(), target.cuda()
+            pred = model(points)
+            CORRECT
+            accuracies.append(correct.item() / len(target))
+            loss = torch.nn.functional.nll_loss(pred, target)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        with torch.no_grad():
+            for points, target in loader:
+                out = model(points.cuda()).argmax(1).cpu().numpy()
+                correct = np.sum(out == target.numpy())
+
+
+main()
+"""
+
+
+@pytest.mark.parametrize(
+    ("correct", "item_reported"),
+    [
+        ("correct = pred.argmax(1).eq(target).cpu().sum()", False),
+        ("correct = pred.argmax(1).eq(target).sum()", True),
+    ],
+)
+def test_the_binding_that_reaches_a_read_says_whether_it_is_on_the_host(
+    correct: str, item_reported: bool
+) -> None:
+    source = POINTNET.replace("CORRECT", correct)
+    lines = [line for code, line in findings(source, "TP201")]
+    item_line = 1 + next(
+        i for i, text in enumerate(textwrap.dedent(source).splitlines()) if "correct.item()" in text
+    )
+    assert (item_line in lines) is item_reported

@@ -214,6 +214,43 @@ def _read_before_move(scope: Scope, receiver: ast.expr) -> bool:
     return _moves_later(scope, name, receiver.lineno)
 
 
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+
+
+def _host_where_read(ctx: FileContext, scope: Scope, receiver: ast.expr) -> bool:
+    """The last statement before the read that binds the name read, in the same step (the read's
+    block or a block around it, no loop between them), binds a host tensor: ``correct =
+    pred.eq(y).cpu().sum()``, then ``correct.item()`` (Pointnet++'s training loop, whose
+    evaluation later binds ``correct = np.sum(...)`` in the same function). A statement between
+    them that may bind the name otherwise, or a loop boundary, leaves it undecided."""
+    if not isinstance(receiver, ast.Name):
+        return False
+    name = receiver.id
+    node: ast.AST = receiver
+    for parent in ctx.ancestors(receiver):
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(parent, field, None)
+            if not isinstance(block, list) or node not in block:
+                continue
+            for stmt in reversed(block[: block.index(node)]):
+                if (
+                    isinstance(stmt, ast.Assign)
+                    and len(stmt.targets) == 1
+                    and isinstance(stmt.targets[0], ast.Name)
+                    and stmt.targets[0].id == name
+                ):
+                    return ctx.tensors(scope).is_host(stmt.value)
+                if any(
+                    isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store)
+                    for n in subtree(stmt)
+                ):
+                    return False
+        if isinstance(parent, (ast.For, ast.AsyncFor, ast.While, *_SCOPES)):
+            return False  # an earlier iteration's binding may reach the read
+        node = parent
+    return False
+
+
 def _batch_read_before_rebinding(ctx: FileContext, receiver: ast.expr) -> bool:
     """The name read is one the enclosing loop's header binds from a loader's batch, and no
     statement of the loop's body binds it again before this read (PyTorch-GAN's
@@ -399,7 +436,7 @@ def _check_host_sync(ctx: FileContext) -> Iterator[Report]:
                 inner = ctx.names.qualname(receiver.func) or ""
                 if inner.startswith("numpy."):
                     continue  # np.array(x).tolist() never touches a device
-            if ctx.tensors(scope).is_host(receiver):
+            if ctx.tensors(scope).is_host(receiver) or _host_where_read(ctx, scope, receiver):
                 continue  # a loader's batch or a from_numpy tensor: already on the host
             if _read_before_move(scope, receiver):
                 continue  # a batch handed in, read before this function moves it
