@@ -217,3 +217,41 @@ def test_the_binding_that_reaches_a_read_says_whether_it_is_on_the_host(
         i for i, text in enumerate(textwrap.dedent(source).splitlines()) if "correct.item()" in text
     )
     assert (item_line in lines) is item_reported
+
+
+# Time-Series-Library's Koopa: a layer solves for its operator by least squares and, only where
+# the solution went bad, replaces it with an identity built on the host and moved. A branch
+# taken only on a NaN or an infinity is error recovery, not every step (four findings judged
+# false left); a test that holds on good values keeps its body every step.
+KOOPA = """
+import torch
+import torch.nn as nn
+
+device = torch.device("cuda")
+
+
+class KPLayer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(96, 96)
+
+    def forward(self, z):
+        self.K = torch.linalg.lstsq(z[:, :-1], z[:, 1:]).solution
+        if TEST:
+            self.K = torch.eye(self.K.shape[1]).unsqueeze(0).repeat(z.shape[0], 1, 1).to(z.device)
+        return self.proj(torch.bmm(z, self.K))
+"""
+
+
+@pytest.mark.parametrize(
+    ("test", "reported"),
+    [
+        ("torch.isnan(self.K).any()", False),
+        ("not torch.isfinite(self.K).all()", False),
+        ("(~torch.isfinite(self.K)).any() or torch.isinf(z).any()", False),
+        ("torch.isfinite(self.K).all()", True),
+        ("not torch.isnan(self.K).any()", True),
+    ],
+)
+def test_a_branch_taken_only_on_bad_values_is_not_every_step(test: str, reported: bool) -> None:
+    assert bool(findings(KOOPA.replace("TEST", test), "TP207")) is reported

@@ -34,6 +34,7 @@ from torchpace.lint.loops import (
     Scope,
     disables_grad,
     dotted,
+    failure_check,
     walk,
 )
 from torchpace.lint.rule import FileContext, per_file
@@ -135,7 +136,7 @@ def _training_branches(body: list[ast.stmt]) -> list[ast.AST]:
                 out += _training_branches(stmt.body if mode else stmt.orelse)
                 continue
             out.append(stmt.test)
-            if not _fills_once(stmt.test):
+            if not _fills_once(stmt.test) and not failure_check(stmt.test):
                 out += _training_branches(stmt.body)
             out += _training_branches(stmt.orelse)
             continue

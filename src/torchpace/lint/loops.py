@@ -259,6 +259,29 @@ def is_cadence_gate(test: ast.expr, helpers: frozenset[str] = frozenset()) -> bo
     return False
 
 
+_BAD_VALUES = frozenset({"isnan", "isinf", "isposinf", "isneginf"})
+
+
+def failure_check(test: ast.expr, negated: bool = False) -> bool:
+    """A test that holds only when a value went bad: ``torch.isnan(x).any()``,
+    ``not torch.isfinite(x).all()``, ``(~torch.isfinite(x)).any()``, ``math.isnan(v)``, or an
+    ``or`` of them. Its body is error recovery (Time-Series-Library's Koopa replaces a failed
+    least-squares solution), run on no ordinary step; the test itself runs on every one."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, (ast.Not, ast.Invert)):
+        return failure_check(test.operand, not negated)
+    if isinstance(test, ast.BoolOp):
+        if isinstance(test.op, ast.Or) is not negated:  # ``a or b``; ``not (a and b)``
+            return all(failure_check(v, negated) for v in test.values)
+        return any(failure_check(v, negated) for v in test.values)
+    if not isinstance(test, ast.Call):
+        return False
+    func = test.func
+    if isinstance(func, ast.Attribute) and func.attr in ("any", "all") and not test.args:
+        return failure_check(func.value, negated)  # ``torch.isnan(x).any()``
+    name = (dotted(func) or "").rsplit(".", 1)[-1]
+    return name in _BAD_VALUES if not negated else name == "isfinite"
+
+
 def _opt_in(test: ast.expr, flags: frozenset[str]) -> bool:
     """``args.verbose``, or an ``and`` holding it, where ``verbose`` is one of ``flags``."""
     if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
@@ -1363,6 +1386,14 @@ def _mark_hot(
         ):
             # ``if loss_ema is None: loss_ema = loss.item()``: the body sets what its test
             # asks for, so it runs once (until the name is reset, per epoch at most)
+            stack += [node.test, *node.orelse]
+            continue
+        if (
+            isinstance(node, ast.If)
+            and failure_check(node.test)
+            and not facts.trains(node.body, scope)
+        ):
+            # ``if torch.isnan(k).any(): k = fallback(...)``: recovery from a bad value
             stack += [node.test, *node.orelse]
             continue
         if isinstance(node, ast.If) and _ends_run(node.body):
