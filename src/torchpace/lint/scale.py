@@ -175,7 +175,7 @@ Run = tuple[Sequence[ast.AST], ast.AST | None, bool]
 
 # What a loss function is called where a step calls it (``criterion(out, y)``, ``self.loss_fn``):
 # built where this file cannot read (another file, a library), it is sized as a loss, no model.
-_LOSS_NAME = re.compile(r"criterion|loss|loss_?fn|loss_?func(tion)?|(\w+_)?criterion(_\w+)?")
+_LOSS_NAME = re.compile(r"loss|loss_?fn|loss_?func(tion)?|(\w+_)?criterion(_\w+)?")
 
 
 class _Unknown(Exception):

@@ -16,6 +16,7 @@ from torchpace.lint.device import may_use_accelerator
 from torchpace.lint.forwards import in_forwards
 from torchpace.lint.loops import (
     LOOPS,
+    NESTED_SCOPES,
     PARAMETERS,
     LoopFacts,
     Scope,
@@ -214,9 +215,6 @@ def _read_before_move(scope: Scope, receiver: ast.expr) -> bool:
     return _moves_later(scope, name, receiver.lineno)
 
 
-_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
-
-
 def _host_where_read(ctx: FileContext, scope: Scope, receiver: ast.expr) -> bool:
     """The last statement before the read that binds the name read, in the same step (the read's
     block or a block around it, no loop between them), binds a host tensor: ``correct =
@@ -245,7 +243,7 @@ def _host_where_read(ctx: FileContext, scope: Scope, receiver: ast.expr) -> bool
                     for n in subtree(stmt)
                 ):
                     return False
-        if isinstance(parent, (ast.For, ast.AsyncFor, ast.While, *_SCOPES)):
+        if isinstance(parent, (ast.For, ast.AsyncFor, ast.While, *NESTED_SCOPES)):
             return False  # an earlier iteration's binding may reach the read
         node = parent
     return False
