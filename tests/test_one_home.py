@@ -62,3 +62,55 @@ def test_the_lr_scaling_default_is_one_rule_for_the_plan_the_tune_and_its_option
     assert field.default == setting.default == lr.DEFAULT
     assert field.metadata["choices"] is lr.RULES
     assert build_parser().parse_args(["tune", "x.py"]).lr_scaling == lr.DEFAULT
+
+
+_TRAINING_SCRIPT = b"""import torch
+from torch.utils.data import DataLoader
+
+model = torch.nn.Linear(4, 1).cuda()
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+loader = DataLoader(data, batch_size=8, shuffle=True)
+for x, y in loader:
+    loss = (model(x.cuda()) - y.cuda()).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+"""
+
+
+@pytest.mark.parametrize("cores", [1, 2, 3, 8, 32])
+def test_the_worker_rule_is_the_catalogues_for_the_verb_the_edit_the_tune_and_the_bench(
+    monkeypatch: pytest.MonkeyPatch, cores: int
+) -> None:
+    # issue 31: the verb and apply's edit took four workers at most on CUDA, the bench at least
+    # one, and the script tune tried one a core (31 on 32 cores)
+    from types import SimpleNamespace
+
+    from torchpace.bench import configs
+    from torchpace.script import edits
+    from torchpace.speedups.loading import loader_settings
+
+    monkeypatch.setattr(edits, "usable_cores", lambda: cores)
+    monkeypatch.setattr(configs, "usable_cores", lambda: cores)
+    monkeypatch.setattr(configs, "bf16_supported", lambda device: True)
+    monkeypatch.setattr("torchpace.measure.cores.usable_cores", lambda: cores)
+    monkeypatch.setattr(candidates, "bf16_supported", lambda device: True)
+    for device in ("cpu", "cuda"):
+        want = catalog.loader_workers(device, cores)
+        assert loader_settings(device, cores=cores).num_workers == want
+        assert configs.tuned("cnn", torch.device(device)).num_workers == want
+        plan = Plan(loader="auto")
+        found, _ = edits.plan_edits(_TRAINING_SCRIPT, "train.py", plan, device=device)
+        titles = [f.message for f in found if f.technique == "loader-workers"]
+        cuda = device == "cuda"
+        expected = f"num_workers={want}, pin_memory={cuda}, persistent_workers={want > 0}"
+        assert titles == ([expected] if want or cuda else [])
+        base = SimpleNamespace(extra={"facts": {"loaders": [{"batch_size": 8, "shuffled": True}]}})
+        cands, _ = candidates.for_script(base, torch.device(device), [])
+        (workers,) = [c for c in cands if c.techniques == ("loader-workers",)]
+        assert workers.changes["loader_workers"] == catalog.trial_workers(cores)
+    assert catalog.trial_workers(cores) == max(1, catalog.loader_workers("cuda", cores))
+    assert catalog.loader_workers("cuda", cores) == max(0, min(4, cores - 1))
+    assert catalog.loader_workers("cuda:1", cores) == catalog.loader_workers("cuda", cores)
+    with pytest.raises(ValueError, match="cores must be >= 1"):
+        catalog.loader_workers("cuda", 0)

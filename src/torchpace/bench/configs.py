@@ -8,6 +8,7 @@ from typing import Literal
 
 import torch
 
+from torchpace.catalog import loader_workers
 from torchpace.measure.cores import usable_cores
 from torchpace.measure.env import bf16_supported
 
@@ -62,7 +63,7 @@ def tuned(workload: str, device: torch.device) -> TrainConfig:
         techniques.append("channels-last")
     # Loader workers and pinned memory on CUDA only: on a CPU-only run the workers compete with
     # the training step for the same cores.
-    workers = min(4, max(1, usable_cores() - 1)) if cuda else 0
+    workers = loader_workers("cuda" if cuda else "cpu", usable_cores())
     if cuda:
         techniques += ["loader-workers", "pinned-memory", "persistent-workers"]
     return TrainConfig(

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from torchpace.catalog import compute, distributed, loading, memory, precision
+from torchpace.catalog.loading import loader_workers, trial_workers
 from torchpace.catalog.precision import AMP_CHOICES, FUSED_KERNELS, fused_on
 from torchpace.catalog.schema import GUIDES, Device, Family, Guide, Technique
 
@@ -29,6 +30,8 @@ __all__ = [
     "fused_on",
     "get",
     "ids",
+    "loader_workers",
+    "trial_workers",
 ]
 
 # Ordered by family (in the order of ``Family``), then from the most to the least common case.

@@ -366,3 +366,28 @@ ENTRIES: tuple[Technique, ...] = (
         ),
     ),
 )
+
+
+# How many loader workers a training run starts from: the one home of this rule, read by
+# prepare()'s verb (loader_settings), apply's edit, the script tune's trial and the bench (issue
+# 31: each wrote it, and the tune tried one worker a core where the verb and the edit took at
+# most four). On CUDA, 4: "num_workers = 4 * num_GPU", the rule of thumb of the faster-training
+# memo and seven-tips-zh guides, one process driving one GPU; fewer where the cores are fewer,
+# the main process keeping one to run the step's Python, queue kernels and pin batches. On CPU,
+# none: the workers take cores from the step's intra-op threads (one worker measured 0.91x on
+# cnn, 2-core AMX Xeon, torch 2.13; "loader-workers" above).
+MOST_WORKERS = 4
+
+
+def loader_workers(device: str, cores: int) -> int:
+    """The loader workers to start from on ``device`` ("cpu", "cuda", "cuda:1"), with ``cores``
+    usable by this process (under torchrun, its share of the machine's)."""
+    if cores < 1:
+        raise ValueError(f"cores must be >= 1, got {cores}")
+    return max(0, min(MOST_WORKERS, cores - 1)) if device.split(":")[0] == "cuda" else 0
+
+
+def trial_workers(cores: int) -> int:
+    """The workers a trial of loader workers tries where no count was measured: the CUDA
+    starting count, and at least one, on any device (the trial measures whether they pay)."""
+    return max(1, loader_workers("cuda", cores))

@@ -49,7 +49,7 @@ from functools import cached_property
 from itertools import pairwise
 
 from torchpace import techniques
-from torchpace.catalog import fused_on
+from torchpace.catalog import fused_on, loader_workers
 from torchpace.findings import Edit, Finding, Fix, Location
 from torchpace.lint import values
 from torchpace.lint.dataloaders import (
@@ -181,8 +181,8 @@ def _fused(s: _Script, device: str) -> list[Finding]:
 
 def _loader(s: _Script, plan: Plan, device: str) -> tuple[list[Finding], list[Instruction]]:
     workers = plan.loader_workers
-    if workers is None:  # "auto", as loader_settings chooses per device
-        workers = max(0, min(4, usable_cores() - 1)) if device == "cuda" else 0
+    if workers is None:  # "auto": the catalogue's rule, as loader_settings reads it
+        workers = loader_workers(device, usable_cores())
     values = {
         "num_workers": str(workers),
         "pin_memory": str(device == "cuda"),

@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 import torch
 from torch.utils.data import DataLoader, Dataset, IterableDataset
 
+from torchpace.catalog import loader_workers
 from torchpace.measure.cores import usable_cores
 from torchpace.speedups.applied import SpeedupWarning
 
@@ -78,15 +79,8 @@ def loader_settings(
         raise ValueError(f"cores must be >= 1, got {cores}")
     if workers is not None and workers < 0:
         raise ValueError(f"workers must be >= 0, got {workers}")
-    if workers is None and dev.type == "cuda":
-        # 4: "num_workers = 4 * num_GPU", the rule of thumb of the faster-training memo and
-        # seven-tips-zh guides; one process drives one GPU. cores - 1: the main process keeps a
-        # core to run the step's Python, queue kernels and pin batches.
-        workers = max(0, min(4, (cores or usable_cores()) - 1))
-    elif workers is None:
-        # 0: on CPU the workers take cores from the step's intra-op threads; one worker measured
-        # 0.91x on cnn (2-core AMX Xeon, torch 2.13; catalogue "loader-workers").
-        workers = 0
+    if workers is None:  # the catalogue's rule: four at most on CUDA, none on CPU
+        workers = loader_workers(dev.type, cores or usable_cores())
     return LoaderSettings(
         num_workers=workers,
         # Pinned memory only speeds host-to-GPU copies (catalogue "pinned-memory").

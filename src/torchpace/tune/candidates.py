@@ -18,7 +18,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from torchpace.catalog import fused_on
+from torchpace.catalog import fused_on, trial_workers
 from torchpace.findings import DoctorFinding
 from torchpace.measure.env import bf16_supported
 from torchpace.speedups.bucketed_loader import length_quantiles
@@ -211,8 +211,8 @@ def for_script(
     loaders = [x for x in every if x.get("shuffled")] or every
     # The workers the doctor found fastest from the dataset's measured pace (a dataset that
     # waits on I/O wants more than the cores: io_images ran 1.19x with one worker on 2 cores,
-    # 2.3x with two); else one a core, the main process keeping one for the step.
-    workers = _measured_workers(findings) or max(1, usable_cores() - 1)
+    # 2.3x with two); else the catalogue's trial count.
+    workers = _measured_workers(findings) or trial_workers(usable_cores())
     name, techniques = "loader workers", ("loader-workers",)
     if not loaders:
         no.append(NotApplicable(name, techniques, "no DataLoader with a batch size was built"))
