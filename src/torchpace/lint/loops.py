@@ -387,25 +387,39 @@ def _every_optimizer_step(test: ast.expr) -> bool:
     )
 
 
+def _scope_bindings(
+    ctx: FileContext, scope: ast.AST
+) -> tuple[dict[str, list[ast.expr]], dict[str, int]]:
+    """The scope's own plain assignments by target text, in walk order, and how many times each
+    name is stored to anywhere under the scope: read once per scope and file, as rules ask of
+    many names in the same scope (a notebook's module scope is the whole notebook)."""
+    index: dict[int, Any] = ctx.__dict__.setdefault("_tp_scope_bindings", {})
+    found = index.get(id(scope))
+    if found is None:
+        assigned: dict[str, list[ast.expr]] = {}
+        stores: dict[str, int] = {}
+        for n in subtree(scope):
+            if isinstance(n, ast.Assign):
+                for target, value in assignments((n,)):
+                    if ctx.enclosing_scope(value) is scope:
+                        assigned.setdefault(target, []).append(value)
+            elif isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+                stores[n.id] = stores.get(n.id, 0) + 1
+        found = index[id(scope)] = (scope, assigned, stores)  # the scope kept: its id stays its
+    return found[1], found[2]
+
+
 def assigned_in(ctx: FileContext, name: str, scope: ast.AST) -> list[ast.expr]:
     """What the scope's own plain assignments bind ``name`` to (other bindings left out)."""
-    return [
-        value
-        for target, value in assignments(n for n in subtree(scope) if isinstance(n, ast.Assign))
-        if target == name and ctx.enclosing_scope(value) is scope
-    ]
+    return list(_scope_bindings(ctx, scope)[0].get(name, ()))
 
 
 def bound_in(ctx: FileContext, name: str, scope: ast.AST) -> list[ast.expr] | None:
     """What the scope's own assignments bind ``name`` to, where they are all that binds it
     (not a loop target, an unpacking of a call, ``with ... as``); else None."""
-    bound = assigned_in(ctx, name, scope)
-    stores = sum(
-        1
-        for n in subtree(scope)
-        if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store)
-    )
-    return bound if bound and len(bound) == stores else None
+    assigned, stores = _scope_bindings(ctx, scope)
+    bound = list(assigned.get(name, ()))
+    return bound if bound and len(bound) == stores.get(name, 0) else None
 
 
 def assignments(nodes: Iterable[ast.AST]) -> Iterator[tuple[str, ast.expr]]:

@@ -718,13 +718,15 @@ def _conv_classes_of(ctx: FileContext, path: Path, depth: int) -> frozenset[str]
         )
         and not _a_dataset(builders[name])
     }
-    changed = True
-    while changed:
-        changed = False
-        for name in candidates - found:
-            if _always_builds(builders[name], conv):
-                found.add(name)
-                changed = True
+    # The least fixed point (the reading only grows with ``found``): a builder is read again only
+    # once a builder it calls by name has been found, not on every pass over all of them.
+    named = {n: {c.func.id for c in calls[n] if isinstance(c.func, ast.Name)} for n in candidates}
+    pending, recheck = set(candidates), set(candidates)
+    while recheck:
+        newly = {name for name in recheck if _always_builds(builders[name], conv)}
+        found |= newly
+        pending -= newly
+        recheck = {name for name in pending if not named[name].isdisjoint(newly)}
     return frozenset(found)
 
 
