@@ -7,7 +7,10 @@ what makes such a run slow; the rules that report them leave these loops alone.
 
 An environment is recognised by its name (``env``, ``envs``, ``environment``, ``vec_env``,
 ``train_env``, ``self.env``, ...) or by what built it (``gym.make``, ``gymnasium.make``,
-``make_vec_env``, a vector-env class). The environment-bound nodes are those lexically inside
+``make_vec_env``, a vector-env class). A loop steps it where it calls ``step`` itself, or calls
+a function of the file that does, outside that function's own loops (an agent's
+``step(action)`` method around ``self.env.step(action)``; a ``rollout()`` that steps it in a loop
+of its own runs many steps per call). The environment-bound nodes are those lexically inside
 such a loop, and those of the functions it calls directly (``select_action(state)``), except
 inside a loop of those functions that trains on its own (a PPO update's epochs over its
 minibatches: syncs there happen per gradient step, not per environment step).
@@ -62,6 +65,13 @@ def steps_env(node: ast.AST, made: set[str]) -> bool:
     return owner in made or bool(_ENV_NAME.match(last))
 
 
+def _steps_env_in(fn: ast.AST, made: set[str]) -> bool:
+    """A function that steps an environment itself (an agent's ``step(action)`` method around
+    ``self.env.step(action)``), outside its own loops: once per call."""
+    body = fn.body if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) else []
+    return any(steps_env(n, made) for n in walk(body, into_loops=False))
+
+
 def env_bound(ctx: FileContext) -> frozenset[int]:
     """``id`` of every node that runs once per environment step (module docs)."""
     if b"step(" not in ctx.source:
@@ -72,9 +82,16 @@ def env_bound(ctx: FileContext) -> frozenset[int]:
     callees: list[ast.FunctionDef | ast.AsyncFunctionDef] = []
     for loop in ctx.of_type(*LOOPS):
         body = list(walk(loop.body, into_loops=True))
-        if not any(steps_env(n, made) for n in body):
-            continue
         scope = ctx.enclosing_scope(loop)
+        if not any(
+            steps_env(n, made)
+            or (
+                isinstance(n, ast.Call)
+                and any(_steps_env_in(f, made) for f in facts.callees(n, scope))
+            )
+            for n in body
+        ):
+            continue
         for node in body:
             bound.add(id(node))
             if isinstance(node, ast.Call):

@@ -513,6 +513,12 @@ of a tensor the module keeps on its device is flagged, a buffer it registers or 
 its `__init__` binds (MoCo's queue pointer, `ptr = int(self.queue_ptr)`; a step counter,
 `self.step.item()`), outside evaluation branches (`if not self.training:`) and
 `@torch.no_grad()` forwards.
+Nor the reads of a reinforcement-learning interaction loop, one that steps an environment
+(`env.step(action)`) on every iteration, itself or in a function of the file it calls (an
+agent's `step(action)` method around `self.env.step(action)`), nor those of the functions it
+calls: the action comes back to the host at every environment step by design, and the step's
+time is the environment's. A loop that calls a function stepping the environment in its own
+loop (a rollout) is not one: its reads are per update.
 Nor a stop flag the ranks agree on: a tensor the loop hands to `dist.all_reduce` or
 `dist.broadcast` and then reads to decide a branch (`if stop.item():`), which every rank needs.
 Nor a read that decides when a loop inside the step ends, an `if` whose body is only `break`

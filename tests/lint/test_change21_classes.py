@@ -1,0 +1,107 @@
+"""Classes the nineteenth session found in the change-19 repositories (issue 32), fixed in
+general. Each fixture has the shape of the code a judge read, shortened and renamed; each test
+fails on the rules before the change."""
+
+from __future__ import annotations
+
+import pytest
+from lint_findings import findings
+
+# A DQN agent class in the style of the Rainbow tutorials: the interaction loop calls the
+# agent's own ``step(action)``, which calls ``self.env.step(action)``. The loop is bound by the
+# environment as much as one that calls ``env.step`` itself: the action read back to the host,
+# the replay priorities and the loss read per update are what every environment step costs
+# already, and the small Q-network's autocast cannot pay.
+AGENT = """
+import gymnasium as gym
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Agent:
+    def __init__(self, env, hidden):
+        self.env = env
+        self.device = torch.device("cuda")
+        obs_dim, n_actions = env.observation_space.shape[0], env.action_space.n
+        self.dqn = nn.Sequential(
+            nn.Linear(obs_dim, hidden), nn.ReLU(), nn.Linear(hidden, n_actions)
+        ).to(self.device)
+        self.optimizer = torch.optim.Adam(self.dqn.parameters())
+
+    def select_action(self, state):
+        action = self.dqn(torch.as_tensor(state, device=self.device)).argmax()
+        return action.detach().cpu().numpy()
+
+    def STEP(self, action):
+        next_state, reward, terminated, truncated, _ = ENV.step(action)
+        return next_state, reward, terminated or truncated
+
+    def update_model(self, batch):
+        loss = F.smooth_l1_loss(self.dqn(batch["obs"]).max(1).values, batch["target"])
+        self.optimizer.zero_grad()
+        loss.backward()
+        self.optimizer.step()
+        return loss.item()
+
+    def train(self, num_frames, batch):
+        state, _ = self.env.reset()
+        losses = []
+        for frame_idx in range(num_frames):
+            action = self.select_action(state)
+            state, reward, done = self.STEP(action)
+            if done:
+                state, _ = self.env.reset()
+            losses.append(self.update_model(batch))
+
+
+agent = Agent(gym.make("CartPole-v1"), hidden=int(input()))
+"""
+
+
+@pytest.mark.parametrize("method", ["step", "take_step"])
+@pytest.mark.parametrize("env", ["self.env", "self.environment"])
+def test_an_environment_stepped_in_a_method_the_loop_calls_binds_the_loop(
+    method: str, env: str
+) -> None:
+    source = AGENT.replace("STEP", method).replace("ENV", env)
+    assert findings(source, "TP201") == []
+    assert findings(source, "TP302") == []
+
+
+def test_a_method_that_steps_something_else_does_not_bind_the_loop() -> None:
+    # the method's ``step(action)`` is not an environment's: the loop's reads stay reported
+    source = AGENT.replace("STEP", "step").replace("ENV", "self.schedule")
+    assert findings(source, "TP201") and findings(source, "TP302")
+
+
+def test_a_method_that_steps_in_its_own_loop_does_not_bind_the_caller() -> None:
+    # ``rollout()`` steps the environment many times per call, in its own loop (which is bound);
+    # the caller's loop trains once per rollout: its reads are per update, still reported.
+    source = """
+    import torch
+
+
+    class Runner:
+        def __init__(self, env, model, opt):
+            self.env, self.model, self.opt = env, model.cuda(), opt
+
+        def rollout(self, obs):
+            for t in range(128):
+                obs, reward, done, info = self.env.step(self.act(obs))
+            return obs
+
+        def act(self, obs):
+            return self.model(torch.as_tensor(obs).cuda()).argmax().cpu().numpy()
+
+        def train(self, obs, batch):
+            for update in range(1000):
+                obs = self.rollout(obs)
+                loss = self.model(batch).pow(2).mean()
+                self.opt.zero_grad()
+                loss.backward()
+                self.opt.step()
+                print(loss.item())
+    """
+    assert [code for code, _ in findings(source, "TP201")] == ["TP201"]
