@@ -105,3 +105,81 @@ def test_a_method_that_steps_in_its_own_loop_does_not_bind_the_caller() -> None:
                 print(loss.item())
     """
     assert [code for code, _ in findings(source, "TP201")] == ["TP201"]
+
+
+# EDM's preconditioning: ``torch.as_tensor(sigma)`` of what the caller hands (the step's noise
+# levels, already on the GPU) returns that tensor as it is; nothing is built on the host. A
+# literal list or a local host value is still made on the host.
+AS_TENSOR = """
+import torch
+import torch.nn as nn
+
+
+class Precond(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Linear(64, 64)
+        self.register_buffer("u", torch.zeros(1000))
+
+    def round_sigma(self, sigma):
+        sigma = torch.as_tensor(DATA)
+        return sigma.to(self.u.device)
+
+    def forward(self, x, sigma):
+        return self.net(x) * self.round_sigma(sigma).reshape(-1, 1)
+
+
+model = Precond().cuda()
+opt = torch.optim.Adam(model.parameters())
+for x in loader:
+    x = x.cuda()
+    loss = model(x, torch.rand(x.shape[0], device="cuda")).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+"""
+
+
+@pytest.mark.parametrize(("data", "reported"), [("sigma", False), ("[0.5, 1.0]", True)])
+def test_as_tensor_of_what_the_caller_hands_is_not_built_on_the_host(
+    data: str, reported: bool
+) -> None:
+    assert bool(findings(AS_TENSOR.replace("DATA", data), "TP207")) is reported
+
+
+# EDM's FID script: a loop over a loader feeds a detector loaded whole from a pickle, repeats
+# grey images to three channels and sums the features; nothing trains, so the loader does not
+# feed training steps and gets no pinned-memory advice. The same loop around a model the file
+# builds from a class it cannot see into keeps the advice.
+FID = """
+import pickle
+
+import torch
+
+
+def calculate_stats(dataset, path, device=torch.device("cuda")):
+    with open(path, "rb") as f:
+        detector = MODEL
+    loader = torch.utils.data.DataLoader(dataset, batch_size=64, num_workers=2)
+    mu = torch.zeros([2048], dtype=torch.float64, device=device)
+    for images, _labels in loader:
+        if images.shape[1] == 1:
+            images = images.repeat([1, 3, 1, 1])
+        features = detector(images.to(device)).to(torch.float64)
+        mu += features.sum(0)
+    return mu.cpu().numpy()
+"""
+
+
+@pytest.mark.parametrize(
+    ("model", "reported"),
+    [
+        ("pickle.load(f).to(device)", False),
+        ("torch.jit.load(f).to(device)", False),
+        ("Trainer(f).to(device)", True),
+    ],
+)
+def test_a_loop_that_feeds_a_loaded_model_only_does_not_feed_training(
+    model: str, reported: bool
+) -> None:
+    assert bool(findings(FID.replace("MODEL", model), "TP102")) is reported

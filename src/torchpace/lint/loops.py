@@ -158,6 +158,9 @@ _INERT_METHODS = frozenset(
         *("long", "int", "bool", "view", "reshape", "permute", "squeeze", "unsqueeze", "flatten"),
         *("size", "contiguous", "clone", "type", "argmax", "softmax", "sigmoid", "eq", "append"),
         *("extend", "items", "keys", "values", "numel", "dim", "format"),
+        # tensor math that makes a new tensor and trains nothing (FID statistics: images
+        # repeated to three channels, features summed)
+        *("sum", "mean", "max", "min", "repeat", "expand", "transpose", "abs", "pow", "sqrt"),
     }
 )
 FUNCTION_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
@@ -173,6 +176,9 @@ def constructor(cls: ast.ClassDef) -> ast.FunctionDef | None:
 
 
 _MODEL_LIBRARIES = ("torch.nn.", "torchvision.models.", "timm.create_model", "timm.models.")
+# A module loaded whole, ready-made (a pickled feature extractor, a TorchScript file): calling it
+# runs its forward, which trains nothing; training it would show as a backward in the file.
+_DESERIALISED = frozenset({"pickle.load", "torch.load", "torch.jit.load", "dill.load"})
 # Context managers and decorators that turn autograd off.
 NO_GRAD = frozenset(
     {
@@ -797,10 +803,10 @@ class LoopFacts:
     def _only_forwards(self, loop: Loop) -> bool:
         """A loop over batches in which nothing could train, that runs a model forward or moves
         nothing to a device: every other call in it is torch's, NumPy's or a builtin, or a
-        tensor's or a list's method; the models are of ``torch.nn`` or a model library, or
-        classes of this file that train nothing. Feature extraction (``for x, y in loader:
-        feats.extend(model.features(x.to(device)).cpu().numpy())``) reads batches and trains
-        nothing. A call this file cannot see into (``train_step(model, batch)``,
+        tensor's or a list's method; the models are of ``torch.nn`` or a model library, loaded
+        whole (a pickled detector, EDM's FID script), or classes of this file that train
+        nothing. Feature extraction (``for x, y in loader: feats.extend(model.features(
+        x.to(device)).cpu().numpy())``) reads batches and trains nothing. A call this file cannot see into (``train_step(model, batch)``,
         ``trainer.fit_batch(batch)``) keeps the loop a step loop, and so does a loop that hands
         its batches on (``yield``) or calls nothing."""
         nodes = list(walk(loop.body))
@@ -840,9 +846,10 @@ class LoopFacts:
 
     def _runs_forward(self, name: str) -> bool:
         """``name`` is a model whose forward trains nothing: built by ``torch.nn``, by a model
-        library, or from a class of this file whose methods train nothing."""
+        library, loaded whole (``pickle.load``, ``torch.load``, ``torch.jit.load``), or from a
+        class of this file whose methods train nothing."""
         owner = self.instances.get(name, "")
-        if owner.startswith(_MODEL_LIBRARIES):
+        if owner.startswith(_MODEL_LIBRARIES) or owner in _DESERIALISED:
             return True
         if owner in self.classes:
             cls = self.classes[owner]

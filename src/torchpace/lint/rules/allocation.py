@@ -12,7 +12,15 @@ from torchpace.findings import Edit, Fix
 from torchpace.lint.forwards import in_forwards
 from torchpace.lint.loops import Scope, dotted, returned
 from torchpace.lint.project import definition_of
-from torchpace.lint.rule import FileContext, Report, Rule, end_of, has_star_args, keyword
+from torchpace.lint.rule import (
+    FileContext,
+    Report,
+    Rule,
+    end_of,
+    has_star_args,
+    keyword,
+    parameter_names,
+)
 from torchpace.lint.rules.syncs import REFERENCES, check_calls_to, hot_calls
 from torchpace.lint.tensors import LEGACY_HOST_TYPES
 from torchpace.lint.tree import subtree
@@ -174,7 +182,18 @@ def _host_factory(ctx: FileContext, node: ast.expr) -> ast.Call | None:
         return node  # ``torch.LongTensor(range(n))``: what ``torch.arange(n, device=)`` makes
     if name not in _FACTORIES or has_star_args(node) or keyword(node, "device") is not None:
         return None
+    if name == "torch.as_tensor" and _handed_in(ctx, node):
+        return None
     return node
+
+
+def _handed_in(ctx: FileContext, call: ast.Call) -> bool:
+    """``torch.as_tensor(x)`` of a parameter of the function: what a caller hands may already be
+    a tensor on the device, which ``as_tensor`` returns as it is (EDM's ``round_sigma(sigma)``),
+    so nothing is known to be built on the host."""
+    data = call.args[0] if call.args else keyword(call, "data")
+    data = data.value if isinstance(data, ast.keyword) else data
+    return isinstance(data, ast.Name) and data.id in parameter_names(ctx.enclosing_scope(call))
 
 
 def _made_from_nothing(node: ast.expr) -> bool:
@@ -521,7 +540,8 @@ to it (`mask = torch.BoolTensor(x.size()).fill_(0)`, then `mask = mask.cuda()`).
 constructor counts where it is given no data, only a `range`, sizes (also another tensor's,
 `x.size()`, `x.shape`) or a literal list of numbers (`torch.LongTensor(range(n)).to(device)`, what
 `torch.arange(n, device=device)` makes); given host data (a NumPy array, an observation), it is a
-copy either way.
+copy either way. `torch.as_tensor(x)` of a parameter of the function is not one: what the
+caller hands may already be a tensor on the device, which `as_tensor` returns as it is.
 Also numpy data copied into a legacy CUDA tensor type
 (`torch.cuda.FloatTensor(np.random.normal(...))`, or a name bound to such a type).
 
