@@ -806,9 +806,10 @@ class LoopFacts:
         tensor's or a list's method; the models are of ``torch.nn`` or a model library, loaded
         whole (a pickled detector, EDM's FID script), or classes of this file that train
         nothing. Feature extraction (``for x, y in loader: feats.extend(model.features(
-        x.to(device)).cpu().numpy())``) reads batches and trains nothing. A call this file cannot see into (``train_step(model, batch)``,
-        ``trainer.fit_batch(batch)``) keeps the loop a step loop, and so does a loop that hands
-        its batches on (``yield``) or calls nothing."""
+        x.to(device)).cpu().numpy())``) reads batches and trains nothing. A call this file
+        cannot see into (``train_step(model, batch)``, ``trainer.fit_batch(batch)``) keeps the
+        loop a step loop, and so does a loop that hands its batches on (``yield``) or calls
+        nothing."""
         nodes = list(walk(loop.body))
         calls = [n for n in nodes if isinstance(n, ast.Call)]
         if not calls or any(isinstance(n, (ast.Yield, ast.YieldFrom)) for n in nodes):
