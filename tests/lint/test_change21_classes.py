@@ -183,3 +183,46 @@ def test_a_loop_that_feeds_a_loaded_model_only_does_not_feed_training(
     model: str, reported: bool
 ) -> None:
     assert bool(findings(FID.replace("MODEL", model), "TP102")) is reported
+
+
+# The sentiment tutorials' FastText and one-layer RNN: an embedding table over a vocabulary the
+# data decides, then a small recurrence or an average and a narrow linear layer. A lookup reads
+# one row a token, so the table's size is not the step's work: the model is small (judged
+# debatable, negligible, each time). A wide layer after the embedding keeps the findings.
+EMBEDDED = """
+import torch
+import torch.nn as nn
+
+
+class Classifier(nn.Module):
+    def __init__(self, vocab_size, embedding_dim, hidden_dim):
+        super().__init__()
+        self.embedding = nn.Embedding(vocab_size, embedding_dim)
+        self.rnn = nn.RNN(embedding_dim, hidden_dim)
+        self.fc = nn.Linear(hidden_dim, 1)
+
+    def forward(self, text):
+        output, hidden = self.rnn(self.embedding(text))
+        return self.fc(hidden.squeeze(0))
+
+
+model = Classifier(len(vocab), 100, HIDDEN).to("cuda")
+optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
+criterion = nn.BCEWithLogitsLoss()
+for epoch in range(5):
+    for text, label in iterator:
+        optimizer.zero_grad()
+        loss = criterion(model(text.cuda()).squeeze(1), label.cuda())
+        loss.backward()
+        optimizer.step()
+        print(loss.item())
+"""
+
+
+@pytest.mark.parametrize(("hidden", "reported"), [("256", False), ("4096", True)])
+def test_an_embedding_table_counts_one_row_toward_a_small_model(
+    hidden: str, reported: bool
+) -> None:
+    source = EMBEDDED.replace("HIDDEN", hidden)
+    assert bool(findings(source, "TP302")) is reported
+    assert bool(findings(source, "TP201")) is reported

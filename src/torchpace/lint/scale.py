@@ -63,7 +63,8 @@ SMALL_MODELS_DOC = (
     "constants, option defaults, constructor arguments, the length of one of Python's `string` "
     "constants such as `len(string.printable)`; a linear layer of at most 64 units "
     "over the data's width, `nn.Linear(x.shape[1], 50)`, or to its classes, "
-    "`nn.Linear(25, len(encoder.classes_))`), with at most a million weights and "
+    "`nn.Linear(25, len(encoder.classes_))`), with at most a million weights (an embedding "
+    "table counts one row, whatever the vocabulary: a lookup reads one row a token) and "
     "no convolution wider than 16 channels (a 2-100-3 MLP, LeNet, a 784-400-20 VAE). Its "
     "kernels take microseconds on a GPU, so the step's time is Python and kernel launches, "
     "which this change does not shorten. A model from a library, or a size the file does not "
@@ -547,8 +548,9 @@ class _Sizer:
             return sides[0] * sides[1]
         size = self.known  # below, a layer with the data's width is unknown
         if kind in ("Embedding", "EmbeddingBag"):
-            n = size(arg("num_embeddings", 0), env)
-            return n * size(arg("embedding_dim", 1), env)
+            # a lookup reads one row a token: the table's size (often the vocabulary's, read
+            # from the data) is not a step's work
+            return size(arg("embedding_dim", 1), env)
         if kind.startswith(("Conv", "ConvTranspose")) and kind[-2:] in ("1d", "2d", "3d"):
             c_in = size(arg("in_channels", 0), env)
             c_out = size(arg("out_channels", 1), env)
