@@ -80,22 +80,18 @@ def env_bound(ctx: FileContext) -> frozenset[int]:
     facts = ctx.loops
     bound: set[int] = set()
     callees: list[ast.FunctionDef | ast.AsyncFunctionDef] = []
+    stepping: dict[int, bool] = {}  # each function's body read once, however many loops call it
     for loop in ctx.of_type(*LOOPS):
         body = list(walk(loop.body, into_loops=True))
         scope = ctx.enclosing_scope(loop)
-        if not any(
-            steps_env(n, made)
-            or (
-                isinstance(n, ast.Call)
-                and any(_steps_env_in(f, made) for f in facts.callees(n, scope))
-            )
-            for n in body
-        ):
+        called = [f for n in body if isinstance(n, ast.Call) for f in facts.callees(n, scope)]
+        for f in called:
+            if id(f) not in stepping:
+                stepping[id(f)] = _steps_env_in(f, made)
+        if not any(steps_env(n, made) for n in body) and not any(stepping[id(f)] for f in called):
             continue
-        for node in body:
-            bound.add(id(node))
-            if isinstance(node, ast.Call):
-                callees += facts.callees(node, scope)
+        bound.update(id(node) for node in body)
+        callees += called
     for fn in callees:
         inner_training = {
             id(n)

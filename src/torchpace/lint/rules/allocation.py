@@ -16,6 +16,7 @@ from torchpace.lint.rule import (
     FileContext,
     Report,
     Rule,
+    argument,
     end_of,
     has_star_args,
     keyword,
@@ -191,8 +192,7 @@ def _handed_in(ctx: FileContext, call: ast.Call) -> bool:
     """``torch.as_tensor(x)`` of a parameter of the function: what a caller hands may already be
     a tensor on the device, which ``as_tensor`` returns as it is (EDM's ``round_sigma(sigma)``),
     so nothing is known to be built on the host."""
-    data = call.args[0] if call.args else keyword(call, "data")
-    data = data.value if isinstance(data, ast.keyword) else data
+    data = argument(call, "data", 0)
     return isinstance(data, ast.Name) and data.id in parameter_names(ctx.enclosing_scope(call))
 
 
