@@ -984,9 +984,22 @@ def _training_functions_of(ctx: FileContext) -> frozenset[str]:
             isinstance(call, ast.Call)
             and isinstance(call.func, ast.Name)
             and call.func.id in training
+            and call.func.id not in _local_names(f)
             for call in subtree(f)
         )
     )
+
+
+def _local_names(function: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
+    """The names a function binds itself: its parameters, what it imports and what it stores
+    (YOLOv7's ``model_info`` imports thop's ``profile``, which is not its file's ``profile``)."""
+    found = {a.arg for a in ast.walk(function.args) if isinstance(a, ast.arg)}
+    for node in subtree(function):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            found.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            found.add(node.id)
+    return found
 
 
 _own_training_functions = per_context(_training_functions_of, frozenset[str]())

@@ -351,16 +351,21 @@ def _values_besides_moves(name: str, scope: ast.AST) -> list[ast.expr]:
         and len(node.targets) == 1
         and dotted(node.targets[0]) == name
     ]
-    return [
-        v
-        for v in values
-        if not (
-            isinstance(v, ast.Call)
-            and isinstance(v.func, ast.Attribute)
-            and v.func.attr in _MOVES
-            and dotted(v.func.value) == name
-        )
-    ]
+    return [v for v in values if not _moves_itself(v, name)]
+
+
+def _moves_itself(value: ast.expr, name: str) -> bool:
+    """``z.cuda()``, ``z.to(device)``, also through casts and further moves
+    (pretrain-gnns' ``self_loop_attr.to(edge_attr.device).to(edge_attr.dtype)``)."""
+    moved = False
+    while (
+        isinstance(value, ast.Call)
+        and isinstance(value.func, ast.Attribute)
+        and value.func.attr in _MOVES | _CASTS
+    ):
+        moved = moved or value.func.attr in _MOVES
+        value = value.func.value
+    return moved and dotted(value) == name
 
 
 def _made_on_host(ctx: FileContext, name: str, scope: ast.AST) -> list[ast.expr]:
@@ -536,7 +541,8 @@ methods, pointwise functions, arithmetic and einops that keep it on the host (al
 name bound only to them: `r = torch.arange(n).long()`, then `m = r.unsqueeze(0).expand(b, n)`, then
 `m = m.cuda()`), or returned by a function of this file or of an imported project file that builds
 it so (`prepare_img_ids(b, h, w).to(device)`), also filled on the host under a name bound only
-to it (`mask = torch.BoolTensor(x.size()).fill_(0)`, then `mask = mask.cuda()`). A legacy typed
+to it (`mask = torch.BoolTensor(x.size()).fill_(0)`, then `mask = mask.cuda()`; a graph layer's
+`a = torch.zeros(n, 2)`, `a[:, 0] = 4`, then `a = a.to(e.device).to(e.dtype)`). A legacy typed
 constructor counts where it is given no data, only a `range`, sizes (also another tensor's,
 `x.size()`, `x.shape`) or a literal list of numbers (`torch.LongTensor(range(n)).to(device)`, what
 `torch.arange(n, device=device)` makes); given host data (a NumPy array, an observation), it is a

@@ -7,7 +7,7 @@ import builtins
 import dataclasses
 import itertools
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -115,24 +115,56 @@ def chooses_cudnn_setup(ctx: FileContext) -> bool:
     """True when the file sets the auto-tuner, determinism or cuDNN itself, other than turning
     the auto-tuner off or determinism on inside an ``if`` (pytorch/examples imagenet does that
     only for seeded runs, and never turns the auto-tuner on)."""
-    for node in ctx.of_type(ast.Assign, ast.AnnAssign, ast.AugAssign):
-        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-        for target in targets:
+    return _chooses_in(ctx, ctx.of_type(ast.Assign, ast.AnnAssign, ast.AugAssign), ctx.calls)
+
+
+def _targets(node: ast.Assign | ast.AnnAssign | ast.AugAssign) -> Iterator[ast.expr]:
+    """Each target the assignment sets: ``cudnn.benchmark, cudnn.deterministic = False, True``
+    (YOLOv7's init_torch_seeds) sets two."""
+    for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+        yield from target.elts if isinstance(target, (ast.Tuple, ast.List)) else [target]
+
+
+def _value_of(node: ast.AST, target: ast.expr) -> ast.expr | None:
+    """The value ``node`` gives ``target``: its value, or the matching element of a tuple."""
+    if not isinstance(node, ast.Assign):
+        return None
+    for t in node.targets:
+        if t is target:
+            return node.value
+        if isinstance(t, (ast.Tuple, ast.List)) and target in t.elts:
+            value = node.value
+            if isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(t.elts):
+                return value.elts[t.elts.index(target)]
+    return None
+
+
+def _chooses_in(
+    ctx: FileContext,
+    assignments: Iterable[ast.AST],
+    calls: Iterable[tuple[ast.Call, str | None]],
+) -> bool:
+    """:func:`chooses_cudnn_setup` over these assignments and calls of ``ctx``."""
+    for node in assignments:
+        if not isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            continue
+        for target in _targets(node):
             name = ctx.names.qualname(target)
+            value = _value_of(node, target)
             if (
                 name in {_BENCHMARK, "torch.backends.cudnn.deterministic"}
-                and isinstance(node, ast.Assign)
-                and is_const(node.value, name != _BENCHMARK)
+                and value is not None
+                and is_const(value, name != _BENCHMARK)
                 and _only_in_a_branch(ctx, node)
             ):
                 continue
             if name == _BENCHMARK:
                 return True
             if name in _LEFT_AT_DEFAULT_BY and not (
-                isinstance(node, ast.Assign) and is_const(node.value, _LEFT_AT_DEFAULT_BY[name])
+                value is not None and is_const(value, _LEFT_AT_DEFAULT_BY[name])
             ):
                 return True
-    for call, name in ctx.calls:
+    for call, name in calls:
         if name in _CHOOSING_CALLS:
             return True
         if any(k.arg == "deterministic" and is_const(k.value, True) for k in call.keywords):
@@ -141,6 +173,33 @@ def chooses_cudnn_setup(ctx: FileContext) -> bool:
             argument(call, "mode", 0), False
         ):
             return True
+    return False
+
+
+def _helper_chooses_cudnn_setup(ctx: FileContext, depth: int = 2) -> bool:
+    """A function of another project file that this file calls sets cuDNN up, followed
+    ``depth`` calls deep: YOLOv7's train.py calls ``init_seeds``, whose ``init_torch_seeds``,
+    in a third file, turns the auto-tuner on for every seed but 0. A call under an ``if`` is a
+    choice for that case, not for the default run."""
+    seen: set[int] = set()
+    todo = [(ctx, [call for call, _ in ctx.calls], depth)]
+    while todo:
+        where, calls, left = todo.pop()
+        for call in calls:
+            if _only_in_a_branch(where, call):
+                continue  # PyTorch-YOLOv3's provide_determinism(seed), under `if args.seed != -1`
+            found = definition_of(where, call, ast.FunctionDef)
+            if found is None or id(found[1]) in seen:
+                continue
+            helper, function = found
+            seen.add(id(function))
+            nodes = list(subtree(function))
+            inner = [n for n in nodes if isinstance(n, ast.Call)]
+            named = [(c, helper.names.qualname(c.func)) for c in inner]
+            if _chooses_in(helper, nodes, named):
+                return True
+            if left > 1:
+                todo.append((helper, inner, left - 1))
     return False
 
 
@@ -317,7 +376,8 @@ def _check_cudnn_benchmark(ctx: FileContext) -> Iterator[Report]:
             return
         if all(_hands_a_small_model(ctx, call) for call, _ in helpers):
             return  # LeNet handed to the course's trainer: nothing worth autotuning
-        yield Report(min(convs, key=start_of))
+        if not _helper_chooses_cudnn_setup(ctx):
+            yield Report(min(convs, key=start_of))
         return
     if chooses_cudnn_setup(ctx) or not (uses_cuda(ctx) or framework_gpu(ctx)):
         return  # not a CUDA run; an Accelerate or Fabric trainer's device is the GPU (TP102)
@@ -326,7 +386,7 @@ def _check_cudnn_benchmark(ctx: FileContext) -> Iterator[Report]:
     if _shapes_change_every_step(ctx):
         return  # batches padded to their own longest item: a new shape to tune at every step
     convs = convs or _builds_conv_net_here(ctx)
-    if convs:
+    if convs and not _helper_chooses_cudnn_setup(ctx):
         yield Report(min(convs, key=start_of))
 
 
@@ -366,23 +426,26 @@ is taken by every CUDA run, so it decides them all), asks
 for reproducibility
 (`torch.backends.cudnn.deterministic = True`, `torch.use_deterministic_algorithms(True)`),
 turns cuDNN off, uses `torch.backends.cudnn.flags(...)`, or calls anything with
-`deterministic=True` (a seeding helper such as YOLOv5's `init_seeds`). A file without convs of
-its own is flagged at the construction of a conv net it trains: a torchvision model, or a class that
-another file of the project (beside it or up to three directories above, imported by name,
-through its module, relatively or with `*`) builds from conv layers, directly or through a
-function of that file, or what a function of that file returns after building one
-(`model = load_model(cfg)`); also from blocks it imports from a third file, and re-exported by
-a package's `__init__.py` (`from unet import UNet`), or built through a project module the
-function's file imports whole (`from . import models`, then `models.UNet(...)`: k-diffusion's
-`make_model`), up to three files deep. A module that keeps its own weight and convolves what
-its forward is handed with it (`F.conv2d(input, self.weight)`, also through a project wrapper of
-`F.conv2d`: StyleGAN 2's modulated convolutions) is built from conv layers too; not a dataset
-(an STFT's convolutions computing mel spectrograms), nor a product of the module's own weights
-(LoRA's `F.conv1d(self.lora_A..., self.lora_B...)`). A class constructed is preferred to a
-function whose value is kept (an augmentation that filters with a convolution). A convolution
-built only when an option asks for it (`nn.Conv2d(h, h, 1) if talking_heads else None`, an
-`if flag:` without one in its `else`) does not make a conv net; one chosen by a configuration's
-layer type (`if kind == "convolutional":`) does.
+`deterministic=True` (a seeding helper such as YOLOv5's `init_seeds`); a tuple assignment
+(`cudnn.benchmark, cudnn.deterministic = True, False`) sets both. Nor where a function of
+another project file that it calls, not under an `if`, does so, up to two calls deep (YOLOv7's
+`init_seeds`, whose `init_torch_seeds` in a third file turns the auto-tuner on).
+A file without convs of its own is flagged at the construction of a conv net it trains: a
+torchvision model, or a class that another file of the project (beside it or up to three directories
+above, imported by name, through its module, relatively or with `*`) builds from conv layers,
+directly or through a function of that file, or what a function of that file returns after building
+one (`model = load_model(cfg)`); also from blocks it imports from a third file, and re-exported by a
+package's `__init__.py` (`from unet import UNet`), or built through a project module the function's
+file imports whole (`from . import models`, then `models.UNet(...)`: k-diffusion's `make_model`), up
+to three files deep. A module that keeps its own weight and convolves what its forward is handed
+with it (`F.conv2d(input, self.weight)`, also through a project wrapper of `F.conv2d`: StyleGAN 2's
+modulated convolutions) is built from conv layers too; not a dataset (an STFT's convolutions
+computing mel spectrograms), nor a product of the module's own weights (LoRA's
+`F.conv1d(self.lora_A..., self.lora_B...)`). A class constructed is preferred to a function whose
+value is kept (an augmentation that filters with a convolution). A convolution built only when an
+option asks for it (`nn.Conv2d(h, h, 1) if talking_heads else None`, an `if flag:` without one in
+its `else`) does not make a conv net; one chosen by a configuration's layer type (`if kind ==
+"convolutional":`) does.
 
 {SMALL_MODELS_DOC} {SMALL_STEPS_DOC}
 

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 from torchpace.lint.loops import EVAL_NAME, Loop, dotted, is_cadence_gate, walk
 from torchpace.lint.rule import FileContext, Report, Rule, has_star_args, is_const, keyword
+from torchpace.lint.tree import subtree
 
 _DDP = "torch.nn.parallel.DistributedDataParallel"
 _SAMPLER = "torch.utils.data.DistributedSampler"
@@ -43,7 +44,28 @@ def _check_data_parallel(ctx: FileContext) -> Iterator[Report]:
     ]
     if found and _trains_anywhere(ctx):  # an inference script gains nothing from DDP's backward
         for call in found:
-            yield Report(call.func)
+            if not _for_inference(ctx, call):
+                yield Report(call.func)
+
+
+def _for_inference(ctx: FileContext, call: ast.Call) -> bool:
+    """``call`` wraps a model in a function that puts a model in evaluation mode and trains
+    nothing itself, nor hands the model back: DDIM's ``Diffusion.sample()``, in the file whose
+    ``train()`` trains it, loads a checkpoint into a DataParallel model only to sample."""
+    scope = ctx.enclosing_scope(call)
+    if not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    facts = ctx.loops
+    evaluates = False
+    for node in subtree(scope):
+        if isinstance(node, ast.Return) and node.value is not None:
+            return False
+        if isinstance(node, ast.Call):
+            if facts.is_backward(node) or facts.is_optimizer_step(node):
+                return False
+            func = node.func
+            evaluates |= isinstance(func, ast.Attribute) and func.attr == "eval" and not node.args
+    return evaluates
 
 
 DATA_PARALLEL = Rule(
@@ -56,7 +78,8 @@ DATA_PARALLEL = Rule(
 Flags `torch.nn.DataParallel(...)` (also a class of the file derived from it) and the
 functional `torch.nn.parallel.data_parallel(...)` in
 a file that trains (calls `backward()` or an optimizer's `step()`); inference and evaluation
-scripts are left alone.
+scripts are left alone, and so is a function of a training file that wraps a model only to
+evaluate or sample with it (it calls `.eval()`, trains nothing and returns nothing).
 
 ## Why is this slow
 DataParallel drives every GPU from one Python process: it copies the model to each device on

@@ -128,13 +128,42 @@ _CUTS = frozenset({"item", "tolist", "numpy", "detach", "detach_", "sample"})
 _HOST_CALLS = frozenset({"float", "int", "bool", "len", "str", "round", "print"})
 
 
+def _returns_host(function: Function) -> bool:
+    """Every ``return`` of the function gives a host value (:func:`_host`), also through a
+    name it binds only to host values (SAC's ``action = torch.tanh(z).detach().cpu().numpy()``
+    then ``return action``)."""
+    body = list(walk(function.body))
+    returns = [n for n in body if isinstance(n, ast.Return)]
+
+    def host(value: ast.expr | None) -> bool:
+        if not isinstance(value, ast.Name):
+            return _host(value)
+        bound = [
+            n.value
+            for n in body
+            if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign))
+            and any(isinstance(t, ast.Name) and t.id == value.id for t in _targets(n))
+        ]
+        stored = [
+            n
+            for n in body
+            if isinstance(n, ast.Name) and n.id == value.id and isinstance(n.ctx, ast.Store)
+        ]
+        return bool(bound) and len(bound) == len(stored) and all(_host(v) for v in bound)
+
+    return bool(returns) and all(host(r.value) for r in returns)
+
+
 def _module_attrs(facts: LoopFacts, cls: str) -> set[str]:
     """Attributes a file class assigns a module to: ``self.fc = nn.Linear(...)``."""
     out = set()
     for node in subtree(facts.classes[cls]):
-        if not (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)):
+        if not isinstance(node, ast.Assign):
             continue
-        name = facts.names.qualname(node.value.func) or dotted(node.value.func) or ""
+        value = strip_moves(node.value)  # ``self.actor = Actor(...).to(device)``: an Actor
+        if not isinstance(value, ast.Call):
+            continue
+        name = facts.names.qualname(value.func) or dotted(value.func) or ""
         last = name.rsplit(".", 1)[-1]
         if (name.startswith("torch.nn.") and last[:1].isupper()) or last in facts.classes:
             out |= {d[5:] for d in (dotted(t) for t in node.targets) if d and d[:5] == "self."}
@@ -147,10 +176,20 @@ def _host(expr: ast.expr | None) -> bool:
         return True
     if not isinstance(expr, ast.Call):
         return False
-    if isinstance(expr.func, ast.Attribute) and expr.func.attr in _CUTS:
-        return True
     name = dotted(expr.func) or ""
-    return name in _HOST_CALLS or name.split(".", 1)[0] == "random"
+    if name in _HOST_CALLS or name.split(".", 1)[0] == "random":
+        return True
+    # A cut anywhere down the chain of methods: ``self.actor(s).cpu().data.numpy().flatten()``
+    # (DDPG's select_action) is a NumPy array's method of the host copy.
+    node: ast.expr = expr
+    while isinstance(node, (ast.Call, ast.Attribute)):
+        if isinstance(node, ast.Call):
+            if isinstance(node.func, ast.Attribute) and node.func.attr in _CUTS:
+                return True
+            node = node.func
+        else:
+            node = node.value
+    return False
 
 
 def _local_modules(ctx: FileContext, scope: Scope) -> set[str]:
@@ -214,8 +253,7 @@ class _Acting:
         methods = [(c, m) for c in classes for m in self.facts._methods(c, call.func.attr)]
         if not methods or not all(self._runs_layers(c, m) for c, m in methods):
             return False, False
-        returns = [n for _, m in methods for n in walk(m.body) if isinstance(n, ast.Return)]
-        return True, bool(returns) and all(_host(r.value) for r in returns)
+        return True, all(_returns_host(m) for _, m in methods)
 
     def _acts_through(self, call: ast.Call) -> tuple[bool, bool]:
         """A function of the file handed a model (``get_action(model, state, goal)``) that
@@ -249,9 +287,7 @@ class _Acting:
             isinstance(n, ast.Call) and dotted(n.func) in models and id(n) not in self.facts.no_grad
             for n in body
         )
-        returns = [n for n in body if isinstance(n, ast.Return)]
-        host = bool(returns) and all(_host(r.value) for r in returns)
-        return (True, True) if runs and host else (False, False)
+        return (True, True) if runs and _returns_host(function) else (False, False)
 
     def _runs_layers(self, cls: str, method: Function) -> bool:
         if cls not in self._attrs:
@@ -392,6 +428,33 @@ def _acting_loop(ctx: FileContext, loop: Loop, scope: Scope, made: set[str] | No
     )
 
 
+def _per_step(body: list[ast.stmt]) -> list[ast.stmt]:
+    """The loop body without the branches that end it (``if done: agent.update(); break``):
+    what runs at every step. SAC's acting loop updates once, when the episode ends."""
+    return [
+        s
+        for s in body
+        if not (
+            isinstance(s, ast.If)
+            and not s.orelse
+            and isinstance(s.body[-1], (ast.Break, ast.Return))
+        )
+    ]
+
+
+def _renders_every_step(loop: Loop) -> bool:
+    """The acting loop draws the environment at every step (``env.render()``, not under an
+    ``if``): drawing a frame takes milliseconds, the small policy's autograd bookkeeping
+    microseconds (a test mode watching the agent)."""
+    return any(
+        isinstance(s, ast.Expr)
+        and isinstance(s.value, ast.Call)
+        and isinstance(s.value.func, ast.Attribute)
+        and s.value.func.attr == "render"
+        for s in loop.body
+    )
+
+
 def _check_eval_loop_without_no_grad(ctx: FileContext) -> Iterator[Report]:
     facts = ctx.loops
     if not facts.scope_of or _freezes_parameters(ctx):
@@ -406,8 +469,12 @@ def _check_eval_loop_without_no_grad(ctx: FileContext) -> Iterator[Report]:
         if scope is None:
             continue
         assert isinstance(loop, (ast.For, ast.AsyncFor, ast.While))
-        if facts.trains(loop.body, scope) or grad_disabled(ctx, loop):
+        if grad_disabled(ctx, loop):
             continue
+        if facts.trains(loop.body, scope) and (
+            facts.trains(_per_step(loop.body), scope) or not _acting_loop(ctx, loop, scope, made)
+        ):
+            continue  # trains at every step; an acting loop may update on its way out only
         if isinstance(loop.body[-1], ast.Break):
             continue  # one pass, then break: a lazy module's shapes, a smoke test
         if any(
@@ -423,7 +490,8 @@ def _check_eval_loop_without_no_grad(ctx: FileContext) -> Iterator[Report]:
         evaluated = models & in_eval_mode(scope, loop.lineno)
         over_loader = isinstance(loop, (ast.For, ast.AsyncFor)) and facts.is_loader(loop.iter)
         if _acting_loop(ctx, loop, scope, made):
-            yield Report(loop)
+            if not _renders_every_step(loop):
+                yield Report(loop)
         elif models and (evaluated or over_loader):
             if gpu is None:
                 gpu = may_use_accelerator(ctx)
@@ -469,7 +537,12 @@ becomes a host value within the step (`.item()`, `.numpy()`, `.detach()`, a dist
 `sample()`) and none is stored, handed to other code, returned or read after the loop; the
 update later recomputes what it trains on. The model may run in a function of the file the
 loop hands it to (`action = get_action(model, state)`), where that function returns only host
-values, stores nothing and does not turn autograd off itself. Not flagged: REINFORCE-style
+values, stores nothing and does not turn autograd off itself, or in a method of an object the
+file builds (`action = agent.select_action(state)`) that runs its modules and returns host
+values (`.cpu().data.numpy().flatten()`, or a name bound only to one). An update on the way out
+of the loop (`if done: agent.update(); break`) does not make it a training loop. Not flagged:
+an acting loop that draws the environment at every step (`env.render()`, not under an `if`),
+whose frames take far longer than the policy's bookkeeping; REINFORCE-style
 loops that keep `m.log_prob(a)` (or any output with its graph) for the loss, and loops that sum
 outputs into a loss read after the loop. Nor an evaluation loop in a file that runs on the CPU
 only (nothing moved to a device; an acting loop is reported there too: it runs at every

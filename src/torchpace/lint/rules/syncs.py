@@ -700,6 +700,10 @@ No fix: the logging cadence is the author's choice.
 
 _DATA_DEPENDENT_FUNCTIONS = frozenset({"torch.nonzero", "torch.masked_select", "torch.argwhere"})
 _DATA_DEPENDENT_METHODS = frozenset({"nonzero", "masked_select", "argwhere"})
+# Only a tensor has these methods (a NumPy array has ``nonzero()`` too, but not these):
+# FastSpeech 2's loss selects ``mel_predictions.masked_select(mel_masks.unsqueeze(-1))`` from
+# what its forward is handed.
+_TENSOR_ONLY_SELECTIONS = frozenset({"masked_select", "argwhere"})
 _MASK_FUNCTIONS = frozenset(
     {
         "torch.isnan",
@@ -771,7 +775,10 @@ def _check_data_dependent_shape(ctx: FileContext) -> Iterator[Report]:
                     qual is None
                     and isinstance(node.func, ast.Attribute)
                     and node.func.attr in _DATA_DEPENDENT_METHODS
-                    and ctx.tensors(scope).is_tensor(node.func.value)
+                    and (
+                        node.func.attr in _TENSOR_ONLY_SELECTIONS
+                        or ctx.tensors(scope).is_tensor(node.func.value)
+                    )
                     and not ctx.tensors(scope).is_host(node.func.value)
                 )
             ):
@@ -834,7 +841,10 @@ def _a_module_input(node: ast.expr, ctx: FileContext, scope: Scope, depth: int =
     if not isinstance(node, ast.Name):
         return False
     owner = ctx.parents.get(id(scope))
-    if not (isinstance(owner, ast.ClassDef) and owner.bases and not plain_class(ctx, owner)):
+    if not (
+        (isinstance(owner, ast.ClassDef) and owner.bases and not plain_class(ctx, owner))
+        or _called_each_step(ctx, scope)
+    ):
         return False
     if node.id in parameter_names(scope):
         return True
@@ -842,6 +852,18 @@ def _a_module_input(node: ast.expr, ctx: FileContext, scope: Scope, depth: int =
     return bool(bound) and all(
         isinstance(v, ast.Subscript) and _a_module_input(v.value, ctx, scope, depth + 1)
         for v in bound or ()
+    )
+
+
+def _called_each_step(ctx: FileContext, scope: Scope) -> bool:
+    """A module-level function of this file that another file's training step calls, handing
+    it more than plain Python values (an entry, :mod:`torchpace.lint.project`): StarGANv2-VC's
+    ``compute_d_loss(nets, args, x_real, y_org, y_trg, ...)``, called by its trainer's step
+    with the batch's tensors."""
+    return (
+        isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef))
+        and scope.name in ctx.entries
+        and ctx.parents.get(id(scope)) is ctx.tree
     )
 
 
@@ -892,7 +914,10 @@ a boolean mask (`x[x > 0]`, `x[mask]` where `mask` is a comparison, `edge_index[
 a training loop. A comparison indexing a tensor is taken as a mask even where lint does not know
 what is compared (`pred.float()[batch.y == batch.y]`): a Python bool would index `pred[True]`.
 In a method of a module class, what the method is given is taken as the batch's tensors
-(`edge_index[:, edge_type == i]` in a graph layer's `forward`), and so are slices of it.
+(`edge_index[:, edge_type == i]` in a graph layer's `forward`), and so are slices of it; so
+is what another file's training step hands a function of this one (a loss function's
+`out[y_org != y_trg]`). `masked_select` and `argwhere` are tensor methods only, so they are
+flagged on any value not known to be in host memory.
 A mask is also what a tensor's comparison method gives (`(pos + neg).gt(0)`, `x.isnan()`), a
 product of masks (`(u > 0) * (l == u)`), and a mask reshaped (`pos.unsqueeze(2).expand_as(x)`);
 a tensor is also what the first API's typed constructors make (`torch.LongTensor(n, m)`, on the
