@@ -26,6 +26,9 @@ from make_corpus import materialise_repo, write_manifest  # noqa: E402
 
 REPOS = json.loads((HERE / "repos.json").read_text())
 SUFFIXES = (".py", ".ipynb")
+# Configuration files, copied where the mirror has them: what a project's own files name (a
+# class a YAML config builds) is part of what lint reads of the project (lint.unreferenced).
+CONTEXT = (".yaml", ".yml", ".json", ".toml", ".cfg")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -49,7 +52,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[corpus] {entry['repo']}@{entry['commit'][:12]}", flush=True)
         spec = {"commit": entry["commit"], "files": entry["paths"]}
         manifest.append(
-            materialise_repo(entry["repo"], spec, out, args.mirror, out / ".git-cache", SUFFIXES)
+            materialise_repo(
+                entry["repo"], spec, out, args.mirror, out / ".git-cache", SUFFIXES, CONTEXT
+            )
         )
     write_manifest(out, manifest)
     print(f"[corpus] {sum(len(m['files']) for m in manifest)} files in {out}")

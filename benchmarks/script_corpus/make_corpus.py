@@ -184,6 +184,9 @@ def list_blobs(
     return rows
 
 
+CONTEXT_BYTES = 1 << 20
+
+
 def materialise_repo(
     repo: str,
     spec: dict,
@@ -191,14 +194,26 @@ def materialise_repo(
     mirror: Path | None,
     cache: Path,
     suffixes: tuple[str, ...] = (),
+    context: tuple[str, ...] = (),
 ) -> dict:
+    """Write the files of ``spec`` whose names end in ``suffixes`` under ``out``; also those
+    ending in ``context`` (a project's configuration files, which name its classes), where
+    their blob is present and at most ``CONTEXT_BYTES`` (a mirror may lack one)."""
     commit = spec["commit"]
     gitdir = find_mirror(mirror, repo) if mirror else None
     if gitdir is None or not has_commit(gitdir, commit):
         gitdir = fetch_commit(cache, repo, commit)
     dest = out / repo_dirname(repo)
     manifest = {}
-    for mode, sha, path in list_blobs(gitdir, commit, spec["files"], suffixes):
+    for mode, sha, path in list_blobs(gitdir, commit, spec["files"], suffixes + context):
+        if context and path.endswith(context) and not path.endswith(suffixes):
+            size = subprocess.run(
+                ["git", "--git-dir", str(gitdir), "cat-file", "-s", sha],
+                capture_output=True,
+                text=True,
+            )
+            if size.returncode != 0 or int(size.stdout) > CONTEXT_BYTES or mode == "120000":
+                continue  # absent from the mirror, a data file, or a link: context only
         data = git(gitdir, "cat-file", "blob", sha)
         # the blob id is recomputed so that a truncated or absent blob cannot pass silently
         if hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest() != sha:

@@ -320,6 +320,11 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         "--extend-exclude", metavar="PATTERNS", help="patterns to skip as well as the default"
     )
     p.add_argument(
+        "--include-unreferenced",
+        action="store_true",
+        help="also report findings in top-level definitions nothing in a linted directory names",
+    )
+    p.add_argument(
         "--config",
         type=Path,
         metavar="PATH",

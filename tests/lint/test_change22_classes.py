@@ -385,3 +385,85 @@ for batch in loader:
 def test_masked_select_of_an_unknown_value_is_a_tensors(method: str, reported: bool) -> None:
     # nonzero: a NumPy array has it too, so an unknown value's stays unreported
     assert bool(findings(MASKED.replace("SELECT", method), "TP203")) is reported
+
+
+# YOLOv7's utils/loss.py keeps loss classes no script builds (RankSort, used only by aLRPLoss,
+# which nothing names): their findings are left out of a directory's lint, with a note.
+LOSS = """
+import torch
+import torch.nn as nn
+
+
+class RankSort(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, logits):
+        return logits + torch.zeros(logits.shape[0]).cuda()
+
+
+class aLRPLoss(nn.Module):
+    def forward(self, logits):
+        ranks = RankSort.apply(logits)
+        return (ranks + torch.ones(logits.shape[0]).cuda()).sum()
+
+
+class ComputeLoss(nn.Module):
+    def forward(self, p):
+        return (p + torch.ones(p.shape[0]).cuda()).sum()
+"""
+LOSS_TRAIN = """
+import torch
+
+from loss import ComputeLoss
+
+
+def train(model, loader, opt):
+    compute_loss = ComputeLoss()
+    for imgs in loader:
+        loss = compute_loss(model(imgs.cuda()))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+"""
+
+
+def _loss_lines(tmp_path: Path, capsys: pytest.CaptureFixture[str], *args: str) -> list[int]:
+    main(["lint", *args, "--select", "TP207", "--format", "json"])
+    found = json.loads(capsys.readouterr().out)
+    return sorted(f["line"] for f in found if Path(f["path"]).name == "loss.py")
+
+
+@pytest.mark.parametrize(
+    ("extra", "lines"),
+    [
+        ({}, [20]),  # RankSort and aLRPLoss are named by nothing that runs
+        ({"setup.py": "from setuptools import setup\nsetup(name='det')\n"}, [9, 15, 20]),
+        ({"cfg/loss.yaml": "loss: aLRPLoss\n"}, [9, 15, 20]),  # a config builds it
+        ({"README.md": "Use `aLRPLoss` for ranking.\n"}, [9, 15, 20]),
+    ],
+)
+def test_findings_in_definitions_nothing_names_are_left_out(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: dict[str, str], lines: list[int]
+) -> None:
+    write_project(tmp_path, {"loss.py": LOSS, "train.py": LOSS_TRAIN, **extra})
+    assert _loss_lines(tmp_path, capsys, str(tmp_path)) == lines
+
+
+def test_unreferenced_definitions_are_read_of_a_directory_only_and_said(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_project(tmp_path, {"loss.py": LOSS, "train.py": LOSS_TRAIN})
+    # a file named alone shows too little of its project to say what nothing names
+    assert _loss_lines(tmp_path, capsys, str(tmp_path / "loss.py")) == [9, 15, 20]
+    assert _loss_lines(tmp_path, capsys, str(tmp_path), "--include-unreferenced") == [9, 15, 20]
+    main(["lint", str(tmp_path), "--select", "TP207"])
+    err = capsys.readouterr().err
+    assert "2 findings left out in definitions that nothing in the project names" in err
+    assert "RankSort" in err and "aLRPLoss" in err and "--include-unreferenced" in err
+
+
+def test_a_decorated_definition_is_never_left_out(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    registered = LOSS.replace("class aLRPLoss", "@register\nclass aLRPLoss")
+    write_project(tmp_path, {"loss.py": registered, "train.py": LOSS_TRAIN})
+    assert _loss_lines(tmp_path, capsys, str(tmp_path)) == [9, 16, 21]

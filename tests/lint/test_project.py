@@ -572,7 +572,9 @@ def test_a_conv_built_by_a_wrapper_of_another_file_before_a_batchnorm(
                 "    def forward(self, x):\n"
                 "        x = torch.relu(self.bn1(self.conv1(x)))\n"
                 "        x = torch.relu(self.bn2(self.conv2(x)))\n"
-                "        return self.bn3(self.conv3(x))\n"
+                "        return self.bn3(self.conv3(x))\n\n\n"
+                "def build(c):\n"  # the library's builder: something names Block
+                "    return Block(c)\n"
             ),
         },
     )
@@ -682,7 +684,9 @@ def test_a_subclass_in_another_file_overrides_a_method_the_base_trainers_loop_ca
                 "        ids = torch.zeros(x.shape[0], 3).to(device=x.device)\n"
                 "        return self.unet(x, ids)\n\n"
                 "    def sample(self, x):\n"
-                "        return torch.zeros(3).to(device=x.device)\n"
+                "        return torch.zeros(3).to(device=x.device)\n\n\n"
+                "if __name__ == '__main__':\n"  # as kohya's script runs its trainer
+                "    FluxNetworkTrainer().train(loader=None, optimizer=None)\n"
             ),
         },
     )

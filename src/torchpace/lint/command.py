@@ -33,6 +33,7 @@ from torchpace.lint.rule import Rule
 from torchpace.lint.rules.convs import settled_by_importers
 from torchpace.lint.sarif import render_sarif
 from torchpace.lint.selection import Selection
+from torchpace.lint.unreferenced import Left, leave_out
 
 
 def _applicable(finding: Finding, *, unsafe: bool) -> bool:
@@ -160,6 +161,9 @@ def run(args: argparse.Namespace) -> int:
     results = [item if isinstance(item, LintError) else next(linted) for item in items]
     results = _with_step_callees(results, chosen, workers)
     results = settled_by_importers(results)
+    left: list[Left] = []
+    if not getattr(args, "include_unreferenced", False):
+        results, left = leave_out(results, args.paths)
     results = [_for_declared_torch(r) if isinstance(r, FileResult) else r for r in results]
     fixer = _Fixer(chosen, rules, unsafe=args.unsafe_fixes, diff=args.diff)
     if args.fix or args.diff:
@@ -174,6 +178,16 @@ def run(args: argparse.Namespace) -> int:
             "note: not linted, as tests, benchmarks, templates or run snapshots rather than "
             "training code: "
             f"{shown} (--exclude '' lints them; see `exclude` in {TABLE})",
+            file=sys.stderr,
+        )
+    if left and args.format == "text":
+        shown = ", ".join(f"{x.path}: {x.name}" for x in left[:3]) + (
+            ", ..." if len(left) > 3 else ""
+        )
+        count = sum(x.findings for x in left)
+        print(
+            f"note: {count} finding{'s' if count != 1 else ''} left out in definitions that "
+            f"nothing in the project names: {shown} (--include-unreferenced reports them)",
             file=sys.stderr,
         )
     for r in files:

@@ -50,6 +50,15 @@ patterns, relative to each directory named on the command line) replaces that li
 line (comma lists; `--exclude ''` skips nothing). A file named on the command line is always
 linted.
 
+**Code that nothing in the project names is not reported** when a directory is linted: a class
+or function defined at a module's top level that no file under the directory names elsewhere
+(its code, notebooks, configuration files such as a YAML config that builds a class by name, and
+docs), nor only from other such definitions, never runs, so a slow pattern inside it costs no
+step (a loss class no script builds). Its findings are left out and counted on stderr;
+`--include-unreferenced` reports them. An installable package (a `setup.py`, `pyproject.toml` or
+`setup.cfg` at or above the file) defines things for its users and is always reported, and so
+is a decorated definition (a registry's), a test, and a file named on the command line alone.
+
 The nearest `pyproject.toml` at or above the current directory is used (or `--config PATH`);
 `--select` and `--ignore` on the command line replace the file's lists, `--extend-select` adds
 to them.
