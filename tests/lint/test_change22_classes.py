@@ -467,3 +467,72 @@ def test_a_decorated_definition_is_never_left_out(
     registered = LOSS.replace("class aLRPLoss", "@register\nclass aLRPLoss")
     write_project(tmp_path, {"loss.py": registered, "train.py": LOSS_TRAIN})
     assert _loss_lines(tmp_path, capsys, str(tmp_path)) == [9, 16, 21]
+
+
+# change-21: score-SDE's AttnBlockpp (DDPM's attention over a feature map): the scores are an
+# einsum over the channel axis that keeps both maps' two spatial axes, reshaped around softmax.
+SPATIAL = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class AttnBlock(nn.Module):
+    def __init__(self, channels):
+        super().__init__()
+        self.q = nn.Conv2d(channels, channels, 1)
+        self.k = nn.Conv2d(channels, channels, 1)
+        self.v = nn.Conv2d(channels, channels, 1)
+
+    def forward(self, x):
+        B, C, H, W = x.shape
+        q, k, v = self.q(x), self.k(x), self.v(x)
+        w = torch.einsum(SCORES, q, k) * (int(C) ** (-0.5))
+        w = torch.reshape(w, (B, H, W, H * W))
+        w = F.softmax(w, dim=-1)
+        w = torch.reshape(w, (B, H, W, H, W))
+        h = torch.einsum("bhwij,bcij->bchw", w, v)
+        return x + h
+"""
+
+
+@pytest.mark.parametrize(
+    ("scores", "reported"),
+    [
+        ('"bchw,bcij->bhwij"', True),
+        ('"...chw,...cij->...hwij"', True),
+        ('"bchw,bchw->bhw"', False),  # control: an elementwise product summed, not scores
+    ],
+)
+def test_attention_over_a_feature_maps_two_axes_is_found(scores: str, reported: bool) -> None:
+    assert bool(findings(SPATIAL.replace("SCORES", scores), "TP307")) is reported
+
+
+# change-21: EfficientDet's create_loader pins only when asked (pin_mem=False), and train.py's
+# --pin-mem is a store_true option: its four workers' batches are staged by default.
+CREATE_LOADER = """
+import torch
+
+
+def create_loader(dataset, batch_size, num_workers=4, pin_mem=PIN):
+    loader = torch.utils.data.DataLoader(
+        dataset, batch_size=batch_size, shuffle=True, num_workers=num_workers, pin_memory=pin_mem
+    )
+    return loader
+
+
+def train(model, dataset, opt):
+    loader = create_loader(dataset, 32)
+    for x, y in loader:
+        loss = model(x.cuda(), y.cuda())
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+"""
+
+
+@pytest.mark.parametrize(("pin", "reported"), [("False", True), ("True", False)])
+def test_pin_memory_from_a_parameter_that_defaults_to_false_is_not_pinned(
+    pin: str, reported: bool
+) -> None:
+    assert bool(findings(CREATE_LOADER.replace("PIN", pin), "TP102")) is reported

@@ -395,10 +395,12 @@ def _builds(value: ast.expr, cls: str) -> bool:
 
 
 def _einsum_scores(spec: str) -> bool:
-    """An einsum that contracts one axis of two operands into a score of the queries' rank:
-    ``"bhqd,bhkd->bhqk"``, ``"bct,bcs->bts"`` (the head axis in the middle), ``"bhid,bjd->bhij"``
-    (keys shared by the heads)."""
-    spec = spec.replace(" ", "")
+    """An einsum that contracts one axis of two operands and keeps every other: a score of each
+    query position against each key position. ``"bhqd,bhkd->bhqk"``, ``"bct,bcs->bts"`` (the
+    head axis in the middle), ``"bhid,bjd->bhij"`` (keys shared by the heads), and
+    ``"bchw,bcij->bhwij"`` (DDPM's attention over a feature map's two axes, score-SDE's
+    ``AttnBlockpp``)."""
+    spec = spec.replace(" ", "").replace("...", "*")  # the batch's axes, one symbol
     if "->" not in spec or spec.count(",") != 1:
         return False
     inputs, out = spec.split("->")
@@ -407,9 +409,11 @@ def _einsum_scores(spec: str) -> bool:
     return (
         bool(a)
         and bool(b)
-        and len(out) == max(len(a), len(b))
         and len(contracted) == 1
-        and set(out) <= set(a) | set(b)
+        and len(out) == len(set(out))
+        and set(out) == (set(a) | set(b)) - contracted
+        and bool(set(a) - set(b))  # the queries' own positions
+        and bool(set(b) - set(a))  # the keys' own positions
     )
 
 

@@ -435,6 +435,8 @@ def _check_pin_memory(ctx: FileContext) -> Iterator[Report]:
         elif is_const(pin, False):
             direct = argument(call, "pin_memory", _PIN_MEMORY_POSITION)
             unpinned.append(Report(direct if direct is not None else call))
+        elif _off_unless_given(ctx, pin):
+            unpinned.append(Report(call))  # where the loader is built: the value comes from afar
     # Pinning only helps copies to a CUDA device: ask about the device only when needed. A
     # loader an Accelerate or Fabric script prepares feeds the GPU the framework chose.
     if unpinned and (uses_cuda(ctx) or framework_gpu(ctx)):
@@ -459,8 +461,11 @@ that uses a CUDA device: it calls `.cuda()`, moves something with `.to("cuda")`,
 course's set-up cell, does not count). A file that only asks `torch.cuda.is_available()` does
 not count. A loader handed to `accelerator.prepare(...)`
 (Accelerate) or `fabric.setup_dataloaders(...)` (Fabric) feeds the GPU the framework chose and
-counts too, unless the framework is put on the CPU. Calls that pass `*args` or `**kwargs`, and
-`pin_memory=` expressions whose value cannot be known, are not flagged.
+counts too, unless the framework is put on the CPU. So does `pin_memory=` given a parameter of
+the function that builds the loader whose default is `False` (`create_loader(..., pin_mem=False)`)
+or an option or config field whose default in the file is `False` (`--pin-mem`, `store_true`).
+Calls that pass `*args` or `**kwargs`, and `pin_memory=` expressions whose value cannot be
+known, are not flagged.
 
 Not a loader without workers (`num_workers` not passed, 0, or an option or config field whose
 default in the file is 0): there the loader pins each batch in the training thread before the
@@ -618,6 +623,21 @@ def _zero_unless_given(ctx: FileContext, workers: ast.expr) -> bool:
     if not isinstance(workers, ast.Name) or isinstance(scope, ast.Module):
         return False
     return is_const(parameter_defaults(scope).get(workers.id), 0)
+
+
+def _off_unless_given(ctx: FileContext, pin: ast.expr | None) -> bool:
+    """``pin_memory=pin_mem``, a parameter of the function that builds the loader whose default
+    is False (EfficientDet's ``create_loader(..., pin_mem=False)``), or an option or config
+    field whose default in this file is False (``--pin-mem``, ``store_true``): unpinned unless a
+    user asks, as TP101 reads ``num_workers``."""
+    if not isinstance(pin, (ast.Name, ast.Attribute)):
+        return False
+    scope = ctx.enclosing_scope(pin)
+    if isinstance(pin, ast.Name) and not isinstance(scope, ast.Module):
+        defaults = parameter_defaults(scope)
+        if pin.id in defaults:
+            return is_const(defaults[pin.id], False)
+    return is_const(option_default(ctx, pin), False)
 
 
 def _some_workers(ctx: FileContext, workers: ast.expr) -> bool:
