@@ -536,3 +536,43 @@ def test_pin_memory_from_a_parameter_that_defaults_to_false_is_not_pinned(
     pin: str, reported: bool
 ) -> None:
     assert bool(findings(CREATE_LOADER.replace("PIN", pin), "TP102")) is reported
+
+
+# change-21: Real-Time-Voice-Cloning's Tacotron reads its reduction factor through a property
+# whose getter reads a CUDA buffer to the host; the forward reads it at every decoder step.
+PROPERTY = """
+import torch
+import torch.nn as nn
+
+
+class Tacotron(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.decoder = nn.GRUCell(80, 80)
+        self.register_buffer("r_buffer", torch.tensor(2))
+
+    DECORATOR
+    def r(self):
+        return self.r_buffer.item()
+
+    def forward(self, x, steps):
+        outputs = []
+        for t in range(0, steps, 2):
+            outputs.extend([self.decoder(x)] * self.r)
+        return torch.stack(outputs)
+
+
+model = Tacotron().cuda()
+opt = torch.optim.Adam(model.parameters())
+for x in loader:
+    loss = model(x.cuda(), 400).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+"""
+
+
+@pytest.mark.parametrize(("decorator", "reported"), [("@property", True), ("@staticmethod", False)])
+def test_a_property_read_in_the_step_runs_its_getter(decorator: str, reported: bool) -> None:
+    source = PROPERTY.replace("DECORATOR", decorator)
+    assert bool(findings(source, "TP201")) is reported

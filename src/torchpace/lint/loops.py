@@ -611,6 +611,18 @@ class LoopFacts:
                 return self._methods(owner, func.attr)
         return []
 
+    def callees_of_property(self, name: str, scope: Scope) -> list[Function]:
+        """The getter ``self.<name>`` runs, where the class of ``scope`` (or a subclass of it)
+        defines ``name`` as a ``@property``."""
+        if not self.classes:
+            return []
+        return [
+            f
+            for c in self._with_subclasses(self._class_of(scope))
+            for f in self._methods(c, name)
+            if any(dotted(d) == "property" for d in f.decorator_list)
+        ]
+
     def _methods(self, cls: str | None, name: str) -> list[Function]:
         if cls is None or cls not in self.classes:
             return []
@@ -1442,6 +1454,15 @@ def _mark_hot(
                 for a in [*node.args, *(k.value for k in node.keywords)]
                 if isinstance(a, ast.Lambda)
             ]
+        elif (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.ctx, ast.Load)
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "self"
+        ):
+            # ``self.r`` where the class's ``r`` is a property: reading it runs the getter
+            # (Real-Time-Voice-Cloning's Tacotron: ``return self.decoder.r.item()``)
+            queue += [f for f in facts.callees_of_property(node.attr, scope) if f is not scope]
         stack.extend(children(node))
 
 

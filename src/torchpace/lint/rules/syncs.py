@@ -478,66 +478,60 @@ HOST_SYNC_IN_LOOP = Rule(
     technique="avoid-syncs",
     doc=f"""\
 ## What it does
-Flags `.item()`, `.tolist()`, `.cpu()` and `.numpy()`, `float()` / `int()` / `bool()` of a
-tensor, a tensor not in host memory as a slice bound or `range()` argument (`pred[:length]` for
-each `length` of a loop over a CUDA lengths tensor: Python reads it with `__index__`),
-`loss.data[0]` (the spelling of `loss.item()` before PyTorch 0.4, of a name that says
-it is a loss or that the function calls `.backward()` on), and a GradScaler's `get_scale()` or
-`state_dict()` (both read the scale with `.item()`), inside a training loop or a function
-that the loop calls (also a Lightning module's `training_step` and the function handed to
-an Ignite engine, `Engine(train_step)`, which the framework calls once per batch). Calls under
-a logging cadence (`if step % 100 == 0:`, `if step % 100 == 0 or step == last:`) or under an
-option for diagnostics that is off by default (`if args.verbose:` with `--verbose` a
-`store_true`; also `--debug`, `--profile`, `--print_*`, `--show_*`, `--plot_*`,
-`--synchronize-step`, and an option whose help says it visualises, plots, measures, monitors,
-debugs or profiles: `--visdom`, "use visdom for loss visualization"), under a first-value
-test whose body sets what it tests (`if loss_ema is None: loss_ema = loss.item()`, once until
-reset; not on a parameter of a function that no loop of it holds, `if h is None: h = ...`, which
-each call starts afresh), under a latch its body turns off (`if self.need_sync: ...;
-self.need_sync = False`), in a cache filled once per key (`if key not in cache: cache[key] =
-...`, where the body fills the key it tests), after the loop, in the evaluation branch of a loop
-that serves both passes (`if not train:` where the backward runs under `if train:`), and in
-evaluation loops
-(under `torch.no_grad()`, after `model.eval()`, in a function named for evaluation) are not
-flagged; the optimizer step of gradient accumulation
-(`if (i + 1) % accumulate == 0: optimizer.step()`) is training, and is; so is what a gate on
-the accumulation count runs (`if step % args.gradient_accumulation_steps == 0:`), once per
-optimizer step. Nor are reads of
-tensors in host memory: a loader's batch before it is moved (also a batch a function is
-handed and moves only after the read, `batch = move_to_device(batch, device)`, and a batch
-read before the loop's body binds its name anew, `labels = one_hot(labels.numpy())`),
-`from_numpy`.
-A module's `forward`, and the methods and functions of its file that it calls, run on every
-step of whatever trains the model, also where no loop lint can follow calls it: there a read
-of a tensor the module keeps on its device is flagged, a buffer it registers or a parameter
-its `__init__` binds (MoCo's queue pointer, `ptr = int(self.queue_ptr)`; a step counter,
-`self.step.item()`), outside evaluation branches (`if not self.training:`) and
-`@torch.no_grad()` forwards.
-Nor the reads of a reinforcement-learning interaction loop, one that steps an environment
-(`env.step(action)`) on every iteration, itself or in a function of the file it calls (an
-agent's `step(action)` method around `self.env.step(action)`), nor those of the functions it
-calls: the action comes back to the host at every environment step by design, and the step's
-time is the environment's. A loop that calls a function stepping the environment in its own
-loop (a rollout) is not one: its reads are per update.
-Nor a stop flag the ranks agree on: a tensor the loop hands to `dist.all_reduce` or
-`dist.broadcast` and then reads to decide a branch (`if stop.item():`), which every rank needs.
-Nor a read that decides when a loop inside the step ends, an `if` whose body is only `break`
-(greedy decoding, `if decoder_input.item() == EOS_token: break`): the host must know how many
-times to run it. A read that breaks the training loop itself is still reported.
-Nor the reads of a training loop that calls, on every step, an evaluation function of the file
-that reads a value to the host (`acc = evaluate(model)` returning `correct.item()`, one step
-an epoch in full-graph training): the step waits there anyway. Nor the reads of a training
-step that, after its optimizer step, switches a model to eval mode and reads a value on every
-step (pyGAT's and pygcn's `train(epoch)`: one full-batch step, then the validation forward
-whose loss is printed and returned for early stopping): the step waits there anyway, and the
-reads after `eval()` are the evaluation's. A loop over a loader in a
-function the file only calls with autograd off (`calc_loss_loader`, called by
-`evaluate_model` under `torch.no_grad()`) is evaluation; so is a function named for it that
-puts the model in `eval()` mode and computes under `with torch.no_grad():`.
-Nor a read under `if isinstance(v, torch.Tensor):` in a function or method of another file that
-every training call hands plain Python values only (a metric logger's `update(loss=loss_value,
-lr=lr)`, with `loss_value = loss.item()` and the optimizer's `param_groups[0]["lr"]`): that
-branch never runs. Handed a tensor by any call (DETR's loss dict), it is reported.
+Flags `.item()`, `.tolist()`, `.cpu()` and `.numpy()`, `float()` / `int()` / `bool()` of a tensor, a
+tensor not in host memory as a slice bound or `range()` argument (`pred[:length]` for each `length`
+of a loop over a CUDA lengths tensor: Python reads it with `__index__`), `loss.data[0]` (the
+spelling of `loss.item()` before PyTorch 0.4, of a name that says it is a loss or that the function
+calls `.backward()` on), and a GradScaler's `get_scale()` or `state_dict()` (both read the scale
+with `.item()`), inside a training loop or a function that the loop calls (also the getter of a
+property the step reads, `self.r` where `r` is a `@property` returning `self.decoder.r.item()`; a
+Lightning module's `training_step` and the function handed to an Ignite engine,
+`Engine(train_step)`, which the framework calls once per batch). Calls under a logging cadence (`if
+step % 100 == 0:`, `if step % 100 == 0 or step == last:`) or under an option for diagnostics that is
+off by default (`if args.verbose:` with `--verbose` a `store_true`; also `--debug`, `--profile`,
+`--print_*`, `--show_*`, `--plot_*`, `--synchronize-step`, and an option whose help says it
+visualises, plots, measures, monitors, debugs or profiles: `--visdom`, "use visdom for loss
+visualization"), under a first-value test whose body sets what it tests (`if loss_ema is None:
+loss_ema = loss.item()`, once until reset; not on a parameter of a function that no loop of it
+holds, `if h is None: h = ...`, which each call starts afresh), under a latch its body turns off
+(`if self.need_sync: ...; self.need_sync = False`), in a cache filled once per key (`if key not in
+cache: cache[key] = ...`, where the body fills the key it tests), after the loop, in the evaluation
+branch of a loop that serves both passes (`if not train:` where the backward runs under `if
+train:`), and in evaluation loops (under `torch.no_grad()`, after `model.eval()`, in a function
+named for evaluation) are not flagged; the optimizer step of gradient accumulation (`if (i + 1) %
+accumulate == 0: optimizer.step()`) is training, and is; so is what a gate on the accumulation count
+runs (`if step % args.gradient_accumulation_steps == 0:`), once per optimizer step. Nor are reads of
+tensors in host memory: a loader's batch before it is moved (also a batch a function is handed and
+moves only after the read, `batch = move_to_device(batch, device)`, and a batch read before the
+loop's body binds its name anew, `labels = one_hot(labels.numpy())`), `from_numpy`. A module's
+`forward`, and the methods and functions of its file that it calls, run on every step of whatever
+trains the model, also where no loop lint can follow calls it: there a read of a tensor the module
+keeps on its device is flagged, a buffer it registers or a parameter its `__init__` binds (MoCo's
+queue pointer, `ptr = int(self.queue_ptr)`; a step counter, `self.step.item()`), outside evaluation
+branches (`if not self.training:`) and `@torch.no_grad()` forwards. Nor the reads of a
+reinforcement-learning interaction loop, one that steps an environment (`env.step(action)`) on every
+iteration, itself or in a function of the file it calls (an agent's `step(action)` method around
+`self.env.step(action)`), nor those of the functions it calls: the action comes back to the host at
+every environment step by design, and the step's time is the environment's. A loop that calls a
+function stepping the environment in its own loop (a rollout) is not one: its reads are per update.
+Nor a stop flag the ranks agree on: a tensor the loop hands to `dist.all_reduce` or `dist.broadcast`
+and then reads to decide a branch (`if stop.item():`), which every rank needs. Nor a read that
+decides when a loop inside the step ends, an `if` whose body is only `break` (greedy decoding, `if
+decoder_input.item() == EOS_token: break`): the host must know how many times to run it. A read that
+breaks the training loop itself is still reported. Nor the reads of a training loop that calls, on
+every step, an evaluation function of the file that reads a value to the host (`acc =
+evaluate(model)` returning `correct.item()`, one step an epoch in full-graph training): the step
+waits there anyway. Nor the reads of a training step that, after its optimizer step, switches a
+model to eval mode and reads a value on every step (pyGAT's and pygcn's `train(epoch)`: one
+full-batch step, then the validation forward whose loss is printed and returned for early stopping):
+the step waits there anyway, and the reads after `eval()` are the evaluation's. A loop over a loader
+in a function the file only calls with autograd off (`calc_loss_loader`, called by `evaluate_model`
+under `torch.no_grad()`) is evaluation; so is a function named for it that puts the model in
+`eval()` mode and computes under `with torch.no_grad():`. Nor a read under `if isinstance(v,
+torch.Tensor):` in a function or method of another file that every training call hands plain Python
+values only (a metric logger's `update(loss=loss_value, lr=lr)`, with `loss_value = loss.item()` and
+the optimizer's `param_groups[0]["lr"]`): that branch never runs. Handed a tensor by any call
+(DETR's loss dict), it is reported.
 
 {SMALL_MODELS_DOC}
 
