@@ -576,3 +576,39 @@ for x in loader:
 def test_a_property_read_in_the_step_runs_its_getter(decorator: str, reported: bool) -> None:
     source = PROPERTY.replace("DECORATOR", decorator)
     assert bool(findings(source, "TP201")) is reported
+
+
+# change-20: a textbook chapter fine-tunes DistilBERT in a loop of its own, then again with the
+# Transformers Trainer, whose TrainingArguments ask for no 16-bit training: both run in float32.
+BERT = """
+import torch
+from transformers import DistilBertForSequenceClassification, Trainer, TrainingArguments
+
+device = torch.device("cuda")
+model = DistilBertForSequenceClassification.from_pretrained("distilbert-base-uncased")
+model.to(device)
+optim = torch.optim.Adam(model.parameters(), lr=5e-5)
+for epoch in range(3):
+    for batch in train_loader:
+        outputs = model(batch["input_ids"].to(device), labels=batch["labels"].to(device))
+        optim.zero_grad()
+        outputs["loss"].backward()
+        optim.step()
+
+training_args = TrainingArguments(output_dir="./results", num_train_epochs=3ARGS)
+trainer = Trainer(model=model, args=training_args, train_dataset=train_dataset)
+trainer.train()
+"""
+
+
+@pytest.mark.parametrize(
+    ("args", "reported"),
+    [
+        ("", True),  # float32 everywhere
+        (", fp16=False", True),
+        (", bf16=True", False),  # the trainer runs in bf16: the file manages precision
+        (", **extra", False),  # cannot tell
+    ],
+)
+def test_a_float32_loop_beside_a_float32_trainer_is_reported(args: str, reported: bool) -> None:
+    assert bool(findings(BERT.replace("ARGS", args), "TP302")) is reported

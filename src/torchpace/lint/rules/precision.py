@@ -419,7 +419,9 @@ def _trains_reduced(ctx: FileContext) -> bool:
     dtype from an option included)."""
     for path in ctx.names.bindings.values():
         if path.startswith(("transformers.", "trl.")) and path.endswith(_TRAINER_SUFFIXES):
-            return True
+            if not _float32_arguments(ctx):
+                return True
+            break
     for call, _ in ctx.calls:
         loads = isinstance(call.func, ast.Attribute) and call.func.attr == "from_pretrained"
         for node in call.keywords:
@@ -435,6 +437,38 @@ def _trains_reduced(ctx: FileContext) -> bool:
             ):
                 return True
     return False
+
+
+# What asks a Transformers trainer for 16-bit training.
+_TRAINER_PRECISION = frozenset({"fp16", "bf16", "half_precision_backend", "fp16_full_eval"})
+
+
+def _float32_arguments(ctx: FileContext) -> bool:
+    """Every ``TrainingArguments`` the file builds (there is one at least) leaves ``fp16`` and
+    ``bf16`` at their default, False: its trainers train in float32, and so does a loop of the
+    file's own beside them (a textbook's chapter that fine-tunes DistilBERT by hand, then with
+    the Trainer). Arguments read from the command line (``HfArgumentParser``), ``**kwargs``
+    or positional ones beyond the output directory may ask for 16 bits: not this."""
+    built = [
+        call
+        for call, name in ctx.calls
+        if (name or "").startswith(("transformers.", "trl."))
+        and (name or "").endswith("TrainingArguments")
+    ]
+    if not built or any(
+        (name or "").startswith("transformers.") and (name or "").endswith("HfArgumentParser")
+        for _, name in ctx.calls
+    ):
+        return False
+    return all(
+        len(call.args) <= 1
+        and not has_star_args(call)
+        and all(
+            k.arg is not None and (k.arg not in _TRAINER_PRECISION or is_const(k.value, False))
+            for k in call.keywords
+        )
+        for call in built
+    )
 
 
 # FSDP's mixed precision (``fully_shard(model, mp_policy=MixedPrecisionPolicy(param_dtype=
@@ -625,7 +659,9 @@ CUDA_LOOP_WITHOUT_AUTOCAST = Rule(
 Flags the first training loop of a file that trains on CUDA and never uses `torch.autocast`
 (nor `.half()` / `.bfloat16()` / float16 dtypes, nor a framework that manages precision:
 Accelerate, Lightning, DeepSpeed, NVIDIA's apex, Transformers' trainers (`Trainer`,
-`TrainingArguments`, TRL's `SFTTrainer`); nor a Transformers model loaded quantized
+`TrainingArguments`, TRL's `SFTTrainer`; but where every `TrainingArguments` the file builds
+leaves `fp16` and `bf16` off, its loops are reported: the trainer trains in float32 too); nor a
+Transformers model loaded quantized
 (`load_in_8bit`, `quantization_config`) or in a dtype other than float32 (`torch_dtype=`,
 `"auto"` included): a loop of the file's own over a model `from_pretrained` loads in float32
 is reported; nor a call of a helper named
