@@ -22,7 +22,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "script_corpus"))
 
-from make_corpus import materialise_repo, write_manifest  # noqa: E402
+from make_corpus import materialise_repo, repo_dirname, write_manifest  # noqa: E402
 
 REPOS = json.loads((HERE / "repos.json").read_text())
 SUFFIXES = (".py", ".ipynb")
@@ -56,6 +56,9 @@ def main(argv: list[str] | None = None) -> int:
                 entry["repo"], spec, out, args.mirror, out / ".git-cache", SUFFIXES, CONTEXT
             )
         )
+        # Each folder stands for a checkout, whose top is its repository's: lint reads a
+        # project up to its git root (lint.unreferenced), not up to this one's.
+        (out / repo_dirname(entry["repo"]) / ".git").mkdir(exist_ok=True)
     write_manifest(out, manifest)
     print(f"[corpus] {sum(len(m['files']) for m in manifest)} files in {out}")
     return 0

@@ -5,6 +5,7 @@ fails on the rules before the change (the controls hold on both)."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -612,3 +613,77 @@ trainer.train()
 )
 def test_a_float32_loop_beside_a_float32_trainer_is_reported(args: str, reported: bool) -> None:
     assert bool(findings(BERT.replace("ARGS", args), "TP302")) is reported
+
+
+def _unreferenced_project(root: Path, extra: dict[str, str] | None = None) -> None:
+    write_project(root, {"utils/loss.py": LOSS, "train.py": LOSS_TRAIN, **(extra or {})})
+
+
+def _loss_findings(capsys: pytest.CaptureFixture[str], *args: str) -> list[int]:
+    main(["lint", *args, "--select", "TP207", "--format", "json"])
+    return sorted(f["line"] for f in json.loads(capsys.readouterr().out))
+
+
+def test_a_subfolder_of_a_repository_is_read_with_the_files_beside_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _unreferenced_project(tmp_path)
+    (tmp_path / ".git").mkdir()
+    # ComputeLoss is named by train.py, above the linted folder: kept; the others are not named
+    assert _loss_findings(capsys, str(tmp_path / "utils")) == [20]
+    # nested paths give the same answer in either order (the outermost project counts)
+    assert _loss_findings(capsys, str(tmp_path / "utils"), str(tmp_path)) == [20]
+    assert _loss_findings(capsys, str(tmp_path), str(tmp_path / "utils")) == [20]
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {"Makefile": "check:\n\tpython -c 'from utils.loss import aLRPLoss'\n"},
+        {".tools/run.py": "from utils.loss import aLRPLoss\n"},  # a hidden folder lint walks
+        # a notebook over the text limit, for its outputs, still names what it runs
+        {
+            "run.ipynb": json.dumps(
+                {
+                    "cells": [
+                        {
+                            "cell_type": "code",
+                            "source": "aLRPLoss()",
+                            "outputs": [{"png": "A" * (1 << 21)}],
+                        }
+                    ]
+                }
+            )
+        },
+    ],
+)
+def test_uses_in_launchers_hidden_folders_and_large_notebooks_count(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: dict[str, str]
+) -> None:
+    _unreferenced_project(tmp_path, extra)
+    assert _loss_findings(capsys, str(tmp_path)) == [9, 15, 20]
+
+
+def test_special_files_in_the_project_are_not_read(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _unreferenced_project(tmp_path)
+    os.mkfifo(tmp_path / "notes.txt")  # reading it would block forever
+    (tmp_path / "zero.txt").symlink_to("/dev/zero")  # and this would never end
+    assert _loss_findings(capsys, str(tmp_path)) == [20]
+
+
+def test_a_git_ignored_file_does_not_name_code(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _unreferenced_project(tmp_path, {".gitignore": "data/\n", "data/labels.txt": "aLRPLoss\n"})
+    assert _loss_findings(capsys, str(tmp_path)) == [20]
+
+
+def test_a_test_case_is_never_left_out(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    case = LOSS.replace(
+        "class RankSort(torch.autograd.Function)", "class Checks(unittest.TestCase)"
+    )
+    write_project(tmp_path, {"utils/loss.py": "import unittest\n" + case, "train.py": LOSS_TRAIN})
+    found = _loss_findings(capsys, str(tmp_path))
+    assert found == [10, 21]  # the TestCase subclass kept; aLRPLoss, named by nothing, left out

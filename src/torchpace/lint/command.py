@@ -180,14 +180,15 @@ def run(args: argparse.Namespace) -> int:
             f"{shown} (--exclude '' lints them; see `exclude` in {TABLE})",
             file=sys.stderr,
         )
-    if left and args.format == "text":
-        shown = ", ".join(f"{x.path}: {x.name}" for x in left[:3]) + (
-            ", ..." if len(left) > 3 else ""
-        )
+    if left:  # on stderr whatever the format: findings never leave without a word
+        shown = ", ".join(f"{x.path}: {x.name}" for x in left[:3])
         count = sum(x.findings for x in left)
         print(
-            f"note: {count} finding{'s' if count != 1 else ''} left out in definitions that "
-            f"nothing in the project names: {shown} (--include-unreferenced reports them)",
+            printable(
+                f"note: {count} finding{'s' if count != 1 else ''} left out in definitions that "
+                f"nothing in the project names: {shown}{', ...' if len(left) > 3 else ''} "
+                "(--include-unreferenced reports them)"
+            ),
             file=sys.stderr,
         )
     for r in files:

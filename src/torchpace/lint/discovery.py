@@ -74,10 +74,10 @@ NOT_TRAINING_CODE = (
 # What a directory walk picks up. Stubs (.pyi) hold no code that runs, so nothing to speed up.
 SUFFIXES = (".py", ".ipynb")
 
-_Spec = tuple[Path, GitIgnoreSpec]  # a .gitignore's directory and its patterns
+Spec = tuple[Path, GitIgnoreSpec]  # a .gitignore's directory and its patterns
 
 
-def _read_spec(base: Path, file: Path) -> list[_Spec]:
+def read_spec(base: Path, file: Path) -> list[Spec]:
     try:
         lines = file.read_text(encoding="utf-8", errors="replace").splitlines()
     except OSError:
@@ -85,7 +85,7 @@ def _read_spec(base: Path, file: Path) -> list[_Spec]:
     return [(base, GitIgnoreSpec.from_lines(lines))]
 
 
-def _ignored(specs: Sequence[_Spec], path: Path, *, is_dir: bool) -> bool:
+def ignored(specs: Sequence[Spec], path: Path, *, is_dir: bool) -> bool:
     """Git's verdict: the last matching pattern wins, and deeper files come later in ``specs``."""
     verdict: bool | None = None
     for base, spec in specs:
@@ -99,16 +99,16 @@ def _ignored(specs: Sequence[_Spec], path: Path, *, is_dir: bool) -> bool:
     return bool(verdict)
 
 
-def _outer_specs(top: Path) -> list[_Spec]:
+def outer_specs(top: Path) -> list[Spec]:
     """The ignore files above ``top`` that apply to it: only inside a git repository."""
     top = top.resolve()
     chain = [top, *top.parents]
     root = next((d for d in chain if (d / ".git").exists()), None)
     if root is None:
         return []
-    specs = _read_spec(root, root / ".git" / "info" / "exclude")
+    specs = read_spec(root, root / ".git" / "info" / "exclude")
     for d in reversed(chain[1 : chain.index(root) + 1]):
-        specs += _read_spec(d, d / ".gitignore")
+        specs += read_spec(d, d / ".gitignore")
     return specs
 
 
@@ -126,12 +126,12 @@ def _walk(
     the ``skip`` patterns leave out is appended to ``skipped``, and directories that cannot be
     read and files that are not regular files to ``problems``."""
     found: list[str] = []
-    outer = _outer_specs(Path(top))
+    outer = outer_specs(Path(top))
     absolute_top = Path(top).resolve()
-    if _ignored(outer, absolute_top, is_dir=True):
+    if ignored(outer, absolute_top, is_dir=True):
         outer = []  # a directory named on the command line is linted, even if ignored
     user = [(absolute_top, GitIgnoreSpec.from_lines(skip))] if skip else []
-    specs_at: dict[Path, list[_Spec]] = {}  # os.walk is top-down: a parent comes first
+    specs_at: dict[Path, list[Spec]] = {}  # os.walk is top-down: a parent comes first
 
     def unreadable(exc: OSError) -> None:
         problems.append(LintError(exc.filename or top, f"cannot read: {exc.strerror or exc}"))
@@ -139,21 +139,21 @@ def _walk(
     for root, dirs, files in os.walk(top, onerror=unreadable):
         here = absolute_top / os.path.relpath(root, top)
         inherited = outer if here == absolute_top else specs_at[here.parent]
-        specs = specs_at[here] = inherited + _read_spec(here, here / ".gitignore")
+        specs = specs_at[here] = inherited + read_spec(here, here / ".gitignore")
         kept = []
         for d in sorted(dirs):
-            if d in DEFAULT_EXCLUDES or _ignored(specs, here / d, is_dir=True):
+            if d in DEFAULT_EXCLUDES or ignored(specs, here / d, is_dir=True):
                 continue
-            if _ignored(user, here / d, is_dir=True):
+            if ignored(user, here / d, is_dir=True):
                 skipped.append(os.path.normpath(os.path.join(root, d)) + os.sep)
             else:
                 kept.append(d)
         dirs[:] = kept
         for name in files:
-            if not name.endswith(SUFFIXES) or _ignored(specs, here / name, is_dir=False):
+            if not name.endswith(SUFFIXES) or ignored(specs, here / name, is_dir=False):
                 continue
             path = os.path.normpath(os.path.join(root, name))
-            if _ignored(user, here / name, is_dir=False):
+            if ignored(user, here / name, is_dir=False):
                 skipped.append(path)
             elif _regular(path):
                 found.append(path)

@@ -55,9 +55,11 @@ or function defined at a module's top level that no file under the directory nam
 (its code, notebooks, configuration files such as a YAML config that builds a class by name, and
 docs), nor only from other such definitions, never runs, so a slow pattern inside it costs no
 step (a loss class no script builds). Its findings are left out and counted on stderr;
-`--include-unreferenced` reports them. An installable package (a `setup.py`, `pyproject.toml` or
-`setup.cfg` at or above the file) defines things for its users and is always reported, and so
-is a decorated definition (a registry's), a test, and a file named on the command line alone.
+`--include-unreferenced` reports them. The project is the git repository the directory is in
+(or the directory, outside one), read as the walk reads it (git-ignored files left out). An
+installable package (a `setup.py`, `pyproject.toml` or `setup.cfg` at or above the file, up to
+the project's top) defines things for its users and is always reported, and so is a decorated
+definition (a registry's), a test, and a file named on the command line alone.
 
 The nearest `pyproject.toml` at or above the current directory is used (or `--config PATH`);
 `--select` and `--ignore` on the command line replace the file's lists, `--extend-select` adds
