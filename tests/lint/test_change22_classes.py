@@ -687,3 +687,16 @@ def test_a_test_case_is_never_left_out(tmp_path: Path, capsys: pytest.CaptureFix
     write_project(tmp_path, {"utils/loss.py": "import unittest\n" + case, "train.py": LOSS_TRAIN})
     found = _loss_findings(capsys, str(tmp_path))
     assert found == [10, 21]  # the TestCase subclass kept; aLRPLoss, named by nothing, left out
+
+
+def test_torch_hub_entry_points_are_never_left_out(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_project(
+        tmp_path, {"hubconf.py": LOSS, "train.py": LOSS_TRAIN.replace("from loss", "from hubconf")}
+    )
+    main(["lint", str(tmp_path), "--select", "TP207", "--format", "json"])
+    found = {
+        f["line"] for f in json.loads(capsys.readouterr().out) if f["path"].endswith("hubconf.py")
+    }
+    assert {9, 15} <= found  # named by torch.hub's users, not by the project

@@ -59,7 +59,8 @@ step (a loss class no script builds). Its findings are left out and counted on s
 (or the directory, outside one), read as the walk reads it (git-ignored files left out). An
 installable package (a `setup.py`, `pyproject.toml` or `setup.cfg` at or above the file, up to
 the project's top) defines things for its users and is always reported, and so is a decorated
-definition (a registry's), a test, and a file named on the command line alone.
+definition (a registry's), a test, a `hubconf.py` (torch.hub's entry points), and a file named
+on the command line alone.
 
 The nearest `pyproject.toml` at or above the current directory is used (or `--config PATH`);
 `--select` and `--ignore` on the command line replace the file's lists, `--extend-select` adds

@@ -12,7 +12,8 @@ whose project is its git repository (or the directory, outside one: a subfolder 
 the files beside it), read as the lint walk reads it (git-ignored files left out). Never of an
 installable package (a ``setup.py``, ``pyproject.toml`` or ``setup.cfg`` at or above the file,
 up to the project's top: what it defines is for its users to call), a decorated definition (a
-registry's, such as a model library's ``@register_model``), a test, or a notebook's. A name
+registry's, such as a model library's ``@register_model``), a test, a ``hubconf.py`` (torch.hub's
+entry points) or a notebook's. A name
 written anywhere else, in a comment, a string or a launcher (a Makefile, a job script), counts
 as a use. A project of more than :data:`MAX_FILES` text files is not read: nothing is left out.
 """
@@ -211,6 +212,8 @@ def leave_out(
         root = _root_of(path, roots)
         if root is None or _a_test(path.relative_to(root)) or _installable(path, root):
             continue
+        if path.name == "hubconf.py":
+            continue  # its functions are torch.hub's entry points, named by hub users only
         lines = {f.location.line for f in r.findings}
         holding = [
             d for d in _definitions(r.source, path) if any(d.first <= n <= d.last for n in lines)
