@@ -99,11 +99,16 @@ def ignored(specs: Sequence[Spec], path: Path, *, is_dir: bool) -> bool:
     return bool(verdict)
 
 
+def git_root(path: Path) -> Path | None:
+    """The top of the git repository ``path`` (resolved) is in; None outside one."""
+    return next((d for d in (path, *path.parents) if (d / ".git").exists()), None)
+
+
 def outer_specs(top: Path) -> list[Spec]:
     """The ignore files above ``top`` that apply to it: only inside a git repository."""
     top = top.resolve()
     chain = [top, *top.parents]
-    root = next((d for d in chain if (d / ".git").exists()), None)
+    root = git_root(top)
     if root is None:
         return []
     specs = read_spec(root, root / ".git" / "info" / "exclude")

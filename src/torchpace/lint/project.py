@@ -976,18 +976,18 @@ def _training_functions_of(ctx: FileContext) -> frozenset[str]:
     training = {f.name for f in functions if id(f) in scopes}
     if not training:
         return frozenset()
-    return frozenset(
-        f.name
-        for f in functions
-        if f.name in training
-        or any(
-            isinstance(call, ast.Call)
-            and isinstance(call.func, ast.Name)
-            and call.func.id in training
-            and call.func.id not in _local_names(f)
-            for call in subtree(f)
-        )
-    )
+    return frozenset(f.name for f in functions if f.name in training or _calls_own(f, training))
+
+
+def _calls_own(function: ast.FunctionDef | ast.AsyncFunctionDef, names: set[str]) -> bool:
+    """``function`` calls one of its file's functions ``names`` by name, not a name it binds
+    itself."""
+    called = {
+        n.func.id
+        for n in subtree(function)
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in names
+    }
+    return bool(called) and bool(called - _local_names(function))
 
 
 def _local_names(function: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:

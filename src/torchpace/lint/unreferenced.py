@@ -29,7 +29,14 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from torchpace.lint.discovery import DEFAULT_EXCLUDES, Spec, ignored, outer_specs, read_spec
+from torchpace.lint.discovery import (
+    DEFAULT_EXCLUDES,
+    Spec,
+    git_root,
+    ignored,
+    outer_specs,
+    read_spec,
+)
 from torchpace.lint.loops import dotted
 from torchpace.lint.results import FileResult, LintError
 
@@ -67,7 +74,7 @@ class _Definition:
 def project_root(directory: Path) -> Path:
     """The top of the project a linted directory is in: its git repository's, or the directory
     itself outside one (a subfolder linted alone is read with the files beside it)."""
-    return next((d for d in (directory, *directory.parents) if (d / ".git").exists()), directory)
+    return git_root(directory) or directory
 
 
 def _root_of(path: Path, roots: Sequence[Path]) -> Path | None:

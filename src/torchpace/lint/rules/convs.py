@@ -118,25 +118,22 @@ def chooses_cudnn_setup(ctx: FileContext) -> bool:
     return _chooses_in(ctx, ctx.of_type(ast.Assign, ast.AnnAssign, ast.AugAssign), ctx.calls)
 
 
-def _targets(node: ast.Assign | ast.AnnAssign | ast.AugAssign) -> Iterator[ast.expr]:
-    """Each target the assignment sets: ``cudnn.benchmark, cudnn.deterministic = False, True``
-    (YOLOv7's init_torch_seeds) sets two."""
+def _settings(
+    node: ast.Assign | ast.AnnAssign | ast.AugAssign,
+) -> Iterator[tuple[ast.expr, ast.expr | None]]:
+    """Each target the assignment sets, with the value a plain ``=`` gives it (None where it is
+    not known): ``cudnn.benchmark, cudnn.deterministic = False, True`` (YOLOv7's
+    init_torch_seeds) sets two."""
+    plain = isinstance(node, ast.Assign)
+    value = node.value if plain else None
     for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
-        yield from target.elts if isinstance(target, (ast.Tuple, ast.List)) else [target]
-
-
-def _value_of(node: ast.AST, target: ast.expr) -> ast.expr | None:
-    """The value ``node`` gives ``target``: its value, or the matching element of a tuple."""
-    if not isinstance(node, ast.Assign):
-        return None
-    for t in node.targets:
-        if t is target:
-            return node.value
-        if isinstance(t, (ast.Tuple, ast.List)) and target in t.elts:
-            value = node.value
-            if isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(t.elts):
-                return value.elts[t.elts.index(target)]
-    return None
+        if not isinstance(target, (ast.Tuple, ast.List)):
+            yield target, value
+            continue
+        values: list[ast.expr] | list[None] = [None] * len(target.elts)
+        if isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(target.elts):
+            values = value.elts
+        yield from zip(target.elts, values, strict=True)
 
 
 def _chooses_in(
@@ -148,9 +145,8 @@ def _chooses_in(
     for node in assignments:
         if not isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
             continue
-        for target in _targets(node):
+        for target, value in _settings(node):
             name = ctx.names.qualname(target)
-            value = _value_of(node, target)
             if (
                 name in {_BENCHMARK, "torch.backends.cudnn.deterministic"}
                 and value is not None

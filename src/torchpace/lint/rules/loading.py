@@ -615,29 +615,30 @@ PyTorch Performance Tuning Guide, "Enable async data loading and augmentation" (
 # TP104 ------------------------------------------------------------------------------------------
 
 
+def _parameter_default(ctx: FileContext, node: ast.expr) -> ast.expr | None:
+    """What ``node`` starts as, where it is a parameter with a default of the function that
+    builds the loader (rasbt's ``create_dataloader_v1(..., num_workers=0)``); else None."""
+    scope = ctx.enclosing_scope(node)
+    if not isinstance(node, ast.Name) or isinstance(scope, ast.Module):
+        return None
+    return parameter_defaults(scope).get(node.id)
+
+
 def _zero_unless_given(ctx: FileContext, workers: ast.expr) -> bool:
-    """``num_workers=num_workers``, a parameter of the function that builds the loader whose
-    default is 0 (rasbt's ``create_dataloader_v1(..., num_workers=0)``): no workers unless a
-    caller asks for them."""
-    scope = ctx.enclosing_scope(workers)
-    if not isinstance(workers, ast.Name) or isinstance(scope, ast.Module):
-        return False
-    return is_const(parameter_defaults(scope).get(workers.id), 0)
+    """``num_workers=num_workers``, a parameter whose default is 0: no workers unless a caller
+    asks for them."""
+    return is_const(_parameter_default(ctx, workers), 0)
 
 
 def _off_unless_given(ctx: FileContext, pin: ast.expr | None) -> bool:
-    """``pin_memory=pin_mem``, a parameter of the function that builds the loader whose default
-    is False (EfficientDet's ``create_loader(..., pin_mem=False)``), or an option or config
-    field whose default in this file is False (``--pin-mem``, ``store_true``): unpinned unless a
-    user asks, as TP101 reads ``num_workers``."""
+    """``pin_memory=pin_mem``, a parameter whose default is False (EfficientDet's
+    ``create_loader(..., pin_mem=False)``), or an option or config field whose default in this
+    file is False (``--pin-mem``, ``store_true``): unpinned unless a user asks, as TP101 reads
+    ``num_workers``."""
     if not isinstance(pin, (ast.Name, ast.Attribute)):
         return False
-    scope = ctx.enclosing_scope(pin)
-    if isinstance(pin, ast.Name) and not isinstance(scope, ast.Module):
-        defaults = parameter_defaults(scope)
-        if pin.id in defaults:
-            return is_const(defaults[pin.id], False)
-    return is_const(option_default(ctx, pin), False)
+    default = _parameter_default(ctx, pin)
+    return is_const(default if default is not None else option_default(ctx, pin), False)
 
 
 def _some_workers(ctx: FileContext, workers: ast.expr) -> bool:
