@@ -179,6 +179,23 @@ Run = tuple[Sequence[ast.AST], ast.AST | None, bool]
 _LOSS_NAME = re.compile(r"loss|loss_?fn|loss_?func(tion)?|(\w+_)?criterion(_\w+)?")
 
 
+# Base classes that build no weights of their own: a class derived from one builds only what its
+# ``__init__`` does. Lightning's module is an ``nn.Module`` with training hooks.
+_MODULE_BASES = frozenset(
+    {
+        "object",
+        "torch.nn.Module",
+        "torch.nn.modules.module.Module",
+        "lightning.LightningModule",
+        "lightning.pytorch.LightningModule",
+        "pytorch_lightning.LightningModule",
+        "pytorch_lightning.core.LightningModule",
+        "pytorch_lightning.core.module.LightningModule",
+        "pytorch_lightning.core.lightning.LightningModule",
+    }
+)
+
+
 class _Unknown(Exception):
     """A size or a module this file does not spell out."""
 
@@ -815,7 +832,7 @@ class _Sizer:
     def _foreign_base(self, base: ast.expr) -> bool:
         """A base class other than ``nn.Module`` (or ``object``) builds modules unread here."""
         name = self.ctx.names.qualname(base) or dotted(base) or ""
-        if name in ("torch.nn.Module", "object", "torch.nn.modules.module.Module"):
+        if name in _MODULE_BASES:
             return False
         return not (isinstance(base, ast.Name) and base.id in self.classes)
 
@@ -901,10 +918,13 @@ class _Sizer:
         return total
 
 
-def model_weights(ctx: FileContext, target: str, scope: ast.AST | None = None) -> int | None:
-    """The weights of the model ``target`` names, where this file spells it out; else None."""
+def model_weights(
+    ctx: FileContext, target: str, scope: ast.AST | None = None, graphs: bool = False
+) -> int | None:
+    """The weights of the model ``target`` names, where this file spells it out; else None.
+    With ``graphs``, a narrow graph net counts as small (:func:`launch_bound`)."""
     try:
-        return _Sizer(ctx).model(target, scope, frozenset())
+        return _Sizer(ctx, graphs=graphs).model(target, scope, frozenset())
     except _Unknown:
         return None
 

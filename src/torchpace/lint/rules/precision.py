@@ -25,7 +25,13 @@ from torchpace.lint.rule import (
     start_of,
 )
 from torchpace.lint.rules.evaluation import called_models
-from torchpace.lint.scale import GRAPH_MODELS_DOC, SMALL_MODELS_DOC, SMALL_STEPS_DOC
+from torchpace.lint.scale import (
+    GRAPH_MODELS_DOC,
+    SMALL_MODELS_DOC,
+    SMALL_STEPS_DOC,
+    TINY_WEIGHTS,
+    model_weights,
+)
 from torchpace.lint.tree import subtree
 
 _DEPRECATED_AMP = {"torch.cuda.amp.autocast": "autocast", "torch.cuda.amp.GradScaler": "GradScaler"}
@@ -360,6 +366,15 @@ _AUTOCAST_TEXT = re.compile(rb"autocast", re.I)
 
 
 def _manages_precision(ctx: FileContext) -> bool:
+    if _manages_outside_trainers(ctx):
+        return True
+    imported = ctx.names.bindings.values()
+    return any(path.split(".")[0] == "transformers" for path in imported) and _trains_reduced(ctx)
+
+
+def _manages_outside_trainers(ctx: FileContext) -> bool:
+    """The file runs in reduced precision, or may, by a means other than a Transformers
+    trainer's arguments: an autocast, a cast of the model, a default dtype, a framework."""
     named = _AUTOCAST_TEXT.search(ctx.source) is not None
     for node in ctx.nodes:
         if isinstance(node, ast.Attribute) and node.attr in _OTHER_PRECISION_ATTRS:
@@ -372,8 +387,6 @@ def _manages_precision(ctx: FileContext) -> bool:
             return True  # a project's helper that picks the context (open_clip's get_autocast)
     imported = ctx.names.bindings.values()
     if any(path.split(".")[0] in _FRAMEWORKS for path in imported):
-        return True
-    if any(path.split(".")[0] == "transformers" for path in imported) and _trains_reduced(ctx):
         return True
     if any(_builds_model_in_dtype(ctx, call) for call, _ in ctx.calls):
         return True
@@ -422,21 +435,7 @@ def _trains_reduced(ctx: FileContext) -> bool:
             if not _float32_arguments(ctx):
                 return True
             break
-    for call, _ in ctx.calls:
-        loads = isinstance(call.func, ast.Attribute) and call.func.attr == "from_pretrained"
-        for node in call.keywords:
-            if node.arg in _LOADED_REDUCED and not is_const(node.value, False):
-                return True
-            # the dtype a model is loaded in; ``torch.tensor(ids, dtype=torch.long)`` says nothing
-            if (
-                loads
-                and node.arg in _LOADED_DTYPE
-                and not (
-                    ctx.names.qualname(node.value) in _FLOAT32 or is_const(node.value, "float32")
-                )
-            ):
-                return True
-    return False
+    return _loads_reduced(ctx)
 
 
 # What asks a Transformers trainer for 16-bit training.
@@ -506,6 +505,167 @@ def _shards_in_mixed_precision(ctx: FileContext) -> bool:
             if found is not None and _fsdp_precision(subtree(found[1])):
                 return True
     return False
+
+
+# What runs a Transformers trainer on the CPU (``TrainingArguments(no_cuda=True)``, later
+# ``use_cpu=True``).
+_TRAINER_ON_CPU = frozenset({"no_cuda", "use_cpu"})
+
+
+def _float32_trainer_run(ctx: FileContext) -> ast.AST | None:
+    """Where a file hands training to a Transformers (or TRL) trainer in float32
+    (:func:`_float32_arguments`): the ``TrainingArguments(...)`` a trainer that is trained
+    (``trainer.train()``) is given, else that trainer. The trainer puts the model on the GPU
+    itself and never enables autocast, so its whole run is float32 (a textbook's DistilBERT
+    fine-tuned with the ``Trainer``). None where the arguments put it on the CPU, or where the
+    model is loaded quantized or in a 16-bit dtype, or the file casts it some other way."""
+    if not _float32_arguments(ctx) or _loads_reduced(ctx) or _manages_outside_trainers(ctx):
+        return None
+    built = [
+        call
+        for call, name in ctx.calls
+        if (name or "").startswith(("transformers.", "trl."))
+        and (name or "").endswith("TrainingArguments")
+    ]
+    if any(
+        k.arg in _TRAINER_ON_CPU and not is_const(k.value, False) for c in built for k in c.keywords
+    ):
+        return None
+    trainers = [
+        call
+        for call, name in ctx.calls
+        if (name or "").startswith(("transformers.", "trl.")) and (name or "").endswith("Trainer")
+    ]
+    trained = sorted(
+        (trainer for trainer in trainers if _trained(ctx, trainer)), key=lambda c: c.lineno
+    )
+    if not trained:
+        return None
+    given = argument(trained[0], "args", 1)
+    value = _binding_before(ctx, given, trained[0]) if isinstance(given, ast.Name) else given
+    return value if any(value is call for call in built) else trained[0]
+
+
+def _binding_before(ctx: FileContext, name: ast.Name, at: ast.AST) -> ast.expr | None:
+    """The value last assigned to ``name`` in its scope on a line before ``at``."""
+    scope = ctx.enclosing_scope(at)
+    found = None
+    for node in ctx.of_type(ast.Assign):
+        if (
+            node.lineno < at.lineno  # type: ignore[attr-defined]
+            and ctx.enclosing_scope(node) is scope
+            and any(isinstance(t, ast.Name) and t.id == name.id for t in node.targets)
+            and (found is None or node.lineno > found.lineno)
+        ):
+            found = node
+    return found.value if found is not None else None
+
+
+def _loads_reduced(ctx: FileContext) -> bool:
+    """A model loaded quantized or in a dtype other than float32 (``from_pretrained``; the
+    dtype keyword of any other call, ``torch.tensor(ids, dtype=torch.long)``, says nothing)."""
+    for call, _ in ctx.calls:
+        loads = isinstance(call.func, ast.Attribute) and call.func.attr == "from_pretrained"
+        for node in call.keywords:
+            if node.arg in _LOADED_REDUCED and not is_const(node.value, False):
+                return True
+            if (
+                loads
+                and node.arg in _LOADED_DTYPE
+                and not (
+                    ctx.names.qualname(node.value) in _FLOAT32 or is_const(node.value, "float32")
+                )
+            ):
+                return True
+    return False
+
+
+def _bound_names(ctx: FileContext, call: ast.Call) -> set[str]:
+    """The names ``call``'s result is assigned to."""
+    parent = ctx.parents.get(id(call))
+    if isinstance(parent, ast.Assign):
+        return {t.id for t in parent.targets if isinstance(t, ast.Name)}
+    return set()
+
+
+def _method_calls(ctx: FileContext, obj: ast.Call, method: str) -> list[ast.Call]:
+    """The calls of ``method`` on the object ``obj`` builds, or on a name it is bound to
+    (``trainer.train()``, ``Trainer(...).fit(model)``)."""
+    names = _bound_names(ctx, obj)
+    return [
+        call
+        for call, _ in ctx.calls
+        if isinstance(call.func, ast.Attribute)
+        and call.func.attr == method
+        and (
+            call.func.value is obj
+            or (isinstance(call.func.value, ast.Name) and call.func.value.id in names)
+        )
+    ]
+
+
+def _trained(ctx: FileContext, trainer: ast.Call) -> bool:
+    """``.train()`` runs on this trainer: on the call itself, or on a name whose binding before
+    that line is this trainer (a notebook that builds a second trainer under the same name
+    trains that one)."""
+    for call in _method_calls(ctx, trainer, "train"):
+        owner = call.func.value  # type: ignore[attr-defined]  # a method call
+        if owner is trainer or _binding_before(ctx, owner, call) is trainer:
+            return True
+    return False
+
+
+_LIGHTNING_TRAINERS = frozenset(
+    {"lightning.Trainer", "lightning.pytorch.Trainer", "pytorch_lightning.Trainer"}
+)
+_LIGHTNING_GPU = frozenset({"gpu", "cuda"})
+
+
+def _float32_lightning_run(ctx: FileContext) -> ast.Call | None:
+    """The first Lightning ``Trainer(...)`` the file builds for the GPU (``accelerator="gpu"``,
+    ``gpus=1``) with no ``precision``: Lightning's default is 32-bit, so every op of the fit it
+    runs (``trainer.fit(model)``) is float32. None where the keywords come from elsewhere
+    (``**vars(args)``, ``from_argparse_args``) or the model the fit trains is small
+    (:mod:`torchpace.lint.scale`)."""
+    for call, name in sorted(ctx.calls, key=lambda c: c[0].lineno):
+        if name not in _LIGHTNING_TRAINERS or call.args or has_star_args(call):
+            continue
+        given = {k.arg: k.value for k in call.keywords}
+        if "precision" in given or not _lightning_gpu(given):
+            continue
+        fitted = _fitted_models(ctx, call)
+        if fitted and not any(_small_model(ctx, model) for model in fitted):
+            return call
+    return None
+
+
+def _lightning_gpu(given: dict[str | None, ast.expr]) -> bool:
+    accelerator = given.get("accelerator")
+    if isinstance(accelerator, ast.Constant) and accelerator.value in _LIGHTNING_GPU:
+        return True
+    gpus = given.get("gpus")  # Lightning 1.x
+    return isinstance(gpus, ast.Constant) and gpus.value not in (None, 0, False, "", "0")
+
+
+def _fitted_models(ctx: FileContext, trainer: ast.Call) -> list[ast.expr]:
+    """What ``.fit(...)`` on the trainer trains: its first argument or ``model=``."""
+    fits = (argument(call, "model", 0) for call in _method_calls(ctx, trainer, "fit"))
+    return [model for model in fits if model is not None]
+
+
+def _small_model(ctx: FileContext, model: ast.expr) -> bool:
+    target = dotted(model)
+    if target is None:
+        return False
+    weights = model_weights(ctx, target, ctx.enclosing_scope(model), graphs=True)
+    return weights is not None and weights <= TINY_WEIGHTS
+
+
+def _check_float32(ctx: FileContext) -> Iterator[Report]:
+    yield from _check_cuda_loop_without_autocast(ctx)
+    for run in (_float32_trainer_run(ctx), _float32_lightning_run(ctx)):
+        if run is not None:
+            yield Report(run)
 
 
 def _check_cuda_loop_without_autocast(ctx: FileContext) -> Iterator[Report]:
@@ -681,6 +841,16 @@ embeddings and dot-product recommenders do; a class derived from `nn.Embedding` 
 of its own is a table): their loss is lookups,
 elementwise math and reductions, which autocast does not cast.
 
+A run a framework trains in float32 is flagged too, at what sets it up: the
+`TrainingArguments(...)` (else the trainer) of a Transformers or TRL trainer whose `.train()`
+the file calls, where every `TrainingArguments` leaves `fp16` and `bf16` off and neither
+`no_cuda` nor `use_cpu` is set (the trainer moves the model to the GPU itself), unless the file
+loads the model quantized or in another dtype or casts it; and a Lightning `Trainer(...)` built
+for the GPU (`accelerator="gpu"` or `"cuda"`, `gpus=N`) with no `precision` (Lightning's
+default is 32-bit), whose `.fit(model)` trains a model not known to be small. Keywords from
+elsewhere (`**kwargs`, `HfArgumentParser`, `from_argparse_args`) are not read: they may ask for
+16 bits.
+
 {SMALL_MODELS_DOC} {SMALL_STEPS_DOC} {GRAPH_MODELS_DOC}
 
 ## Why is this slow
@@ -705,7 +875,9 @@ for x, y in loader:
     optimizer.step()
 ```
 On GPUs without bfloat16 (before Ampere), use `dtype=torch.float16` with a
-`torch.amp.GradScaler("cuda")`.
+`torch.amp.GradScaler("cuda")`. A framework's run asks for it in its settings:
+`TrainingArguments(..., bf16=True)` (`fp16=True` before Ampere), Lightning's
+`Trainer(..., precision="bf16-mixed")` (`"16-mixed"`).
 
 ## Fix safety
 No fix: reduced precision changes the numerics; check that training still converges (`torchpace
@@ -715,7 +887,7 @@ tune` does).
 PyTorch Performance Tuning Guide, "Use mixed precision and AMP"; "Techniques to make PyTorch
 code run faster on GPUs", mixed precision with `autocast` and `GradScaler`.
 """,
-    check=_check_cuda_loop_without_autocast,
+    check=_check_float32,
 )
 
 RULES = (DEPRECATED_CUDA_AMP, CUDA_LOOP_WITHOUT_AUTOCAST, TF32_DISABLED, SIZE_NOT_MULTIPLE_OF_8)
