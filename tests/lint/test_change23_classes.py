@@ -101,7 +101,15 @@ trainer.fit(model, train_dataloaders=train_loader)
 WIDE = "nn.Sequential(nn.Linear(4096, 4096), nn.ReLU(), nn.Linear(4096, 1000))"
 
 
-@pytest.mark.parametrize("trainer", ['accelerator="gpu", devices=1, max_epochs=3', "gpus=1"])
+@pytest.mark.parametrize(
+    "trainer",
+    [
+        'accelerator="gpu", devices=1, max_epochs=3',
+        "gpus=1",
+        "gpus=1, precision=32",  # ControlNet's tutorial: 32-bit named (judged true)
+        'accelerator="cuda", precision="32-true"',
+    ],
+)
 def test_a_32_bit_lightning_run_on_the_gpu_is_found_at_its_trainer(trainer: str) -> None:
     source = LIGHTNING.replace("LAYERS", WIDE).replace("TRAINER", trainer)
     assert findings(source, "TP302") == [("TP302", 21)]
@@ -112,6 +120,8 @@ def test_a_32_bit_lightning_run_on_the_gpu_is_found_at_its_trainer(trainer: str)
     [
         'accelerator="gpu", precision="bf16-mixed"',
         'accelerator="gpu", precision=16',
+        'accelerator="gpu", precision=64',  # double on purpose
+        'accelerator="gpu", precision=args.precision',
         'accelerator="cpu"',
         "max_epochs=3",  # where it runs is Lightning's choice: not said here
         "**vars(args)",
@@ -127,3 +137,109 @@ def test_a_small_lightning_module_is_left_alone() -> None:
     # nn.Module it is.
     source = LIGHTNING.replace("LAYERS", "nn.Linear(28 * 28, 10)")
     assert findings(source.replace("TRAINER", 'accelerator="gpu"'), "TP302") == []
+
+
+def test_a_lightning_module_that_shards_itself_in_bf16_is_left_alone() -> None:
+    # Lightning's tensor-parallel example: no precision on the Trainer, but the module's
+    # configure_model hook shards the model with a bf16 mixed-precision policy (judged false).
+    hook = (
+        "\n    def configure_model(self):"
+        "\n        policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16)"
+        "\n        fully_shard(self.net, mp_policy=policy)"
+        "\n"
+        "\n    def training_step(self, batch, batch_idx):"
+    )
+    source = LIGHTNING.replace("LAYERS", WIDE).replace("TRAINER", 'accelerator="cuda"')
+    source = source.replace("\n    def training_step(self, batch, batch_idx):", hook, 1)
+    assert "fully_shard" in source
+    assert findings(source, "TP302") == []
+
+
+# Conv nets of model libraries, known by what they are (issue 32's "conv nets from a model
+# library" class: Accelerate's cv_example trains timm's resnet50d on CUDA at 224x224 and never
+# sets the auto-tuner; judged a true miss).
+LIBRARY_NET = """
+import argparse
+
+import torch
+IMPORT
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--model", default="resnet50d")
+args = parser.parse_args()
+model = BUILD
+model = model.cuda()
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for x, y in loader:
+    loss = torch.nn.functional.cross_entropy(model(x.cuda()), y.cuda())
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+"""
+
+
+@pytest.mark.parametrize(
+    ("imported", "build"),
+    [
+        ("import timm", 'timm.create_model("resnet50d", pretrained=True, num_classes=10)'),
+        ("import timm", 'timm.create_model("tf_efficientnet_b0.ns_jft_in1k")'),
+        ("import timm", "timm.create_model(args.model, num_classes=10)"),
+        ("from timm import create_model", 'create_model("convnext_tiny")'),
+        ("from diffusers import UNet2DModel", "UNet2DModel(sample_size=64)"),
+        ("import diffusers", 'diffusers.UNet2DConditionModel.from_pretrained("sd", subfolder="u")'),
+        ("import segmentation_models_pytorch as smp", 'smp.Unet("resnet34", classes=3)'),
+        ("from efficientnet_pytorch import EfficientNet", 'EfficientNet.from_name("b0")'),
+    ],
+)
+def test_a_conv_net_of_a_model_library_is_a_conv_net(imported: str, build: str) -> None:
+    source = LIBRARY_NET.replace("IMPORT", imported).replace("BUILD", build)
+    assert findings(source, "TP303") == [("TP303", 10)]
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        'timm.create_model("vit_base_patch16_224")',  # a transformer: one patch convolution
+        'timm.create_model("resmlp_12_224")',
+        "timm.create_model(name)",  # a name the file does not give
+    ],
+)
+def test_a_timm_model_not_known_to_be_convolutional_is_left_alone(build: str) -> None:
+    source = LIBRARY_NET.replace("IMPORT", "import timm").replace("BUILD", build)
+    assert findings(source, "TP303") == []
+
+
+def test_elements_of_a_host_batch_read_in_a_comprehension_are_host_values() -> None:
+    # pytorch-book's detector reads its labels, host tensors of the collate function, with
+    # ``[label.tolist() for label in target]`` (judged false: nothing waits for the device).
+    source = """
+    def train(model, dataloader, device, optimizer):
+        for ii, (image, target) in enumerate(dataloader):
+            image = image.to(device)
+            labels = [label.tolist() for label in target]
+            loss = model(image, labels)
+            loss.backward()
+            optimizer.step()
+    """
+    assert findings(source, "TP201") == []
+    moved = source.replace("in target]", "in image]")
+    assert findings(moved, "TP201") == [("TP201", 5)]
+
+
+def test_elements_of_a_host_random_draw_are_host_values() -> None:
+    # nanoGPT's get_batch: ``ix = torch.randint(...)`` on the host, each element slicing a memmap
+    source = """
+    import numpy as np
+    import torch
+
+    def get_batch(data, device):
+        ix = torch.randint(len(data) - 64, (12,))
+        x = torch.stack([torch.from_numpy(data[i : i + 64].astype(np.int64)) for i in ix])
+        return x.pin_memory().to(device, non_blocking=True)
+
+    for step in range(1000):
+        loss = model(get_batch(data, "cuda")).mean()
+        loss.backward()
+        opt.step()
+    """
+    assert findings(source, "TP201") == []

@@ -802,14 +802,71 @@ def _is_flag(test: ast.expr) -> bool:
     return dotted(test) is not None
 
 
+# Conv nets of model libraries, known by what they are: diffusion UNets and VAEs (diffusers),
+# segmentation nets (segmentation_models_pytorch), EfficientNet; each built by its class or by
+# one of the class's loaders.
+_LIBRARY_CONV_NETS = {
+    "diffusers": frozenset(
+        {
+            *("UNet1DModel", "UNet2DModel", "UNet2DConditionModel", "UNet3DConditionModel"),
+            *("UNetSpatioTemporalConditionModel", "UNetMotionModel", "ControlNetModel"),
+            *("AutoencoderKL", "AsymmetricAutoencoderKL", "AutoencoderTiny", "VQModel"),
+        }
+    ),
+    "segmentation_models_pytorch": frozenset(
+        {"Unet", "UnetPlusPlus", "FPN", "PSPNet", "DeepLabV3", "DeepLabV3Plus", "Linknet"}
+        | {"PAN", "MAnet"}
+    ),
+    "efficientnet_pytorch": frozenset({"EfficientNet"}),
+}
+_LOADERS = frozenset({"from_pretrained", "from_config", "from_name", "from_single_file"})
+# timm's convolutional families, by the name ``timm.create_model`` is given (a weight tag after a
+# dot, a hub prefix and a weights-origin prefix aside); vision transformers, whose only
+# convolution is the patch embedding, are not among them.
+_TIMM_CONV_FAMILIES = re.compile(
+    r"(?:hf[-_]hub:)?(?:timm/)?(?:tf_|gluon_|legacy_|ig_|ssl_|swsl_|tv_|dm_)?"
+    r"(?:resnet|resnext|resnest|res2net|res2next|seresne|senet|ecaresnet|skresne|wide_resnet"
+    r"|regnet|efficientnet|mobilenet|mobileone|mixnet|mnasnet|semnasnet|spnasnet|ghostnet"
+    r"|densenet|dla|dpn|hrnet|inception_v|inception_resnet|xception|vgg|convnext|cspres"
+    r"|cspdarknet|darknet|nfnet|nf_|rexnet|tresnet|selecsls|repvgg|lcnet|fbnet|hardcorenas"
+    r"|gernet|vovnet|ese_vovnet|bat_resnext|repghost|rdnet|inception_next|convmixer)"
+)
+
+
+def _library_conv_net(ctx: FileContext, call: ast.Call, name: str) -> bool:
+    """``call`` builds a conv net of a model library (:data:`_LIBRARY_CONV_NETS`), or a timm
+    model of a convolutional family (:data:`_TIMM_CONV_FAMILIES`) named by a literal or by an
+    option's default (``--model resnet50``)."""
+    from torchpace.lint.values import option_default
+
+    parts = name.split(".")
+    if parts[-1] in _LOADERS:
+        parts = parts[:-1]
+    if parts and parts[-1] in _LIBRARY_CONV_NETS.get(parts[0], ()):
+        return True
+    if parts[0] != "timm" or parts[-1] != "create_model":
+        return False
+    given = argument(call, "model_name", 0)
+    if not (isinstance(given, ast.Constant) and isinstance(given.value, str)):
+        given = option_default(ctx, given)
+    return (
+        isinstance(given, ast.Constant)
+        and isinstance(given.value, str)
+        and _TIMM_CONV_FAMILIES.match(given.value.lower()) is not None
+    )
+
+
 def builds_conv_net(ctx: FileContext, call: ast.Call, name: str | None) -> bool:
-    """``call`` constructs a conv net defined elsewhere: a torchvision model, or a class that a
-    project file builds from conv layers (or a function of it that builds one), imported by
-    name, through its module, relatively or with ``from models import *`` (PyTorch-GAN,
-    pytorch/examples' fast_neural_style, YOLOv3's ``load_model``)."""
+    """``call`` constructs a conv net defined elsewhere: a torchvision model, a conv net of a
+    model library (:func:`_library_conv_net`), or a class that a project file builds from conv
+    layers (or a function of it that builds one), imported by name, through its module,
+    relatively or with ``from models import *`` (PyTorch-GAN, pytorch/examples'
+    fast_neural_style, YOLOv3's ``load_model``)."""
     if name is not None and name.startswith("torchvision.models."):
         last = name.rsplit(".", 1)[-1]
         return last[:1].islower() and last not in _NOT_MODELS
+    if name is not None and _library_conv_net(ctx, call, name):
+        return True
     func = call.func
     if isinstance(func, ast.Subscript) and ctx.names.qualname(func.value) == (
         "torchvision.models.__dict__"

@@ -120,6 +120,12 @@ _HOST_FACTORIES = frozenset(
         "torch.empty",
         "torch.full",
         "torch.arange",
+        # random draws, made on the host unless given a device (nanoGPT's ``ix =
+        # torch.randint(...)``, whose elements slice a memmap)
+        "torch.rand",
+        "torch.randn",
+        "torch.randint",
+        "torch.randperm",
     }
 )
 _LIKE_FACTORIES = frozenset({"torch.empty_like", "torch.zeros_like", "torch.ones_like"})
@@ -437,6 +443,13 @@ def _bindings(scope: Scope, facts: LoopFacts) -> Iterator[tuple[str, ast.expr | 
                 continue
             batch = facts.is_loader(node.iter)
             yield from _bind_loop_target(node.target, node.iter, batch=batch)
+        elif isinstance(node, ast.comprehension) and isinstance(node.target, ast.Name):
+            # ``[label.tolist() for label in target]``: each element is what indexing the
+            # iterable gives, as in ``for d in done`` (a batch's host tensors stay on the host)
+            yield (
+                node.target.id,
+                ast.Subscript(value=node.iter, slice=ast.Constant(0), ctx=ast.Load()),
+            )
         elif isinstance(node, (ast.With, ast.AsyncWith)):
             for item in node.items:
                 if item.optional_vars is not None:

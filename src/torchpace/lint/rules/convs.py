@@ -427,7 +427,11 @@ turns cuDNN off, uses `torch.backends.cudnn.flags(...)`, or calls anything with
 another project file that it calls, not under an `if`, does so, up to two calls deep (YOLOv7's
 `init_seeds`, whose `init_torch_seeds` in a third file turns the auto-tuner on).
 A file without convs of its own is flagged at the construction of a conv net it trains: a
-torchvision model, or a class that another file of the project (beside it or up to three directories
+torchvision model; a conv net of a model library, known by what it is (diffusers' UNets, VAEs and
+ControlNet, segmentation_models_pytorch's nets, `EfficientNet`, built by the class or one of its
+loaders such as `from_pretrained`), or a timm model of a convolutional family (ResNet, EfficientNet,
+ConvNeXt, RegNet... not a vision transformer) named in `timm.create_model` by a literal or an
+option's default; or a class that another file of the project (beside it or up to three directories
 above, imported by name, through its module, relatively or with `*`) builds from conv layers,
 directly or through a function of that file, or what a function of that file returns after building
 one (`model = load_model(cfg)`); also from blocks it imports from a third file, and re-exported by a

@@ -375,6 +375,13 @@ def _manages_precision(ctx: FileContext) -> bool:
 def _manages_outside_trainers(ctx: FileContext) -> bool:
     """The file runs in reduced precision, or may, by a means other than a Transformers
     trainer's arguments: an autocast, a cast of the model, a default dtype, a framework."""
+    imported = ctx.names.bindings.values()
+    return _casts_itself(ctx) or any(path.split(".")[0] in _FRAMEWORKS for path in imported)
+
+
+def _casts_itself(ctx: FileContext) -> bool:
+    """The file's own code asks for reduced precision: an autocast (or a helper named for one),
+    a cast of the model, a default dtype, a model built in a 16-bit or configured dtype."""
     named = _AUTOCAST_TEXT.search(ctx.source) is not None
     for node in ctx.nodes:
         if isinstance(node, ast.Attribute) and node.attr in _OTHER_PRECISION_ATTRS:
@@ -385,9 +392,6 @@ def _manages_outside_trainers(ctx: FileContext) -> bool:
             return True  # torch's, or a framework's (torchtune.training.set_default_dtype)
         if named and isinstance(node, ast.Call) and "autocast" in (dotted(node.func) or "").lower():
             return True  # a project's helper that picks the context (open_clip's get_autocast)
-    imported = ctx.names.bindings.values()
-    if any(path.split(".")[0] in _FRAMEWORKS for path in imported):
-        return True
     if any(_builds_model_in_dtype(ctx, call) for call, _ in ctx.calls):
         return True
     return any(
@@ -619,19 +623,27 @@ _LIGHTNING_TRAINERS = frozenset(
     {"lightning.Trainer", "lightning.pytorch.Trainer", "pytorch_lightning.Trainer"}
 )
 _LIGHTNING_GPU = frozenset({"gpu", "cuda"})
+# Lightning's names for its default, 32-bit training (ControlNet's ``precision=32``).
+_LIGHTNING_32 = frozenset({32, "32", "32-true"})
 
 
 def _float32_lightning_run(ctx: FileContext) -> ast.Call | None:
     """The first Lightning ``Trainer(...)`` the file builds for the GPU (``accelerator="gpu"``,
-    ``gpus=1``) with no ``precision``: Lightning's default is 32-bit, so every op of the fit it
-    runs (``trainer.fit(model)``) is float32. None where the keywords come from elsewhere
+    ``gpus=1``) with no ``precision``, or 32-bit named: Lightning's default, so every op of the
+    fit it runs (``trainer.fit(model)``) is float32. None where the keywords come from elsewhere
     (``**vars(args)``, ``from_argparse_args``) or the model the fit trains is small
     (:mod:`torchpace.lint.scale`)."""
+    if _casts_itself(ctx) or _shards_in_mixed_precision(ctx):
+        return None  # a hook of the module casts it (``configure_model`` sharding it in bf16)
     for call, name in sorted(ctx.calls, key=lambda c: c[0].lineno):
         if name not in _LIGHTNING_TRAINERS or call.args or has_star_args(call):
             continue
         given = {k.arg: k.value for k in call.keywords}
-        if "precision" in given or not _lightning_gpu(given):
+        precision = given.get("precision")
+        if not _lightning_gpu(given) or not (
+            precision is None
+            or (isinstance(precision, ast.Constant) and precision.value in _LIGHTNING_32)
+        ):
             continue
         fitted = _fitted_models(ctx, call)
         if fitted and not any(_small_model(ctx, model) for model in fitted):
@@ -841,15 +853,14 @@ embeddings and dot-product recommenders do; a class derived from `nn.Embedding` 
 of its own is a table): their loss is lookups,
 elementwise math and reductions, which autocast does not cast.
 
-A run a framework trains in float32 is flagged too, at what sets it up: the
-`TrainingArguments(...)` (else the trainer) of a Transformers or TRL trainer whose `.train()`
-the file calls, where every `TrainingArguments` leaves `fp16` and `bf16` off and neither
-`no_cuda` nor `use_cpu` is set (the trainer moves the model to the GPU itself), unless the file
-loads the model quantized or in another dtype or casts it; and a Lightning `Trainer(...)` built
-for the GPU (`accelerator="gpu"` or `"cuda"`, `gpus=N`) with no `precision` (Lightning's
-default is 32-bit), whose `.fit(model)` trains a model not known to be small. Keywords from
-elsewhere (`**kwargs`, `HfArgumentParser`, `from_argparse_args`) are not read: they may ask for
-16 bits.
+A run a framework trains in float32 is flagged too, at what sets it up: the `TrainingArguments(...)`
+(else the trainer) of a Transformers or TRL trainer whose `.train()` the file calls, where every
+`TrainingArguments` leaves `fp16` and `bf16` off and neither `no_cuda` nor `use_cpu` is set (the
+trainer moves the model to the GPU itself), unless the file loads the model quantized or in another
+dtype or casts it; and a Lightning `Trainer(...)` built for the GPU (`accelerator="gpu"` or
+`"cuda"`, `gpus=N`) with no `precision` (Lightning's default is 32-bit) or with `precision=32`,
+whose `.fit(model)` trains a model not known to be small. Keywords from elsewhere (`**kwargs`,
+`HfArgumentParser`, `from_argparse_args`) are not read: they may ask for 16 bits.
 
 {SMALL_MODELS_DOC} {SMALL_STEPS_DOC} {GRAPH_MODELS_DOC}
 
