@@ -243,3 +243,76 @@ def test_elements_of_a_host_random_draw_are_host_values() -> None:
         opt.step()
     """
     assert findings(source, "TP201") == []
+
+
+# pytorch-book's poetry transformer: the loader yields one token tensor per step, moved to the
+# GPU, and the loss drops padding with boolean masks (judged true misses: a nonzero() sync per
+# step between forward and backward). A batch that is one name is a tensor of the loader.
+POETRY = """
+import torch as t
+
+device = t.device("cuda")
+
+
+def train(model, dataloader, optimizer, criterion, eos):
+    for epoch in range(10):
+        for ii, data_ in enumerate(dataloader):
+            data_ = data_.long().transpose(1, 0).contiguous()
+            data_ = data_.to(device)
+            input_, target = data_[:-1, :], data_[1:, :]
+            logit = model(input_)
+            mask = target != eos
+            target = target[mask]
+            logit = logit.flatten(0, 1)[mask.view(-1)]
+            loss = criterion(logit, target)
+            loss.backward()
+            optimizer.step()
+"""
+
+
+def test_a_mask_of_a_batch_that_is_one_tensor_is_found() -> None:
+    assert findings(POETRY, "TP203") == [("TP203", 15), ("TP203", 16)]
+
+
+def test_a_mask_of_a_batch_left_on_the_host_is_left_alone() -> None:
+    host = POETRY.replace("            data_ = data_.to(device)\n", "")
+    assert findings(host.replace("!= eos", "!= 0"), "TP203") == []
+
+
+# pytorch-book's DCGAN: the noise tensor is moved to the GPU once, then refilled every D and G
+# step from a host draw (judged true misses).
+DCGAN = """
+import torch as t
+
+device = t.device("cuda")
+
+
+def train(netd, netg, dataloader, optimizer_d, opt):
+    noises = MADE
+    for epoch in range(opt.max_epoch):
+        for ii, (img, _) in enumerate(dataloader):
+            real_img = img.to(device)
+            optimizer_d.zero_grad()
+            noises.data.copy_(t.randn(opt.batch_size, opt.nz, 1, 1))
+            fake_img = netg(noises).detach()
+            loss = netd(real_img).mean() - netd(fake_img).mean()
+            loss.backward()
+            optimizer_d.step()
+"""
+
+
+@pytest.mark.parametrize(
+    "made",
+    [
+        "t.randn(opt.batch_size, opt.nz, 1, 1).to(device)",
+        "t.randn(opt.batch_size, opt.nz, 1, 1).cuda()",
+        'torch.empty(opt.batch_size, opt.nz, 1, 1, device="cuda")',
+    ],
+)
+def test_a_host_draw_copied_into_a_device_tensor_is_found(made: str) -> None:
+    assert findings(DCGAN.replace("MADE", made), "TP207") == [("TP207", 13)]
+
+
+def test_a_host_draw_copied_into_a_host_tensor_is_left_alone() -> None:
+    source = DCGAN.replace("MADE", "t.randn(opt.batch_size, opt.nz, 1, 1)")
+    assert findings(source, "TP207") == []

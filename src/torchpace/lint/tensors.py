@@ -262,9 +262,13 @@ class TensorFacts:
             changed = False
             for name in (self.names | local) - self.host_names:
                 values = self.values[name]
+                # assumed on the host while its own bindings are read: ``data = data.long()``
+                # keeps a host batch on the host (a move, ``data = data.to(device)``, does not)
+                self.host_names.add(name)
                 if all(v is _BATCH or (v is not None and self.is_host(v)) for v in values):
-                    self.host_names.add(name)
                     changed = True
+                else:
+                    self.host_names.discard(name)
 
     def is_host(self, node: ast.AST) -> bool:
         """True only when ``node`` is certainly a tensor in host memory (module doc)."""
@@ -551,6 +555,10 @@ def _bind_loop_target(
                 yield element.id, _BATCH
             else:
                 yield from _bind(element, None)
+    elif batch and isinstance(target, ast.Name):
+        # ``for i, data_ in enumerate(loader)``: a batch that is one tensor (a language
+        # model's token block), or a tuple or dict of them (``batch[0]``, ``batch["x"]``)
+        yield target.id, _BATCH
     elif not batch and not enumerated and isinstance(target, ast.Name):
         # ``for d in done``: each element is what indexing the iterable gives, a tensor (on
         # the device the iterable is on) when the iterable is one, else unknown

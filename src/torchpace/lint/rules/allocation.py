@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 from torchpace.findings import Edit, Fix
 from torchpace.lint.forwards import in_forwards
-from torchpace.lint.loops import Scope, dotted, returned
+from torchpace.lint.loops import Scope, bound_in, dotted, returned
 from torchpace.lint.project import definition_of
 from torchpace.lint.rule import (
     FileContext,
@@ -459,6 +459,9 @@ def _check_host_created_then_moved(ctx: FileContext) -> Iterator[Report]:
         if _cuda_typed(ctx, func) and call.args and _host_data(ctx, call.args[0]):
             yield Report(call)  # numpy data copied into a CUDA tensor on every step
             continue
+        if _copied_into_device_tensor(ctx, call, scope):
+            yield Report(call)  # drawn on the host, copied into a tensor on the device
+            continue
         if not (isinstance(func, ast.Attribute) and func.attr in _MOVES):
             continue
         factory = func.value
@@ -499,6 +502,42 @@ def _check_host_created_then_moved(ctx: FileContext) -> Iterator[Report]:
                 yield Report(call)  # a move to a device, but not one we can rewrite exactly
             continue
         yield Report(call, _device_fix(factory, call, device, ctx.names.qualname(factory.func)))
+
+
+def _copied_into_device_tensor(ctx: FileContext, call: ast.Call, scope: Scope) -> bool:
+    """``noise.copy_(torch.randn(b, nz))`` (also ``noise.data.copy_(...)``) where the scope moved
+    ``noise`` to a device or made it there: a host factory's tensor copied into a device tensor
+    every step (a DCGAN drawing its noise on the host), where the factory or an in-place draw
+    (``noise.normal_()``) could fill it on the device."""
+    func = call.func
+    if not (
+        isinstance(func, ast.Attribute)
+        and func.attr == "copy_"
+        and len(call.args) == 1
+        and _host_factory(ctx, call.args[0]) is not None
+    ):
+        return False
+    target = func.value
+    if isinstance(target, ast.Attribute) and target.attr == "data":
+        target = target.value
+    name = dotted(target)
+    where = ctx.enclosing_scope(call)
+    bound = bound_in(ctx, name, where) if name is not None and "." not in name else None
+    return bool(bound) and all(_on_a_device(ctx, value, scope) for value in bound or ())
+
+
+def _on_a_device(ctx: FileContext, value: ast.expr, scope: Scope) -> bool:
+    """``value`` is moved to a device (``x.to(device)``, ``x.cuda()``) or made on one
+    (``torch.zeros(n, device="cuda")``)."""
+    if not isinstance(value, ast.Call):
+        return False
+    func = value.func
+    if isinstance(func, ast.Attribute) and func.attr == "cuda":
+        return True
+    if isinstance(func, ast.Attribute) and func.attr == "to":
+        return _moves_to_device(ctx, value, scope)
+    device = keyword(value, "device")
+    return device is not None and _looks_like_device(ctx, device.value)
 
 
 # Random factories draw from another generator on the device: the values change.
@@ -549,7 +588,10 @@ constructor counts where it is given no data, only a `range`, sizes (also anothe
 copy either way. `torch.as_tensor(x)` of a parameter of the function is not one: what the
 caller hands may already be a tensor on the device, which `as_tensor` returns as it is.
 Also numpy data copied into a legacy CUDA tensor type
-(`torch.cuda.FloatTensor(np.random.normal(...))`, or a name bound to such a type).
+(`torch.cuda.FloatTensor(np.random.normal(...))`, or a name bound to such a type), and a
+factory's tensor copied into a tensor the function moved to a device or made there
+(`noise.data.copy_(torch.randn(b, nz, 1, 1))` after `noise = torch.randn(b, nz, 1, 1).to(device)`:
+`noise.normal_()` draws it on the device).
 
 Also in a module's `forward()` (and the methods of its class and the functions of its file it
 calls), in a file that moves something to a device, whether or not a training loop lint can
