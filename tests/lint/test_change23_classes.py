@@ -4,8 +4,12 @@ the code a judge read, shortened and renamed; each test fails on the rules befor
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from lint_findings import findings
+
+from torchpace.lint import RULES, FileResult, lint_source
 
 # A textbook chapter that fine-tunes DistilBERT with the Transformers Trainer: the arguments set
 # neither fp16 nor bf16, so the whole run is float32 on the GPU the Trainer picks (judged true
@@ -316,3 +320,68 @@ def test_a_host_draw_copied_into_a_device_tensor_is_found(made: str) -> None:
 def test_a_host_draw_copied_into_a_host_tensor_is_left_alone() -> None:
     source = DCGAN.replace("MADE", "t.randn(opt.batch_size, opt.nz, 1, 1)")
     assert findings(source, "TP207") == []
+
+
+def _notebook(*cells: str) -> bytes:
+    return json.dumps(
+        {
+            "cells": [
+                {"cell_type": "code", "metadata": {}, "outputs": [], "source": c} for c in cells
+            ],
+            "metadata": {},
+            "nbformat": 4,
+            "nbformat_minor": 5,
+        }
+    ).encode()
+
+
+# pytorch-book's chapter 3: linear regression on host tensors, beside demo cells that move a
+# tensor to CUDA (judged false, cpu-only).
+REGRESSION = """
+w = t.rand(1, 1, requires_grad=True)
+b = t.zeros(1, 1, requires_grad=True)
+for ii in range(500):
+    x, y = get_fake_data(batch_size=32)
+    loss = (0.5 * (x.mm(w) + b.expand_as(y) - y) ** 2).sum()
+    loss.backward()
+    w.data.sub_(0.005 * w.grad.data)
+    w.grad.data.zero_()
+"""
+FAKE_DATA = """
+import torch as t
+
+def get_fake_data(batch_size=8):
+    x = t.rand(batch_size, 1) * 5
+    return x, x * 2 + 3
+"""
+DEMO = "d = t.rand(10).cuda(0)\nprint(d.requires_grad)\n"
+
+
+def _tp302_cells(data: bytes) -> list[tuple[int | None, int]]:
+    result = lint_source("nb.ipynb", data, RULES)
+    assert isinstance(result, FileResult), result
+    return [(f.location.cell, f.location.line) for f in result.findings if f.code == "TP302"]
+
+
+def test_a_notebook_loop_on_host_tensors_beside_a_cuda_demo_cell_is_left_alone() -> None:
+    assert _tp302_cells(_notebook(FAKE_DATA, REGRESSION, DEMO)) == []
+
+
+def test_a_notebook_loop_that_moves_its_batch_in_a_helper_is_on_the_device() -> None:
+    # LLMs-from-scratch's train_model_simple: the loop calls calc_loss_batch, which moves the
+    # batch to the device (judged true; kept).
+    helper = """
+def calc_loss_batch(x, y, model, device):
+    x, y = x.to(device), y.to(device)
+    return t.nn.functional.cross_entropy(model(x).flatten(0, 1), y.flatten())
+
+def train(model, loader, optimizer, device):
+    for epoch in range(10):
+        for x, y in loader:
+            optimizer.zero_grad()
+            loss = calc_loss_batch(x, y, model, device)
+            loss.backward()
+            optimizer.step()
+"""
+    setup = "import torch as t\ndevice = t.device('cuda')\nmodel = GPTModel(cfg)\n"
+    assert _tp302_cells(_notebook(setup, helper)) == [(2, 8)]

@@ -523,10 +523,10 @@ def _copied_into_device_tensor(ctx: FileContext, call: ast.Call, scope: Scope) -
     name = dotted(target)
     where = ctx.enclosing_scope(call)
     bound = bound_in(ctx, name, where) if name is not None and "." not in name else None
-    return bool(bound) and all(_on_a_device(ctx, value, scope) for value in bound or ())
+    return bool(bound) and all(_made_or_moved_to_device(ctx, value, scope) for value in bound or ())
 
 
-def _on_a_device(ctx: FileContext, value: ast.expr, scope: Scope) -> bool:
+def _made_or_moved_to_device(ctx: FileContext, value: ast.expr, scope: Scope) -> bool:
     """``value`` is moved to a device (``x.to(device)``, ``x.cuda()``) or made on one
     (``torch.zeros(n, device="cuda")``)."""
     if not isinstance(value, ast.Call):

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from torchpace.findings import Edit, Fix
 from torchpace.lint.device import moves_to_a_device, uses_cuda
-from torchpace.lint.engine import PRECISION
+from torchpace.lint.engine import PRECISION, is_notebook
 from torchpace.lint.loops import Step, assignments, dotted, is_optimizer_class, strip_moves, walk
 from torchpace.lint.rule import (
     FileContext,
@@ -31,6 +31,7 @@ from torchpace.lint.scale import (
     SMALL_STEPS_DOC,
     TINY_WEIGHTS,
     model_weights,
+    step_runs,
 )
 from torchpace.lint.tree import subtree
 
@@ -715,6 +716,10 @@ def _check_cuda_loop_without_autocast(ctx: FileContext) -> Iterator[Report]:
     # false findings on a tutorial's CPU cells) is told by its later loop; a file that shows no
     # device for any loop keeps its first.
     placed = [loop for loop in training if _on_a_device(ctx, loop)]
+    if not placed and is_notebook(ctx.path):
+        # A notebook's cells are separate runs: CUDA in a demo cell (``t.rand(10).cuda(0)``)
+        # says nothing of a loop that trains host tensors (a textbook's linear regression).
+        return
     yield Report(min(placed or training, key=lambda loop: loop.lineno))
 
 
@@ -800,10 +805,15 @@ def _builds_matmul_free(ctx: FileContext, name: str) -> bool:
 
 
 def _on_a_device(ctx: FileContext, loop: Step) -> bool:
-    """The loop moves something to a device, or a model it calls is moved to one in this file
-    (``model_1.to(device)``, ``model = Net().cuda()``)."""
-    body = [n for n in walk(loop.body) if isinstance(n, ast.Call)]
-    if any(moves_to_a_device(call, ctx.names) for call in body):
+    """The loop moves something to a device (also in a function of this file it calls: a
+    course's ``calc_loss_batch(x, y, model, device)``), or a model it calls is moved to one in
+    this file (``model_1.to(device)``, ``model = Net().cuda()``)."""
+    runs = step_runs(ctx, loop)  # the body and the functions of this file it calls
+    if any(
+        isinstance(n, ast.Call) and moves_to_a_device(n, ctx.names)
+        for nodes, _, _ in runs
+        for n in nodes
+    ):
         return True
     models = called_models(ctx, loop)
     if not models:
@@ -852,6 +862,11 @@ such classes, and computes with no matrix product or convolution, as knowledge-g
 embeddings and dot-product recommenders do; a class derived from `nn.Embedding` with no product
 of its own is a table): their loss is lookups,
 elementwise math and reductions, which autocast does not cast.
+
+In a notebook, whose cells are run one by one, a CUDA cell elsewhere (a demo of `.cuda()`)
+says nothing of a loop that shows no device: one that moves nothing, in its body or the
+functions of the notebook it calls, and runs no model the notebook moves to a device (a
+textbook's linear regression on host tensors) is left alone.
 
 A run a framework trains in float32 is flagged too, at what sets it up: the `TrainingArguments(...)`
 (else the trainer) of a Transformers or TRL trainer whose `.train()` the file calls, where every
