@@ -385,3 +385,24 @@ def train(model, loader, optimizer, device):
 """
     setup = "import torch as t\ndevice = t.device('cuda')\nmodel = GPTModel(cfg)\n"
     assert _tp302_cells(_notebook(setup, helper)) == [(2, 8)]
+
+
+def test_a_notebook_loop_that_reads_a_tensor_moved_in_another_cell_is_on_the_device() -> None:
+    # An image optimised in place: the loop reads a tensor a cell before moved to the GPU.
+    setup = (
+        "import torch as t\ndevice = t.device('cuda')\n"
+        "target = content.clone().requires_grad_(True).to(device)\n"
+        "optimizer = t.optim.Adam([target], lr=0.003)\n"
+    )
+    loop = """
+for ii in range(2000):
+    features = get_features(target, vgg)
+    loss = ((features - content_features) ** 2).mean()
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+"""
+    assert _tp302_cells(_notebook(setup, loop)) == [(2, 2)]
+    # a name bound again in another cell to a host value says nothing: the regression's ``b``
+    demo = "b = t.rand(10).cuda(0)\n"
+    assert _tp302_cells(_notebook(FAKE_DATA, demo, REGRESSION)) == []

@@ -806,8 +806,9 @@ def _builds_matmul_free(ctx: FileContext, name: str) -> bool:
 
 def _on_a_device(ctx: FileContext, loop: Step) -> bool:
     """The loop moves something to a device (also in a function of this file it calls: a
-    course's ``calc_loss_batch(x, y, model, device)``), or a model it calls is moved to one in
-    this file (``model_1.to(device)``, ``model = Net().cuda()``)."""
+    course's ``calc_loss_batch(x, y, model, device)``), or a model it calls or a name it reads
+    is moved to one in this file (``model_1.to(device)``, ``model = Net().cuda()``, a style
+    transfer's ``target = content.clone().requires_grad_(True).to(device)``)."""
     runs = step_runs(ctx, loop)  # the body and the functions of this file it calls
     if any(
         isinstance(n, ast.Call) and moves_to_a_device(n, ctx.names)
@@ -816,19 +817,30 @@ def _on_a_device(ctx: FileContext, loop: Step) -> bool:
     ):
         return True
     models = called_models(ctx, loop)
-    if not models:
-        return False
     for call, _ in ctx.calls:
         if moves_to_a_device(call, ctx.names):
             owner = dotted(call.func.value)  # type: ignore[attr-defined]  # a method call
             if owner in models:
                 return True
+    read = {
+        dotted(n)
+        for nodes, _, _ in runs
+        for n in nodes
+        if isinstance(n, ast.Name | ast.Attribute) and isinstance(n.ctx, ast.Load)
+    }
+    some: set[str] = set()  # names an assignment of the file binds to a moved value
+    other: set[str] = set()  # names an assignment binds to anything else
     for node in ctx.of_type(ast.Assign):
         value = node.value
-        moved = isinstance(value, ast.Call) and moves_to_a_device(value, ctx.names)
-        if moved and any(dotted(t) in models for t in node.targets):
-            return True
-    return False
+        placed = isinstance(value, ast.Call) and moves_to_a_device(value, ctx.names)
+        for target in node.targets:
+            name = dotted(target)
+            if name is not None:
+                (some if placed else other).add(name)
+    # a model it calls, moved where it is bound (``model = Net().cuda()``); or a tensor it reads
+    # that the file binds to moved values alone (a notebook binds a name again from cell to
+    # cell: a demo's ``b = t.rand(10).cuda(0)`` is not the regression's ``b``)
+    return bool(models & some) or bool((read & some) - other)
 
 
 CUDA_LOOP_WITHOUT_AUTOCAST = Rule(
@@ -865,8 +877,9 @@ elementwise math and reductions, which autocast does not cast.
 
 In a notebook, whose cells are run one by one, a CUDA cell elsewhere (a demo of `.cuda()`)
 says nothing of a loop that shows no device: one that moves nothing, in its body or the
-functions of the notebook it calls, and runs no model the notebook moves to a device (a
-textbook's linear regression on host tensors) is left alone.
+functions of the notebook it calls, runs no model the notebook moves to a device, and reads
+no name the notebook binds to moved values alone (a textbook's linear regression on host
+tensors) is left alone.
 
 A run a framework trains in float32 is flagged too, at what sets it up: the `TrainingArguments(...)`
 (else the trainer) of a Transformers or TRL trainer whose `.train()` the file calls, where every
