@@ -406,3 +406,48 @@ for ii in range(2000):
     # a name bound again in another cell to a host value says nothing: the regression's ``b``
     demo = "b = t.rand(10).cuda(0)\n"
     assert _tp302_cells(_notebook(FAKE_DATA, demo, REGRESSION)) == []
+
+
+# GPT-NeoX's default attention (Megatron's layout): scores by baddbmm into a buffer, an
+# optional additive bias, a fused softmax module, dropout, then bmm with the values (judged a
+# true miss: every config that does not ask for flash attention runs it).
+MEGATRON = """
+import torch
+from torch import nn
+
+
+class ParallelSelfAttention(nn.Module):
+    def attention(self, query_layer, key_layer, value_layer, attention_mask):
+        matmul_result = torch.empty(8, 128, 128, dtype=query_layer.dtype, device="cuda")
+        matmul_result = torch.baddbmm(
+            matmul_result,
+            query_layer.transpose(0, 1),
+            key_layer.transpose(0, 1).transpose(1, 2),
+            beta=0.0,
+            alpha=(1.0 / self.norm_factor),
+        )
+        attention_scores = matmul_result.view(2, 4, 128, 128)
+        if self.rpe is not None:
+            attention_scores += self.rpe(128, 128)
+        if self.pos_emb == "alibi":
+            attention_scores = self.alibi_embed(attention_scores)
+        attention_probs = self.scale_mask_softmax(attention_scores, attention_mask)
+        attention_probs = self.attention_dropout(attention_probs)
+        attention_probs = attention_probs.view(8, 128, -1)
+        context_layer = torch.bmm(attention_probs, value_layer.transpose(0, 1))
+        return context_layer.view(2, 4, 128, -1)
+"""
+
+
+def test_megatron_attention_through_baddbmm_is_hand_written() -> None:
+    assert findings(MEGATRON, "TP307") == [("TP307", 9)]
+
+
+def test_a_module_applied_to_the_scores_on_every_path_still_leaves_them_alone() -> None:
+    # talking heads on the one path there is: SDPA cannot mix heads
+    always = MEGATRON.replace(
+        '        if self.pos_emb == "alibi":\n            attention_scores = self.alibi_embed',
+        "        attention_scores = self.talking_heads",
+    )
+    assert "talking_heads" in always
+    assert findings(always, "TP307") == []

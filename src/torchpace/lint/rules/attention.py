@@ -12,6 +12,9 @@ from torchpace.lint.tree import children, subtree
 
 _SOFTMAX = frozenset({"torch.softmax", "torch.nn.functional.softmax", "torch.Tensor.softmax"})
 _MATMUL = frozenset({"torch.matmul", "torch.bmm", "torch.einsum"})
+# ``torch.baddbmm(buffer, q, k^T, beta=0.0, alpha=scale)``: Megatron's scores, scaled, into a
+# buffer it allocated (GPT-NeoX, BLOOM); the product is of its second and third tensors.
+_BADDBMM = "torch.baddbmm"
 _SDPA = "torch.nn.functional.scaled_dot_product_attention"
 
 
@@ -73,6 +76,8 @@ class _Function:
     def _operands(self, call: ast.Call) -> list[ast.expr]:
         """A product's tensors: an einsum's after its spec, given one by one or as one tuple
         (``torch.einsum("nct,ncp->ntp", (theta, phi))``)."""
+        if self._qualname(call) == _BADDBMM:
+            return list(call.args[1:3])
         if self._qualname(call) != "torch.einsum":
             return list(call.args)
         args = call.args[1:]
@@ -91,7 +96,7 @@ class _Function:
                 and (self._is_transposed(sub.right) or self._is_transposed(sub.left))
             ):
                 return sub
-            if isinstance(sub, ast.Call) and self._qualname(sub) in _MATMUL:
+            if isinstance(sub, ast.Call) and self._qualname(sub) in _MATMUL | {_BADDBMM}:
                 args = self._operands(sub)
                 if self._qualname(sub) == "torch.einsum" and len(args) == 2:
                     spec = sub.args[0]
@@ -147,7 +152,7 @@ class _Function:
         kinds = (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Expr, ast.Return)
         if value is None or not isinstance(stmt, kinds):
             return
-        if self._transforms_map(value):
+        if self._transforms_map(value) and not self._optional(stmt):
             self.transformed = True
         hit = self._applied_to_values(value)
         if hit is not None and hit not in self.found:
@@ -158,6 +163,8 @@ class _Function:
         # The output of probs @ v is neither scores nor probabilities.
         probs = None if hit is not None else self._probs_in(value)
         score = None if hit is not None else self._score_in(value)
+        if isinstance(stmt, ast.AugAssign):
+            return  # ``scores += bias``: the name keeps what it held (scores stay scores)
         for name in names:
             self.scores.pop(name, None)
             self.probs.pop(name, None)
@@ -170,6 +177,17 @@ class _Function:
                 self.scores[name] = score
         if kept and probs is not None:
             self.returned_or_kept.add("<attribute>")
+
+    def _optional(self, stmt: ast.stmt) -> bool:
+        """``stmt`` runs only on a branch of an ``if`` in the function (``if self.pos_emb ==
+        "alibi": scores = self.alibi_embed(scores)``): the path that skips it is attention SDPA
+        runs as it is."""
+        for ancestor in self.ctx.ancestors(stmt):
+            if ancestor is self.fn:
+                return False
+            if isinstance(ancestor, ast.If):
+                return True
+        return False
 
     def _transforms_map(self, value: ast.expr) -> bool:
         """``self.talking_head1(attn)``: a module of the model's own applied to the scores or
@@ -477,7 +495,8 @@ HAND_WRITTEN_ATTENTION = Rule(
     doc="""\
 ## What it does
 Flags attention computed by hand in one function: scores from a matrix product with a
-transposed operand (`q @ k.transpose(-2, -1)`, `torch.matmul`, `torch.bmm`, also after
+transposed operand (`q @ k.transpose(-2, -1)`, `torch.matmul`, `torch.bmm`, Megatron's
+`torch.baddbmm(buffer, q, k.transpose(1, 2), beta=0.0, alpha=scale)`, also after
 `q = q.permute(0, 2, 1)` in the same function), or an `einsum` that contracts one axis of
 both (`"bhqd,bhkd->bhqk"`, `"bct,bcs->bts"`, its operands given one by one or as a tuple), a
 softmax of those scores, and the product of the probabilities with the values, on either side
@@ -486,7 +505,9 @@ softmax of those scores, and the product of the probabilities with the values, o
 Not reported where the same function also calls `F.scaled_dot_product_attention` (the hand path
 is then a fallback for old torch versions, as in nanoGPT), where the scores or the
 probabilities go through a module of the model's own other than dropout (talking heads, `attn =
-self.talking_head1(attn)`: SDPA takes an additive mask and dropout, no module), or where the
+self.talking_head1(attn)`: SDPA takes an additive mask and dropout, no module; one applied
+only under an `if`, such as an ALiBi bias a configuration asks for, leaves the default path
+plain), or where the
 attention weights are kept on an attribute or returned to a caller that may want them (the
 fused kernels do not return them). Returned weights are followed up through the callers in the
 same file (the multi-head module, the layer, the model, including layers iterated from an
