@@ -5,10 +5,12 @@ the code a judge read, shortened and renamed; each test fails on the rules befor
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
-from lint_findings import findings
+from lint_findings import findings, write_project
 
+from torchpace.cli import main
 from torchpace.lint import RULES, FileResult, lint_source
 
 # A textbook chapter that fine-tunes DistilBERT with the Transformers Trainer: the arguments set
@@ -451,3 +453,113 @@ def test_a_module_applied_to_the_scores_on_every_path_still_leaves_them_alone() 
     )
     assert "talking_heads" in always
     assert findings(always, "TP307") == []
+
+
+# WZMIAOMIAO's classification projects: train.py's main() picks the GPU, builds model.py's conv
+# net and hands both to utils.py's train_one_epoch, whose loop trains in float32 (judged true
+# misses: TP302 in utils.py, TP303 at the model's construction in train.py).
+CLS_MODEL = """
+import torch.nn as nn
+
+
+class EfficientNet(nn.Module):
+    def __init__(self, num_classes):
+        super().__init__()
+        self.stem = nn.Conv2d(3, 64, 3, stride=2, padding=1, bias=False)
+        self.blocks = nn.Sequential(*[nn.Conv2d(64, 64, 3, padding=1) for _ in range(12)])
+        self.head = nn.Linear(64, num_classes)
+
+    def forward(self, x):
+        return self.head(self.blocks(self.stem(x)).mean((2, 3)))
+"""
+CLS_UTILS = """
+import sys
+
+import torch
+from tqdm import tqdm
+
+
+def plot_data_loader_image(data_loader):
+    for data in data_loader:
+        images, labels = data
+        for i in range(4):
+            img = images[i].numpy().transpose(1, 2, 0)
+            label = labels[i].item()
+
+
+def train_one_epoch(model, optimizer, data_loader, device, epoch):
+    model.train()
+    loss_function = torch.nn.CrossEntropyLoss()
+    optimizer.zero_grad()
+    for step, data in enumerate(tqdm(data_loader, file=sys.stdout)):
+        images, labels = data
+        pred = model(images.to(device))
+        loss = loss_function(pred, labels.to(device))
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+"""
+CLS_TRAIN = """
+import argparse
+
+import torch
+
+from model import EfficientNet
+from utils import plot_data_loader_image, train_one_epoch
+
+
+def main(args):
+    device = torch.device(args.device if torch.cuda.is_available() else "cpu")
+    model = EfficientNet(num_classes=args.num_classes).to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    for epoch in range(args.epochs):
+        train_one_epoch(model=model, optimizer=optimizer, data_loader=loader, device=device,
+                        epoch=epoch)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--device", default="cuda:0")
+    main(parser.parse_args())
+"""
+
+
+def test_a_device_a_scripts_main_hands_on_reaches_the_training_loop(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_project(tmp_path, {"model.py": CLS_MODEL, "utils.py": CLS_UTILS, "train.py": CLS_TRAIN})
+    main(["lint", str(tmp_path), "--select", "TP201,TP302,TP303", "--format", "json"])
+    found = json.loads(capsys.readouterr().out)
+    got = sorted((Path(f["path"]).name, f["code"], f["line"]) for f in found)
+    # utils.py's float32 loop (line 20), train.py's conv net (line 12); the plotting helper's
+    # reads of the loader's host batch are no sync
+    assert got == [("train.py", "TP303", 12), ("utils.py", "TP302", 20)]
+
+
+@pytest.mark.parametrize(
+    ("gate", "reported"),
+    [
+        ("global_step - last_save >= save_steps", False),  # cloneofsimo's LoRA scripts
+        ("time.time() - last_log > 30", False),
+        ("global_step >= last_save + save_steps", False),
+        ("global_step >= save_steps", True),  # every step from then on
+    ],
+)
+def test_a_cadence_kept_by_hand_is_a_cadence(gate: str, reported: bool) -> None:
+    source = f"""
+    import time
+
+    import torch
+
+    def train(model, loader, opt, save_steps):
+        last_save, last_log, global_step = 0, time.time(), 0
+        for x, y in loader:
+            loss = model(x.cuda(), y.cuda())
+            loss.backward()
+            opt.step()
+            global_step += 1
+            if {gate}:
+                print(loss.item())
+                last_save, last_log = global_step, time.time()
+    """
+    assert bool(findings(source, "TP201")) is reported

@@ -284,6 +284,21 @@ def _model_handed_on(ctx: FileContext) -> list[tuple[str, str]]:
     return out
 
 
+def _top_level_calls(ctx: FileContext) -> list[ast.Call]:
+    """The calls top-level code makes, and those in the bodies of the file's module-level
+    functions it calls by name (one level: a script's ``main()``)."""
+    if not isinstance(ctx.tree, ast.Module):
+        return []
+    top = [n for n in walk(ctx.tree.body) if isinstance(n, ast.Call)]
+    called = {c.func.id for c in top if isinstance(c.func, ast.Name)}
+    functions = [
+        n
+        for n in ctx.tree.body
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name in called
+    ]
+    return top + [n for f in functions for n in walk(f.body) if isinstance(n, ast.Call)]
+
+
 def calls_out(ctx: FileContext) -> tuple[tuple[str, str], ...]:
     """(module, function) for each call the file's hot code makes to an imported module-level
     name or to an instance of an imported class (``Class.forward``), when its loops were
@@ -299,9 +314,10 @@ def calls_out(ctx: FileContext) -> tuple[tuple[str, str], ...]:
     analysed = "loops" in ctx.__dict__ and bool(ctx.loops.scope_of or ctx.loops.hot)
     if analysed:
         handed = _device_handed_on(ctx, (call for call, _ in ctx.calls))
-    else:  # a notebook or script with no loop of its own: its top-level calls (not a library's)
-        top = walk(ctx.tree.body) if isinstance(ctx.tree, ast.Module) else ()
-        handed = _device_handed_on(ctx, (n for n in top if isinstance(n, ast.Call)))
+    else:  # a notebook or script with no training loop of its own: its top-level calls, and
+        # those of its functions that top-level code calls (``main(args)`` calling
+        # ``train_one_epoch(..., device=device)`` of utils.py), not a library's
+        handed = _device_handed_on(ctx, _top_level_calls(ctx))
     precision = _precision_handed_on(ctx)
     forwards = _forward_helpers(ctx)
     if not analysed and not handed and not precision and not forwards:

@@ -254,7 +254,7 @@ def is_cadence_gate(test: ast.expr, helpers: frozenset[str] = frozenset()) -> bo
         return _is_modulo(test.operand, helpers)  # ``if not step % n:``
     if isinstance(test, ast.Compare):
         modulo = any(_is_modulo(side, helpers) for side in (test.left, *test.comparators))
-        return modulo or _first_steps(test) or _last_batch(test)
+        return modulo or _first_steps(test) or _last_batch(test) or _elapsed(test)
     if isinstance(test, ast.Call) and isinstance(test.func, ast.Name):
         return test.func.id in helpers
     if isinstance(test, ast.Call) and isinstance(test.func, ast.Attribute):
@@ -293,6 +293,20 @@ def _opt_in(test: ast.expr, flags: frozenset[str]) -> bool:
     if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
         return any(_opt_in(v, flags) for v in test.values)
     return isinstance(test, ast.Attribute) and test.attr in flags
+
+
+def _elapsed(test: ast.Compare) -> bool:
+    """``global_step - last_save >= args.save_steps`` (also ``>``, and ``step >= last + n``):
+    enough steps, or seconds, since the last time, a cadence kept by hand (cloneofsimo's LoRA
+    scripts save their embeddings so)."""
+    if len(test.ops) != 1 or not isinstance(test.ops[0], (ast.GtE, ast.Gt)):
+        return False
+    left, right = test.left, test.comparators[0]
+    if isinstance(left, ast.BinOp) and isinstance(left.op, ast.Sub):
+        return isinstance(left.right, (ast.Name, ast.Attribute))
+    if isinstance(right, ast.BinOp) and isinstance(right.op, ast.Add):
+        return isinstance(right.left, (ast.Name, ast.Attribute))
+    return False
 
 
 def _first_steps(test: ast.expr) -> bool:

@@ -521,10 +521,19 @@ def _bind(target: ast.expr, value: ast.expr | None) -> Iterator[tuple[str, ast.e
     if text is not None:
         yield text, value
     elif isinstance(target, (ast.Tuple, ast.List)):
-        # ``x, y = a, b`` pairs up; ``x, y = batch`` leaves both unknown.
+        # ``x, y = a, b`` pairs up; ``images, labels = data`` unpacks a name as indexing it
+        # would (a loader's host batch gives host tensors); a call's result stays unknown.
         pairs = isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(target.elts)
+        named = isinstance(value, ast.Name) and not any(
+            isinstance(e, ast.Starred) for e in target.elts
+        )
         for i, element in enumerate(target.elts):
-            yield from _bind(element, value.elts[i] if pairs else None)  # type: ignore[union-attr]
+            if pairs:
+                yield from _bind(element, value.elts[i])  # type: ignore[union-attr]
+            elif named and value is not None:
+                yield from _bind(element, ast.Subscript(value=value, slice=ast.Constant(i)))
+            else:
+                yield from _bind(element, None)
     elif isinstance(target, ast.Starred):
         yield from _bind(target.value, None)
 

@@ -365,10 +365,15 @@ def _check_cudnn_benchmark(ctx: FileContext) -> Iterator[Report]:
         # autotuner is set (YOLOv5's common.py, vit-pytorch's __main__ smoke test: issue 16).
         # Unless this file builds the convs and hands them to another project file's training
         # function (a course notebook calling ``d2l.train_ch5(net, ...)``), which sets nothing.
-        if not convs or chooses_cudnn_setup(ctx) or not uses_cuda(ctx):
+        if chooses_cudnn_setup(ctx) or not uses_cuda(ctx):
             return
         helpers = training_helpers(ctx)
         if not helpers or any(chooses_cudnn_setup(h) for _, h in helpers):
+            return
+        # or builds a conv net defined elsewhere and hands it on (a script's train.py building
+        # its model.py's EfficientNet for utils.py's train_one_epoch)
+        convs = convs or _builds_conv_net_here(ctx)
+        if not convs:
             return
         if all(_hands_a_small_model(ctx, call) for call, _ in helpers):
             return  # LeNet handed to the course's trainer: nothing worth autotuning
@@ -399,9 +404,11 @@ trains (it has a training loop) on a CUDA device (`.cuda()`, `.to("cuda")`, `dev
 device such as `"cuda" if torch.cuda.is_available() else "cpu"` that is used, not only printed,
 or a training loader that Accelerate or Fabric prepares, as for TP102, unless the file puts the
 framework on the CPU) and never sets `torch.backends.cudnn.benchmark`. A model library that
-trains nothing is left to the scripts that train its models. A file that builds convolutions and
-hands the model to another project file's training function (a course notebook calling
-`d2l.train_ch5(net, ...)` with the course's `try_gpu()` device) trains them too, unless that
+trains nothing is left to the scripts that train its models. A file that builds convolutions, or
+a conv net defined elsewhere (as below), and hands the model to another project file's training
+function (a course notebook calling `d2l.train_ch5(net, ...)` with the course's `try_gpu()`
+device; a script's `main()` handing its `model.py` net to `utils.train_one_epoch`) trains them
+too, unless that
 file sets the auto-tuner itself or the model handed over is a small one (below).
 
 Nor a file that a linted script imports after setting cuDNN up itself (StarGAN's `main.py`

@@ -487,7 +487,8 @@ with `.item()`), inside a training loop or a function that the loop calls (also 
 property the step reads, `self.r` where `r` is a `@property` returning `self.decoder.r.item()`; a
 Lightning module's `training_step` and the function handed to an Ignite engine,
 `Engine(train_step)`, which the framework calls once per batch). Calls under a logging cadence (`if
-step % 100 == 0:`, `if step % 100 == 0 or step == last:`) or under an option for diagnostics that is
+step % 100 == 0:`, `if step % 100 == 0 or step == last:`, or one kept by hand, `if step - last_save
+>= save_steps:`, `if time.time() - last_log > 30:`) or under an option for diagnostics that is
 off by default (`if args.verbose:` with `--verbose` a `store_true`; also `--debug`, `--profile`,
 `--print_*`, `--show_*`, `--plot_*`, `--synchronize-step`, and an option whose help says it
 visualises, plots, measures, monitors, debugs or profiles: `--visdom`, "use visdom for loss
