@@ -563,3 +563,23 @@ def test_a_cadence_kept_by_hand_is_a_cadence(gate: str, reported: bool) -> None:
                 last_save, last_log = global_step, time.time()
     """
     assert bool(findings(source, "TP201")) is reported
+
+
+def test_a_factory_in_the_pre_0_4_variable_wrapper_is_built_on_the_host() -> None:
+    # pytorch-beginner's GANs: labels and noise drawn on the host, wrapped, then moved every step
+    # (judged true misses)
+    source = """
+    import torch
+    from torch.autograd import Variable
+
+    for epoch in range(100):
+        for i, (img, _) in enumerate(dataloader):
+            real_img = Variable(img).cuda()
+            real_label = Variable(torch.ones(img.size(0))).cuda()
+            z = Variable(torch.randn(img.size(0), 100)).cuda()
+            d_loss = criterion(D(real_img), real_label) + D(G(z)).mean()
+            d_optimizer.zero_grad()
+            d_loss.backward()
+            d_optimizer.step()
+    """
+    assert findings(source, "TP207") == [("TP207", 8), ("TP207", 9)]

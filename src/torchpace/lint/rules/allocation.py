@@ -159,6 +159,8 @@ def _looks_like_device(ctx: FileContext, node: ast.expr) -> bool:
     return name is not None and "device" in name.rsplit(".", 1)[-1].lower()
 
 
+# The pre-0.4 autograd wrapper: ``Variable(t)`` is ``t`` since PyTorch 0.4.
+_VARIABLES = frozenset({"torch.autograd.Variable", "torch.autograd.variable.Variable"})
 # Casts that keep a tensor where it is: ``torch.ones(n).long().to(device)`` still copies.
 _CASTS = frozenset({"long", "float", "int", "bool", "half", "double", "byte", "short", "bfloat16"})
 # Legacy typed constructors: ``torch.cuda.FloatTensor(np.random.normal(...))`` copies host data.
@@ -169,13 +171,17 @@ _CUDA_TYPES = frozenset(
 
 def _host_factory(ctx: FileContext, node: ast.expr) -> ast.Call | None:
     """The host factory call under ``node``, through dtype casts (``.long()``,
-    ``.to(x.dtype)``); None if not one."""
-    while (
-        isinstance(node, ast.Call)
-        and isinstance(node.func, ast.Attribute)
-        and ((node.func.attr in _CASTS and not node.args) or _casts_only(ctx, node))
-    ):
-        node = node.func.value
+    ``.to(x.dtype)``) and the pre-0.4 ``Variable(...)`` wrapper (``Variable(torch.ones(n)).cuda()``,
+    a GAN tutorial's labels); None if not one."""
+    while isinstance(node, ast.Call):
+        if ctx.names.qualname(node.func) in _VARIABLES and len(node.args) == 1:
+            node = node.args[0]
+        elif isinstance(node.func, ast.Attribute) and (
+            (node.func.attr in _CASTS and not node.args) or _casts_only(ctx, node)
+        ):
+            node = node.func.value
+        else:
+            break
     if not isinstance(node, ast.Call):
         return None
     name = ctx.names.qualname(node.func)
@@ -574,7 +580,8 @@ HOST_TENSOR_MOVED = Rule(
 Flags a tensor factory (`torch.tensor`, `zeros`, `ones`, `rand`, `randn`, `arange`, the window
 functions such as `hann_window`, ...) whose result is moved with `.cuda()`, `.to(device)`,
 `.type_as(x)` or `.to(x)` (a tensor of the step, whose device it takes), inside a training loop:
-immediately, after a dtype cast (`torch.ones(n).long().to(device)`, `.to(x.dtype).to(x.device)`), or
+immediately, after a dtype cast (`torch.ones(n).long().to(device)`, `.to(x.dtype).to(x.device)`) or
+the pre-0.4 wrapper (`Variable(torch.ones(n)).cuda()`), or
 through a name bound only to it (`z = torch.randn(n, d)` then `z = z.type_as(imgs)`), through
 methods, pointwise functions, arithmetic and einops that keep it on the host (also under another
 name bound only to them: `r = torch.arange(n).long()`, then `m = r.unsqueeze(0).expand(b, n)`, then
