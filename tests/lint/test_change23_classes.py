@@ -583,3 +583,23 @@ def test_a_factory_in_the_pre_0_4_variable_wrapper_is_built_on_the_host() -> Non
             d_optimizer.step()
     """
     assert findings(source, "TP207") == [("TP207", 8), ("TP207", 9)]
+
+
+def test_a_loader_an_epoch_loop_hands_to_another_files_training_function_is_reiterated(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # WZMIAOMIAO's scripts: train.py builds the loader with workers, its epoch loop hands it to
+    # utils.train_one_epoch every epoch (judged true misses: the workers restart each epoch)
+    train = CLS_TRAIN.replace(
+        "    for epoch in range(args.epochs):",
+        "    loader = torch.utils.data.DataLoader(dataset, batch_size=32, num_workers=8)\n"
+        "    for epoch in range(args.epochs):",
+    )
+    write_project(tmp_path, {"model.py": CLS_MODEL, "utils.py": CLS_UTILS, "train.py": train})
+    main(["lint", str(tmp_path), "--select", "TP104", "--format", "json"])
+    found = json.loads(capsys.readouterr().out)
+    assert [(Path(f["path"]).name, f["line"]) for f in found] == [("train.py", 14)]
+    # a library's function handed the loader is no epoch's iteration of it
+    write_project(tmp_path, {"train.py": train.replace("from utils import", "from tqdm import")})
+    main(["lint", str(tmp_path / "train.py"), "--select", "TP104", "--format", "json"])
+    assert json.loads(capsys.readouterr().out) == []

@@ -25,6 +25,7 @@ from torchpace.lint.dataloaders import (
 from torchpace.lint.device import may_use_accelerator, uses_cuda
 from torchpace.lint.engine import EPOCH_LOADER
 from torchpace.lint.loops import (
+    DATALOADERS,
     PINS_ON_CUDA,
     TRAINING_ENGINES,
     assignments,
@@ -36,6 +37,7 @@ from torchpace.lint.loops import (
     returned_loaders,
     walk,
 )
+from torchpace.lint.project import imported_from
 from torchpace.lint.rule import (
     FileContext,
     Report,
@@ -702,6 +704,30 @@ def _engine_runs(ctx: FileContext) -> Iterator[ast.Call]:
         yield from ctx.loops.loader_calls.get(name, [])
 
 
+def _handed_on_every_epoch(ctx: FileContext) -> Iterator[ast.Call]:
+    """The DataLoaders an epoch loop of this file (``for epoch in range(...)``) hands, by name,
+    to a function of another file that iterates them: a script's ``train_one_epoch(model,
+    optimizer, data_loader=train_loader, ...)`` of utils.py goes through the loader once per
+    call, so once per epoch."""
+    loaders: dict[str, list[ast.Call]] = {}  # read here: a file that only hands its loaders
+    for target, value in assignments(ctx.of_type(ast.Assign)):  # on trains nothing itself
+        if isinstance(value, ast.Call) and ctx.names.qualname(value.func) in DATALOADERS:
+            loaders.setdefault(target, []).append(value)
+    if not loaders:
+        return
+    for loop in ctx.of_type(ast.For):
+        epochs = loop.iter
+        if not (isinstance(epochs, ast.Call) and dotted(epochs.func) == "range"):
+            continue
+        for call in (n for n in walk(loop.body) if isinstance(n, ast.Call)):
+            if ctx.names.import_path(call.func) is None or not any(imported_from(ctx, call)):
+                continue  # this file's function (its loops are read here), or a library's
+            for value in (*call.args, *(k.value for k in call.keywords)):
+                name = dotted(value) if isinstance(value, (ast.Name, ast.Attribute)) else None
+                if name is not None:
+                    yield from loaders.get(name, [])
+
+
 def _check_workers_not_persistent(ctx: FileContext) -> Iterator[Report]:
     if not may_build_loader(ctx.source):
         return  # before the loop analysis: most files build no loader
@@ -716,7 +742,9 @@ def _check_workers_not_persistent(ctx: FileContext) -> Iterator[Report]:
     # is silent there too). A framework's loop (Lightning, Ignite) picks its own device.
     here = set(map(id, reiterated)) if reiterated and not may_use_accelerator(ctx) else set()
     factories = _epoch_factories(ctx)
-    for call in dict.fromkeys([*reiterated, *_epoch_hooks(ctx), *_engine_runs(ctx), *factories]):
+    handed = _handed_on_every_epoch(ctx)
+    found = [*reiterated, *_epoch_hooks(ctx), *_engine_runs(ctx), *factories, *handed]
+    for call in dict.fromkeys(found):
         if id(call) in here or not feeds_training(ctx, call):
             continue
         workers = loader_argument(ctx, call, "num_workers", _NUM_WORKERS_POSITION)
@@ -740,7 +768,9 @@ WORKERS_NOT_PERSISTENT = Rule(
 Flags a `DataLoader` with `num_workers` above 0 and no `persistent_workers=True` that is
 iterated inside another loop, such as an epoch loop: by its name (also through a progress bar
 bound to it, `pbar = tqdm(loader)`), in a function of the same
-file that the epoch loop hands it to (`train_one_epoch(model, train_loader)`), when a function
+file that the epoch loop hands it to (`train_one_epoch(model, train_loader)`), or of another
+file of the project (`from utils import train_one_epoch` in a script whose `for epoch in
+range(...)` loop hands it `data_loader=train_loader`), when a function
 of the file built and returned it (`return DataLoader(...)`, or `return loader` bound only
 to DataLoader calls), when a function of another project file built and returned it
 (`train_loader = loader.construct_loader(cfg, "train")` in a training script that re-iterates
