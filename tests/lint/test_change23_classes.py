@@ -603,3 +603,52 @@ def test_a_loader_an_epoch_loop_hands_to_another_files_training_function_is_reit
     write_project(tmp_path, {"train.py": train.replace("from utils import", "from tqdm import")})
     main(["lint", str(tmp_path / "train.py"), "--select", "TP104", "--format", "json"])
     assert json.loads(capsys.readouterr().out) == []
+
+
+# CenterNet's shared train/val loop (change-24): a visualisation level and an evaluation-only
+# switch of an options object declared in another file gate per-batch hooks full of host reads
+# (judged false: debug-opt-in x18, eval-context x3); the loss stats' read stays (judged true).
+CENTERNET = """
+import torch
+
+
+class BaseTrainer(object):
+    def __init__(self, opt, model, optimizer=None):
+        self.opt = opt
+        self.optimizer = optimizer
+        self.model = model.to("cuda")
+
+    def run_epoch(self, phase, epoch, data_loader):
+        opt = self.opt
+        results = {}
+        for iter_id, batch in enumerate(data_loader):
+            for k in batch:
+                if k != "meta":
+                    batch[k] = batch[k].to(device="cuda", non_blocking=True)
+            output, loss, loss_stats = self.model(batch)
+            loss = loss.mean()
+            if phase == "train":
+                self.optimizer.zero_grad()
+                loss.backward()
+                self.optimizer.step()
+            for l in loss_stats:
+                print(loss_stats[l].mean().item())
+            if GATE:
+                dets = output["hm"].detach().cpu().numpy()
+        return results
+"""
+
+
+@pytest.mark.parametrize(
+    ("gate", "reported"),
+    [
+        ("opt.debug > 0", False),
+        ("opt.debug >= 1", False),
+        ("opt.test", False),
+        ("opt.K > 0", True),  # a size, not a switch
+    ],
+)
+def test_a_switch_of_another_files_options_gates_diagnostics(gate: str, reported: bool) -> None:
+    lines = [line for _, line in findings(CENTERNET.replace("GATE", gate), "TP201")]
+    assert lines[0] == 25  # the loss stats' read, every step
+    assert (27 in lines) is reported

@@ -289,9 +289,18 @@ def failure_check(test: ast.expr, negated: bool = False) -> bool:
 
 
 def _opt_in(test: ast.expr, flags: frozenset[str]) -> bool:
-    """``args.verbose``, or an ``and`` holding it, where ``verbose`` is one of ``flags``."""
+    """``args.verbose``, or an ``and`` holding it, where ``verbose`` is one of ``flags``; also a
+    level above zero (``if opt.debug > 0:``, ``>= 1``, ``!= 0``: CenterNet's visualisation
+    level)."""
     if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
         return any(_opt_in(v, flags) for v in test.values)
+    if isinstance(test, ast.Compare) and len(test.ops) == 1:
+        op, bound = test.ops[0], test.comparators[0]
+        level = isinstance(bound, ast.Constant) and (
+            (isinstance(op, (ast.Gt, ast.NotEq)) and bound.value == 0)
+            or (isinstance(op, ast.GtE) and bound.value == 1)
+        )
+        return level and _opt_in(test.left, flags)
     return isinstance(test, ast.Attribute) and test.attr in flags
 
 

@@ -121,12 +121,29 @@ def debug_flags_off(ctx: FileContext) -> frozenset[str]:
     their help (``--visdom``, "use visdom for loss visualization"; ``--gns``, "measure the
     gradient noise scale"): code under ``if args.verbose:`` is not what a run does by default
     (issue 32's verdict rules: "an opt-in debug flag")."""
-    return frozenset(
+    options = _options_of(ctx)
+    off = {
         o.dest
-        for o in _options_of(ctx)
+        for o in options
         if (DEBUG_NAME.search(o.dest) or DEBUG_HELP.search(o.help))
         and (o.default is None or (isinstance(o.default, ast.Constant) and not o.default.value))
-    )
+    }
+    # ``opt.debug`` of an options object this file does not declare (CenterNet's trainers read
+    # the ``opts`` of another file): a flag named for debugging or for an evaluation-only mode
+    # alone is off unless asked for
+    declared = {o.dest for o in options}
+    off |= {
+        n.attr
+        for n in ctx.of_type(ast.Attribute)
+        if DEBUG_ONLY.match(n.attr) and n.attr not in declared
+    }
+    return frozenset(off)
+
+
+# The names of debugging switches, and of switches to an evaluation-only mode (CenterNet's
+# ``if opt.test: self.save_result(...)`` in its shared train/val loop), whatever the file that
+# declares them.
+DEBUG_ONLY = re.compile(r"(debug|dbg|verbose|test|test_only|eval|eval_only|evaluate)$", re.I)
 
 
 def _argparse_default(ctx: FileContext, attr: str) -> list[Origin]:

@@ -492,7 +492,10 @@ step % 100 == 0:`, `if step % 100 == 0 or step == last:`, or one kept by hand, `
 off by default (`if args.verbose:` with `--verbose` a `store_true`; also `--debug`, `--profile`,
 `--print_*`, `--show_*`, `--plot_*`, `--synchronize-step`, and an option whose help says it
 visualises, plots, measures, monitors, debugs or profiles: `--visdom`, "use visdom for loss
-visualization"), under a first-value test whose body sets what it tests (`if loss_ema is None:
+visualization"; also a level above zero, `if opt.debug > 0:`, and a switch named for debugging or
+for an evaluation-only mode, `debug`, `verbose`, `test`, `eval`, of an options object another
+file declares: CenterNet's `if opt.test: self.save_result(...)`), under a first-value test whose
+body sets what it tests (`if loss_ema is None:
 loss_ema = loss.item()`, once until reset; not on a parameter of a function that no loop of it
 holds, `if h is None: h = ...`, which each call starts afresh), under a latch its body turns off
 (`if self.need_sync: ...; self.need_sync = False`), in a cache filled once per key (`if key not in
