@@ -652,3 +652,27 @@ def test_a_switch_of_another_files_options_gates_diagnostics(gate: str, reported
     lines = [line for _, line in findings(CENTERNET.replace("GATE", gate), "TP201")]
     assert lines[0] == 25  # the loss stats' read, every step
     assert (27 in lines) is reported
+
+
+def test_a_data_parallel_sampler_that_only_samples_is_left_alone() -> None:
+    # pytorch-ddpm (change-24): the trainer and two samplers wrapped together under --parallel;
+    # the samplers only sample, under no_grad or in evaluate() (judged false x3, the trainer true)
+    source = """
+    import torch
+
+    def train(net_model, trainer, net_sampler, optim, dataloader, x_T):
+        trainer = torch.nn.DataParallel(trainer)
+        net_sampler = torch.nn.DataParallel(net_sampler)
+        for step, (x_0, _) in enumerate(dataloader):
+            loss = trainer(x_0.cuda()).mean()
+            optim.zero_grad()
+            loss.backward()
+            optim.step()
+            if step % 1000 == 0:
+                with torch.no_grad():
+                    samples = net_sampler(x_T)
+                IS, FID = evaluate(net_sampler, net_model)
+    """
+    assert findings(source, "TP501") == [("TP501", 5)]
+    trained = source.replace("loss = trainer(", "loss = net_sampler(")
+    assert findings(trained, "TP501") == [("TP501", 5), ("TP501", 6)]

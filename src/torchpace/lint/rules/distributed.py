@@ -44,7 +44,7 @@ def _check_data_parallel(ctx: FileContext) -> Iterator[Report]:
     ]
     if found and _trains_anywhere(ctx):  # an inference script gains nothing from DDP's backward
         for call in found:
-            if not _for_inference(ctx, call):
+            if not _for_inference(ctx, call) and not _only_infers(ctx, call):
                 yield Report(call.func)
 
 
@@ -68,6 +68,41 @@ def _for_inference(ctx: FileContext, call: ast.Call) -> bool:
     return evaluates
 
 
+def _only_infers(ctx: FileContext, call: ast.Call) -> bool:
+    """``net_sampler = DataParallel(net_sampler)`` where every later use of the name runs it
+    without autograd (``with torch.no_grad(): x_0 = net_sampler(x_T)``) or hands it to an
+    evaluation function (``evaluate(net_sampler, net_model)``): a DDPM trainer's samplers,
+    wrapped beside the module it trains, only ever sample."""
+    from torchpace.lint.rules.evaluation import grad_disabled
+
+    parent = ctx.parents.get(id(call))
+    if not (isinstance(parent, ast.Assign) and len(parent.targets) == 1):
+        return False
+    name = dotted(parent.targets[0])
+    if name is None or "." in name:
+        return False
+    scope = ctx.enclosing_scope(call)
+    uses = [
+        n
+        for n in subtree(scope)
+        if isinstance(n, ast.Name)
+        and n.id == name
+        and isinstance(n.ctx, ast.Load)
+        and n.lineno > parent.lineno
+    ]
+    if not uses:
+        return False
+    for use in uses:
+        if grad_disabled(ctx, use):
+            continue
+        holder = ctx.parents.get(id(use))
+        callee = holder.func if isinstance(holder, ast.Call) and use in holder.args else None
+        last = (dotted(callee) or "").rsplit(".", 1)[-1] if callee is not None else ""
+        if not (last and EVAL_NAME.search(last)):
+            return False
+    return True
+
+
 DATA_PARALLEL = Rule(
     code="TP501",
     name="data-parallel",
@@ -79,7 +114,10 @@ Flags `torch.nn.DataParallel(...)` (also a class of the file derived from it) an
 functional `torch.nn.parallel.data_parallel(...)` in
 a file that trains (calls `backward()` or an optimizer's `step()`); inference and evaluation
 scripts are left alone, and so is a function of a training file that wraps a model only to
-evaluate or sample with it (it calls `.eval()`, trains nothing and returns nothing).
+evaluate or sample with it (it calls `.eval()`, trains nothing and returns nothing), and a
+model wrapped under a name that every later use runs without autograd or hands to a function
+named for evaluation or sampling (a DDPM trainer's `net_sampler = DataParallel(net_sampler)`,
+then `with torch.no_grad(): x_0 = net_sampler(x_T)` and `evaluate(net_sampler, net_model)`).
 
 ## Why is this slow
 DataParallel drives every GPU from one Python process: it copies the model to each device on
