@@ -676,3 +676,47 @@ def test_a_data_parallel_sampler_that_only_samples_is_left_alone() -> None:
     assert findings(source, "TP501") == [("TP501", 5)]
     trained = source.replace("loss = trainer(", "loss = net_sampler(")
     assert findings(trained, "TP501") == [("TP501", 5), ("TP501", 6)]
+
+
+def test_a_permuted_then_reshaped_operand_is_transposed() -> None:
+    # pytorch-ddpm's AttnBlock (change-24, judged a true miss)
+    source = """
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
+
+    class AttnBlock(nn.Module):
+        def forward(self, x):
+            B, C, H, W = x.shape
+            q, k, v = self.proj_q(x), self.proj_k(x), self.proj_v(x)
+            q = q.permute(0, 2, 3, 1).view(B, H * W, C)
+            k = k.view(B, C, H * W)
+            w = torch.bmm(q, k) * (int(C) ** (-0.5))
+            w = F.softmax(w, dim=-1)
+            v = v.permute(0, 2, 3, 1).view(B, H * W, C)
+            h = torch.bmm(w, v)
+            return x + self.proj(h.view(B, H, W, C).permute(0, 3, 1, 2))
+    """
+    assert findings(source, "TP307") == [("TP307", 12)]
+
+
+@pytest.mark.parametrize(
+    ("value", "reported"),
+    [("loss", True), ("lr", False), ("step", False)],
+)
+def test_a_tensor_handed_to_tensorboard_every_step_is_read(value: str, reported: bool) -> None:
+    # pytorch-ddpm logs its CUDA loss tensor to TensorBoard every step (judged a true miss)
+    source = f"""
+    import torch
+    from torch.utils.tensorboard import SummaryWriter
+
+    writer = SummaryWriter("logs")
+    for step, (x, _) in enumerate(loader):
+        loss = trainer(x.cuda()).mean()
+        optim.zero_grad()
+        loss.backward()
+        optim.step()
+        lr = sched.get_last_lr()[0]
+        writer.add_scalar("loss", {value}, step)
+    """
+    assert (("TP201", 12) in findings(source, "TP201")) is reported

@@ -18,15 +18,21 @@ _BADDBMM = "torch.baddbmm"
 _SDPA = "torch.nn.functional.scaled_dot_product_attention"
 
 
+# Methods that only reshape: a transposed tensor viewed anew is still transposed
+# (``q.permute(0, 2, 3, 1).view(B, H * W, C)``, DDPM's AttnBlock).
+_RESHAPES = frozenset({"view", "reshape", "contiguous", "flatten", "unsqueeze", "squeeze"})
+
+
 def _transposed(node: ast.expr) -> bool:
-    """``k.transpose(-2, -1)``, ``k.transpose(1, 2)``, ``k.mT``, ``k.T``, ``k.permute(...)``."""
+    """``k.transpose(-2, -1)``, ``k.transpose(1, 2)``, ``k.mT``, ``k.T``, ``k.permute(...)``,
+    also reshaped after (``.view(...)``, ``.reshape(...)``, ``.contiguous()``)."""
     if isinstance(node, ast.Attribute) and node.attr in ("mT", "T"):
         return True
-    return (
-        isinstance(node, ast.Call)
-        and isinstance(node.func, ast.Attribute)
-        and node.func.attr in ("transpose", "permute", "swapaxes")
-    )
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+        return False
+    if node.func.attr in ("transpose", "permute", "swapaxes"):
+        return True
+    return node.func.attr in _RESHAPES and _transposed(node.func.value)
 
 
 class _Function:
@@ -495,7 +501,8 @@ HAND_WRITTEN_ATTENTION = Rule(
     doc="""\
 ## What it does
 Flags attention computed by hand in one function: scores from a matrix product with a
-transposed operand (`q @ k.transpose(-2, -1)`, `torch.matmul`, `torch.bmm`, Megatron's
+transposed operand (`q @ k.transpose(-2, -1)`, `torch.matmul`, `torch.bmm`, also one permuted then
+reshaped, `q.permute(0, 2, 3, 1).view(B, H * W, C)`, Megatron's
 `torch.baddbmm(buffer, q, k.transpose(1, 2), beta=0.0, alpha=scale)`, also after
 `q = q.permute(0, 2, 1)` in the same function), or an `einsum` that contracts one axis of
 both (`"bhqd,bhkd->bhqk"`, `"bct,bcs->bts"`, its operands given one by one or as a tuple), a
