@@ -20,7 +20,6 @@ from torchpace.lint.loops import (
     PARAMETERS,
     LoopFacts,
     Scope,
-    assignments,
     bound_in,
     constructor,
     dotted,
@@ -29,15 +28,7 @@ from torchpace.lint.loops import (
     root_name,
     walk,
 )
-from torchpace.lint.rule import (
-    Check,
-    FileContext,
-    Report,
-    Rule,
-    argument,
-    parameter_names,
-    per_file,
-)
+from torchpace.lint.rule import Check, FileContext, Report, Rule, parameter_names, per_file
 from torchpace.lint.scale import SMALL_MODELS_DOC, step_runs
 from torchpace.lint.tensors import TensorFacts
 from torchpace.lint.tree import subtree
@@ -181,35 +172,6 @@ def _reads_scale(call: ast.Call) -> bool:
         return True
     owner = (dotted(func.value) or "").rsplit(".", 1)[-1].lower()
     return func.attr == "state_dict" and "scaler" in owner
-
-
-# TensorBoard's scalar logging, which turns a tensor value into a number with
-# ``.cpu().numpy()`` (torch.utils.tensorboard's ``make_np``; tensorboardX's too).
-_SCALAR_LOGS = frozenset({"add_scalar", "add_scalars"})
-_WRITERS = frozenset(
-    {"torch.utils.tensorboard.SummaryWriter", "tensorboardX.SummaryWriter"}
-    | {"torch.utils.tensorboard.writer.SummaryWriter"}
-)
-
-
-def _logs_tensor(ctx: FileContext, call: ast.Call, scope: Scope) -> bool:
-    """``writer.add_scalar("loss", loss, step)`` with ``loss`` a tensor not on the host, on a
-    SummaryWriter the file builds: TensorBoard reads the value to the host every call
-    (pytorch-ddpm logs its loss so every step)."""
-    func = call.func
-    if not (isinstance(func, ast.Attribute) and func.attr in _SCALAR_LOGS):
-        return False
-    value = argument(call, "scalar_value" if func.attr == "add_scalar" else "tag_scalar_dict", 1)
-    if not isinstance(value, (ast.Name, ast.Attribute)):
-        return False
-    owner = dotted(func.value)
-    writers = {
-        target
-        for target, bound in assignments(ctx.of_type(ast.Assign))
-        if isinstance(bound, ast.Call) and ctx.names.qualname(bound.func) in _WRITERS
-    }
-    tensors = ctx.tensors(scope)
-    return owner in writers and tensors.on_device(value)
 
 
 def _bindings(scope: Scope, name: str) -> list[ast.stmt | ast.expr]:
@@ -461,7 +423,7 @@ def _check_host_sync(ctx: FileContext) -> Iterator[Report]:
         if id(node) not in seen:
             yield Report(node)  # a module's forward reads its own state, every step
     for call, qual, scope in hot:
-        if _reads_scale(call) or _logs_tensor(ctx, call, scope):
+        if _reads_scale(call):
             yield Report(call)
             continue
         if _sync_method(call):
@@ -520,10 +482,8 @@ Flags `.item()`, `.tolist()`, `.cpu()` and `.numpy()`, `float()` / `int()` / `bo
 tensor not in host memory as a slice bound or `range()` argument (`pred[:length]` for each `length`
 of a loop over a CUDA lengths tensor: Python reads it with `__index__`), `loss.data[0]` (the
 spelling of `loss.item()` before PyTorch 0.4, of a name that says it is a loss or that the function
-calls `.backward()` on), a GradScaler's `get_scale()` or `state_dict()` (both read the scale
-with `.item()`), and a tensor not on the host handed to a TensorBoard `SummaryWriter` the file
-builds (`writer.add_scalar("loss", loss, step)` reads it with `.cpu().numpy()`), inside a
-training loop or a function that the loop calls (also the getter of a
+calls `.backward()` on), and a GradScaler's `get_scale()` or `state_dict()` (both read the scale
+with `.item()`), inside a training loop or a function that the loop calls (also the getter of a
 property the step reads, `self.r` where `r` is a `@property` returning `self.decoder.r.item()`; a
 Lightning module's `training_step` and the function handed to an Ignite engine,
 `Engine(train_step)`, which the framework calls once per batch). Calls under a logging cadence (`if
