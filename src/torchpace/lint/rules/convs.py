@@ -25,6 +25,7 @@ from torchpace.lint.loops import (
     assigned_in,
     constructor,
     dotted,
+    is_optimizer_class,
     parameter_defaults,
     returned,
     strip_moves,
@@ -365,6 +366,8 @@ def _check_cudnn_benchmark(ctx: FileContext) -> Iterator[Report]:
         # autotuner is set (YOLOv5's common.py, vit-pytorch's __main__ smoke test: issue 16).
         # Unless this file builds the convs and hands them to another project file's training
         # function (a course notebook calling ``d2l.train_ch5(net, ...)``), which sets nothing.
+        if not convs and not any(is_optimizer_class(name) for _, name in ctx.calls):
+            return  # no convs, and no optimizer built to hand on with a model: a library file
         if chooses_cudnn_setup(ctx) or not uses_cuda(ctx):
             return
         helpers = training_helpers(ctx)

@@ -634,10 +634,13 @@ def _float32_lightning_run(ctx: FileContext) -> ast.Call | None:
     fit it runs (``trainer.fit(model)``) is float32. None where the keywords come from elsewhere
     (``**vars(args)``, ``from_argparse_args``) or the model the fit trains is small
     (:mod:`torchpace.lint.scale`)."""
-    if _casts_itself(ctx) or _shards_in_mixed_precision(ctx):
-        return None  # a hook of the module casts it (``configure_model`` sharding it in bf16)
-    for call, name in sorted(ctx.calls, key=lambda c: c[0].lineno):
-        if name not in _LIGHTNING_TRAINERS or call.args or has_star_args(call):
+    trainers = sorted(
+        (call for call, name in ctx.calls if name in _LIGHTNING_TRAINERS), key=lambda c: c.lineno
+    )
+    if not trainers or _casts_itself(ctx) or _shards_in_mixed_precision(ctx):
+        return None  # a hook of the module may cast it (``configure_model`` sharding it in bf16)
+    for call in trainers:
+        if call.args or has_star_args(call):
             continue
         given = {k.arg: k.value for k in call.keywords}
         precision = given.get("precision")
