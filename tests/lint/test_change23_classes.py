@@ -698,3 +698,117 @@ def test_a_permuted_then_reshaped_operand_is_transposed() -> None:
             return x + self.proj(h.view(B, H, W, C).permute(0, 3, 1, 2))
     """
     assert findings(source, "TP307") == [("TP307", 12)]
+
+
+# The review of this session's change found these; each test fails on the code it reviewed.
+
+
+def test_a_verbose_switch_the_file_sets_itself_is_not_an_options_flag() -> None:
+    source = """
+    import torch
+
+    class Trainer:
+        def __init__(self, model, verbose=True):
+            self.model = model.cuda()
+            self.verbose = verbose
+
+        def fit(self, loader, opt):
+            for x, y in loader:
+                loss = self.model(x.cuda(), y.cuda())
+                loss.backward()
+                opt.step()
+                if self.verbose:
+                    print(loss.item())
+    """
+    assert ("TP201", 15) in findings(source, "TP201")
+
+
+def test_a_warm_up_threshold_is_no_cadence() -> None:
+    source = """
+    def train(model, loader, opt, warmup, start_step):
+        for step, (x, y) in enumerate(loader):
+            loss = model(x.cuda(), y.cuda())
+            loss.backward()
+            opt.step()
+            if step - start_step >= warmup:
+                print(loss.item())
+    """
+    assert findings(source, "TP201") == [("TP201", 8)]
+
+
+def test_a_global_model_a_function_trains_is_not_only_sampled() -> None:
+    source = """
+    import torch
+    import torch.nn.functional as F
+
+    def train(epoch):
+        for x, y in loader:
+            loss = F.cross_entropy(model(x.cuda()), y.cuda())
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+
+    if __name__ == "__main__":
+        model = Net().cuda()
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        model = torch.nn.DataParallel(model)
+        for epoch in range(90):
+            train(epoch)
+            evaluate(model)
+    """
+    assert findings(source, "TP501") == [("TP501", 15)]
+
+
+def test_a_second_lightning_trainer_under_the_same_name_only_tests() -> None:
+    source = LIGHTNING.replace("LAYERS", WIDE).replace(
+        "TRAINER", 'accelerator="gpu", precision="bf16-mixed"'
+    )
+    source += 'trainer = L.Trainer(accelerator="gpu", devices=1)\ntrainer.test(model)\n'
+    assert findings(source, "TP302") == []
+
+
+def test_talking_heads_written_whole_under_an_if_keep_their_exemption() -> None:
+    source = """
+    import torch
+
+    class Attention(torch.nn.Module):
+        def forward(self, q, k, v):
+            if self.talking_heads:
+                attn = q @ k.transpose(-2, -1) * self.scale
+                attn = self.proj_l(attn.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
+                attn = attn.softmax(dim=-1)
+                attn = self.proj_w(attn.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
+                return attn @ v
+            return self.plain(q, k, v)
+    """
+    assert findings(source, "TP307") == []
+
+
+def test_a_notebook_that_moves_through_its_own_helpers_shows_its_device() -> None:
+    # the Jovian "Zero to GANs" shape: to_device() and a DeviceDataLoader of the notebook
+    helpers = """
+import torch as t
+
+def to_device(data, device):
+    return data.to(device, non_blocking=True)
+
+class DeviceDataLoader:
+    def __init__(self, dl, device):
+        self.dl, self.device = dl, device
+    def __iter__(self):
+        for b in self.dl:
+            yield to_device(b, self.device)
+
+device = t.device("cuda")
+model = to_device(ResNet9(3, 10), device)
+"""
+    loop = """
+def fit(epochs, model, train_loader, opt):
+    for epoch in range(epochs):
+        for batch in train_loader:
+            loss = model.training_step(batch)
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+"""
+    assert _tp302_cells(_notebook(helpers, loop)) == [(2, 4)]

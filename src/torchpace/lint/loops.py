@@ -312,10 +312,20 @@ def _elapsed(test: ast.Compare) -> bool:
         return False
     left, right = test.left, test.comparators[0]
     if isinstance(left, ast.BinOp) and isinstance(left.op, ast.Sub):
-        return isinstance(left.right, (ast.Name, ast.Attribute))
+        return _a_last_time(left.right)
     if isinstance(right, ast.BinOp) and isinstance(right.op, ast.Add):
-        return isinstance(right.left, (ast.Name, ast.Attribute))
+        return _a_last_time(right.left)
     return False
+
+
+# The name of when it last happened: ``last_save``, ``self.last_log_time``, ``prev_step``. A
+# start (``step - start_step >= warmup``) holds for good once reached: no cadence.
+_LAST_TIME = re.compile(r"(^|_)(last|prev|previous)(_|$)", re.I)
+
+
+def _a_last_time(node: ast.expr) -> bool:
+    name = dotted(node)
+    return name is not None and _LAST_TIME.search(name.rsplit(".", 1)[-1]) is not None
 
 
 def _first_steps(test: ast.expr) -> bool:

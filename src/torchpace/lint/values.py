@@ -132,10 +132,16 @@ def debug_flags_off(ctx: FileContext) -> frozenset[str]:
     # the ``opts`` of another file): a flag named for debugging or for an evaluation-only mode
     # alone is off unless asked for
     declared = {o.dest for o in options}
+    # not an attribute the file sets itself (``self.verbose = verbose``: a constructor's
+    # argument, whose value a caller of this file chooses), nor one of ``self``
+    attributes = ctx.of_type(ast.Attribute)
+    stored = {n.attr for n in attributes if isinstance(n.ctx, ast.Store)}
     off |= {
         n.attr
-        for n in ctx.of_type(ast.Attribute)
-        if DEBUG_ONLY.match(n.attr) and n.attr not in declared
+        for n in attributes
+        if DEBUG_ONLY.match(n.attr)
+        and n.attr not in declared | stored
+        and not (isinstance(n.value, ast.Name) and n.value.id == "self")
     }
     return frozenset(off)
 

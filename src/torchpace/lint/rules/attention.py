@@ -158,7 +158,7 @@ class _Function:
         kinds = (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Expr, ast.Return)
         if value is None or not isinstance(stmt, kinds):
             return
-        if self._transforms_map(value) and not self._optional(stmt):
+        if self._transforms_map(value) and not self._optional(stmt, value):
             self.transformed = True
         hit = self._applied_to_values(value)
         if hit is not None and hit not in self.found:
@@ -184,15 +184,18 @@ class _Function:
         if kept and probs is not None:
             self.returned_or_kept.add("<attribute>")
 
-    def _optional(self, stmt: ast.stmt) -> bool:
-        """``stmt`` runs only on a branch of an ``if`` in the function (``if self.pos_emb ==
-        "alibi": scores = self.alibi_embed(scores)``): the path that skips it is attention SDPA
-        runs as it is."""
+    def _optional(self, stmt: ast.stmt, value: ast.expr) -> bool:
+        """``stmt`` runs only on a branch of an ``if`` in the function that does not also
+        compute the scores it transforms (``if self.pos_emb == "alibi": scores =
+        self.alibi_embed(scores)``): the path that skips it is attention SDPA runs as it is.
+        Attention written whole under the ``if`` (``if self.talking_heads:`` around the scores,
+        the heads' mixing and the softmax) has no plain path."""
+        score = self._score_in(value) or self._probs_in(value)
         for ancestor in self.ctx.ancestors(stmt):
             if ancestor is self.fn:
                 return False
             if isinstance(ancestor, ast.If):
-                return True
+                return score is None or all(n is not score for n in subtree(ancestor))
         return False
 
     def _transforms_map(self, value: ast.expr) -> bool:

@@ -82,13 +82,17 @@ def _only_infers(ctx: FileContext, call: ast.Call) -> bool:
     if name is None or "." in name:
         return False
     scope = ctx.enclosing_scope(call)
+    # after the wrap in its scope; in a function that reads the name as a global, at any line
+    # (``def train(epoch):`` above ``__main__`` trains the global ``model``)
     uses = [
         n
-        for n in subtree(scope)
-        if isinstance(n, ast.Name)
-        and n.id == name
+        for n in ctx.of_type(ast.Name)
+        if n.id == name
         and isinstance(n.ctx, ast.Load)
-        and n.lineno > parent.lineno
+        and (
+            (ctx.enclosing_scope(n) is scope and n.lineno > parent.lineno)
+            or (isinstance(scope, ast.Module) and _reads_global(ctx, n))
+        )
     ]
     if not uses:
         return False
@@ -101,6 +105,20 @@ def _only_infers(ctx: FileContext, call: ast.Call) -> bool:
         if not (last and EVAL_NAME.search(last)):
             return False
     return True
+
+
+def _reads_global(ctx: FileContext, name: ast.Name) -> bool:
+    """``name`` is read in a function that neither takes nor binds it: the module's."""
+    function = ctx.enclosing_scope(name)
+    if isinstance(function, ast.Module):
+        return False
+    args = function.args
+    given = {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)}
+    bound = any(
+        isinstance(n, ast.Name) and n.id == name.id and isinstance(n.ctx, ast.Store)
+        for n in subtree(function)
+    )
+    return name.id not in given and not bound
 
 
 DATA_PARALLEL = Rule(

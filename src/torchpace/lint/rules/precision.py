@@ -10,7 +10,15 @@ from pathlib import Path
 from torchpace.findings import Edit, Fix
 from torchpace.lint.device import moves_to_a_device, uses_cuda
 from torchpace.lint.engine import PRECISION, is_notebook
-from torchpace.lint.loops import Step, assignments, dotted, is_optimizer_class, strip_moves, walk
+from torchpace.lint.loops import (
+    Step,
+    assigned_in,
+    assignments,
+    dotted,
+    is_optimizer_class,
+    strip_moves,
+    walk,
+)
 from torchpace.lint.rule import (
     FileContext,
     Report,
@@ -447,18 +455,23 @@ def _trains_reduced(ctx: FileContext) -> bool:
 _TRAINER_PRECISION = frozenset({"fp16", "bf16", "half_precision_backend", "fp16_full_eval"})
 
 
+def _training_arguments(ctx: FileContext) -> list[ast.Call]:
+    """The ``TrainingArguments(...)`` (also ``Seq2SeqTrainingArguments``, TRL's) the file builds."""
+    return [
+        call
+        for call, name in ctx.calls
+        if (name or "").startswith(("transformers.", "trl."))
+        and (name or "").endswith("TrainingArguments")
+    ]
+
+
 def _float32_arguments(ctx: FileContext) -> bool:
     """Every ``TrainingArguments`` the file builds (there is one at least) leaves ``fp16`` and
     ``bf16`` at their default, False: its trainers train in float32, and so does a loop of the
     file's own beside them (a textbook's chapter that fine-tunes DistilBERT by hand, then with
     the Trainer). Arguments read from the command line (``HfArgumentParser``), ``**kwargs``
     or positional ones beyond the output directory may ask for 16 bits: not this."""
-    built = [
-        call
-        for call, name in ctx.calls
-        if (name or "").startswith(("transformers.", "trl."))
-        and (name or "").endswith("TrainingArguments")
-    ]
+    built = _training_arguments(ctx)
     if not built or any(
         (name or "").startswith("transformers.") and (name or "").endswith("HfArgumentParser")
         for _, name in ctx.calls
@@ -526,12 +539,7 @@ def _float32_trainer_run(ctx: FileContext) -> ast.AST | None:
     model is loaded quantized or in a 16-bit dtype, or the file casts it some other way."""
     if not _float32_arguments(ctx) or _loads_reduced(ctx) or _manages_outside_trainers(ctx):
         return None
-    built = [
-        call
-        for call, name in ctx.calls
-        if (name or "").startswith(("transformers.", "trl."))
-        and (name or "").endswith("TrainingArguments")
-    ]
+    built = _training_arguments(ctx)
     if any(
         k.arg in _TRAINER_ON_CPU and not is_const(k.value, False) for c in built for k in c.keywords
     ):
@@ -553,17 +561,12 @@ def _float32_trainer_run(ctx: FileContext) -> ast.AST | None:
 
 def _binding_before(ctx: FileContext, name: ast.Name, at: ast.AST) -> ast.expr | None:
     """The value last assigned to ``name`` in its scope on a line before ``at``."""
-    scope = ctx.enclosing_scope(at)
-    found = None
-    for node in ctx.of_type(ast.Assign):
-        if (
-            node.lineno < at.lineno  # type: ignore[attr-defined]
-            and ctx.enclosing_scope(node) is scope
-            and any(isinstance(t, ast.Name) and t.id == name.id for t in node.targets)
-            and (found is None or node.lineno > found.lineno)
-        ):
-            found = node
-    return found.value if found is not None else None
+    before = [
+        v
+        for v in assigned_in(ctx, name.id, ctx.enclosing_scope(at))
+        if v.lineno < at.lineno  # type: ignore[attr-defined]
+    ]
+    return max(before, key=lambda v: (v.lineno, v.col_offset), default=None)
 
 
 def _loads_reduced(ctx: FileContext) -> bool:
@@ -664,9 +667,18 @@ def _lightning_gpu(given: dict[str | None, ast.expr]) -> bool:
 
 
 def _fitted_models(ctx: FileContext, trainer: ast.Call) -> list[ast.expr]:
-    """What ``.fit(...)`` on the trainer trains: its first argument or ``model=``."""
-    fits = (argument(call, "model", 0) for call in _method_calls(ctx, trainer, "fit"))
-    return [model for model in fits if model is not None]
+    """What ``.fit(...)`` on this trainer trains (its first argument or ``model=``): on the call
+    itself, or on a name whose binding before the ``.fit`` is this trainer (a second trainer
+    built under the same name only to test is not this one)."""
+    found = []
+    for call in _method_calls(ctx, trainer, "fit"):
+        owner = call.func.value  # type: ignore[attr-defined]  # a method call
+        if owner is not trainer and _binding_before(ctx, owner, call) is not trainer:
+            continue
+        model = argument(call, "model", 0)
+        if model is not None:
+            found.append(model)
+    return found
 
 
 def _small_model(ctx: FileContext, model: ast.expr) -> bool:
@@ -831,11 +843,20 @@ def _on_a_device(ctx: FileContext, loop: Step) -> bool:
         for n in nodes
         if isinstance(n, ast.Name | ast.Attribute) and isinstance(n.ctx, ast.Load)
     }
+    # functions and classes of the file that move what they are given (a course's
+    # ``to_device(data, device)``, its ``DeviceDataLoader`` yielding moved batches)
+    moving = {
+        n.name
+        for n in ctx.of_type(ast.FunctionDef, ast.ClassDef)
+        if any(isinstance(c, ast.Call) and moves_to_a_device(c, ctx.names) for c in subtree(n))
+    }
     some: set[str] = set()  # names an assignment of the file binds to a moved value
     other: set[str] = set()  # names an assignment binds to anything else
     for node in ctx.of_type(ast.Assign):
         value = node.value
-        placed = isinstance(value, ast.Call) and moves_to_a_device(value, ctx.names)
+        placed = isinstance(value, ast.Call) and (
+            moves_to_a_device(value, ctx.names) or dotted(value.func) in moving
+        )
         for target in node.targets:
             name = dotted(target)
             if name is not None:
