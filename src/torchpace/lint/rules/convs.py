@@ -363,12 +363,18 @@ def _pads(ctx: FileContext, node: ast.AST) -> bool:
 _TRAINS = re.compile(r"(^|_)(train\w*|fit)$", re.I)
 
 
-def _may_hand_to_training(call: ast.Call, name: str | None) -> bool:
+def _may_hand_to_training(ctx: FileContext, call: ast.Call, name: str | None) -> bool:
     """The cheap test before a file without convs is read for a conv net it hands to another
-    file's training function: it builds an optimizer, or calls something named for training."""
+    file's training function: it builds an optimizer, or calls an imported function named for
+    training and hands it something (``d2l.train(net, ...)``; not ``model.train()``)."""
+    if is_optimizer_class(name):
+        return True
     last = (dotted(call.func) or "").rsplit(".", 1)[-1]
-    # handed something (``train(net, loader)``), not ``model.train()`` switching a mode
-    return is_optimizer_class(name) or (len(call.args) > 1 and _TRAINS.search(last) is not None)
+    return (
+        len(call.args) > 1
+        and _TRAINS.search(last) is not None
+        and ctx.names.import_path(call.func) is not None
+    )
 
 
 def _check_cudnn_benchmark(ctx: FileContext) -> Iterator[Report]:
@@ -378,7 +384,7 @@ def _check_cudnn_benchmark(ctx: FileContext) -> Iterator[Report]:
         # autotuner is set (YOLOv5's common.py, vit-pytorch's __main__ smoke test: issue 16).
         # Unless this file builds the convs and hands them to another project file's training
         # function (a course notebook calling ``d2l.train_ch5(net, ...)``), which sets nothing.
-        if not convs and not any(_may_hand_to_training(call, name) for call, name in ctx.calls):
+        if not convs and not any(_may_hand_to_training(ctx, c, name) for c, name in ctx.calls):
             return  # no convs, nothing built or called to train with: a library file
         if chooses_cudnn_setup(ctx) or not uses_cuda(ctx):
             return
