@@ -108,6 +108,8 @@ _TENSOR_ANNOTATIONS = frozenset({"torch.Tensor", "Tensor", "torch.FloatTensor", 
 
 
 # Factories that make a tensor on the host unless given ``device=``.
+# Factories that draw random values (on the host unless given a device).
+RANDOM_FACTORIES = frozenset({"torch.rand", "torch.randn", "torch.randint", "torch.randperm"})
 _HOST_FACTORIES = frozenset(
     {
         "torch.from_numpy",
@@ -120,12 +122,7 @@ _HOST_FACTORIES = frozenset(
         "torch.empty",
         "torch.full",
         "torch.arange",
-        # random draws, made on the host unless given a device (nanoGPT's ``ix =
-        # torch.randint(...)``, whose elements slice a memmap)
-        "torch.rand",
-        "torch.randn",
-        "torch.randint",
-        "torch.randperm",
+        *RANDOM_FACTORIES,  # host draws unless given a device (nanoGPT's ``ix = torch.randint``)
     }
 )
 _LIKE_FACTORIES = frozenset({"torch.empty_like", "torch.zeros_like", "torch.ones_like"})

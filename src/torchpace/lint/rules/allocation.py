@@ -23,7 +23,7 @@ from torchpace.lint.rule import (
     parameter_names,
 )
 from torchpace.lint.rules.syncs import REFERENCES, check_calls_to, hot_calls
-from torchpace.lint.tensors import LEGACY_HOST_TYPES
+from torchpace.lint.tensors import LEGACY_HOST_TYPES, RANDOM_FACTORIES
 from torchpace.lint.tree import subtree
 
 # The moves of a tensor to another tensor's or a given device.
@@ -546,10 +546,6 @@ def _made_or_moved_to_device(ctx: FileContext, value: ast.expr, scope: Scope) ->
     return device is not None and _looks_like_device(ctx, device.value)
 
 
-# Random factories draw from another generator on the device: the values change.
-_RANDOM = frozenset({"torch.rand", "torch.randn", "torch.randint", "torch.randperm"})
-
-
 def _device_fix(factory: ast.Call, move: ast.Call, device: str, name: str | None) -> Fix:
     given: list[ast.expr | ast.keyword] = [*factory.args, *factory.keywords]
     if given:
@@ -562,7 +558,8 @@ def _device_fix(factory: ast.Call, move: ast.Call, device: str, name: str | None
     factory_end, move_end = end_of(factory), end_of(move)
     return Fix(
         "Create the tensor on the device with `device=`",
-        "unsafe" if name in _RANDOM else "safe",
+        # a random factory draws from another generator on the device: the values change
+        "unsafe" if name in RANDOM_FACTORIES else "safe",
         (
             Edit(line, col, line, col, text),
             Edit(*factory_end, *move_end, ""),

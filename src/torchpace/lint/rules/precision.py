@@ -29,6 +29,7 @@ from torchpace.lint.rule import (
     insert_before,
     is_const,
     keyword,
+    per_file,
     replace,
     start_of,
 )
@@ -455,13 +456,13 @@ def _trains_reduced(ctx: FileContext) -> bool:
 _TRAINER_PRECISION = frozenset({"fp16", "bf16", "half_precision_backend", "fp16_full_eval"})
 
 
-def _training_arguments(ctx: FileContext) -> list[ast.Call]:
-    """The ``TrainingArguments(...)`` (also ``Seq2SeqTrainingArguments``, TRL's) the file builds."""
+def _transformers_calls(ctx: FileContext, suffix: str) -> list[ast.Call]:
+    """The calls of the file to a Transformers or TRL name ending in ``suffix``:
+    ``TrainingArguments`` (also ``Seq2SeqTrainingArguments``), ``Trainer`` (``SFTTrainer``)."""
     return [
         call
         for call, name in ctx.calls
-        if (name or "").startswith(("transformers.", "trl."))
-        and (name or "").endswith("TrainingArguments")
+        if (name or "").startswith(("transformers.", "trl.")) and (name or "").endswith(suffix)
     ]
 
 
@@ -471,7 +472,7 @@ def _float32_arguments(ctx: FileContext) -> bool:
     file's own beside them (a textbook's chapter that fine-tunes DistilBERT by hand, then with
     the Trainer). Arguments read from the command line (``HfArgumentParser``), ``**kwargs``
     or positional ones beyond the output directory may ask for 16 bits: not this."""
-    built = _training_arguments(ctx)
+    built = _transformers_calls(ctx, "TrainingArguments")
     if not built or any(
         (name or "").startswith("transformers.") and (name or "").endswith("HfArgumentParser")
         for _, name in ctx.calls
@@ -539,18 +540,15 @@ def _float32_trainer_run(ctx: FileContext) -> ast.AST | None:
     model is loaded quantized or in a 16-bit dtype, or the file casts it some other way."""
     if not _float32_arguments(ctx) or _loads_reduced(ctx) or _manages_outside_trainers(ctx):
         return None
-    built = _training_arguments(ctx)
+    built = _transformers_calls(ctx, "TrainingArguments")
     if any(
         k.arg in _TRAINER_ON_CPU and not is_const(k.value, False) for c in built for k in c.keywords
     ):
         return None
-    trainers = [
-        call
-        for call, name in ctx.calls
-        if (name or "").startswith(("transformers.", "trl.")) and (name or "").endswith("Trainer")
-    ]
+    trainers = _transformers_calls(ctx, "Trainer")
     trained = sorted(
-        (trainer for trainer in trainers if _trained(ctx, trainer)), key=lambda c: c.lineno
+        (trainer for trainer in trainers if _method_calls(ctx, trainer, "train")),
+        key=lambda c: c.lineno,
     )
     if not trained:
         return None
@@ -597,8 +595,9 @@ def _bound_names(ctx: FileContext, call: ast.Call) -> set[str]:
 
 
 def _method_calls(ctx: FileContext, obj: ast.Call, method: str) -> list[ast.Call]:
-    """The calls of ``method`` on the object ``obj`` builds, or on a name it is bound to
-    (``trainer.train()``, ``Trainer(...).fit(model)``)."""
+    """The calls of ``method`` on the object ``obj`` builds: on the call itself
+    (``Trainer(...).fit(model)``), or on a name whose binding before the call is ``obj`` (a
+    notebook that builds a second trainer under the same name calls that one)."""
     names = _bound_names(ctx, obj)
     return [
         call
@@ -607,20 +606,13 @@ def _method_calls(ctx: FileContext, obj: ast.Call, method: str) -> list[ast.Call
         and call.func.attr == method
         and (
             call.func.value is obj
-            or (isinstance(call.func.value, ast.Name) and call.func.value.id in names)
+            or (
+                isinstance(call.func.value, ast.Name)
+                and call.func.value.id in names
+                and _binding_before(ctx, call.func.value, call) is obj
+            )
         )
     ]
-
-
-def _trained(ctx: FileContext, trainer: ast.Call) -> bool:
-    """``.train()`` runs on this trainer: on the call itself, or on a name whose binding before
-    that line is this trainer (a notebook that builds a second trainer under the same name
-    trains that one)."""
-    for call in _method_calls(ctx, trainer, "train"):
-        owner = call.func.value  # type: ignore[attr-defined]  # a method call
-        if owner is trainer or _binding_before(ctx, owner, call) is trainer:
-            return True
-    return False
 
 
 _LIGHTNING_TRAINERS = frozenset(
@@ -667,18 +659,10 @@ def _lightning_gpu(given: dict[str | None, ast.expr]) -> bool:
 
 
 def _fitted_models(ctx: FileContext, trainer: ast.Call) -> list[ast.expr]:
-    """What ``.fit(...)`` on this trainer trains (its first argument or ``model=``): on the call
-    itself, or on a name whose binding before the ``.fit`` is this trainer (a second trainer
-    built under the same name only to test is not this one)."""
-    found = []
-    for call in _method_calls(ctx, trainer, "fit"):
-        owner = call.func.value  # type: ignore[attr-defined]  # a method call
-        if owner is not trainer and _binding_before(ctx, owner, call) is not trainer:
-            continue
-        model = argument(call, "model", 0)
-        if model is not None:
-            found.append(model)
-    return found
+    """What ``.fit(...)`` on this trainer trains: its first argument or ``model=`` (a second
+    trainer built under the same name only to test is not this one)."""
+    fits = (argument(call, "model", 0) for call in _method_calls(ctx, trainer, "fit"))
+    return [model for model in fits if model is not None]
 
 
 def _small_model(ctx: FileContext, model: ast.expr) -> bool:
@@ -843,15 +827,26 @@ def _on_a_device(ctx: FileContext, loop: Step) -> bool:
         for n in nodes
         if isinstance(n, ast.Name | ast.Attribute) and isinstance(n.ctx, ast.Load)
     }
-    # functions and classes of the file that move what they are given (a course's
-    # ``to_device(data, device)``, its ``DeviceDataLoader`` yielding moved batches)
+    some, other = _moved_names(ctx)
+    # a model it calls, moved where it is bound (``model = Net().cuda()``); or a tensor it reads
+    # that the file binds to moved values alone (a notebook binds a name again from cell to
+    # cell: a demo's ``b = t.rand(10).cuda(0)`` is not the regression's ``b``)
+    return bool(models & some) or bool((read & some) - other)
+
+
+@per_file
+def _moved_names(ctx: FileContext) -> tuple[frozenset[str], frozenset[str]]:
+    """The names an assignment of the file binds to a moved value (``model = Net().cuda()``,
+    also through a function or class of the file that moves what it is given: a course's
+    ``to_device(data, device)``, its ``DeviceDataLoader`` yielding moved batches), and the
+    names an assignment binds to anything else."""
     moving = {
         n.name
         for n in ctx.of_type(ast.FunctionDef, ast.ClassDef)
         if any(isinstance(c, ast.Call) and moves_to_a_device(c, ctx.names) for c in subtree(n))
     }
-    some: set[str] = set()  # names an assignment of the file binds to a moved value
-    other: set[str] = set()  # names an assignment binds to anything else
+    some: set[str] = set()
+    other: set[str] = set()
     for node in ctx.of_type(ast.Assign):
         value = node.value
         placed = isinstance(value, ast.Call) and (
@@ -861,10 +856,7 @@ def _on_a_device(ctx: FileContext, loop: Step) -> bool:
             name = dotted(target)
             if name is not None:
                 (some if placed else other).add(name)
-    # a model it calls, moved where it is bound (``model = Net().cuda()``); or a tensor it reads
-    # that the file binds to moved values alone (a notebook binds a name again from cell to
-    # cell: a demo's ``b = t.rand(10).cuda(0)`` is not the regression's ``b``)
-    return bool(models & some) or bool((read & some) - other)
+    return frozenset(some), frozenset(other)
 
 
 CUDA_LOOP_WITHOUT_AUTOCAST = Rule(
