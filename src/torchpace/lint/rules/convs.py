@@ -22,7 +22,9 @@ from torchpace.lint.dataloaders import (
 from torchpace.lint.device import uses_cuda
 from torchpace.lint.engine import parse
 from torchpace.lint.loops import (
+    DATALOADERS,
     assigned_in,
+    assignments,
     constructor,
     dotted,
     is_optimizer_class,
@@ -315,6 +317,11 @@ def _built_elsewhere(
 
 
 def _pads_to_longest(ctx: FileContext, loader: ast.Call) -> bool:
+    """The loader's ``collate_fn`` pads each batch to its own longest item: a class of this
+    file or the project (its ``__call__``), or a function of this file or of a project module
+    (``collate_fn=utils.collate_fn``, ``from utils import collate_fn``), with the functions of
+    its file that it calls, two calls deep (a detection collate that hands the images to a
+    batching helper, which takes the largest of their shapes in another)."""
     collate = argument(loader, "collate_fn", COLLATE_FN_POSITION)
     if isinstance(collate, ast.Name):
         scope = ctx.enclosing_scope(loader)
@@ -331,14 +338,59 @@ def _pads_to_longest(ctx: FileContext, loader: ast.Call) -> bool:
         body: list[ast.AST] = [
             m for m in cls.body if isinstance(m, ast.FunctionDef) and m.name == "__call__"
         ]
-    elif isinstance(collate, ast.Name):
-        functions = [
-            n for n in ctx.tree.body if isinstance(n, ast.FunctionDef) and n.name == collate.id
-        ]
-        where, body = ctx, list(functions)
+    elif isinstance(collate, (ast.Name, ast.Attribute)):
+        # the function itself, found as a call of it would be
+        function = definition_of(ctx, ast.Call(func=collate, args=[], keywords=[]), ast.FunctionDef)
+        if function is None:
+            return False
+        where, body = function[0], [function[1]]
     else:
         return False
-    return bool(body) and any(_pads(where, n) for b in body for n in subtree(b))
+    return bool(body) and _pads_in(where, [n for b in body for n in subtree(b)], _COLLATE_DEPTH)
+
+
+# How many calls deep a collate function's own helpers are read for its padding.
+_COLLATE_DEPTH = 2
+
+
+def _pads_in(ctx: FileContext, nodes: list[ast.AST], depth: int) -> bool:
+    """``nodes`` pad (:func:`_pads`), or call a function of this file that does, or hand one
+    the items' sizes (``_max_by_axis([list(img.shape) for img in images])``) that it takes
+    the ``max`` of: up to ``depth`` calls deep."""
+    if any(_pads(ctx, n) for n in nodes):
+        return True
+    if depth == 0:
+        return False
+    for call in (n for n in nodes if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)):
+        found = definition_of(ctx, call, ast.FunctionDef)
+        if found is None or found[0] is not ctx:
+            continue
+        inner = list(subtree(found[1]))
+        if _reads_sizes(call.args) and any(_is_max(n) for n in inner):
+            return True
+        if _pads_in(ctx, inner, depth - 1):
+            return True
+    return False
+
+
+def _is_max(node: ast.AST) -> bool:
+    return (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == "max"
+        and bool(node.args)
+    )
+
+
+def _reads_sizes(args: Sequence[ast.AST]) -> bool:
+    """Some of ``args`` read lengths or shapes: ``x.shape``, ``len(x)``, ``x.size(...)``."""
+    return any(
+        (isinstance(n, ast.Attribute) and n.attr == "shape")
+        or (isinstance(n, ast.Call) and dotted(n.func) in {"len"})
+        or (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "size")
+        for a in args
+        for n in subtree(a)
+    )
 
 
 def _pads(ctx: FileContext, node: ast.AST) -> bool:
@@ -348,15 +400,27 @@ def _pads(ctx: FileContext, node: ast.AST) -> bool:
         return False
     if (ctx.names.qualname(node.func) or "").endswith("pad_sequence"):
         return True
-    if not (isinstance(node.func, ast.Name) and node.func.id == "max" and node.args):
-        return False
-    return any(
-        (isinstance(n, ast.Attribute) and n.attr == "shape")
-        or (isinstance(n, ast.Call) and dotted(n.func) in {"len"})
-        or (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "size")
-        for a in node.args
-        for n in subtree(a)
-    )
+    return _is_max(node) and _reads_sizes(node.args)
+
+
+def _hands_padded_loaders_only(
+    ctx: FileContext, helpers: list[tuple[ast.Call, FileContext]]
+) -> bool:
+    """Every DataLoader this file hands by name to another file's training function pads each
+    batch to its own longest item (:func:`_pads_to_longest`): its training loop meets a new
+    input shape at most steps, as the in-file reading (:func:`_shapes_change_every_step`)
+    says of a loop that iterates such loaders itself."""
+    loaders: dict[str, list[ast.Call]] = {}
+    for target, value in assignments(ctx.of_type(ast.Assign)):
+        if isinstance(value, ast.Call) and ctx.names.qualname(value.func) in DATALOADERS:
+            loaders.setdefault(target, []).append(value)
+    handed = [
+        loader
+        for call, _ in helpers
+        for value in (*call.args, *(k.value for k in call.keywords))
+        for loader in loaders.get(dotted(value) or "", [])
+    ]
+    return bool(handed) and all(_pads_to_longest(ctx, c) for c in handed)
 
 
 # What a call's name says of training: ``train(net, ...)``, ``train_one_epoch``, ``fit``.
@@ -398,6 +462,8 @@ def _check_cudnn_benchmark(ctx: FileContext) -> Iterator[Report]:
             return
         if all(_hands_a_small_model(ctx, call) for call, _ in helpers):
             return  # LeNet handed to the course's trainer: nothing worth autotuning
+        if _hands_padded_loaders_only(ctx, helpers):
+            return  # batches padded to their own largest item: a new shape at most steps
         if not _helper_chooses_cudnn_setup(ctx):
             yield Report(min(convs, key=start_of))
         return
@@ -438,9 +504,12 @@ script's setting is the run's.
 
 Nor a file whose training loops all iterate loaders that pad each batch to its own longest
 item (a `collate_fn` of the file or project that calls `pad_sequence` or takes the `max` of the
-items' lengths or shapes, also where a project function such as `build_dataloader(...)` builds
-the loader): text and audio lengths change from batch to batch, so the auto-tuner would
-benchmark every convolution again at most steps (glow-tts, StyleTTS2).
+items' lengths or shapes, itself or in the functions of its file it calls, two calls deep; also
+where a project function such as `build_dataloader(...)` builds the loader): text and audio
+lengths change from batch to batch, so the auto-tuner would benchmark every convolution again
+at most steps (glow-tts, StyleTTS2). The same holds for a file that builds a conv net and hands
+it, with such loaders only, to another file's training function (a detection script whose
+collate pads the images to the batch's largest).
 
 The file is not flagged when it sets `benchmark` at all (`False` or an expression is a
 decision, for instance for inputs whose shape changes every step; but `benchmark = False` or
