@@ -104,3 +104,94 @@ def test_a_conv_net_handed_on_with_loaders_that_pad_each_batch_is_left_alone(
     found = json.loads(capsys.readouterr().out)
     got = [(Path(f["path"]).name, f["line"]) for f in found]
     assert got == ([("main.py", 12)] if reported else [])
+
+
+# A conv wrapped in a module of another file: the keras-style "same" padding conv of a detection
+# project (pads in forward, then runs its one conv) and a speech toolkit's pointwise conv (returns
+# its one conv's output), each built with its default bias and fed straight to a BatchNorm over
+# the same channels (judged true misses in EfficientDet's BiFPN and QuartzNet's residual).
+WRAPPERS = """
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Conv2dSamePadding(nn.Module):
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, bias=True, groups=1):
+        super().__init__()
+        self.conv = nn.Conv2d(in_channels, out_channels, kernel_size, stride=stride,
+                              bias=bias, groups=groups)
+        self.stride = self.conv.stride
+
+    def forward(self, x):
+        h, w = x.shape[-2:]
+        x = F.pad(x, [h % 2, 0, w % 2, 0])
+        x = self.conv(x)
+        return x
+
+
+class PointwiseConv1d(nn.Module):
+    def __init__(self, in_channels: int, out_channels: int, stride: int = 1, bias: bool = True):
+        super().__init__()
+        self.conv = nn.Conv1d(in_channels=in_channels, out_channels=out_channels, kernel_size=1,
+                              stride=stride, bias=bias)
+
+    def forward(self, inputs):
+        return self.conv(inputs)
+
+
+class ConvAct(nn.Module):
+    def __init__(self, in_channels, out_channels):
+        super().__init__()
+        self.conv = nn.Conv2d(in_channels, out_channels, 3, padding=1)
+
+    def forward(self, x):
+        return F.relu(self.conv(x))
+"""
+BLOCKS = """
+import torch.nn as nn
+
+from layers import Conv2dSamePadding, ConvAct, PointwiseConv1d
+
+
+class FPN(nn.Module):
+    def __init__(self, conv_channels, num_channels):
+        super().__init__()
+        self.down = nn.Sequential(
+            Conv2dSamePadding(conv_channels, num_channels, 1),
+            nn.BatchNorm2d(num_channels, momentum=0.01, eps=1e-3),
+        )
+        self.no_bias = nn.Sequential(
+            Conv2dSamePadding(conv_channels, num_channels, 1, bias=False),
+            nn.BatchNorm2d(num_channels),
+        )
+        self.activated = nn.Sequential(
+            ConvAct(conv_channels, num_channels), nn.BatchNorm2d(num_channels)
+        )
+
+    def forward(self, x):
+        return self.activated(self.no_bias(self.down(x)))
+
+
+class Residual(nn.Module):
+    def __init__(self, in_channels, out_channels):
+        super().__init__()
+        self.conv1x1 = PointwiseConv1d(in_channels, out_channels)
+        self.batch_norm = nn.BatchNorm1d(out_channels, eps=1e-3, momentum=0.1)
+
+    def forward(self, inputs):
+        return self.batch_norm(self.conv1x1(inputs))
+"""
+
+
+def test_a_conv_wrapped_in_a_module_of_another_file_is_read_as_the_conv_it_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    train = "from blocks import FPN, Residual\n\nmodels = [FPN(64, 128), Residual(64, 128)]\n"
+    write_project(tmp_path, {"layers.py": WRAPPERS, "blocks.py": BLOCKS, "train.py": train})
+    main(["lint", str(tmp_path), "--select", "TP401", "--format", "json"])
+    found = json.loads(capsys.readouterr().out)
+    got = sorted((Path(f["path"]).name, f["line"], f["fix"]) for f in found)
+    # the padded conv with its default bias (line 11) and the pointwise conv (line 29): no fix
+    # at the call, the bias is set where the wrapper builds its conv; not the conv built without
+    # a bias, nor the one whose wrapper applies an activation after it
+    assert got == [("blocks.py", 11, None), ("blocks.py", 29, None)]

@@ -622,6 +622,12 @@ def _wrapped_convs(ctx: FileContext, names: dict[int, str | None]) -> None:
             base = next((q for b in node.bases if (q := home.names.qualname(b)) in _CONVS), None)
             if base is not None and _keeps_conv_signature(node):
                 names[id(call)] = base
+                continue
+            wrapped = _runs_one_conv(home, node)
+            if wrapped is not None:
+                init, conv = wrapped
+                names[id(call)] = home.names.qualname(conv.func)
+                call.__dict__[_INNER] = _as_called(conv, init, call, bound=True)
         elif isinstance(node, ast.FunctionDef):
             built = returned(node)
             if len(built) == 1 and isinstance(built[0], ast.Call):
@@ -629,6 +635,61 @@ def _wrapped_convs(ctx: FileContext, names: dict[int, str | None]) -> None:
                 if kind in _CONVS:
                     names[id(call)] = kind
                     call.__dict__[_INNER] = _as_called(built[0], node, call)
+
+
+def _runs_one_conv(home: FileContext, cls: ast.ClassDef) -> tuple[ast.FunctionDef, ast.Call] | None:
+    """A module that wraps one conv: its ``__init__`` builds one conv into an attribute
+    (``self.conv = nn.Conv2d(in_channels, out_channels, ..., bias=bias)``) and its ``forward``
+    returns that conv's output, also after padding the input (``x = F.pad(x, ...); x =
+    self.conv(x); return x``). Its ``__init__`` and the conv call."""
+    init = constructor(cls)
+    forward = next(
+        (n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "forward"), None
+    )
+    if init is None or forward is None or len(init.args.args) < 1:
+        return None
+    convs = [
+        (node.targets[0].attr, node.value)
+        for node in subtree(init)
+        if isinstance(node, ast.Assign)
+        and len(node.targets) == 1
+        and isinstance(node.targets[0], ast.Attribute)
+        and isinstance(node.targets[0].value, ast.Name)
+        and node.targets[0].value.id == init.args.args[0].arg
+        and isinstance(node.value, ast.Call)
+        and home.names.qualname(node.value.func) in _CONVS
+    ]
+    if len(convs) != 1:
+        return None
+    attr, conv = convs[0]
+    return (init, conv) if _returns_attr_call(forward, attr) else None
+
+
+def _returns_attr_call(method: ast.FunctionDef, attr: str) -> bool:
+    """``method`` ends ``return self.<attr>(...)``, or ``y = self.<attr>(...)``, ``return y``."""
+    body = method.body
+    last = body[-1] if body else None
+    if not isinstance(last, ast.Return) or last.value is None:
+        return False
+
+    def runs(value: ast.expr | None) -> bool:
+        return (
+            isinstance(value, ast.Call)
+            and isinstance(value.func, ast.Attribute)
+            and value.func.attr == attr
+            and isinstance(value.func.value, ast.Name)
+            and value.func.value.id == (method.args.args[0].arg if method.args.args else "")
+        )
+
+    if runs(last.value):
+        return True
+    before = body[-2] if len(body) > 1 else None
+    return (
+        isinstance(last.value, ast.Name)
+        and isinstance(before, ast.Assign)
+        and [dotted(t) for t in before.targets] == [last.value.id]
+        and runs(before.value)
+    )
 
 
 def _keeps_conv_signature(cls: ast.ClassDef) -> bool:
@@ -639,10 +700,13 @@ def _keeps_conv_signature(cls: ast.ClassDef) -> bool:
     return init.args.kwarg is not None or is_const(parameter_defaults(init).get("bias"), True)
 
 
-def _as_called(conv: ast.Call, function: ast.FunctionDef, call: ast.Call) -> ast.Call:
+def _as_called(
+    conv: ast.Call, function: ast.FunctionDef, call: ast.Call, *, bound: bool = False
+) -> ast.Call:
     """``conv`` (in ``function``'s body) with ``function``'s parameters replaced by what
-    ``call`` passes for them, or their defaults."""
-    params = [a.arg for a in (*function.args.posonlyargs, *function.args.args)]
+    ``call`` passes for them, or their defaults; ``bound``: ``function`` is the ``__init__``
+    the call runs, whose first parameter the call does not pass."""
+    params = [a.arg for a in (*function.args.posonlyargs, *function.args.args)][int(bound) :]
     defaults = parameter_defaults(function)
     given: dict[str, ast.expr] = {}
     for i, name in enumerate(params):
@@ -949,9 +1013,12 @@ InstanceNorm, which cancels it per sample) over the same channels:
   `None` and `training` not `False`.
 
 A conv is also one built through a wrapper of this file or of an imported project file: a
-subclass of `nn.Conv2d` that keeps its signature (`StdConv2d(c, c, 3)`, fixed at the call), or a
-function that returns one conv call (`conv3x3(cin, cout)`, read with what the call passes; no
-fix: the bias is set where the wrapper builds the conv).
+subclass of `nn.Conv2d` that keeps its signature (`StdConv2d(c, c, 3)`, fixed at the call), a
+function that returns one conv call (`conv3x3(cin, cout)`), or a module whose `__init__` builds one
+conv into an attribute and whose `forward` returns that conv's output, also after padding the
+input (a "same"-padding `Conv2dStaticSamePadding(cin, cout, 1)`, a `PointwiseConv1d(cin, cout)`).
+The last two are read with what the call passes, and get no fix: the bias is set where the
+wrapper builds the conv.
 
 ## Why is this slow
 BatchNorm subtracts the per-channel mean, which removes any constant added per channel, so the
