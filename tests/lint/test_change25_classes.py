@@ -195,3 +195,108 @@ def test_a_conv_wrapped_in_a_module_of_another_file_is_read_as_the_conv_it_runs(
     # at the call, the bias is set where the wrapper builds its conv; not the conv built without
     # a bias, nor the one whose wrapper applies an activation after it
     assert got == [("blocks.py", 11, None), ("blocks.py", 29, None)]
+
+
+# A detection project's loss module: train.py wraps the detector with its loss in a module of
+# its own (ModelWithLoss, whose forward runs the detector and then the criterion of loss.py),
+# moves it and wraps it again in a project's DataParallel subclass; the loop calls the wrapper.
+# The loss selects each image's annotations and positive anchors with boolean masks, every
+# step (judged true misses in change-25's EfficientDet: TP203 at each mask).
+FOCAL_LOSS = """
+import torch
+import torch.nn as nn
+
+
+class FocalLoss(nn.Module):
+    def forward(self, classifications, regressions, annotations):
+        losses = []
+        for j in range(classifications.shape[0]):
+            classification = classifications[j, :, :]
+            bbox_annotation = annotations[j]
+            bbox_annotation = bbox_annotation[bbox_annotation[:, 4] != -1]
+            positive_indices = classification[:, 0] > 0.5
+            losses.append(regressions[j][positive_indices, :].abs().mean())
+        return torch.stack(losses).mean()
+"""
+WITH_LOSS = """
+import torch
+import torch.nn as nn
+
+from loss import FocalLoss
+from model import Detector
+from utils import CustomDataParallel
+
+
+class ModelWithLoss(nn.Module):
+    def __init__(self, model):
+        super().__init__()
+        self.criterion = FocalLoss()
+        self.model = model
+
+    def forward(self, imgs, annotations):
+        regression, classification = self.model(imgs)
+        return self.criterion(classification, regression, annotations)
+
+
+def train(opt):
+    model = Detector()
+    model = ModelWithLoss(model)
+    if opt.num_gpus > 0:
+        model = model.cuda()
+        if opt.num_gpus > 1:
+            model = CustomDataParallel(model, opt.num_gpus)
+    optimizer = torch.optim.AdamW(model.parameters(), 1e-4)
+    for epoch in range(opt.epochs):
+        for imgs, annot in loader:
+            if opt.num_gpus == 1:
+                imgs, annot = imgs.cuda(), annot.cuda()
+            loss = model(imgs, annot)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+
+
+if __name__ == "__main__":
+    train(parse_args())
+"""
+DETECTOR = """
+import torch.nn as nn
+
+
+class Detector(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Conv2d(3, 9, 3)
+
+    def forward(self, x):
+        y = self.body(x)
+        return y, y
+"""
+PARALLEL = """
+import torch.nn as nn
+
+
+class CustomDataParallel(nn.DataParallel):
+    def __init__(self, module, num_gpus):
+        super().__init__(module)
+        self.num_gpus = num_gpus
+"""
+
+
+def test_a_loss_module_a_wrapping_model_runs_each_step_is_read_as_step_code(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_project(
+        tmp_path,
+        {
+            "loss.py": FOCAL_LOSS,
+            "train.py": WITH_LOSS,
+            "model.py": DETECTOR,
+            "utils.py": PARALLEL,
+        },
+    )
+    main(["lint", str(tmp_path), "--select", "TP203", "--format", "json"])
+    found = json.loads(capsys.readouterr().out)
+    got = sorted((Path(f["path"]).name, f["line"]) for f in found)
+    # the annotations kept (line 12) and the positive anchors' regressions (line 14)
+    assert got == [("loss.py", 12), ("loss.py", 14)]

@@ -564,8 +564,12 @@ def wrapped(names: Resolver, value: ast.Call) -> ast.expr | None:
 
 
 def rewraps(names: Resolver, target: str, value: ast.Call) -> bool:
-    """``model = DDP(model, ...)``: ``target`` wrapped in a wrapper that keeps its forward."""
+    """``model = DDP(model, ...)``: ``target`` wrapped in a wrapper that keeps its forward;
+    also in a project's own subclass of DataParallel, named for it (EfficientDet's
+    ``model = CustomDataParallel(model, num_gpus)``)."""
     given = wrapped(names, value)
+    if given is None and (dotted(value.func) or "").endswith("DataParallel") and value.args:
+        given = strip_moves(value.args[0])
     return given is not None and dotted(given) == target
 
 
@@ -1221,6 +1225,7 @@ def _collect_bindings(facts: LoopFacts, tree: ast.Module, by_type: dict[type, li
     made: dict[str, list[Function]] = {}  # names bound to what a factory of this file returns
     unmade: set[str] = set()  # names also bound to anything else
     factories: dict[str | None, list[Function]] = {}  # function name → what it returns
+    holders: dict[str, set[str]] = {}  # "model" → the classes of this file wrapping it
     for target, value in assignments(
         [*by_type.get(ast.Assign, ()), *by_type.get(ast.AnnAssign, ())]
     ):
@@ -1259,8 +1264,14 @@ def _collect_bindings(facts: LoopFacts, tree: ast.Module, by_type: dict[type, li
             facts.optimizers.add(target)
         owner = qual if qual else (local if local in facts.classes else None)
         seen.setdefault(target, set()).add(owner or "?")
-    # An instance is known only when every assignment to the name agrees.
+        if local in facts.classes and any(dotted(strip_moves(a)) == target for a in value.args):
+            # ``model = ModelWithLoss(model)``: a module of this file that holds the one the
+            # name was bound to and runs it in its forward; what is called after is the holder
+            holders.setdefault(target, set()).add(local)
+    # An instance is known only when every assignment to the name agrees, or where one module
+    # class of this file takes the name's module in, and holds it, from then on.
     facts.instances = {t: next(iter(o)) for t, o in seen.items() if len(o) == 1 and "?" not in o}
+    facts.instances |= {t: next(iter(h)) for t, h in holders.items() if len(h) == 1}
     facts.made = {t: fs for t, fs in made.items() if t not in unmade}
     facts.alternatives = {
         t: frozenset(o) for t, o in seen.items() if len(o) > 1 and o <= facts.classes.keys()

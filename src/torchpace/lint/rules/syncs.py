@@ -836,6 +836,8 @@ def _a_module_input(node: ast.expr, ctx: FileContext, scope: Scope, depth: int =
     ``edge_index[:, edge_type == i]``)."""
     from torchpace.lint.project import plain_class
 
+    if isinstance(node, ast.Subscript) and depth < 2:  # ``annotations[j]``, ``x[:, 4]``
+        return _a_module_input(node.value, ctx, scope, depth + 1)
     if not isinstance(node, ast.Name):
         return False
     owner = ctx.parents.get(id(scope))
@@ -847,10 +849,19 @@ def _a_module_input(node: ast.expr, ctx: FileContext, scope: Scope, depth: int =
     if node.id in parameter_names(scope):
         return True
     bound = bound_in(ctx, node.id, scope) if depth < 2 else None
+    # ``x = x[x[:, 4] != -1]``, a selection of itself, keeps what the name is
+    bound = [v for v in bound or () if not _selects_from(v, node.id)]
     return bool(bound) and all(
         isinstance(v, ast.Subscript) and _a_module_input(v.value, ctx, scope, depth + 1)
-        for v in bound or ()
+        for v in bound
     )
+
+
+def _selects_from(value: ast.expr, name: str) -> bool:
+    """``value`` is ``name[...]`` (also ``name[...][...]``)."""
+    while isinstance(value, ast.Subscript):
+        value = value.value
+    return isinstance(value, ast.Name) and value.id == name
 
 
 def _called_each_step(ctx: FileContext, scope: Scope) -> bool:
