@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from lint_findings import write_project
+from lint_findings import findings, write_project
 
 from torchpace.cli import main
 
@@ -300,3 +300,78 @@ def test_a_loss_module_a_wrapping_model_runs_each_step_is_read_as_step_code(
     got = sorted((Path(f["path"]).name, f["line"]) for f in found)
     # the annotations kept (line 12) and the positive anchors' regressions (line 14)
     assert got == [("loss.py", 12), ("loss.py", 14)]
+
+
+# A detection trainer that switches its augmentation off late in training by writing the epoch
+# into its dataset every epoch (``gen.dataset.epoch_now = epoch``): workers restarted each epoch
+# carry the new value, persistent ones would keep a stale copy of the dataset (judged false,
+# needed for correctness, in change-26's yolov4). A loader whose dataset nothing changes stays
+# reported.
+EPOCH_STATE = """
+import torch
+from torch.utils.data import DataLoader
+
+device = torch.device("cuda")
+model = Net().to(device)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+gen = DataLoader(train_dataset, batch_size=16, shuffle=True, num_workers=4, pin_memory=True)
+gen_val = DataLoader(val_dataset, batch_size=16, num_workers=4, pin_memory=True)
+for epoch in range(100):
+    CHANGE
+    for images, targets in gen:
+        loss = model(images.to(device), targets.to(device))
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    for images, targets in gen_val:
+        with torch.no_grad():
+            model(images.to(device), targets.to(device))
+"""
+
+
+@pytest.mark.parametrize(
+    ("change", "reported"),
+    [
+        ("gen.dataset.epoch_now = epoch", []),
+        ("train_dataset.epoch_now = epoch", []),
+        ("train_dataset.set_epoch(epoch)", []),
+        ("gen.sampler.set_epoch(epoch)", [8]),  # the sampler lives in the main process
+        ("pass", [8]),
+    ],
+)
+def test_a_loader_whose_dataset_the_epoch_loop_changes_keeps_restarting_its_workers(
+    change: str, reported: list[int]
+) -> None:
+    found = findings(EPOCH_STATE.replace("CHANGE", change), "TP104")
+    assert sorted(line for _, line in found) == reported
+
+
+# DDP wraps the model, then the loop freezes and unfreezes the backbone (``param.requires_grad =
+# False`` for the first epochs): parameters that get no gradient in a step need
+# ``find_unused_parameters=True`` (judged false, needed for correctness, in change-26's
+# yolov4). Frozen before the wrap, DDP never registers them, and the flag only costs.
+FREEZE = """
+import torch
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+model = Net().cuda()
+BEFORE
+model = DDP(model, device_ids=[0], find_unused_parameters=True)
+AFTER
+"""
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "reported"),
+    [
+        ("", "for p in model.module.backbone.parameters():\n    p.requires_grad = False", []),
+        ("", "model.module.backbone.requires_grad_(False)", []),
+        ("for p in model.backbone.parameters():\n    p.requires_grad = False", "", [8]),
+        ("", "", [7]),
+    ],
+)
+def test_find_unused_parameters_is_left_alone_where_parameters_are_frozen_after_the_wrap(
+    before: str, after: str, reported: list[int]
+) -> None:
+    source = FREEZE.replace("BEFORE", before).replace("AFTER", after)
+    assert [line for _, line in findings(source, "TP503")] == reported

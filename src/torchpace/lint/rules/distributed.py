@@ -169,8 +169,28 @@ def _check_find_unused(ctx: FileContext) -> Iterator[Report]:
     for call, name in ctx.calls:
         if name == _DDP:
             kw = keyword(call, "find_unused_parameters")
-            if kw is not None and is_const(kw.value, True):
+            if kw is not None and is_const(kw.value, True) and not _frozen_after(ctx, call):
                 yield Report(kw)
+
+
+def _frozen_after(ctx: FileContext, wrap: ast.Call) -> bool:
+    """The file turns parameters' gradients off or on after the wrap: ``p.requires_grad =
+    False`` or ``module.requires_grad_(False)`` on a later line, or in an epoch or step loop
+    (a backbone frozen for the first epochs, then thawed). DDP registered those parameters, so
+    in the steps they get no gradient it needs ``find_unused_parameters=True``; frozen before
+    the wrap, DDP never registers them."""
+    training = {id(loop) for loop in (*ctx.loops.epoch_loops, *ctx.loops.step_loops)}
+    for node in ctx.of_type(ast.Assign, ast.Call):
+        if isinstance(node, ast.Assign):
+            hit = any(
+                isinstance(t, ast.Attribute) and t.attr == "requires_grad" for t in node.targets
+            )
+        else:
+            hit = isinstance(node.func, ast.Attribute) and node.func.attr == "requires_grad_"
+        later = node.lineno > wrap.lineno
+        if hit and (later or any(id(a) in training for a in ctx.ancestors(node))):
+            return True
+    return False
 
 
 FIND_UNUSED_PARAMETERS = Rule(
@@ -198,6 +218,11 @@ model = DistributedDataParallel(model, device_ids=[rank])
 ```
 Keep it only when some parameters really get no gradient in a step; DDP raises an error that
 says so when they do.
+
+Not where the file turns parameters' gradients off or on after the wrap (`p.requires_grad =
+False`, `module.requires_grad_(False)` on a later line or in an epoch loop: a backbone frozen
+for the first epochs): DDP registered them, and in the steps they get no gradient it needs the
+setting.
 
 ## Fix safety
 No fix: a model with parameters unused in some steps needs the setting.

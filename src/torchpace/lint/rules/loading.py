@@ -48,6 +48,7 @@ from torchpace.lint.rule import (
     is_const,
     keyword,
     passed_for,
+    per_file,
 )
 from torchpace.lint.tree import subtree
 from torchpace.lint.values import int_value, option_default
@@ -744,9 +745,12 @@ def _check_workers_not_persistent(ctx: FileContext) -> Iterator[Report]:
     factories = _epoch_factories(ctx)
     handed = _handed_on_every_epoch(ctx)
     found = [*reiterated, *_epoch_hooks(ctx), *_engine_runs(ctx), *factories, *handed]
+    changed = _datasets_changed_in_loops(ctx) if found else frozenset()
     for call in dict.fromkeys(found):
         if id(call) in here or not feeds_training(ctx, call):
             continue
+        if _dataset_of(ctx, call) & changed:
+            continue  # workers restarted each epoch carry what the loop wrote into the dataset
         workers = loader_argument(ctx, call, "num_workers", _NUM_WORKERS_POSITION)
         if not isinstance(workers, ast.expr) or not _some_workers(ctx, workers):
             continue
@@ -756,6 +760,44 @@ def _check_workers_not_persistent(ctx: FileContext) -> Iterator[Report]:
             and (is_const(persistent, False) or is_const(option_default(ctx, persistent), False))
         ):
             yield Report(call)  # also an option off by default (``store_true``)
+
+
+def _dataset_of(ctx: FileContext, call: ast.Call) -> frozenset[str]:
+    """The names the loader's dataset goes by in this file: what it was given by name
+    (``DataLoader(train_dataset, ...)``) and ``<loader>.dataset`` for each name the call is
+    bound to (``gen = DataLoader(...)``)."""
+    out: set[str] = set()
+    given = argument(call, "dataset", 0)
+    if isinstance(given, (ast.Name, ast.Attribute)) and (name := dotted(given)) is not None:
+        out.add(name)
+    parent = ctx.parents.get(id(call))
+    if isinstance(parent, ast.Assign):
+        out |= {f"{t}.dataset" for t in map(dotted, parent.targets) if t is not None}
+    return frozenset(out)
+
+
+@per_file
+def _datasets_changed_in_loops(ctx: FileContext) -> frozenset[str]:
+    """The objects a loop of this file writes an attribute of (``gen.dataset.epoch_now =
+    epoch``) or calls a ``set_...`` method on (``train_dataset.set_epoch(epoch)``): where that
+    object is a loader's dataset, the workers hold their own copy of it, and only workers
+    started again see what the loop wrote (YOLOv4's mosaic switched off for the last epochs)."""
+    out: set[str] = set()
+    for loop in ctx.of_type(ast.For, ast.AsyncFor, ast.While):
+        for node in walk(loop.body):
+            if isinstance(node, (ast.Assign, ast.AugAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                owners = [t.value for t in targets if isinstance(t, ast.Attribute)]
+            elif (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr.startswith("set_")
+            ):
+                owners = [node.func.value]
+            else:
+                continue
+            out |= {name for o in owners if (name := dotted(o)) is not None}
+    return frozenset(out)
 
 
 WORKERS_NOT_PERSISTENT = Rule(
@@ -777,7 +819,10 @@ to DataLoader calls), when a function of another project file built and returned
 it: reported in the file that builds it), as the loader a Lightning `train_dataloader()` hook
 returns, which the Trainer iterates every epoch (unless `max_epochs=1`), or as the loader an
 Ignite training engine runs for several epochs (`trainer.run(train_loader, max_epochs=10)`,
-`trainer` built by `Engine(step)` or `create_supervised_trainer`). The count is a literal,
+`trainer` built by `Engine(step)` or `create_supervised_trainer`). Not a loader whose dataset a
+loop of the file changes (`train_loader.dataset.epoch_now = epoch`, `train_set.set_epoch(epoch)`):
+workers hold their own copy of the dataset, so only workers started again see the change, and
+persistent ones would keep training on the stale one. The count is a literal,
 the default of an option or config field declared in the same file, or an option defined
 elsewhere. An option this file declares with the default 0, or a parameter of the function
 that builds the loader whose default is 0 (`def create_dataloader(..., num_workers=0)`), is
