@@ -375,3 +375,48 @@ def test_find_unused_parameters_is_left_alone_where_parameters_are_frozen_after_
 ) -> None:
     source = FREEZE.replace("BEFORE", before).replace("AFTER", after)
     assert [line for _, line in findings(source, "TP503")] == reported
+
+
+# A detection script that wraps its model in DataParallel and hands it to another file's
+# fit_one_epoch, whose loop steps: the script trains, through that function (judged a true
+# miss in change-26's yolov4). A script that only evaluates with a DataParallel model, handing
+# it to nothing that trains, stays an inference script.
+DP_TRAIN = """
+import torch
+
+from utils_fit import fit_one_epoch
+
+model = Net()
+model_train = torch.nn.DataParallel(model).cuda()
+optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+for epoch in range(100):
+    fit_one_epoch(model_train, model, optimizer, epoch, gen)
+"""
+DP_FIT = """
+def fit_one_epoch(model_train, model, optimizer, epoch, gen):
+    model_train.train()
+    for images, targets in gen:
+        optimizer.zero_grad()
+        loss = model_train(images.cuda(), targets)
+        loss.backward()
+        optimizer.step()
+
+
+def evaluate(model_train, gen):
+    for images, targets in gen:
+        model_train(images.cuda(), targets)
+"""
+
+
+@pytest.mark.parametrize(("helper", "reported"), [("fit_one_epoch", True), ("evaluate", False)])
+def test_data_parallel_handed_to_another_files_training_function_is_reported(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], helper: str, reported: bool
+) -> None:
+    train = DP_TRAIN.replace("fit_one_epoch", helper).replace("optimizer, epoch, gen", "gen")
+    if reported:
+        train = DP_TRAIN
+    write_project(tmp_path, {"train.py": train, "utils_fit.py": DP_FIT})
+    main(["lint", str(tmp_path), "--select", "TP501", "--format", "json"])
+    found = json.loads(capsys.readouterr().out)
+    got = [(Path(f["path"]).name, f["line"]) for f in found]
+    assert got == ([("train.py", 7)] if reported else [])

@@ -6,6 +6,7 @@ import ast
 from collections.abc import Iterator
 
 from torchpace.lint.loops import EVAL_NAME, Loop, dotted, is_cadence_gate, walk
+from torchpace.lint.project import training_helpers
 from torchpace.lint.rule import FileContext, Report, Rule, has_star_args, is_const, keyword
 from torchpace.lint.tree import subtree
 
@@ -24,8 +25,13 @@ _DATA_PARALLEL = frozenset(
 
 
 def _trains_anywhere(ctx: FileContext) -> bool:
+    """The file calls ``backward()`` or an optimizer's ``step()``, or hands something to
+    another project file's training function (YOLOv4's ``train.py`` wraps the model in
+    DataParallel and hands it to ``utils_fit.fit_one_epoch``, whose loop steps)."""
     facts = ctx.loops
-    return any(facts.is_backward(call) or facts.is_optimizer_step(call) for call, _ in ctx.calls)
+    return any(
+        facts.is_backward(call) or facts.is_optimizer_step(call) for call, _ in ctx.calls
+    ) or bool(training_helpers(ctx))
 
 
 def _check_data_parallel(ctx: FileContext) -> Iterator[Report]:
@@ -130,9 +136,10 @@ DATA_PARALLEL = Rule(
 ## What it does
 Flags `torch.nn.DataParallel(...)` (also a class of the file derived from it) and the
 functional `torch.nn.parallel.data_parallel(...)` in
-a file that trains (calls `backward()` or an optimizer's `step()`); inference and evaluation
-scripts are left alone, and so is a function of a training file that wraps a model only to
-evaluate or sample with it (it calls `.eval()`, trains nothing and returns nothing), and a
+a file that trains (calls `backward()` or an optimizer's `step()`, or hands something to
+another project file's training function, `fit_one_epoch(model_train, ...)`); inference and
+evaluation scripts are left alone, and so is a function of a training file that wraps a model
+only to evaluate or sample with it (it calls `.eval()`, trains nothing and returns nothing), and a
 model wrapped under a name that every later use runs without autograd or hands to a function
 named for evaluation or sampling (a DDPM trainer's `net_sampler = DataParallel(net_sampler)`,
 then `with torch.no_grad(): x_0 = net_sampler(x_T)` and `evaluate(net_sampler, net_model)`).
