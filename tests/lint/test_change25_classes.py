@@ -88,15 +88,18 @@ if __name__ == "__main__":
 
 
 @pytest.mark.parametrize(("padding", "reported"), [("batch_images", False), ("torch.stack", True)])
+@pytest.mark.parametrize("through", ["data_loader", "metric_logger.log_every(data_loader, 10)"])
 def test_a_conv_net_handed_on_with_loaders_that_pad_each_batch_is_left_alone(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], padding: str, reported: bool
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], padding: str, reported: bool, through: str
 ) -> None:
+    # the loop iterates the loader itself, or through a logger's generator (DeiT's engine)
+    engine = DET_ENGINE.replace("in data_loader:", f"in {through}:")
     write_project(
         tmp_path,
         {
             "model.py": DET_MODEL,
             "utils.py": DET_UTILS.replace("PADDING", padding),
-            "engine.py": DET_ENGINE,
+            "engine.py": engine,
             "main.py": DET_MAIN,
         },
     )

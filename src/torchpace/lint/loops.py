@@ -1212,6 +1212,32 @@ def _made_functions(facts: LoopFacts, factory: str | None) -> list[Function]:
     return found
 
 
+def _module_class(cls: ast.ClassDef, names: Resolver) -> bool:
+    """A class of the file that may be a module: it derives from something, not only from
+    ``object`` (a plain holder class has no forward to run)."""
+    return any(dotted(b) not in (None, "object") or names.qualname(b) for b in cls.bases)
+
+
+def _binding_scopes(
+    tree: ast.Module, by_type: dict[type, list[Any]], targets: set[str]
+) -> dict[str, set[int]]:
+    """For each of ``targets``, the ``id`` of each function (or the module) that assigns it."""
+    out: dict[str, set[int]] = {t: set() for t in targets}
+    scopes: list[ast.AST] = [
+        tree,
+        *by_type.get(ast.FunctionDef, ()),
+        *by_type.get(ast.AsyncFunctionDef, ()),
+    ]
+    for scope in scopes:
+        body = scope.body if isinstance(scope, (ast.Module, *NESTED_SCOPES)) else []
+        for node in walk(body):  # type: ignore[arg-type]
+            if isinstance(node, (ast.Assign, ast.AnnAssign)):
+                for target, _ in assignments([node]):
+                    if target in out:
+                        out[target].add(id(scope))
+    return out
+
+
 def _collect_bindings(facts: LoopFacts, tree: ast.Module, by_type: dict[type, list[Any]]) -> None:
     names = facts.names
     for node in [*by_type.get(ast.FunctionDef, ()), *by_type.get(ast.AsyncFunctionDef, ())]:
@@ -1264,14 +1290,24 @@ def _collect_bindings(facts: LoopFacts, tree: ast.Module, by_type: dict[type, li
             facts.optimizers.add(target)
         owner = qual if qual else (local if local in facts.classes else None)
         seen.setdefault(target, set()).add(owner or "?")
-        if local in facts.classes and any(dotted(strip_moves(a)) == target for a in value.args):
+        if (
+            local in facts.classes
+            and _module_class(facts.classes[local], names)
+            and any(dotted(strip_moves(a)) == target for a in value.args)
+        ):
             # ``model = ModelWithLoss(model)``: a module of this file that holds the one the
             # name was bound to and runs it in its forward; what is called after is the holder
             holders.setdefault(target, set()).add(local)
     # An instance is known only when every assignment to the name agrees, or where one module
-    # class of this file takes the name's module in, and holds it, from then on.
+    # class of this file takes the name's module in, and holds it, from then on: where every
+    # binding of the name is in the function that wraps it (not an export helper's
+    # ``model = ExportWrapper(model)`` beside a training function's ``model = Net()``).
     facts.instances = {t: next(iter(o)) for t, o in seen.items() if len(o) == 1 and "?" not in o}
-    facts.instances |= {t: next(iter(h)) for t, h in holders.items() if len(h) == 1}
+    if holders:
+        scopes = _binding_scopes(tree, by_type, set(holders))
+        facts.instances |= {
+            t: next(iter(h)) for t, h in holders.items() if len(h) == 1 and len(scopes[t]) == 1
+        }
     facts.made = {t: fs for t, fs in made.items() if t not in unmade}
     facts.alternatives = {
         t: frozenset(o) for t, o in seen.items() if len(o) > 1 and o <= facts.classes.keys()

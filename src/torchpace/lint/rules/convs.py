@@ -24,7 +24,6 @@ from torchpace.lint.engine import parse
 from torchpace.lint.loops import (
     DATALOADERS,
     assigned_in,
-    assignments,
     constructor,
     dotted,
     is_optimizer_class,
@@ -50,6 +49,7 @@ from torchpace.lint.rule import (
     has_star_args,
     insert_after,
     is_const,
+    keyword,
     replace,
     start_of,
 )
@@ -353,24 +353,61 @@ def _pads_to_longest(ctx: FileContext, loader: ast.Call) -> bool:
 _COLLATE_DEPTH = 2
 
 
-def _pads_in(ctx: FileContext, nodes: list[ast.AST], depth: int) -> bool:
-    """``nodes`` pad (:func:`_pads`), or call a function of this file that does, or hand one
-    the items' sizes (``_max_by_axis([list(img.shape) for img in images])``) that it takes
-    the ``max`` of: up to ``depth`` calls deep."""
+def _pads_in(
+    ctx: FileContext, nodes: list[ast.AST], depth: int, seen: set[int] | None = None
+) -> bool:
+    """``nodes`` pad (:func:`_pads`), or call a function of this file that does, or that takes
+    the largest of the items' sizes it is handed (``_max_by_axis([list(img.shape) for img in
+    images])``, :func:`_max_of_given`): up to ``depth`` calls deep, each function read once."""
     if any(_pads(ctx, n) for n in nodes):
         return True
     if depth == 0:
         return False
+    seen = set() if seen is None else seen
     for call in (n for n in nodes if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)):
         found = definition_of(ctx, call, ast.FunctionDef)
-        if found is None or found[0] is not ctx:
+        if found is None or found[0] is not ctx or id(found[1]) in seen:
             continue
-        inner = list(subtree(found[1]))
-        if _reads_sizes(call.args) and any(_is_max(n) for n in inner):
-            return True
-        if _pads_in(ctx, inner, depth - 1):
+        function = found[1]
+        seen.add(id(function))
+        if _max_of_given(function, call) or _pads_in(ctx, list(subtree(function)), depth - 1, seen):
             return True
     return False
+
+
+def _max_of_given(function: ast.FunctionDef, call: ast.Call) -> bool:
+    """``call`` hands ``function`` the items' sizes (``[list(img.shape) for img in images]``),
+    and the function returns the ``max`` of them: a name it binds from that parameter, or
+    from what it binds or iterates from it, goes into a ``max(...)`` and out in a ``return``
+    (DETR's ``_max_by_axis``). Not a helper that clips boxes to one image's shape."""
+    params = [a.arg for a in (*function.args.posonlyargs, *function.args.args)]
+    given = {
+        name
+        for i, name in enumerate(params)
+        if (value := argument(call, name, i)) is not None and _reads_sizes([value])
+    }
+    if not given:
+        return False
+
+    def mentions(node: ast.AST | None) -> bool:
+        return node is not None and any(
+            isinstance(n, ast.Name) and n.id in given for n in subtree(node)
+        )
+
+    nodes = list(subtree(function))
+    for _ in range(3):  # what the parameter's values flow into, a few steps on
+        for node in nodes:
+            if isinstance(node, ast.Assign) and mentions(node.value):
+                targets = node.targets
+            elif isinstance(node, (ast.For, ast.comprehension)) and mentions(node.iter):
+                targets = [node.target]
+            else:
+                continue
+            given |= {n.id for t in targets for n in subtree(t) if isinstance(n, ast.Name)}
+    takes_max = any(
+        isinstance(n, ast.Call) and _is_max(n) and any(mentions(a) for a in n.args) for n in nodes
+    )
+    return takes_max and any(isinstance(n, ast.Return) and mentions(n.value) for n in nodes)
 
 
 def _is_max(node: ast.AST) -> bool:
@@ -393,34 +430,76 @@ def _reads_sizes(args: Sequence[ast.AST]) -> bool:
     )
 
 
+_ITEMS = (ast.ListComp, ast.GeneratorExp, ast.SetComp)
+
+
 def _pads(ctx: FileContext, node: ast.AST) -> bool:
-    """``pad_sequence(...)``, or ``max(...)`` of lengths or shapes (``max([b[1].shape[1] for b
-    in batch])``, ``max(len(x) for x in batch)``)."""
+    """``pad_sequence(...)``, or the ``max`` of the items' lengths or shapes, taken over them
+    (``max([b[1].shape[1] for b in batch])``, ``max(len(x) for x in batch)``); not one item's
+    largest side (``max(img.shape[-2:])``, a resize to a fixed size)."""
     if not isinstance(node, ast.Call):
         return False
     if (ctx.names.qualname(node.func) or "").endswith("pad_sequence"):
         return True
-    return _is_max(node) and _reads_sizes(node.args)
+    return (
+        _is_max(node)
+        and len(node.args) == 1
+        and isinstance(node.args[0], _ITEMS)
+        and _reads_sizes(node.args)
+    )
 
 
 def _hands_padded_loaders_only(
     ctx: FileContext, helpers: list[tuple[ast.Call, FileContext]]
 ) -> bool:
-    """Every DataLoader this file hands by name to another file's training function pads each
-    batch to its own longest item (:func:`_pads_to_longest`): its training loop meets a new
-    input shape at most steps, as the in-file reading (:func:`_shapes_change_every_step`)
-    says of a loop that iterates such loaders itself."""
-    loaders: dict[str, list[ast.Call]] = {}
-    for target, value in assignments(ctx.of_type(ast.Assign)):
-        if isinstance(value, ast.Call) and ctx.names.qualname(value.func) in DATALOADERS:
-            loaders.setdefault(target, []).append(value)
-    handed = [
-        loader
-        for call, _ in helpers
-        for value in (*call.args, *(k.value for k in call.keywords))
-        for loader in loaders.get(dotted(value) or "", [])
-    ]
-    return bool(handed) and all(_pads_to_longest(ctx, c) for c in handed)
+    """Every loader that another file's training function iterates in its training loops,
+    as this file hands it (``train_one_epoch(model, criterion, data_loader, ...)``, the
+    argument for the parameter the loop iterates, bound in the caller's scope to
+    ``DataLoader(...)`` calls only), pads each batch to its own longest item
+    (:func:`_pads_to_longest`): that loop meets a new input shape at most steps, as the
+    in-file reading (:func:`_shapes_change_every_step`) says of a loop over such loaders.
+    Undecided (False) where any of it cannot be read."""
+    loaders: list[ast.Call] = []
+    for call, helper in helpers:
+        handed = _iterated_arguments(call, helper)
+        if not handed:
+            return False
+        scope = ctx.enclosing_scope(call)
+        for value in handed:
+            name = dotted(value)
+            bound = assigned_in(ctx, name, scope) if name is not None else []
+            if not bound or not all(
+                isinstance(v, ast.Call) and ctx.names.qualname(v.func) in DATALOADERS for v in bound
+            ):
+                return False
+            loaders += [v for v in bound if isinstance(v, ast.Call)]
+    return bool(loaders) and all(_pads_to_longest(ctx, c) for c in loaders)
+
+
+def _iterated_arguments(call: ast.Call, helper: FileContext) -> list[ast.expr]:
+    """What ``call`` passes for the parameters the called function's training loops iterate
+    (in ``helper``, the file that defines it); empty where a loop iterates anything else."""
+    name = (dotted(call.func) or "").rsplit(".", 1)[-1]
+    function = next(
+        (f for f in helper.tree.body if isinstance(f, ast.FunctionDef) and f.name == name), None
+    )
+    if function is None:
+        return []
+    facts = helper.loops
+    loops = [loop for loop in facts.training_loops() if facts.scope_of.get(id(loop)) is function]
+    params = [a.arg for a in (*function.args.posonlyargs, *function.args.args)]
+    out: list[ast.expr] = []
+    for loop in loops:
+        source = loop.iter if isinstance(loop, (ast.For, ast.AsyncFor)) else None
+        while isinstance(source, ast.Call) and source.args:
+            source = source.args[0]  # ``enumerate(loader)``, ``logger.log_every(loader, n)``
+        if not isinstance(source, ast.Name) or source.id not in params:
+            return []
+        passed = argument(call, source.id, params.index(source.id))
+        if passed is None:
+            return []
+        out.append(passed)
+    return out
 
 
 # What a call's name says of training: ``train(net, ...)``, ``train_one_epoch``, ``fit``.
@@ -508,8 +587,10 @@ items' lengths or shapes, itself or in the functions of its file it calls, two c
 where a project function such as `build_dataloader(...)` builds the loader): text and audio
 lengths change from batch to batch, so the auto-tuner would benchmark every convolution again
 at most steps (glow-tts, StyleTTS2). The same holds for a file that builds a conv net and hands
-it, with such loaders only, to another file's training function (a detection script whose
-collate pads the images to the batch's largest).
+it to another file's training function whose training loops iterate, as this file hands them,
+only such loaders (a detection script whose collate pads the images to the batch's largest). A
+`max` counts as padding where it is taken over the items (a comprehension), or where a helper
+is handed the items' sizes and returns their maximum; not one image's largest side.
 
 The file is not flagged when it sets `benchmark` at all (`False` or an expression is a
 decision, for instance for inputs whose shape changes every step; but `benchmark = False` or
@@ -623,8 +704,8 @@ def _wrapped_convs(ctx: FileContext, names: dict[int, str | None]) -> None:
             if base is not None and _keeps_conv_signature(node):
                 names[id(call)] = base
                 continue
-            wrapped = _runs_one_conv(home, node)
-            if wrapped is not None:
+            wrapped = None if has_star_args(call) else _runs_one_conv(home, node)
+            if wrapped is not None:  # ``Conv(64, 128, 3, **cfg)`` may pass ``bias=False``
                 init, conv = wrapped
                 names[id(call)] = home.names.qualname(conv.func)
                 call.__dict__[_INNER] = _as_called(conv, init, call, bound=True)
@@ -666,10 +747,15 @@ def _runs_one_conv(home: FileContext, cls: ast.ClassDef) -> tuple[ast.FunctionDe
 
 
 def _returns_attr_call(method: ast.FunctionDef, attr: str) -> bool:
-    """``method`` ends ``return self.<attr>(...)``, or ``y = self.<attr>(...)``, ``return y``."""
+    """``method`` ends ``return self.<attr>(...)``, or ``y = self.<attr>(...)``, ``return y``,
+    and returns nothing else anywhere (``if self.relu is not None: return
+    self.relu(self.conv(x))`` hands on an activated output, whose bias a norm does not
+    cancel)."""
     body = method.body
     last = body[-1] if body else None
     if not isinstance(last, ast.Return) or last.value is None:
+        return False
+    if any(isinstance(n, ast.Return) and n is not last for n in subtree(method)):
         return False
 
     def runs(value: ast.expr | None) -> bool:
@@ -715,14 +801,26 @@ def _as_called(
             given[name] = passed
         elif name in defaults:
             given[name] = defaults[name]
+    for param, default in zip(function.args.kwonlyargs, function.args.kw_defaults, strict=True):
+        kw = keyword(call, param.arg)  # ``def __init__(self, c, *, bias=True)``
+        value = kw.value if kw is not None else default
+        if value is not None:
+            given[param.arg] = value
 
     def as_called(node: ast.expr) -> ast.expr:
         return given.get(node.id, node) if isinstance(node, ast.Name) else node
 
-    return ast.Call(
-        func=conv.func,
-        args=[as_called(a) for a in conv.args],
-        keywords=[ast.keyword(arg=k.arg, value=as_called(k.value)) for k in conv.keywords],
+    # where the wrapper builds its conv, for positions (the fix is not offered through it)
+    return ast.copy_location(
+        ast.Call(
+            func=conv.func,
+            args=[as_called(a) for a in conv.args],
+            keywords=[
+                ast.copy_location(ast.keyword(arg=k.arg, value=as_called(k.value)), k)
+                for k in conv.keywords
+            ],
+        ),
+        conv,
     )
 
 

@@ -5,7 +5,15 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from torchpace.lint.loops import EVAL_NAME, Loop, dotted, is_cadence_gate, walk
+from torchpace.lint.loops import (
+    EVAL_NAME,
+    Loop,
+    dotted,
+    is_cadence_gate,
+    root_name,
+    strip_moves,
+    walk,
+)
 from torchpace.lint.project import training_helpers
 from torchpace.lint.rule import FileContext, Report, Rule, has_star_args, is_const, keyword
 from torchpace.lint.tree import subtree
@@ -62,13 +70,14 @@ def _for_inference(ctx: FileContext, call: ast.Call) -> bool:
     if not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return False
     facts = ctx.loops
+    handing = {id(c) for c, _ in training_helpers(ctx)}
     evaluates = False
     for node in subtree(scope):
         if isinstance(node, ast.Return) and node.value is not None:
             return False
         if isinstance(node, ast.Call):
-            if facts.is_backward(node) or facts.is_optimizer_step(node):
-                return False
+            if facts.is_backward(node) or facts.is_optimizer_step(node) or id(node) in handing:
+                return False  # it trains, itself or through another file's function
             func = node.func
             evaluates |= isinstance(func, ast.Attribute) and func.attr == "eval" and not node.args
     return evaluates
@@ -181,23 +190,78 @@ def _check_find_unused(ctx: FileContext) -> Iterator[Report]:
 
 
 def _frozen_after(ctx: FileContext, wrap: ast.Call) -> bool:
-    """The file turns parameters' gradients off or on after the wrap: ``p.requires_grad =
-    False`` or ``module.requires_grad_(False)`` on a later line, or in an epoch or step loop
-    (a backbone frozen for the first epochs, then thawed). DDP registered those parameters, so
-    in the steps they get no gradient it needs ``find_unused_parameters=True``; frozen before
-    the wrap, DDP never registers them."""
+    """The wrapped model's parameters have their gradients turned off or on after the wrap:
+    ``p.requires_grad = False`` for ``p`` over the model's ``parameters()`` (or a submodule's),
+    or ``model.backbone.requires_grad_(False)``, later in the function that wraps it, or in an
+    epoch or step loop (a backbone frozen for the first epochs, then thawed). DDP registered
+    those parameters, so in the steps they get no gradient it needs
+    ``find_unused_parameters=True``; frozen before the wrap, DDP never registers them. Not an
+    input's ``requires_grad_`` (a gradient penalty), nor another module's (a frozen teacher)."""
+    scope = ctx.enclosing_scope(wrap)
+    models = _model_names(ctx, wrap, scope)
+    if not models:
+        return False
     training = {id(loop) for loop in (*ctx.loops.epoch_loops, *ctx.loops.step_loops)}
     for node in ctx.of_type(ast.Assign, ast.Call):
+        owners: list[ast.expr | None]
         if isinstance(node, ast.Assign):
-            hit = any(
-                isinstance(t, ast.Attribute) and t.attr == "requires_grad" for t in node.targets
-            )
+            owners = [
+                _parameters_of(ctx, t.value)
+                for t in node.targets
+                if isinstance(t, ast.Attribute) and t.attr == "requires_grad"
+            ]
+        elif isinstance(node.func, ast.Attribute) and node.func.attr == "requires_grad_":
+            owners = [node.func.value]
         else:
-            hit = isinstance(node.func, ast.Attribute) and node.func.attr == "requires_grad_"
-        later = node.lineno > wrap.lineno
-        if hit and (later or any(id(a) in training for a in ctx.ancestors(node))):
+            continue
+        if not any(o is not None and root_name(o) in models for o in owners):
+            continue
+        same = ctx.enclosing_scope(node) is scope and node.lineno > wrap.lineno
+        if same or any(id(a) in training for a in ctx.ancestors(node)):
             return True
     return False
+
+
+def _model_names(ctx: FileContext, wrap: ast.Call, scope: ast.AST) -> set[str]:
+    """The names the wrapped model goes by in ``scope``: what DDP is given, what its result is
+    bound to, and names bound to one another (``model_train = model.train()``)."""
+    names: set[str] = set()
+    given = wrap.args[0] if wrap.args else None
+    if given is not None and (root := root_name(strip_moves(given))) is not None:
+        names.add(root)
+    parent = ctx.parents.get(id(wrap))
+    if isinstance(parent, ast.Assign):
+        names |= {t for t in map(dotted, parent.targets) if t is not None and "." not in t}
+    for _ in range(2):
+        for node in subtree(scope):
+            if not (isinstance(node, ast.Assign) and len(node.targets) == 1):
+                continue
+            target, value = dotted(node.targets[0]), root_name(strip_moves(node.value))
+            if target is None or value is None:
+                continue
+            if value in names or target in names:
+                names |= {target, value}
+    return names
+
+
+def _parameters_of(ctx: FileContext, owner: ast.expr) -> ast.expr | None:
+    """For ``p`` in ``p.requires_grad = ...``, a loop variable over ``m.parameters()`` (or
+    ``named_parameters()``): ``m``; else None (``p`` is no parameter this reads)."""
+    if not isinstance(owner, ast.Name):
+        return None
+    for loop in ctx.ancestors(owner):
+        if not isinstance(loop, (ast.For, ast.comprehension)):
+            continue
+        targets = {n.id for n in subtree(loop.target) if isinstance(n, ast.Name)}
+        source = loop.iter
+        if owner.id in targets and isinstance(source, ast.Call):
+            func = source.func
+            if isinstance(func, ast.Attribute) and func.attr in _PARAMETER_LISTS:
+                return func.value
+    return None
+
+
+_PARAMETER_LISTS = frozenset({"parameters", "named_parameters"})
 
 
 FIND_UNUSED_PARAMETERS = Rule(

@@ -48,7 +48,6 @@ from torchpace.lint.rule import (
     is_const,
     keyword,
     passed_for,
-    per_file,
 )
 from torchpace.lint.tree import subtree
 from torchpace.lint.values import int_value, option_default
@@ -745,11 +744,10 @@ def _check_workers_not_persistent(ctx: FileContext) -> Iterator[Report]:
     factories = _epoch_factories(ctx)
     handed = _handed_on_every_epoch(ctx)
     found = [*reiterated, *_epoch_hooks(ctx), *_engine_runs(ctx), *factories, *handed]
-    changed = _datasets_changed_in_loops(ctx) if found else frozenset()
     for call in dict.fromkeys(found):
         if id(call) in here or not feeds_training(ctx, call):
             continue
-        if _dataset_of(ctx, call) & changed:
+        if _dataset_changed_beside(ctx, call):
             continue  # workers restarted each epoch carry what the loop wrote into the dataset
         workers = loader_argument(ctx, call, "num_workers", _NUM_WORKERS_POSITION)
         if not isinstance(workers, ast.expr) or not _some_workers(ctx, workers):
@@ -762,28 +760,26 @@ def _check_workers_not_persistent(ctx: FileContext) -> Iterator[Report]:
             yield Report(call)  # also an option off by default (``store_true``)
 
 
-def _dataset_of(ctx: FileContext, call: ast.Call) -> frozenset[str]:
-    """The names the loader's dataset goes by in this file: what it was given by name
-    (``DataLoader(train_dataset, ...)``) and ``<loader>.dataset`` for each name the call is
-    bound to (``gen = DataLoader(...)``)."""
-    out: set[str] = set()
+def _dataset_changed_beside(ctx: FileContext, call: ast.Call) -> bool:
+    """A loop of this file that uses the loader (names it: iterates it, or hands it on) also
+    writes an attribute of the loader's dataset (``gen.dataset.epoch_now = epoch``) or calls a
+    ``set_...`` method on it (``train_dataset.set_epoch(epoch)``): the workers hold their own
+    copy of the dataset, so only workers started again see what the loop wrote (YOLOv4's
+    mosaic switched off for the last epochs). A loop that only prepares the dataset before
+    the loader is used, or a function that never sees the loader, changes nothing of it."""
+    parent = ctx.parents.get(id(call))
+    names = (
+        {t for t in map(dotted, parent.targets) if t is not None}
+        if isinstance(parent, ast.Assign)
+        else set()
+    )
+    if not names:
+        return False
+    datasets = {f"{n}.dataset" for n in names}
     given = argument(call, "dataset", 0)
     if isinstance(given, (ast.Name, ast.Attribute)) and (name := dotted(given)) is not None:
-        out.add(name)
-    parent = ctx.parents.get(id(call))
-    if isinstance(parent, ast.Assign):
-        out |= {f"{t}.dataset" for t in map(dotted, parent.targets) if t is not None}
-    return frozenset(out)
-
-
-@per_file
-def _datasets_changed_in_loops(ctx: FileContext) -> frozenset[str]:
-    """The objects a loop of this file writes an attribute of (``gen.dataset.epoch_now =
-    epoch``) or calls a ``set_...`` method on (``train_dataset.set_epoch(epoch)``): where that
-    object is a loader's dataset, the workers hold their own copy of it, and only workers
-    started again see what the loop wrote (YOLOv4's mosaic switched off for the last epochs)."""
-    out: set[str] = set()
-    for loop in ctx.of_type(ast.For, ast.AsyncFor, ast.While):
+        datasets.add(name)
+    for loop in _loops_naming(ctx, frozenset(names)):
         for node in walk(loop.body):
             if isinstance(node, (ast.Assign, ast.AugAssign)):
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
@@ -796,8 +792,25 @@ def _datasets_changed_in_loops(ctx: FileContext) -> frozenset[str]:
                 owners = [node.func.value]
             else:
                 continue
-            out |= {name for o in owners if (name := dotted(o)) is not None}
-    return frozenset(out)
+            if any(dotted(o) in datasets for o in owners):
+                return True
+    return False
+
+
+def _loops_naming(
+    ctx: FileContext, names: frozenset[str]
+) -> list[ast.For | ast.AsyncFor | ast.While]:
+    """The loops of the file whose body reads one of ``names`` (by itself, or as the root of
+    ``gen.dataset``)."""
+    loops: list[ast.For | ast.AsyncFor | ast.While] = ctx.of_type(ast.For, ast.AsyncFor, ast.While)
+    return [
+        loop
+        for loop in loops
+        if any(
+            isinstance(n, ast.Name) and n.id in names and isinstance(n.ctx, ast.Load)
+            for n in walk(loop.body)
+        )
+    ]
 
 
 WORKERS_NOT_PERSISTENT = Rule(
@@ -820,7 +833,8 @@ it: reported in the file that builds it), as the loader a Lightning `train_datal
 returns, which the Trainer iterates every epoch (unless `max_epochs=1`), or as the loader an
 Ignite training engine runs for several epochs (`trainer.run(train_loader, max_epochs=10)`,
 `trainer` built by `Engine(step)` or `create_supervised_trainer`). Not a loader whose dataset a
-loop of the file changes (`train_loader.dataset.epoch_now = epoch`, `train_set.set_epoch(epoch)`):
+loop that uses the loader changes (`train_loader.dataset.epoch_now = epoch`,
+`train_set.set_epoch(epoch)`):
 workers hold their own copy of the dataset, so only workers started again see the change, and
 persistent ones would keep training on the stale one. The count is a literal,
 the default of an option or config field declared in the same file, or an option defined
