@@ -423,3 +423,83 @@ def test_data_parallel_handed_to_another_files_training_function_is_reported(
     found = json.loads(capsys.readouterr().out)
     got = [(Path(f["path"]).name, f["line"]) for f in found]
     assert got == ([("train.py", 7)] if reported else [])
+
+
+# An offline segmentation-extraction script (change-27's taming-transformers): a conv model of
+# the file runs under ``torch.no_grad()`` in ``run_model``, the label maps go back to the host
+# to be saved, and nothing trains. Its loop is an inference loop: no host-read, loader or
+# no_grad finding (judged false, export-or-inference and already-done). The same loop with a
+# helper that does not turn autograd off still draws the no_grad finding.
+EXTRACT = """
+import numpy as np
+import torch
+from torch import nn
+from torch.utils.data import DataLoader
+
+
+class Segmenter(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Conv2d(3, 21, 3)
+
+    def forward(self, x):
+        return self.net(x)
+
+
+def run_model(img, model):
+    model = model.eval()
+    with torch.no_grad():
+        segmentation = model(img)
+        segmentation = segmentation.argmax(dim=1, keepdim=True).detach().cpu()
+    return segmentation
+
+
+def save(segmentation, path):
+    for seg in segmentation:
+        np.save(path, seg.numpy())
+
+
+def iterate_dataset(dataloader, destpath, model):
+    for i, batch in enumerate(dataloader):
+        img = batch["image"].cuda()
+        seg = run_model(img, model)
+        save(seg, destpath)
+
+
+if __name__ == "__main__":
+    model = Segmenter().cuda()
+    dloader = DataLoader(dataset, batch_size=1)
+    iterate_dataset(dloader, "out", model)
+"""
+
+
+def test_an_inference_script_whose_helpers_run_without_autograd_draws_no_training_finding() -> None:
+    assert findings(EXTRACT) == []
+    with_grad = EXTRACT.replace("    with torch.no_grad():\n", "    if True:\n")
+    assert findings(with_grad, "TP403") == [("TP403", 31)]
+
+
+# A dataset module's demo (change-27's deeplab): under ``__main__`` it builds a loader, plots
+# two batches and breaks (``if ii == 1: break``): no training loader (judged false,
+# not-training-loop). A loop that breaks only after many batches is not a look at the data.
+PEEK = """
+import matplotlib.pyplot as plt
+from torch.utils.data import DataLoader
+
+from utils import decode_segmap
+
+if __name__ == "__main__":
+    dataloader = DataLoader(VOCSegmentation(split="train"), batch_size=5, shuffle=True)
+    for ii, sample in enumerate(dataloader):
+        segmap = decode_segmap(sample["label"].numpy()[0])
+        plt.imshow(segmap)
+        if ii == LAST:
+            break
+    plt.show(block=True)
+"""
+
+
+@pytest.mark.parametrize(("last", "reported"), [("1", False), ("5000", True)])
+def test_a_loop_that_looks_at_a_few_batches_is_no_training_loop(last: str, reported: bool) -> None:
+    found = findings(PEEK.replace("LAST", last), "TP101")
+    assert found == ([("TP101", 8)] if reported else [])

@@ -845,7 +845,7 @@ class LoopFacts:
             loader = dotted(iterated(loop.iter)) or ""
             if EVAL_NAME.search(loader.rsplit(".", 1)[-1].lower()):
                 return True
-            if self._only_forwards(loop):
+            if self._only_forwards(loop) or _peeks(loop):
                 return True
         return bool(in_eval_mode(scope, loop.lineno))
 
@@ -864,12 +864,40 @@ class LoopFacts:
         if not calls or any(isinstance(n, (ast.Yield, ast.YieldFrom)) for n in nodes):
             return False
         forwards = [c for c in calls if self._forward_call(c)]
-        if not all(c in forwards or self._inert_call(c) for c in calls):
+        helpers = [c for c in calls if c not in forwards and self._inert_function(c)]
+        if not all(c in forwards or c in helpers or self._inert_call(c) for c in calls):
             return False
+        forwards += [c for c in helpers if self._inert_function(c, forwards=True)]
         # Without a model, a loop that moves nothing either: it reads the loader's batches on
         # the host (a plotting helper, the dataset's mean and std).
         return bool(forwards) or not any(
             isinstance(c.func, ast.Attribute) and c.func.attr in {"to", "cuda"} for c in calls
+        )
+
+    def _inert_function(self, call: ast.Call, depth: int = 1, *, forwards: bool = False) -> bool:
+        """``call`` runs a module-level function of this file (one of the name) in which
+        nothing could train: it trains nothing, yields nothing, and every call in it runs a
+        model forward, is inert, or runs such a function (``depth`` calls deeper) — an
+        inference script's ``run_model(img, model)`` and ``save(seg, path)``. ``forwards``:
+        also runs a model forward, itself or in such a function."""
+        func = call.func
+        found = self.functions.get(func.id, []) if isinstance(func, ast.Name) else []
+        if len(found) != 1 or self._class_of(found[0]) is not None:
+            return False
+        function = found[0]
+        if self.function_trains(function):
+            return False
+        nodes = list(walk(function.body))
+        if any(isinstance(n, (ast.Yield, ast.YieldFrom)) for n in nodes):
+            return False
+        calls = [n for n in nodes if isinstance(n, ast.Call)]
+        inner = [c for c in calls if depth > 0 and self._inert_function(c, depth - 1)]
+        if not all(self._forward_call(c) or self._inert_call(c) or c in inner for c in calls):
+            return False
+        return not forwards or any(
+            self._forward_call(c) or self._inert_function(c, depth - 1, forwards=True)
+            for c in calls
+            if depth > 0 or self._forward_call(c)
         )
 
     def _inert_call(self, call: ast.Call) -> bool:
@@ -1803,6 +1831,42 @@ def _main_block(tree: ast.Module) -> ast.If | None:
         ):
             return node
     return None
+
+
+# A loop that stops after this many batches at most looks at the data: a dataset module's demo
+# plotting two batches (``if ii == 1: break``), not a training run.
+_PEEK_BATCHES = 10
+
+
+def _peeks(loop: ast.For | ast.AsyncFor) -> bool:
+    """The loop's body ends it after a few batches: a top-level ``if i == K: break`` (or ``>=``,
+    ``>``) on the index ``enumerate`` gives, with K a literal of at most :data:`_PEEK_BATCHES`."""
+    source, target = loop.iter, loop.target
+    if not (
+        isinstance(source, ast.Call)
+        and dotted(source.func) == "enumerate"
+        and isinstance(target, ast.Tuple)
+        and target.elts
+        and isinstance(target.elts[0], ast.Name)
+    ):
+        return False
+    index = target.elts[0].id
+    for stmt in loop.body:
+        if not (isinstance(stmt, ast.If) and stmt.body and isinstance(stmt.body[-1], ast.Break)):
+            continue
+        test = stmt.test
+        if (
+            isinstance(test, ast.Compare)
+            and len(test.ops) == 1
+            and isinstance(test.ops[0], (ast.Eq, ast.GtE, ast.Gt))
+            and isinstance(test.left, ast.Name)
+            and test.left.id == index
+            and isinstance(test.comparators[0], ast.Constant)
+            and type(test.comparators[0].value) is int
+            and test.comparators[0].value <= _PEEK_BATCHES
+        ):
+            return True
+    return False
 
 
 def _smoke_test(loop: ast.AST, tree: ast.Module, names: Resolver) -> bool:

@@ -87,7 +87,9 @@ def _runs_model(facts: LoopFacts, target: str) -> bool:
 
 
 def called_models(ctx: FileContext, loop: Step) -> set[str]:
-    """The targets of calls in the loop that run a model: ``model(x)``, ``self.net(x)``."""
+    """The targets of calls in the loop that run a model: ``model(x)``, ``self.net(x)``; not a
+    function of this file that turns autograd off itself around what it runs (an inference
+    script's ``run_model(img, model)`` with its own ``with torch.no_grad():``)."""
     facts = ctx.loops
     found = set()
     for node in walk(loop.body):
@@ -95,8 +97,38 @@ def called_models(ctx: FileContext, loop: Step) -> set[str]:
             continue
         target = dotted(node.func)
         if target is not None and _runs_model(facts, target):
+            functions = facts.functions.get(target, []) if "." not in target else []
+            if functions and all(_turns_grad_off(ctx, f) for f in functions):
+                continue
             found.add(target)
     return found
+
+
+def _turns_grad_off(ctx: FileContext, function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """``function`` runs without autograd: a ``@torch.no_grad()`` (or ``inference_mode``)
+    decorator, or a body whose every statement that calls anything is under such a ``with``."""
+    names = ctx.names
+    if any(disables_grad(names, d) for d in function.decorator_list):
+        return True
+    calling = [stmt for stmt in function.body if any(isinstance(n, ast.Call) for n in walk([stmt]))]
+    return bool(calling) and all(
+        (
+            isinstance(stmt, (ast.With, ast.AsyncWith))
+            and any(disables_grad(names, i.context_expr) for i in stmt.items)
+        )
+        or _only_mode_switch(stmt)
+        for stmt in calling
+    )
+
+
+def _only_mode_switch(stmt: ast.stmt) -> bool:
+    """``model = model.eval()``, ``model.eval()``: a statement that only switches a mode."""
+    value = stmt.value if isinstance(stmt, (ast.Assign, ast.Expr)) else None
+    return (
+        isinstance(value, ast.Call)
+        and isinstance(value.func, ast.Attribute)
+        and value.func.attr in ("eval", "train")
+    )
 
 
 def _freezes_parameters(ctx: FileContext) -> bool:
