@@ -481,12 +481,21 @@ def test_an_inference_script_whose_helpers_run_without_autograd_draws_no_trainin
 
 # A dataset module's demo (change-27's deeplab): under ``__main__`` it builds a loader, plots
 # two batches and breaks (``if ii == 1: break``): no training loader (judged false,
-# not-training-loop). A loop that breaks only after many batches is not a look at the data.
+# not-training-loop), also in a file that trains elsewhere. A loop that breaks only after many
+# batches is not a look at the data.
 PEEK = """
 import matplotlib.pyplot as plt
 from torch.utils.data import DataLoader
 
 from utils import decode_segmap
+
+
+def train(model, loader, optimizer):
+    for x, y in loader:
+        loss = model(x.cuda(), y.cuda())
+        loss.backward()
+        optimizer.step()
+
 
 if __name__ == "__main__":
     dataloader = DataLoader(VOCSegmentation(split="train"), batch_size=5, shuffle=True)
@@ -502,4 +511,41 @@ if __name__ == "__main__":
 @pytest.mark.parametrize(("last", "reported"), [("1", False), ("5000", True)])
 def test_a_loop_that_looks_at_a_few_batches_is_no_training_loop(last: str, reported: bool) -> None:
     found = findings(PEEK.replace("LAST", last), "TP101")
-    assert found == ([("TP101", 8)] if reported else [])
+    assert found == ([("TP101", 16)] if reported else [])
+
+
+# A script with no sign of training anywhere (no backward, optimizer, trainer fit or train
+# mode): its loop over batches extracts and saves, whatever model it loads (judged false,
+# export-or-inference, in change-27's taming-transformers: a host read and a loader without
+# workers). The same script with a training step is reported.
+INFER = """
+import numpy as np
+import torch
+from torch.utils.data import DataLoader
+
+from models import load_segmenter
+
+
+def extract(loader, model):
+    for i, batch in enumerate(loader):
+        with torch.no_grad():
+            seg = model(batch["image"].cuda())
+        np.save(f"seg{i}.npy", seg.argmax(1).cpu().numpy())
+        TRAIN
+
+
+if __name__ == "__main__":
+    model = load_segmenter().cuda()
+    extract(DataLoader(dataset, batch_size=8), model)
+"""
+
+
+@pytest.mark.parametrize(
+    ("train", "reported"),
+    [("pass", []), ("seg.sum().backward()", [("TP101", 19), ("TP201", 13)])],
+)
+def test_a_script_with_no_sign_of_training_is_an_inference_script(
+    train: str, reported: list[tuple[str, int]]
+) -> None:
+    found = [f for f in findings(INFER.replace("TRAIN", train)) if f[0] in ("TP101", "TP201")]
+    assert sorted(found) == reported

@@ -557,6 +557,8 @@ def _whole_dataset(call: ast.Call) -> bool:
 
 def feeds_training(ctx: FileContext, call: ast.Call) -> bool:
     """Whether the loader ``call`` builds may feed training steps (module doc)."""
+    if ctx.loops.inference_only:
+        return False  # a script with no sign of training anywhere: extraction, inference
     if _read_once(ctx, call) or _whole_dataset(call) or id(call) in ctx.loops.no_grad:
         return False
     scope = ctx.enclosing_scope(call)

@@ -50,6 +50,13 @@ patterns, relative to each directory named on the command line) replaces that li
 line (comma lists; `--exclude ''` skips nothing). A file named on the command line is always
 linted.
 
+**A script with no sign of training has no training loop**: a file with an `if __name__ ==
+"__main__":` block that calls nothing named for training (`backward`, `step`, `fit`, `train...`,
+`learn...`, `optimize...`, `zero_grad`, `clip_grad...`) and builds no optimizer or gradient
+scaler extracts, scores or saves (an offline segmentation or captioning script): the rules about
+training steps and the loaders that feed them leave its loops alone. A function of it that
+another file's training step calls is still read as step code.
+
 **Code that nothing in the project names is not reported** when a directory is linted: a class
 or function defined at a module's top level that no file under the directory names elsewhere
 (its code, notebooks, configuration files such as a YAML config that builds a class by name, and

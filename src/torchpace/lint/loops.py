@@ -591,6 +591,8 @@ class LoopFacts:
     optimizers: set[str] = field(default_factory=set)  # names bound to a torch.optim optimizer
     scope_of: dict[int, Scope] = field(default_factory=dict)  # id(loop or function) → scope
     step_loops: list[Loop] = field(default_factory=list)
+    # a script with no sign of training anywhere (:func:`_inference_script`): no step loops
+    inference_only: bool = False
     # functions a framework's engine runs once per batch (Ignite's ``Engine(train_step)``)
     step_functions: list[Function] = field(default_factory=list)
     epoch_loops: list[Loop] = field(default_factory=list)
@@ -1819,6 +1821,33 @@ _RANDOM_INPUTS = frozenset(
 _SMOKE_STEPS = 100
 
 
+# Calls that show a file trains, or may: a backward, an optimizer's step, a trainer's fit, a
+# learner's learn, a module switched to training mode, gradients clipped or zeroed.
+_TRAINING_WORDS = re.compile(
+    r"^(backward|step|fit|train\w*|learn\w*|optimi[sz]e\w*|zero_grad|clip_grad\w*|update_parameters)$"
+)
+
+
+def _inference_script(tree: ast.Module, by_type: dict[type, list[Any]], names: Resolver) -> bool:
+    """A script (``if __name__ == "__main__":``) with no sign of training anywhere: no call
+    named for it (:data:`_TRAINING_WORDS`: ``loss.backward()``, ``optimizer.step()``,
+    ``trainer.fit(...)``, ``model.train()``, ``train_one_epoch(...)``) and no optimizer or
+    gradient scaler built. Its loops over batches run a model to extract, save or score: an
+    offline segmentation-extraction script (taming-transformers), a captioning or inference
+    script, never a training step."""
+    if _main_block(tree) is None:
+        return False
+    for call in by_type.get(ast.Call, ()):
+        func = call.func
+        last = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        if _TRAINING_WORDS.match(last):
+            return False
+        qual = names.qualname(func) or ""
+        if is_optimizer_class(qual) or qual.endswith("GradScaler"):
+            return False
+    return True
+
+
 def _main_block(tree: ast.Module) -> ast.If | None:
     for node in tree.body:
         if (
@@ -1943,13 +1972,19 @@ def analyse(
     facts.cadence_helpers = _cadence_helpers(facts, by_type)
     queue: list[Function] = []
     roots: list[tuple[list[ast.AST], Scope]] = []  # the step loops' bodies
+    inference_only = not entries and _inference_script(tree, by_type, names)
+    facts.inference_only = inference_only
     for scope in _scopes(tree):
         body = scope.body
         for node in walk(body):
             if not isinstance(node, LOOPS):
                 continue
             facts.scope_of[id(node)] = scope
-            if facts.is_step_loop(node, scope) and not _smoke_test(node, tree, names):
+            if (
+                facts.is_step_loop(node, scope)
+                and not _smoke_test(node, tree, names)
+                and not inference_only
+            ):
                 facts.step_loops.append(node)
                 header: list[ast.AST] = [node.test] if isinstance(node, ast.While) else []
                 roots.append(([*header, *node.body], scope))

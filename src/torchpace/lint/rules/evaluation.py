@@ -122,13 +122,21 @@ def _turns_grad_off(ctx: FileContext, function: ast.FunctionDef | ast.AsyncFunct
 
 
 def _only_mode_switch(stmt: ast.stmt) -> bool:
-    """``model = model.eval()``, ``model.eval()``: a statement that only switches a mode."""
+    """``model = model.eval()``, ``model.eval()``: a statement that only switches a mode; or
+    a ``return`` that only cuts what was computed from the graph or reads it to the host
+    (``return segmentation.detach().cpu()``)."""
+    if isinstance(stmt, ast.Return):
+        calls = [n for n in walk([stmt]) if isinstance(n, ast.Call)]
+        return all(isinstance(c.func, ast.Attribute) and c.func.attr in _RETURN_CUTS for c in calls)
     value = stmt.value if isinstance(stmt, (ast.Assign, ast.Expr)) else None
     return (
         isinstance(value, ast.Call)
         and isinstance(value.func, ast.Attribute)
         and value.func.attr in ("eval", "train")
     )
+
+
+_RETURN_CUTS = frozenset({"detach", "cpu", "numpy", "item", "tolist"})
 
 
 def _freezes_parameters(ctx: FileContext) -> bool:
