@@ -1,11 +1,16 @@
-"""What lint reports on a source cut from real code, as (code, line) pairs: the one helper the
-change-set tests (``test_change*_classes.py``) share."""
+"""What lint reports on a source cut from real code, as (code, line) pairs, or on a small
+project of such files: the helpers the change-set tests (``test_change*_classes.py``) share."""
 
 from __future__ import annotations
 
+import json
 import textwrap
 from pathlib import Path
+from typing import Any
 
+import pytest
+
+from torchpace.cli import main
 from torchpace.lint import RULES, FileResult, lint_source
 
 
@@ -26,3 +31,16 @@ def write_project(root: Path, files: dict[str, str]) -> None:
         path = root / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(textwrap.dedent(source))
+
+
+def project_findings(
+    root: Path, files: dict[str, str], select: str, capsys: pytest.CaptureFixture[str], *flags: str
+) -> list[dict[str, Any]]:
+    """The findings of ``select`` that ``torchpace lint --format json`` reports on a project of
+    ``files`` under ``root`` (:func:`write_project`), as the JSON gives them; the run must end
+    with findings or none, not an error."""
+    write_project(root, files)
+    rc = main(["lint", str(root), "--select", select, "--format", "json", *flags])
+    assert rc in (0, 1)
+    found: list[dict[str, Any]] = json.loads(capsys.readouterr().out)
+    return found

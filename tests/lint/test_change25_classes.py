@@ -4,13 +4,10 @@ the code a judge read, shortened and renamed; each test fails on the rules befor
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
-from lint_findings import findings, write_project
-
-from torchpace.cli import main
+from lint_findings import findings, project_findings
 
 # A detection project: main.py builds the conv net and a loader whose collate function (in
 # utils.py) pads every batch of images to its largest, through two helpers; engine.py's
@@ -94,17 +91,13 @@ def test_a_conv_net_handed_on_with_loaders_that_pad_each_batch_is_left_alone(
 ) -> None:
     # the loop iterates the loader itself, or through a logger's generator (DeiT's engine)
     engine = DET_ENGINE.replace("in data_loader:", f"in {through}:")
-    write_project(
-        tmp_path,
-        {
-            "model.py": DET_MODEL,
-            "utils.py": DET_UTILS.replace("PADDING", padding),
-            "engine.py": engine,
-            "main.py": DET_MAIN,
-        },
-    )
-    main(["lint", str(tmp_path), "--select", "TP303", "--format", "json"])
-    found = json.loads(capsys.readouterr().out)
+    files = {
+        "model.py": DET_MODEL,
+        "utils.py": DET_UTILS.replace("PADDING", padding),
+        "engine.py": engine,
+        "main.py": DET_MAIN,
+    }
+    found = project_findings(tmp_path, files, "TP303", capsys)
     got = [(Path(f["path"]).name, f["line"]) for f in found]
     assert got == ([("main.py", 12)] if reported else [])
 
@@ -190,9 +183,8 @@ def test_a_conv_wrapped_in_a_module_of_another_file_is_read_as_the_conv_it_runs(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     train = "from blocks import FPN, Residual\n\nmodels = [FPN(64, 128), Residual(64, 128)]\n"
-    write_project(tmp_path, {"layers.py": WRAPPERS, "blocks.py": BLOCKS, "train.py": train})
-    main(["lint", str(tmp_path), "--select", "TP401", "--format", "json"])
-    found = json.loads(capsys.readouterr().out)
+    files = {"layers.py": WRAPPERS, "blocks.py": BLOCKS, "train.py": train}
+    found = project_findings(tmp_path, files, "TP401", capsys)
     got = sorted((Path(f["path"]).name, f["line"], f["fix"]) for f in found)
     # the padded conv with its default bias (line 11) and the pointwise conv (line 29): no fix
     # at the call, the bias is set where the wrapper builds its conv; not the conv built without
@@ -289,17 +281,13 @@ class CustomDataParallel(nn.DataParallel):
 def test_a_loss_module_a_wrapping_model_runs_each_step_is_read_as_step_code(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    write_project(
-        tmp_path,
-        {
-            "loss.py": FOCAL_LOSS,
-            "train.py": WITH_LOSS,
-            "model.py": DETECTOR,
-            "utils.py": PARALLEL,
-        },
-    )
-    main(["lint", str(tmp_path), "--select", "TP203", "--format", "json"])
-    found = json.loads(capsys.readouterr().out)
+    files = {
+        "loss.py": FOCAL_LOSS,
+        "train.py": WITH_LOSS,
+        "model.py": DETECTOR,
+        "utils.py": PARALLEL,
+    }
+    found = project_findings(tmp_path, files, "TP203", capsys)
     got = sorted((Path(f["path"]).name, f["line"]) for f in found)
     # the annotations kept (line 12) and the positive anchors' regressions (line 14)
     assert got == [("loss.py", 12), ("loss.py", 14)]
@@ -411,16 +399,15 @@ def evaluate(model_train, gen):
 """
 
 
-@pytest.mark.parametrize(("helper", "reported"), [("fit_one_epoch", True), ("evaluate", False)])
+# the script handing the model to ``evaluate(model_train, gen)`` instead
+DP_EVALUATE = DP_TRAIN.replace("fit_one_epoch", "evaluate").replace("optimizer, epoch, gen", "gen")
+
+
+@pytest.mark.parametrize(("train", "reported"), [(DP_TRAIN, True), (DP_EVALUATE, False)])
 def test_data_parallel_handed_to_another_files_training_function_is_reported(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], helper: str, reported: bool
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], train: str, reported: bool
 ) -> None:
-    train = DP_TRAIN.replace("fit_one_epoch", helper).replace("optimizer, epoch, gen", "gen")
-    if reported:
-        train = DP_TRAIN
-    write_project(tmp_path, {"train.py": train, "utils_fit.py": DP_FIT})
-    main(["lint", str(tmp_path), "--select", "TP501", "--format", "json"])
-    found = json.loads(capsys.readouterr().out)
+    found = project_findings(tmp_path, {"train.py": train, "utils_fit.py": DP_FIT}, "TP501", capsys)
     got = [(Path(f["path"]).name, f["line"]) for f in found]
     assert got == ([("train.py", 7)] if reported else [])
 

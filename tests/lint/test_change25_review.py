@@ -9,9 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
-from lint_findings import write_project
-
-from torchpace.cli import main
+from lint_findings import project_findings
 
 CASES = json.loads((Path(__file__).parent / "fixtures" / "change25_review.json").read_text())
 
@@ -52,10 +50,5 @@ def test_the_reviewed_defects_stay_mended(
     case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     code, expected = EXPECTED[case]
-    write_project(tmp_path, CASES[case])
-    rc = main(
-        ["lint", str(tmp_path), "--select", code, "--format", "json", "--include-unreferenced"]
-    )
-    found = json.loads(capsys.readouterr().out)
-    assert rc in (0, 1)
+    found = project_findings(tmp_path, CASES[case], code, capsys, "--include-unreferenced")
     assert sorted((Path(f["path"]).name, f["line"]) for f in found) == expected

@@ -1248,19 +1248,11 @@ def _module_class(cls: ast.ClassDef, names: Resolver) -> bool:
     return any(dotted(b) not in (None, "object") or names.qualname(b) for b in cls.bases)
 
 
-def _binding_scopes(
-    tree: ast.Module, by_type: dict[type, list[Any]], targets: set[str]
-) -> dict[str, set[int]]:
+def _binding_scopes(tree: ast.Module, targets: set[str]) -> dict[str, set[int]]:
     """For each of ``targets``, the ``id`` of each function (or the module) that assigns it."""
     out: dict[str, set[int]] = {t: set() for t in targets}
-    scopes: list[ast.AST] = [
-        tree,
-        *by_type.get(ast.FunctionDef, ()),
-        *by_type.get(ast.AsyncFunctionDef, ()),
-    ]
-    for scope in scopes:
-        body = scope.body if isinstance(scope, (ast.Module, *NESTED_SCOPES)) else []
-        for node in walk(body):  # type: ignore[arg-type]
+    for scope in _scopes(tree):
+        for node in walk(scope.body):
             if isinstance(node, (ast.Assign, ast.AnnAssign)):
                 for target, _ in assignments([node]):
                     if target in out:
@@ -1334,7 +1326,7 @@ def _collect_bindings(facts: LoopFacts, tree: ast.Module, by_type: dict[type, li
     # ``model = ExportWrapper(model)`` beside a training function's ``model = Net()``).
     facts.instances = {t: next(iter(o)) for t, o in seen.items() if len(o) == 1 and "?" not in o}
     if holders:
-        scopes = _binding_scopes(tree, by_type, set(holders))
+        scopes = _binding_scopes(tree, set(holders))
         facts.instances |= {
             t: next(iter(h)) for t, h in holders.items() if len(h) == 1 and len(scopes[t]) == 1
         }
@@ -1972,8 +1964,7 @@ def analyse(
     facts.cadence_helpers = _cadence_helpers(facts, by_type)
     queue: list[Function] = []
     roots: list[tuple[list[ast.AST], Scope]] = []  # the step loops' bodies
-    inference_only = not entries and _inference_script(tree, by_type, names)
-    facts.inference_only = inference_only
+    facts.inference_only = not entries and _inference_script(tree, by_type, names)
     for scope in _scopes(tree):
         body = scope.body
         for node in walk(body):
@@ -1981,9 +1972,9 @@ def analyse(
                 continue
             facts.scope_of[id(node)] = scope
             if (
-                facts.is_step_loop(node, scope)
+                not facts.inference_only
+                and facts.is_step_loop(node, scope)
                 and not _smoke_test(node, tree, names)
-                and not inference_only
             ):
                 facts.step_loops.append(node)
                 header: list[ast.AST] = [node.test] if isinstance(node, ast.While) else []

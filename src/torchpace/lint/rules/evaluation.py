@@ -107,14 +107,13 @@ def called_models(ctx: FileContext, loop: Step) -> set[str]:
 def _turns_grad_off(ctx: FileContext, function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     """``function`` runs without autograd: a ``@torch.no_grad()`` (or ``inference_mode``)
     decorator, or a body whose every statement that calls anything is under such a ``with``."""
-    names = ctx.names
-    if any(disables_grad(names, d) for d in function.decorator_list):
+    if any(_disables_grad(ctx, d) for d in function.decorator_list):
         return True
     calling = [stmt for stmt in function.body if any(isinstance(n, ast.Call) for n in walk([stmt]))]
     return bool(calling) and all(
         (
             isinstance(stmt, (ast.With, ast.AsyncWith))
-            and any(disables_grad(names, i.context_expr) for i in stmt.items)
+            and any(_disables_grad(ctx, i.context_expr) for i in stmt.items)
         )
         or _only_mode_switch(stmt)
         for stmt in calling
