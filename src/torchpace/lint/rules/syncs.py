@@ -696,8 +696,15 @@ No fix: the logging cadence is the author's choice.
 
 # TP203 ------------------------------------------------------------------------------------------
 
-_DATA_DEPENDENT_FUNCTIONS = frozenset({"torch.nonzero", "torch.masked_select", "torch.argwhere"})
-_DATA_DEPENDENT_METHODS = frozenset({"nonzero", "masked_select", "argwhere"})
+# ``torch.unique`` too: its output's length is the number of distinct values, copied to the host
+# before the output is allocated (torch.cuda.set_sync_debug_mode reports it)
+_DATA_DEPENDENT_FUNCTIONS = frozenset(
+    {"torch.nonzero", "torch.masked_select", "torch.argwhere"}
+    | {"torch.unique", "torch.unique_consecutive"}
+)
+_DATA_DEPENDENT_METHODS = frozenset(
+    {"nonzero", "masked_select", "argwhere", "unique", "unique_consecutive"}
+)
 # Only a tensor has these methods (a NumPy array has ``nonzero()`` too, but not these):
 # FastSpeech 2's loss selects ``mel_predictions.masked_select(mel_masks.unsqueeze(-1))`` from
 # what its forward is handed.
@@ -767,18 +774,20 @@ def _check_data_dependent_shape(ctx: FileContext) -> Iterator[Report]:
         if isinstance(node, ast.Call):
             qual = ctx.names.qualname(node.func)
             if (
-                qual in _DATA_DEPENDENT_FUNCTIONS
-                or (qual == "torch.where" and len(node.args) == 1 and not node.keywords)
-                or (
-                    qual is None
-                    and isinstance(node.func, ast.Attribute)
-                    and node.func.attr in _DATA_DEPENDENT_METHODS
-                    and (
-                        node.func.attr in _TENSOR_ONLY_SELECTIONS
-                        or ctx.tensors(scope).is_tensor(node.func.value)
-                    )
-                    and not ctx.tensors(scope).is_host(node.func.value)
+                (
+                    qual in _DATA_DEPENDENT_FUNCTIONS
+                    or (qual == "torch.where" and len(node.args) == 1 and not node.keywords)
                 )
+                and not (node.args and ctx.tensors(scope).is_host(node.args[0]))
+            ) or (
+                qual is None
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in _DATA_DEPENDENT_METHODS
+                and (
+                    node.func.attr in _TENSOR_ONLY_SELECTIONS
+                    or ctx.tensors(scope).is_tensor(node.func.value)
+                )
+                and not ctx.tensors(scope).is_host(node.func.value)
             ):
                 yield Report(node)
         elif isinstance(node, ast.Subscript) and (
@@ -918,10 +927,11 @@ DATA_DEPENDENT_SHAPE_IN_LOOP = Rule(
     technique="avoid-syncs",
     doc=f"""\
 ## What it does
-Flags `nonzero()`, single-argument `torch.where`, `masked_select`, `argwhere` and indexing with
-a boolean mask (`x[x > 0]`, `x[mask]` where `mask` is a comparison, `edge_index[:, mask]`) inside
-a training loop. A comparison indexing a tensor is taken as a mask even where lint does not know
-what is compared (`pred.float()[batch.y == batch.y]`): a Python bool would index `pred[True]`.
+Flags `nonzero()`, single-argument `torch.where`, `masked_select`, `argwhere`, `torch.unique` (and
+`unique_consecutive`) and indexing with a boolean mask (`x[x > 0]`, `x[mask]` where `mask` is a
+comparison, `edge_index[:, mask]`) inside a training loop. A comparison indexing a tensor is taken
+as a mask even where lint does not know what is compared (`pred.float()[batch.y == batch.y]`): a
+Python bool would index `pred[True]`.
 In a method of a module class, what the method is given is taken as the batch's tensors
 (`edge_index[:, edge_type == i]` in a graph layer's `forward`), and so are slices of it; so
 is what another file's training step hands a function of this one (a loss function's
@@ -939,9 +949,9 @@ is computed from one such as `torch.arange(n) < k`): its count needs no wait for
 {SMALL_MODELS_DOC}
 
 ## Why is this slow
-The size of the result is only known once the device has computed the mask, so PyTorch copies
-the count to the host and waits before it can allocate the output. Under `torch.compile` the
-data-dependent shape also breaks the graph.
+The size of the result (the count of matches, or of distinct values) is only known once the
+device has computed it, so PyTorch copies the count to the host and waits before it can
+allocate the output. Under `torch.compile` the data-dependent shape also breaks the graph.
 
 ## Example
 ```python
