@@ -736,6 +736,7 @@ def _check_workers_not_persistent(ctx: FileContext) -> Iterator[Report]:
         for loop in ctx.of_type(ast.For, ast.AsyncFor)
         if id(loop) in ctx.loops.repeated
         for call in iterated_loader_calls(ctx, loop)
+        if not _one_dataset_a_pass(ctx, call, loop)
     ]
     # A file that runs on the CPU only, re-iterating the loader in its own loops: a CPU run,
     # where the guides' change is not for a GPU training run (issue 32's verdict rules; TP101
@@ -758,6 +759,26 @@ def _check_workers_not_persistent(ctx: FileContext) -> Iterator[Report]:
             and (is_const(persistent, False) or is_const(option_default(ctx, persistent), False))
         ):
             yield Report(call)  # also an option off by default (``store_true``)
+
+
+_LOOPS = (ast.For, ast.AsyncFor, ast.While)
+
+
+def _one_dataset_a_pass(ctx: FileContext, call: ast.Call, loop: ast.AST) -> bool:
+    """The loop that repeats ``loop`` builds the loader anew on each pass, over a dataset of
+    that pass's own item (``for split in datasets: loader = DataLoader(raw[split], ...)``, then
+    ``for batch in loader:`` once, parler-tts' pre-encoding of each split): every loader is
+    iterated once, so there are no workers to keep between its epochs."""
+    outer = next((a for a in ctx.ancestors(loop) if isinstance(a, _LOOPS)), None)
+    if not isinstance(outer, (ast.For, ast.AsyncFor)):
+        return False
+    if not any(a is outer for a in ctx.ancestors(call)):
+        return False  # built before the loop: the same loader each pass
+    items = {n.id for n in subtree(outer.target) if isinstance(n, ast.Name)}
+    dataset = argument(call, "dataset", 0)
+    return dataset is not None and any(
+        isinstance(n, ast.Name) and n.id in items for n in subtree(dataset)
+    )
 
 
 def _dataset_changed_beside(ctx: FileContext, call: ast.Call) -> bool:
@@ -836,7 +857,10 @@ Ignite training engine runs for several epochs (`trainer.run(train_loader, max_e
 loop that uses the loader changes (`train_loader.dataset.epoch_now = epoch`,
 `train_set.set_epoch(epoch)`):
 workers hold their own copy of the dataset, so only workers started again see the change, and
-persistent ones would keep training on the stale one. The count is a literal,
+persistent ones would keep training on the stale one. Nor a loader built anew on each pass of
+the loop that repeats it, over a dataset of that pass's item (`for split in datasets: loader =
+DataLoader(raw[split], ...)`, then `for batch in loader:`): each loader is iterated once. The
+count is a literal,
 the default of an option or config field declared in the same file, or an option defined
 elsewhere. An option this file declares with the default 0, or a parameter of the function
 that builds the loader whose default is 0 (`def create_dataloader(..., num_workers=0)`), is
