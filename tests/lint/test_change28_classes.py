@@ -46,3 +46,67 @@ def test_a_loader_of_each_pass_iterated_by_an_inner_epoch_loop_is_still_reported
         .replace("        opt.step", "          opt.step")
     )
     assert findings(inner, "TP104") == [("TP104", 9)]
+
+
+# deep-text-recognition-benchmark's attention decoder: its forward builds its hidden state and
+# output buffers with the legacy typed constructors, given sizes, then copies them to the
+# device, every step. Given more than one argument a typed constructor takes sizes (only the
+# one-argument form takes data), so it is what torch.zeros(..., device=) makes on the device.
+DECODER = """
+import torch
+import torch.nn as nn
+device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+class Attention(nn.Module):
+    def __init__(self, hidden_size):
+        super().__init__()
+        self.hidden_size = hidden_size
+        self.cell = nn.LSTMCell(hidden_size, hidden_size)
+
+    def forward(self, batch_H, obs, steps=26):
+        b = batch_H.size(0)
+        hidden = (torch.FloatTensor(b, self.hidden_size).fill_(0).to(device),
+                  torch.FloatTensor(b, self.hidden_size).fill_(0).to(device))
+        out = torch.FloatTensor(b, steps, self.hidden_size).to(device)
+        seen = torch.FloatTensor(obs).to(device)
+        return self.cell(batch_H[:, 0], hidden), out, seen
+"""
+
+
+def test_a_typed_constructor_given_sizes_then_moved_is_reported() -> None:
+    # the three built from sizes (lines 15, 16, 17); not the one given the host's data (18)
+    assert findings(DECODER, "TP207") == [("TP207", 15), ("TP207", 16), ("TP207", 17)]
+
+
+# MAE's all_reduce_mean(x), copied into DeiT, ConvNeXt and LLaMA-Adapter's engines: x is the
+# Python float the step read with .item(); the value reaches the device by a copy however the
+# tensor is made.
+REDUCE = """
+import torch
+import torch.distributed as dist
+
+
+def all_reduce_mean(x):
+    world_size = dist.get_world_size()
+    if world_size > 1:
+        x_reduce = torch.tensor(x).cuda()
+        dist.all_reduce(x_reduce)
+        x_reduce /= world_size
+        return x_reduce.item()
+    return x
+
+
+def train_one_epoch(model, loader, optimizer, device):
+    for samples, targets in loader:
+        loss = model(samples.to(device), targets.to(device))
+        loss.backward()
+        optimizer.step()
+        loss_value_reduce = all_reduce_mean(loss.item())
+        zero = torch.tensor(0.0).cuda()
+"""
+
+
+def test_a_tensor_of_what_the_caller_hands_in_is_not_reported() -> None:
+    # the scalar the step builds itself (line 22) is; the caller's value (line 9) is not
+    assert findings(REDUCE, "TP207") == [("TP207", 22)]

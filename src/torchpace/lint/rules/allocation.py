@@ -185,21 +185,46 @@ def _host_factory(ctx: FileContext, node: ast.expr) -> ast.Call | None:
     if not isinstance(node, ast.Call):
         return None
     name = ctx.names.qualname(node.func)
-    if name in LEGACY_HOST_TYPES and node.args and all(map(_made_from_nothing, node.args)):
+    if name in LEGACY_HOST_TYPES and node.args and _sizes_or_nothing(node):
         return node  # ``torch.LongTensor(range(n))``: what ``torch.arange(n, device=)`` makes
     if name not in _FACTORIES or has_star_args(node) or keyword(node, "device") is not None:
         return None
-    if name == "torch.as_tensor" and _handed_in(ctx, node):
+    if name in _DATA_FACTORIES and _handed_in(ctx, node):
         return None
     return node
 
 
+# Factories given the data they hold.
+_DATA_FACTORIES = frozenset({"torch.as_tensor", "torch.tensor"})
+
+
 def _handed_in(ctx: FileContext, call: ast.Call) -> bool:
-    """``torch.as_tensor(x)`` of a parameter of the function: what a caller hands may already be
-    a tensor on the device, which ``as_tensor`` returns as it is (EDM's ``round_sigma(sigma)``),
-    so nothing is known to be built on the host."""
+    """``torch.as_tensor(x)`` or ``torch.tensor(x)`` of a parameter of the function: what a
+    caller hands may already be a tensor on the device, which ``as_tensor`` returns as it is
+    (EDM's ``round_sigma(sigma)``), or it is the caller's host data (a Python float read with
+    ``.item()``, MAE's ``all_reduce_mean(loss_value)``), which reaches the device by a copy
+    however the tensor is made; nothing the function could build on the device instead."""
     data = argument(call, "data", 0)
-    return isinstance(data, ast.Name) and data.id in parameter_names(ctx.enclosing_scope(call))
+    scope = ctx.enclosing_scope(call)
+    if not (isinstance(data, ast.Name) and data.id in parameter_names(scope)):
+        return False
+    # built in a loop of the function from what the function was given: the same data each
+    # pass (demucs' source weights), made once before the loop instead
+    for ancestor in ctx.ancestors(call):
+        if ancestor is scope:
+            return True
+        if isinstance(ancestor, (ast.For, ast.AsyncFor, ast.While)):
+            return False
+    return True
+
+
+def _sizes_or_nothing(call: ast.Call) -> bool:
+    """A legacy typed constructor given no data: sizes (``torch.FloatTensor(batch, steps,
+    hidden)``: given more than one argument, each is a size, as only the one-argument form takes
+    data) or arguments that hold none (:func:`_made_from_nothing`)."""
+    if len(call.args) > 1 and not call.keywords:
+        return not any(isinstance(a, ast.Starred) for a in call.args)
+    return all(map(_made_from_nothing, call.args))
 
 
 def _made_from_nothing(node: ast.expr) -> bool:
@@ -475,7 +500,13 @@ def _check_host_created_then_moved(ctx: FileContext) -> Iterator[Report]:
         if (
             direct
             and isinstance(factory, ast.Call)
-            and (has_star_args(factory) or keyword(factory, "device") is not None)
+            and (
+                has_star_args(factory)
+                or keyword(factory, "device") is not None
+                or (
+                    ctx.names.qualname(factory.func) in _DATA_FACTORIES and _handed_in(ctx, factory)
+                )
+            )
         ):
             continue
         if not direct:
@@ -586,11 +617,16 @@ name bound only to them: `r = torch.arange(n).long()`, then `m = r.unsqueeze(0).
 it so (`prepare_img_ids(b, h, w).to(device)`), also filled on the host under a name bound only
 to it (`mask = torch.BoolTensor(x.size()).fill_(0)`, then `mask = mask.cuda()`; a graph layer's
 `a = torch.zeros(n, 2)`, `a[:, 0] = 4`, then `a = a.to(e.device).to(e.dtype)`). A legacy typed
-constructor counts where it is given no data, only a `range`, sizes (also another tensor's,
-`x.size()`, `x.shape`) or a literal list of numbers (`torch.LongTensor(range(n)).to(device)`, what
-`torch.arange(n, device=device)` makes); given host data (a NumPy array, an observation), it is a
-copy either way. `torch.as_tensor(x)` of a parameter of the function is not one: what the
-caller hands may already be a tensor on the device, which `as_tensor` returns as it is.
+constructor counts where it is given no data, only a `range`, sizes (several of them,
+`torch.FloatTensor(batch, steps, hidden)`, as only the one-argument form takes data; also another
+tensor's, `x.size()`, `x.shape`) or a literal list of numbers
+(`torch.LongTensor(range(n)).to(device)`, what `torch.arange(n, device=device)` makes); given host
+data (a NumPy array, an observation), it is a copy either way. `torch.as_tensor(x)` or
+`torch.tensor(x)` of a parameter of the function is not one: what the caller hands may already be a
+tensor on the device, which `as_tensor` returns as it is, or host data (a Python float read with
+`.item()`, MAE's `all_reduce_mean(loss_value)`) that reaches the device by a copy however the tensor
+is made, where the function builds it once a call (in a loop of the function, the same data each
+pass, it is reported: build it before the loop).
 Also numpy data copied into a legacy CUDA tensor type
 (`torch.cuda.FloatTensor(np.random.normal(...))`, or a name bound to such a type), and a
 factory's tensor copied into a tensor the function moved to a device or made there
