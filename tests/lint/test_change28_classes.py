@@ -110,3 +110,124 @@ def train_one_epoch(model, loader, optimizer, device):
 def test_a_tensor_of_what_the_caller_hands_in_is_not_reported() -> None:
     # the scalar the step builds itself (line 22) is; the caller's value (line 9) is not
     assert findings(REDUCE, "TP207") == [("TP207", 22)]
+
+
+# change-29. The tutorials' learning-rate finder (bentrevett's LRFinder.range_test): a short
+# sweep, once, before the training run, that reads the loss each step to smooth it and to stop
+# where it diverges. The notebook's training loop comes after it.
+LR_FINDER = """
+import torch
+
+device = torch.device("cuda")
+model = AlexNet().to(device)
+optimizer = torch.optim.Adam(model.parameters(), lr=1e-7)
+
+
+class LRFinder:
+    def __init__(self, model, optimizer, device):
+        self.model, self.optimizer, self.device = model, optimizer, device
+
+    def range_test(self, iterator, end_lr=10, num_iter=100):
+        for iteration in range(num_iter):
+            loss = self._train_batch(iterator)
+            if loss > 5 * best_loss:
+                break
+
+    def _train_batch(self, iterator):
+        x, y = iterator.get_batch()
+        loss = criterion(self.model(x.to(self.device)), y.to(self.device))
+        loss.backward()
+        self.optimizer.step()
+        return loss.item()
+
+
+lr_finder = LRFinder(model, optimizer, device)
+lr_finder.range_test(train_iterator)
+for x, y in train_iterator:
+    loss = criterion(model(x.to(device)), y.to(device))
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    epoch_loss += loss.item()
+"""
+
+
+def test_a_learning_rate_finders_sweep_is_not_the_training_run() -> None:
+    # the float32 finding is placed at the training loop (line 29), not the sweep's (line 14);
+    # the sweep's read of the loss (line 24) is left alone, the training loop's (34) is not
+    found = [f for f in findings(LR_FINDER) if f[0] in ("TP201", "TP302")]
+    assert found == [("TP302", 29), ("TP201", 34)]
+
+
+# MAPPO's HATRPO update: a conjugate-gradient loop and a backtracking line search inside the
+# step, each ending on a value the host must read to know when to stop.
+TRPO = """
+import torch
+
+device = torch.device("cuda")
+policy = Policy().to(device)
+optimizer = torch.optim.Adam(policy.parameters())
+
+
+def conjugate_gradient(Avp, b, nsteps, residual_tol=1e-10):
+    x = torch.zeros(b.size(), device=b.device)
+    r, p = b.clone(), b.clone()
+    rdotr = torch.dot(r, r)
+    for i in range(nsteps):
+        _Avp = Avp(p)
+        alpha = rdotr / torch.dot(p, _Avp)
+        x += alpha * p
+        r -= alpha * _Avp
+        new_rdotr = torch.dot(r, r)
+        p = r + new_rdotr / rdotr * p
+        rdotr = new_rdotr
+        if rdotr < residual_tol:
+            break
+    return x
+
+
+for sample in buffer:
+    loss = policy.surrogate(sample.to(device))
+    step = conjugate_gradient(policy.fvp, loss, 10)
+    accepted = False
+    for fraction in 0.5 ** torch.arange(10):
+        kl = policy.apply_step(step * fraction)
+        if kl < max_kl:
+            accepted = True
+            break
+    if loss > 100:
+        print("large loss")
+    loss.backward()
+    optimizer.step()
+"""
+
+
+def test_a_branch_that_ends_a_loop_inside_the_step_is_left_alone() -> None:
+    # the conjugate gradient's stop (line 21) and the line search's acceptance (line 32) decide
+    # when a loop inside the step ends; the training loop's own branch on the loss (35) is read
+    assert findings(TRPO, "TP204") == [("TP204", 35)]
+
+
+# kospeech's trainer: the lengths its collate function returns, a Python list, made a tensor and
+# moved each step; the data is new each step and reaches the device by a copy however it is made.
+LENGTHS = """
+import torch
+
+device = torch.device("cuda")
+model = Model().to(device)
+optimizer = torch.optim.Adam(model.parameters())
+scale = [1.0, 0.5]
+for batch in loader:
+    inputs, targets, input_lengths, target_lengths = batch
+    target_lengths = torch.as_tensor(target_lengths).to(device)
+    weights = torch.tensor(scale).to(device)
+    loss = model(inputs.to(device), targets.to(device), target_lengths).sum() * weights.sum()
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+"""
+
+
+def test_a_tensor_of_each_batchs_host_data_is_not_reported() -> None:
+    # the batch's lengths (line 10) are not; the same list every step (line 11) is
+    assert findings(LENGTHS, "TP207") == [("TP207", 11)]

@@ -123,6 +123,15 @@ def test_benchmarks_are_skipped_but_a_named_one_is_linted(tmp_path: Path) -> Non
     assert discover(["pycls/core/benchmark.py"]) == ["pycls/core/benchmark.py"]  # named: linted
 
 
+def test_learning_rate_finders_are_skipped(tmp_path: Path) -> None:
+    # pytorch-cifar100's lr_finder.py: a short sweep run once to pick a rate before the training
+    # run (issue 32, change-29: its 4 findings judged negligible); the training script is linted
+    _tree(tmp_path, "train.py", "lr_finder.py", "tools/torch_lr_finder_v2.py", "finder.py")
+    skipped: list[str] = []
+    assert discover(["."], skipped=skipped) == ["finder.py", "train.py"]
+    assert sorted(skipped) == ["lr_finder.py", "tools/torch_lr_finder_v2.py"]
+
+
 def test_gitignore_files_nested_with_negation(tmp_path: Path) -> None:
     _tree(
         tmp_path,

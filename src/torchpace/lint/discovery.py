@@ -53,7 +53,9 @@ DEFAULT_EXCLUDES = frozenset(
 # folders: nothing imports them; issue 32, five false findings), and benchmarks: code written to
 # time a setting on purpose (a float32 baseline beside its AMP twin, a timing loop that
 # synchronizes), which the lint corpus's verdict rules call wrong in context (issue 32: 9 of 13
-# findings in `benchmarks/` folders and `benchmark*.py` files false). Gitignore patterns,
+# findings in `benchmarks/` folders and `benchmark*.py` files false), and learning-rate finders,
+# a short sweep run once to pick a rate before the training run (pytorch-cifar100's
+# `lr_finder.py`: its 4 findings judged negligible). Gitignore patterns,
 # relative to each directory named on the command line.
 NOT_TRAINING_CODE = (
     "tests/",
@@ -67,6 +69,7 @@ NOT_TRAINING_CODE = (
     "benchmarks/",
     "benchmark/",
     "benchmark*.py",
+    "*lr_finder*.py",
     "log/",
     "logs/",
     "wandb/",

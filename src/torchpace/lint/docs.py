@@ -43,7 +43,8 @@ extend-exclude = ["scratch/"]
 `tests/`, `test/`, `testing/`, `test_utils/`, `test_*.py`, `*_test.py`, `conftest.py` and
 `bug_report*` are skipped (and said on stderr), since their loops are not training loops; so
 are `benchmarks/`, `benchmark/` and `benchmark*.py`, code that times a setting on purpose (a
-float32 baseline beside its AMP twin, a timing loop that synchronizes), and `log/`, `logs/`
+float32 baseline beside its AMP twin, a timing loop that synchronizes), learning-rate finders
+(`*lr_finder*.py`, a short sweep run once to pick a rate), and `log/`, `logs/`
 and `wandb/`, where runs leave copies of the code that nothing imports. `exclude` (gitignore
 patterns, relative to each directory named on the command line) replaces that list and
 `extend-exclude` adds to it; `--exclude` and `--extend-exclude` do the same from the command

@@ -1929,6 +1929,24 @@ def _smoke_test(loop: ast.AST, tree: ast.Module, names: Resolver) -> bool:
     return random
 
 
+# A learning-rate finder: a class named for one (``LRFinder``, ``FindLR``), or its method.
+_LR_FINDER = re.compile(r"l(earning_?)?r_?finder|find_?lr", re.IGNORECASE)
+_LR_SWEEPS = frozenset({"range_test", "find_lr", "lr_find"})
+
+
+def _lr_sweep(facts: LoopFacts, scope: Scope) -> bool:
+    """``scope`` is a learning-rate finder's sweep (a method of a class named for one, or a
+    function named ``range_test``, ``find_lr`` or ``lr_find``): a short run, once, before the
+    training run, that reads the loss at every step to smooth it and to stop where it diverges
+    (the tutorials' ``LRFinder.range_test``), not the training run whose steps it times."""
+    if isinstance(scope, ast.Module):
+        return False
+    if scope.name in _LR_SWEEPS:
+        return True
+    owner = facts._class_of(scope)
+    return owner is not None and bool(_LR_FINDER.search(owner))
+
+
 # An entry (:mod:`.project`) for a function (or a class, whose ``__init__`` runs) of this file
 # that another file's module forward calls, or the step code of a file linted with entries
 # (FastSpeech 2's ``get_mask_from_lengths`` of ``utils/tools.py``, called by its variance
@@ -1975,6 +1993,7 @@ def analyse(
                 not facts.inference_only
                 and facts.is_step_loop(node, scope)
                 and not _smoke_test(node, tree, names)
+                and not _lr_sweep(facts, scope)
             ):
                 facts.step_loops.append(node)
                 header: list[ast.AST] = [node.test] if isinstance(node, ast.While) else []

@@ -199,23 +199,42 @@ _DATA_FACTORIES = frozenset({"torch.as_tensor", "torch.tensor"})
 
 
 def _handed_in(ctx: FileContext, call: ast.Call) -> bool:
-    """``torch.as_tensor(x)`` or ``torch.tensor(x)`` of a parameter of the function: what a
-    caller hands may already be a tensor on the device, which ``as_tensor`` returns as it is
-    (EDM's ``round_sigma(sigma)``), or it is the caller's host data (a Python float read with
-    ``.item()``, MAE's ``all_reduce_mean(loss_value)``), which reaches the device by a copy
-    however the tensor is made; nothing the function could build on the device instead."""
+    """``torch.as_tensor(x)`` or ``torch.tensor(x)`` of data that changes with each call or
+    pass: a parameter of the function built once a call, or a name bound anew in the loop
+    around it (a batch's lengths, ``inputs, targets, lengths = batch``). What a caller hands
+    may already be a tensor on the device, which ``as_tensor`` returns as it is (EDM's
+    ``round_sigma(sigma)``); otherwise it is host data (a Python float read with ``.item()``,
+    MAE's ``all_reduce_mean(loss_value)``; the list of lengths a collate function returns),
+    which reaches the device by a copy however the tensor is made. The same data each pass (a
+    parameter read in a loop of the function, demucs' source weights) is made once instead."""
     data = argument(call, "data", 0)
-    scope = ctx.enclosing_scope(call)
-    if not (isinstance(data, ast.Name) and data.id in parameter_names(scope)):
+    if not isinstance(data, ast.Name):
         return False
-    # built in a loop of the function from what the function was given: the same data each
-    # pass (demucs' source weights), made once before the loop instead
-    for ancestor in ctx.ancestors(call):
-        if ancestor is scope:
-            return True
-        if isinstance(ancestor, (ast.For, ast.AsyncFor, ast.While)):
-            return False
-    return True
+    scope = ctx.enclosing_scope(call)
+    loop = next(
+        (
+            a
+            for a in ctx.ancestors(call)
+            if isinstance(a, (ast.For, ast.AsyncFor, ast.While)) or a is scope
+        ),
+        None,
+    )
+    if loop is scope or loop is None:
+        return data.id in parameter_names(scope)
+    targets = [
+        t
+        for n in subtree(loop)
+        for t in (
+            [n.target]
+            if isinstance(n, (ast.For, ast.AsyncFor))
+            else n.targets
+            if isinstance(n, ast.Assign)
+            else []
+        )
+    ]
+    return any(
+        isinstance(name, ast.Name) and name.id == data.id for t in targets for name in subtree(t)
+    )
 
 
 def _sizes_or_nothing(call: ast.Call) -> bool:
@@ -622,11 +641,13 @@ constructor counts where it is given no data, only a `range`, sizes (several of 
 tensor's, `x.size()`, `x.shape`) or a literal list of numbers
 (`torch.LongTensor(range(n)).to(device)`, what `torch.arange(n, device=device)` makes); given host
 data (a NumPy array, an observation), it is a copy either way. `torch.as_tensor(x)` or
-`torch.tensor(x)` of a parameter of the function is not one: what the caller hands may already be a
-tensor on the device, which `as_tensor` returns as it is, or host data (a Python float read with
-`.item()`, MAE's `all_reduce_mean(loss_value)`) that reaches the device by a copy however the tensor
-is made, where the function builds it once a call (in a loop of the function, the same data each
-pass, it is reported: build it before the loop).
+`torch.tensor(x)` of data that changes with each call or pass is not one either: a parameter of the
+function built once a call, or a name the loop around it binds anew (`inputs, targets, lengths =
+batch`, then `torch.as_tensor(lengths).to(device)`). What the caller hands may already be a tensor
+on the device, which `as_tensor` returns as it is; otherwise it is host data (a Python float read
+with `.item()`, MAE's `all_reduce_mean(loss_value)`; the lengths a collate function returns) that
+reaches the device by a copy however the tensor is made. The same data each pass (a parameter read
+in a loop of the function) is reported: build it before the loop.
 Also numpy data copied into a legacy CUDA tensor type
 (`torch.cuda.FloatTensor(np.random.normal(...))`, or a name bound to such a type), and a
 factory's tensor copied into a tensor the function moved to a device or made there

@@ -297,7 +297,8 @@ def _tests_of(ctx: FileContext, node: ast.expr) -> list[ast.AST]:
 
 def _ends_inner_loop(ctx: FileContext, node: ast.expr) -> bool:
     """``node`` is read in the test of an ``if`` whose body only leaves a loop nested in the
-    step (greedy decoding, ``if decoder_input.item() == EOS_token: break``): the value decides
+    step, also after noting a flag (greedy decoding, ``if decoder_input.item() == EOS_token:
+    break``; a line search's ``if kl < limit: accepted = True; break``): the value decides
     how many times that loop runs, which the host must know. The step loop's own ``break`` on
     a value (``if loss.item() < tol: break``) is not one."""
     tests = _tests_of(ctx, node)
@@ -305,12 +306,22 @@ def _ends_inner_loop(ctx: FileContext, node: ast.expr) -> bool:
     if not (
         isinstance(branch, ast.If)
         and not branch.orelse
-        and len(branch.body) == 1
-        and isinstance(branch.body[0], ast.Break)
+        and isinstance(branch.body[-1], ast.Break)
+        and all(_notes_a_flag(s) for s in branch.body[:-1])
     ):
         return False
     loop = next((a for a in ctx.ancestors(branch) if isinstance(a, LOOPS)), None)
     return loop is not None and all(loop is not s for s in ctx.loops.step_loops)
+
+
+def _notes_a_flag(stmt: ast.stmt) -> bool:
+    """``flag = True``, ``accepted = step``: a name set to a constant or another name, before a
+    ``break`` (a line search noting that it accepted a step)."""
+    return (
+        isinstance(stmt, ast.Assign)
+        and all(isinstance(t, ast.Name) for t in stmt.targets)
+        and isinstance(stmt.value, (ast.Constant, ast.Name))
+    )
 
 
 def _agreed_decision(ctx: FileContext, node: ast.expr) -> bool:
@@ -520,10 +531,11 @@ every environment step by design, and the step's time is the environment's. A lo
 function stepping the environment in its own loop (a rollout) is not one: its reads are per update.
 Nor a stop flag the ranks agree on: a tensor the loop hands to `dist.all_reduce` or `dist.broadcast`
 and then reads to decide a branch (`if stop.item():`), which every rank needs. Nor a read that
-decides when a loop inside the step ends, an `if` whose body is only `break` (greedy decoding, `if
-decoder_input.item() == EOS_token: break`): the host must know how many times to run it. A read that
-breaks the training loop itself is still reported. Nor the reads of a training loop that calls, on
-every step, an evaluation function of the file that reads a value to the host (`acc =
+decides when a loop inside the step ends, an `if` whose body is only `break`, or notes a flag
+then breaks (greedy decoding, `if decoder_input.item() == EOS_token: break`; a line search's `if
+kl.item() < limit: accepted = True; break`): the host must know how many times to run it. A read
+that breaks the training loop itself is still reported. Nor the reads of a training loop that calls,
+on every step, an evaluation function of the file that reads a value to the host (`acc =
 evaluate(model)` returning `correct.item()`, one step an epoch in full-graph training): the step
 waits there anyway. Nor the reads of a training step that, after its optimizer step, switches a
 model to eval mode and reads a value on every step (pyGAT's and pygcn's `train(epoch)`: one
@@ -996,8 +1008,9 @@ def _check_tensor_branch(ctx: FileContext) -> Iterator[Report]:
             for operand in _tensor_operands(node.test, ctx.tensors(scope)):
                 if id(operand) not in ctx.loops.hot:
                     continue  # behind ``step % n == 0 and ...``
-                if not _agreed_decision(ctx, operand):
-                    yield Report(operand)
+                if _agreed_decision(ctx, operand) or _ends_inner_loop(ctx, operand):
+                    continue  # the loop needs the value to decide (TP201 leaves these too)
+                yield Report(operand)
 
 
 TENSOR_BRANCH_IN_LOOP = Rule(
@@ -1010,7 +1023,10 @@ TENSOR_BRANCH_IN_LOOP = Rule(
 Flags `if`, `while`, conditional expressions and `assert` whose condition is a tensor, such as
 `if loss > 10:` or `if torch.isnan(loss).any():`, inside a training loop; also a branch on each
 element of a device tensor the loop iterates (`for d in done: if d:`), one wait per element. Not
-a stop flag the ranks agree on (a tensor the loop all-reduces or broadcasts, then branches on).
+a stop flag the ranks agree on (a tensor the loop all-reduces or broadcasts, then branches on),
+nor an `if` that only leaves a loop nested in the step (a conjugate-gradient loop's `if rdotr <
+tol: break`, a line search's `if kl < limit: accepted = True; break`): the host must know when
+that loop ends.
 
 {SMALL_MODELS_DOC}
 
