@@ -4,7 +4,11 @@ before the change, and the controls hold on both."""
 
 from __future__ import annotations
 
+import textwrap
+
 from lint_findings import findings
+
+from torchpace.lint import RULES, FileResult, lint_source
 
 # parler-tts' training script encodes each split's audio into codec tokens before training:
 # one loader a split, over that split's dataset, iterated once. Persistent workers would keep
@@ -231,3 +235,65 @@ for batch in loader:
 def test_a_tensor_of_each_batchs_host_data_is_not_reported() -> None:
     # the batch's lengths (line 10) are not; the same list every step (line 11) is
     assert findings(LENGTHS, "TP207") == [("TP207", 11)]
+
+
+# change-29: VGG's layer lists. torchvision's make_layers binds the conv to a name and adds it
+# with its BatchNorm in one list (`layers += [conv2d, nn.BatchNorm2d(v), ...]`);
+# pytorch-cifar100's adds the conv, then the BatchNorm under `if batch_norm:`. Both build the
+# `*_bn` models with the conv's bias cancelled by the norm.
+VGG = """
+import torch.nn as nn
+
+
+def make_layers(cfg, batch_norm=False):
+    layers = []
+    in_channels = 3
+    for v in cfg:
+        if v == "M":
+            layers += [nn.MaxPool2d(kernel_size=2, stride=2)]
+        else:
+            conv2d = nn.Conv2d(in_channels, v, kernel_size=3, padding=1)
+            if batch_norm:
+                layers += [conv2d, nn.BatchNorm2d(v), nn.ReLU(inplace=True)]
+            else:
+                layers += [conv2d, nn.ReLU(inplace=True)]
+            in_channels = v
+    return nn.Sequential(*layers)
+
+
+def make_layers_cifar(cfg, batch_norm=False):
+    layers = []
+    input_channel = 3
+    for l in cfg:
+        if l == "M":
+            layers += [nn.MaxPool2d(kernel_size=2, stride=2)]
+            continue
+        layers += [nn.Conv2d(input_channel, l, kernel_size=3, padding=1)]
+        if batch_norm:
+            layers += [nn.BatchNorm2d(l)]
+        layers += [nn.ReLU(inplace=True)]
+        layers.extend([nn.Conv2d(l, l, 1, bias=False), nn.BatchNorm2d(l)])
+        input_channel = l
+    return nn.Sequential(*layers)
+
+
+def make_head(cfg):
+    layers = []
+    conv = nn.Conv2d(512, 512, 3)
+    conv = nn.utils.spectral_norm(conv)
+    layers += [conv, nn.BatchNorm2d(512)]
+    return nn.Sequential(*layers)
+
+
+features = nn.Sequential(make_layers([64, "M"], True), make_layers_cifar([64, "M"], True))
+"""
+
+
+def test_a_vgg_layer_list_with_its_batchnorm_is_read() -> None:
+    # the named conv (line 12) and the conv followed by a BatchNorm under `if batch_norm:`
+    # (line 28); not a conv built without a bias (line 32), nor a name bound twice (line 39)
+    assert findings(VGG, "TP401") == [("TP401", 12), ("TP401", 28)]
+    # no `bias=False` fix: the same line builds the convs of the models without BatchNorm too
+    result = lint_source("vgg.py", textwrap.dedent(VGG).encode(), RULES)
+    assert isinstance(result, FileResult)
+    assert [f.fix for f in result.findings if f.code == "TP401"] == [None, None]

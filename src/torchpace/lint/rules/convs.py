@@ -678,6 +678,14 @@ def _conv_bias_fix(call: ast.Call) -> tuple[bool, Fix | None]:
 
 _BUILTINS = frozenset(dir(builtins))
 _INNER = "_tp_conv"  # on a wrapper's call: the conv it builds, as this call builds it
+# On a conv whose norm only an option adds (``if batch_norm:``, ``if not first_block:``): the
+# same line builds convs with no norm after them, so ``bias=False`` is no fix for those.
+_OPTIONAL = "_tp_optional_norm"
+
+
+def _optional(conv: ast.Call) -> ast.Call:
+    conv.__dict__[_OPTIONAL] = True
+    return conv
 
 
 def _wrapped_convs(ctx: FileContext, names: dict[int, str | None]) -> None:
@@ -857,17 +865,28 @@ def _pairs_in(items: list[ast.expr], names: dict[int, str | None]) -> Iterator[a
             yield conv
 
 
-def _appended(stmt: ast.stmt) -> tuple[str, ast.expr] | None:
-    """``layers.append(x)`` → ("layers", x)."""
+def _appended(stmt: ast.stmt) -> tuple[str, list[ast.expr]] | None:
+    """What a statement adds to the end of a list: ``layers.append(x)`` → ("layers", [x]),
+    ``layers += [a, b]`` and ``layers.extend([a, b])`` → ("layers", [a, b]); and an ``if``
+    with no ``else`` whose body starts by adding to a list (``if batch_norm: layers +=
+    [nn.BatchNorm2d(c)]``, pytorch-cifar100's VGG), what that adds when the option is on."""
+    if isinstance(stmt, ast.If) and not stmt.orelse and stmt.body:
+        return _appended(stmt.body[0])
+    if isinstance(stmt, ast.AugAssign) and isinstance(stmt.op, ast.Add):
+        owner = _name_of(stmt.target)
+        if owner is not None and isinstance(stmt.value, ast.List) and stmt.value.elts:
+            return owner, list(stmt.value.elts)
+        return None
     call = stmt.value if isinstance(stmt, ast.Expr) else None
-    if (
-        isinstance(call, ast.Call)
-        and isinstance(call.func, ast.Attribute)
-        and call.func.attr == "append"
-        and len(call.args) == 1
-    ):
-        owner = _name_of(call.func.value)
-        return (owner, call.args[0]) if owner is not None else None
+    if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)):
+        return None
+    owner = _name_of(call.func.value)
+    if owner is None or len(call.args) != 1:
+        return None
+    if call.func.attr == "append":
+        return owner, [call.args[0]]
+    if call.func.attr == "extend" and isinstance(call.args[0], ast.List) and call.args[0].elts:
+        return owner, list(call.args[0].elts)
     return None
 
 
@@ -887,17 +906,45 @@ def _sequential_pairs(ctx: FileContext, names: dict[int, str | None]) -> Iterato
         if not any(isinstance(a, ast.Starred) for a in call.args):
             continue
         scope = ctx.enclosing_scope(call)
+        built = _built_once(scope)
         for node in subtree(scope):
             if isinstance(node, ast.List):
                 yield from _pairs_in(node.elts, names)
+                # ``conv2d = nn.Conv2d(...)``, then ``layers += [conv2d, nn.BatchNorm2d(v),
+                # ...]`` (torchvision's VGG ``make_layers``): the name is the call it is bound
+                # to, which an ``else`` may add without the norm (no fix: see _OPTIONAL)
+                named = [built.get(_name_of(e) or "", e) for e in node.elts]
+                for conv in _pairs_in(named, names):
+                    if conv not in node.elts:
+                        yield _optional(conv)
             for field_name in ("body", "orelse"):
                 block = getattr(node, field_name, None)
                 if not isinstance(block, list):
                     continue
                 appends = [_appended(stmt) for stmt in block]
-                for first, second in itertools.pairwise(appends):
+                for (_before, first), (after, second) in itertools.pairwise(
+                    zip(block, appends, strict=True)
+                ):
                     if first and second and first[0] == second[0]:
-                        yield from _pairs_in([first[1], second[1]], names)
+                        for conv in _pairs_in([first[1][-1], second[1][0]], names):
+                            yield _optional(conv) if isinstance(after, ast.If) else conv
+
+
+def _built_once(scope: ast.AST) -> dict[str, ast.expr]:
+    """The names ``scope`` binds once, each to a call (``conv2d = nn.Conv2d(...)``)."""
+    bound: dict[str, list[ast.expr]] = {}
+    for node in subtree(scope):
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    bound.setdefault(target.id, []).append(node.value)
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)) and isinstance(node.target, ast.Name):
+            bound.setdefault(node.target.id, []).append(node.target)
+    return {
+        name: values[0]
+        for name, values in bound.items()
+        if len(values) == 1 and isinstance(values[0], ast.Call)
+    }
 
 
 @dataclass
@@ -1084,7 +1131,8 @@ def _check_conv_bias_before_bn(ctx: FileContext) -> Iterator[Report]:
         inner = conv.__dict__.get(_INNER)
         has_bias, fix = _conv_bias_fix(conv if inner is None else inner)
         if has_bias:  # a wrapper's conv is changed where the wrapper builds it: no fix here
-            yield Report(conv, fix if keep_fix and inner is None else None)
+            exact = keep_fix and inner is None and not conv.__dict__.get(_OPTIONAL)
+            yield Report(conv, fix if exact else None)
     if _FUNCTIONAL_BATCH_NORM in present:
         for bias in _functional_pairs(ctx, names):
             yield Report(bias)
@@ -1101,8 +1149,13 @@ Flags a convolution with a bias whose output goes straight into a BatchNorm (or 
 InstanceNorm, which cancels it per sample) over the same channels:
 
 - in an `nn.Sequential(...)` literal, a conv directly followed by the norm; in a function that
-  builds `nn.Sequential(*layers)`, the same in a list literal (`layers += [conv, bn, relu]`) or
-  in consecutive `layers.append(conv)`, `layers.append(bn)`;
+  builds `nn.Sequential(*layers)`, the same in a list literal (`layers += [conv, bn, relu]`,
+  also with the conv bound to a name once, `conv2d = nn.Conv2d(...)` then `layers += [conv2d,
+  nn.BatchNorm2d(v), ...]`, torchvision's VGG) or in consecutive statements that add to the
+  list (`layers.append(conv)`, `layers += [conv]`, `layers.extend([...])`), the norm also added
+  under an option right after the conv (`if batch_norm: layers += [nn.BatchNorm2d(c)]`; no fix
+  then: the same line also builds convs with no norm after them, `bias=not batch_norm` is the
+  change);
 - in a module class, `self.conv = nn.Conv2d(...)` and `self.bn = nn.BatchNorm2d(...)` in
   `__init__`, where every use of `self.conv` is `self.bn(self.conv(x))`, or `y = self.conv(x)`
   directly followed by `y = self.bn(y)` / `return self.bn(y)` (other than reading
