@@ -1930,7 +1930,9 @@ def _smoke_test(loop: ast.AST, tree: ast.Module, names: Resolver) -> bool:
 
 
 # A learning-rate finder: a class named for one (``LRFinder``, ``FindLR``), or its method.
-_LR_FINDER = re.compile(r"l(earning_?)?r_?finder|find_?lr", re.IGNORECASE)
+_LR_FINDER = re.compile(
+    r"(learning_?rate|lr)_?(range_?)?finder|find_?(lr|learning_?rate)", re.IGNORECASE
+)
 _LR_SWEEPS = frozenset({"range_test", "find_lr", "lr_find"})
 
 

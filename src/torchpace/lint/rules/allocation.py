@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 from torchpace.findings import Edit, Fix
 from torchpace.lint.forwards import in_forwards
-from torchpace.lint.loops import Scope, bound_in, dotted, returned
+from torchpace.lint.loops import LOOPS, Scope, bound_in, dotted, returned
 from torchpace.lint.project import definition_of
 from torchpace.lint.rule import (
     FileContext,
@@ -211,16 +211,11 @@ def _handed_in(ctx: FileContext, call: ast.Call) -> bool:
     if not isinstance(data, ast.Name):
         return False
     scope = ctx.enclosing_scope(call)
-    loop = next(
-        (
-            a
-            for a in ctx.ancestors(call)
-            if isinstance(a, (ast.For, ast.AsyncFor, ast.While)) or a is scope
-        ),
-        None,
-    )
+    loop = next((a for a in ctx.ancestors(call) if isinstance(a, LOOPS) or a is scope), None)
     if loop is scope or loop is None:
         return data.id in parameter_names(scope)
+    # bound anew in the loop: a loop's target, or an assignment of something other than a
+    # literal (``class_weights = [1.0, 2.0]`` in the step is the same data each pass)
     targets = [
         t
         for n in subtree(loop)
@@ -228,13 +223,23 @@ def _handed_in(ctx: FileContext, call: ast.Call) -> bool:
             [n.target]
             if isinstance(n, (ast.For, ast.AsyncFor))
             else n.targets
-            if isinstance(n, ast.Assign)
+            if isinstance(n, ast.Assign) and not _literal(n.value)
             else []
         )
     ]
     return any(
         isinstance(name, ast.Name) and name.id == data.id for t in targets for name in subtree(t)
     )
+
+
+def _literal(node: ast.expr) -> bool:
+    """A constant, or a list, tuple or set of constants: the same value each time it runs (an
+    empty list is a buffer the pass fills: ``advantage_lst = []``, then ``.append(...)``)."""
+    if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
+        return bool(node.elts) and all(_literal(e) for e in node.elts)
+    if isinstance(node, ast.UnaryOp):
+        return _literal(node.operand)
+    return isinstance(node, ast.Constant)
 
 
 def _sizes_or_nothing(call: ast.Call) -> bool:

@@ -24,6 +24,7 @@ from torchpace.lint.engine import parse
 from torchpace.lint.loops import (
     DATALOADERS,
     assigned_in,
+    bound_in,
     constructor,
     dotted,
     is_optimizer_class,
@@ -865,13 +866,14 @@ def _pairs_in(items: list[ast.expr], names: dict[int, str | None]) -> Iterator[a
             yield conv
 
 
-def _appended(stmt: ast.stmt) -> tuple[str, list[ast.expr]] | None:
+def _appended(stmt: ast.stmt, *, last: bool = False) -> tuple[str, list[ast.expr]] | None:
     """What a statement adds to the end of a list: ``layers.append(x)`` → ("layers", [x]),
     ``layers += [a, b]`` and ``layers.extend([a, b])`` → ("layers", [a, b]); and an ``if``
-    with no ``else`` whose body starts by adding to a list (``if batch_norm: layers +=
-    [nn.BatchNorm2d(c)]``, pytorch-cifar100's VGG), what that adds when the option is on."""
+    with no ``else`` whose body adds to a list (``if batch_norm: layers +=
+    [nn.BatchNorm2d(c)]``, pytorch-cifar100's VGG), what its first statement adds when the
+    option is on (or its ``last``, for what comes after the ``if``)."""
     if isinstance(stmt, ast.If) and not stmt.orelse and stmt.body:
-        return _appended(stmt.body[0])
+        return _appended(stmt.body[-1] if last else stmt.body[0], last=last)
     if isinstance(stmt, ast.AugAssign) and isinstance(stmt.op, ast.Add):
         owner = _name_of(stmt.target)
         if owner is not None and isinstance(stmt.value, ast.List) and stmt.value.elts:
@@ -906,45 +908,42 @@ def _sequential_pairs(ctx: FileContext, names: dict[int, str | None]) -> Iterato
         if not any(isinstance(a, ast.Starred) for a in call.args):
             continue
         scope = ctx.enclosing_scope(call)
-        built = _built_once(scope)
         for node in subtree(scope):
             if isinstance(node, ast.List):
                 yield from _pairs_in(node.elts, names)
                 # ``conv2d = nn.Conv2d(...)``, then ``layers += [conv2d, nn.BatchNorm2d(v),
                 # ...]`` (torchvision's VGG ``make_layers``): the name is the call it is bound
-                # to, which an ``else`` may add without the norm (no fix: see _OPTIONAL)
-                named = [built.get(_name_of(e) or "", e) for e in node.elts]
-                for conv in _pairs_in(named, names):
-                    if conv not in node.elts:
-                        yield _optional(conv)
+                # to, no fix (see _OPTIONAL: an ``else`` may add the same conv without a norm)
+                named = [_bound_call(ctx, e) for e in node.elts]
+                for built in _pairs_in(named, names):
+                    if built not in node.elts:
+                        yield _optional(built)
             for field_name in ("body", "orelse"):
                 block = getattr(node, field_name, None)
                 if not isinstance(block, list):
                     continue
-                appends = [_appended(stmt) for stmt in block]
-                for (_before, first), (after, second) in itertools.pairwise(
-                    zip(block, appends, strict=True)
-                ):
-                    if first and second and first[0] == second[0]:
-                        for conv in _pairs_in([first[1][-1], second[1][0]], names):
-                            yield _optional(conv) if isinstance(after, ast.If) else conv
+                # what each statement adds last (an ``if`` before the norm: its body's last
+                # statement), and what the next adds first (an ``if`` after the conv: its first)
+                ends = [_appended(stmt, last=True) for stmt in block]
+                starts = [_appended(stmt) for stmt in block]
+                for i in range(len(block) - 1):
+                    first, second = ends[i], starts[i + 1]
+                    if not (first and second and first[0] == second[0]):
+                        continue
+                    added, norm = first[1][-1], second[1][0]
+                    pair = [_bound_call(ctx, added), _bound_call(ctx, norm)]
+                    for found in _pairs_in(pair, names):
+                        optional = found is not added or isinstance(block[i + 1], ast.If)
+                        yield _optional(found) if optional else found
 
 
-def _built_once(scope: ast.AST) -> dict[str, ast.expr]:
-    """The names ``scope`` binds once, each to a call (``conv2d = nn.Conv2d(...)``)."""
-    bound: dict[str, list[ast.expr]] = {}
-    for node in subtree(scope):
-        if isinstance(node, ast.Assign):
-            for target in node.targets:
-                if isinstance(target, ast.Name):
-                    bound.setdefault(target.id, []).append(node.value)
-        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)) and isinstance(node.target, ast.Name):
-            bound.setdefault(node.target.id, []).append(node.target)
-    return {
-        name: values[0]
-        for name, values in bound.items()
-        if len(values) == 1 and isinstance(values[0], ast.Call)
-    }
+def _bound_call(ctx: FileContext, node: ast.expr) -> ast.expr:
+    """The call a name is bound to, where one plain assignment of its own scope binds it and
+    nothing else does (not a loop's target, nor a parameter); else the node itself."""
+    if not isinstance(node, ast.Name):
+        return node
+    values = bound_in(ctx, node.id, ctx.enclosing_scope(node))
+    return values[0] if values and len(values) == 1 and isinstance(values[0], ast.Call) else node
 
 
 @dataclass
@@ -1149,13 +1148,14 @@ Flags a convolution with a bias whose output goes straight into a BatchNorm (or 
 InstanceNorm, which cancels it per sample) over the same channels:
 
 - in an `nn.Sequential(...)` literal, a conv directly followed by the norm; in a function that
-  builds `nn.Sequential(*layers)`, the same in a list literal (`layers += [conv, bn, relu]`,
-  also with the conv bound to a name once, `conv2d = nn.Conv2d(...)` then `layers += [conv2d,
-  nn.BatchNorm2d(v), ...]`, torchvision's VGG) or in consecutive statements that add to the
-  list (`layers.append(conv)`, `layers += [conv]`, `layers.extend([...])`), the norm also added
-  under an option right after the conv (`if batch_norm: layers += [nn.BatchNorm2d(c)]`; no fix
-  then: the same line also builds convs with no norm after them, `bias=not batch_norm` is the
-  change);
+  builds `nn.Sequential(*layers)`, the same in a list literal (`layers += [conv, bn, relu]`) or
+  in consecutive statements that add to the list (`layers.append(conv)`, `layers += [conv]`,
+  `layers.extend([...])`); also a conv bound once to a name and added so (`conv2d =
+  nn.Conv2d(...)`, then `layers += [conv2d, nn.BatchNorm2d(v), ...]`, torchvision's VGG), and a
+  norm added under an option right after the conv (`if batch_norm: layers +=
+  [nn.BatchNorm2d(c)]`). No fix for those two: the name may also be added without a norm (an
+  `else`), and the line under an option also builds the convs with no norm after them;
+  `bias=not batch_norm` is the change;
 - in a module class, `self.conv = nn.Conv2d(...)` and `self.bn = nn.BatchNorm2d(...)` in
   `__init__`, where every use of `self.conv` is `self.bn(self.conv(x))`, or `y = self.conv(x)`
   directly followed by `y = self.bn(y)` / `return self.bn(y)` (other than reading

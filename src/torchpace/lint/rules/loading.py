@@ -26,6 +26,7 @@ from torchpace.lint.device import may_use_accelerator, uses_cuda
 from torchpace.lint.engine import EPOCH_LOADER
 from torchpace.lint.loops import (
     DATALOADERS,
+    LOOPS,
     PINS_ON_CUDA,
     TRAINING_ENGINES,
     assignments,
@@ -761,20 +762,17 @@ def _check_workers_not_persistent(ctx: FileContext) -> Iterator[Report]:
             yield Report(call)  # also an option off by default (``store_true``)
 
 
-_LOOPS = (ast.For, ast.AsyncFor, ast.While)
-
-
 def _one_dataset_a_pass(ctx: FileContext, call: ast.Call, loop: ast.AST) -> bool:
     """The loop that repeats ``loop`` builds the loader anew on each pass, over a dataset of
     that pass's own item (``for split in datasets: loader = DataLoader(raw[split], ...)``, then
     ``for batch in loader:`` once, parler-tts' pre-encoding of each split): every loader is
     iterated once, so there are no workers to keep between its epochs."""
-    outer = next((a for a in ctx.ancestors(loop) if isinstance(a, _LOOPS)), None)
-    if not isinstance(outer, (ast.For, ast.AsyncFor)):
-        return False
+    outer = next((a for a in ctx.ancestors(loop) if isinstance(a, LOOPS)), None)
+    if not isinstance(outer, (ast.For, ast.AsyncFor)) or id(outer) in ctx.loops.repeated:
+        return False  # the passes themselves repeat (each epoch's train and val splits)
     if not any(a is outer for a in ctx.ancestors(call)):
         return False  # built before the loop: the same loader each pass
-    items = {n.id for n in subtree(outer.target) if isinstance(n, ast.Name)}
+    items = _batch_names(outer.target)
     dataset = argument(call, "dataset", 0)
     return dataset is not None and any(
         isinstance(n, ast.Name) and n.id in items for n in subtree(dataset)
