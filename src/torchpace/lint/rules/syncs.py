@@ -298,19 +298,24 @@ def _tests_of(ctx: FileContext, node: ast.expr) -> list[ast.AST]:
 def _ends_inner_loop(ctx: FileContext, node: ast.expr) -> bool:
     """``node`` is read in the test of an ``if`` whose body only leaves a loop nested in the
     step, also after noting a flag (greedy decoding, ``if decoder_input.item() == EOS_token:
-    break``; a line search's ``if kl < limit: accepted = True; break``): the value decides
+    break``; a line search's ``if kl < limit: accepted = True; break``), or of such a loop's
+    own ``while`` (a conjugate gradient's ``while rdotr > tol:``): the value decides
     how many times that loop runs, which the host must know. The step loop's own ``break`` on
     a value (``if loss.item() < tol: break``) is not one."""
     tests = _tests_of(ctx, node)
     branch = tests[-1] if tests else None
-    if not (
+    if isinstance(branch, ast.While):
+        # ``while rdotr > tol:``: the test is how long this loop runs
+        loop: ast.AST | None = branch
+    elif (
         isinstance(branch, ast.If)
         and not branch.orelse
         and isinstance(branch.body[-1], ast.Break)
         and all(_notes_a_flag(s) for s in branch.body[:-1])
     ):
+        loop = next((a for a in ctx.ancestors(branch) if isinstance(a, LOOPS)), None)
+    else:
         return False
-    loop = next((a for a in ctx.ancestors(branch) if isinstance(a, LOOPS)), None)
     return loop is not None and all(loop is not s for s in ctx.loops.step_loops)
 
 
@@ -1025,8 +1030,8 @@ Flags `if`, `while`, conditional expressions and `assert` whose condition is a t
 element of a device tensor the loop iterates (`for d in done: if d:`), one wait per element. Not
 a stop flag the ranks agree on (a tensor the loop all-reduces or broadcasts, then branches on),
 nor an `if` that only leaves a loop nested in the step (a conjugate-gradient loop's `if rdotr <
-tol: break`, a line search's `if kl < limit: accepted = True; break`): the host must know when
-that loop ends.
+tol: break`, a line search's `if kl < limit: accepted = True; break`), nor such a loop's own
+`while` test (`while rdotr > tol:`): the host must know when that loop ends.
 
 {SMALL_MODELS_DOC}
 
