@@ -189,7 +189,7 @@ def _host_factory(ctx: FileContext, node: ast.expr) -> ast.Call | None:
         return node  # ``torch.LongTensor(range(n))``: what ``torch.arange(n, device=)`` makes
     if name not in _FACTORIES or has_star_args(node) or keyword(node, "device") is not None:
         return None
-    if name in _DATA_FACTORIES and _handed_in(ctx, node):
+    if _handed_in(ctx, node):
         return None
     return node
 
@@ -207,6 +207,8 @@ def _handed_in(ctx: FileContext, call: ast.Call) -> bool:
     MAE's ``all_reduce_mean(loss_value)``; the list of lengths a collate function returns),
     which reaches the device by a copy however the tensor is made. The same data each pass (a
     parameter read in a loop of the function, demucs' source weights) is made once instead."""
+    if ctx.names.qualname(call.func) not in _DATA_FACTORIES:
+        return False
     data = argument(call, "data", 0)
     if not isinstance(data, ast.Name):
         return False
@@ -527,9 +529,7 @@ def _check_host_created_then_moved(ctx: FileContext) -> Iterator[Report]:
             and (
                 has_star_args(factory)
                 or keyword(factory, "device") is not None
-                or (
-                    ctx.names.qualname(factory.func) in _DATA_FACTORIES and _handed_in(ctx, factory)
-                )
+                or _handed_in(ctx, factory)
             )
         ):
             continue

@@ -899,8 +899,10 @@ def _name_of(node: ast.expr) -> str | None:
 def _sequential_pairs(ctx: FileContext, names: dict[int, str | None]) -> Iterator[ast.Call]:
     """Convs followed by a norm over the same channels in an ``nn.Sequential(...)``, or, in a
     function that builds ``nn.Sequential(*layers)``, in a list literal (``layers += [conv, bn,
-    relu]``) or in consecutive ``layers.append(conv)``, ``layers.append(bn)`` (kuangliu's VGG,
-    PyTorch-GAN's ESRGAN)."""
+    relu]``, also with the conv bound to a name, torchvision's VGG) or in consecutive statements
+    that add to the list (``layers.append(conv)``, ``layers.append(bn)``; ``+=``, ``extend``, a
+    norm added under an ``if``: kuangliu's VGG, PyTorch-GAN's ESRGAN, pytorch-cifar100's VGG).
+    A conv found through a name or an ``if`` is marked :data:`_OPTIONAL`: no fix."""
     for call, name in ctx.calls:
         if name != "torch.nn.Sequential":
             continue
