@@ -808,7 +808,9 @@ def _check_data_dependent_shape(ctx: FileContext) -> Iterator[Report]:
             ):
                 yield Report(node)
         elif isinstance(node, ast.Subscript) and (
-            isinstance(node.ctx, ast.Load) or _read_in_place(ctx, node)
+            isinstance(node.ctx, ast.Load)
+            or _read_in_place(ctx, node)
+            or _tensor_put(ctx, node, scope)
         ):
             tensors = ctx.tensors(scope)
             # ``x[mask]``, and ``edge_index[:, mask]``: one index of several is a mask; one in
@@ -826,6 +828,33 @@ def _check_data_dependent_shape(ctx: FileContext) -> Iterator[Report]:
                 )
             ):
                 yield Report(node)
+
+
+def _tensor_put(ctx: FileContext, node: ast.Subscript, scope: Scope) -> bool:
+    """``embeds[mask] = image_embeds.view(-1, d)``: a tensor of values assigned through a mask is
+    an ``index_put_``, which turns a boolean mask into indices first (``nonzero``, a wait); only
+    a single value takes the masked fill. The value is a tensor by lint's tensor facts or by a
+    method only tensors have, and not a 0-dim one it knows."""
+    parent = ctx.parents.get(id(node))
+    if not (isinstance(parent, ast.Assign) and node in parent.targets):
+        return False
+    value = parent.value
+    if isinstance(value, ast.Constant) or _a_scalar_tensor(value):
+        return False
+    if isinstance(value, ast.Subscript) and ast.dump(value.slice) == ast.dump(node.slice):
+        return False  # ``distance[mask] = dist[mask]``: the selection's read is the finding
+    return _a_tensor(value, ctx.tensors(scope))
+
+
+def _a_scalar_tensor(node: ast.expr) -> bool:
+    """A value that is one number: a reduction with no dimension (``x.sum()``, ``x.max()``), an
+    element (``x[0, 1]`` of integers), or ``torch.tensor`` of a number."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        if node.func.attr in {"sum", "mean", "max", "min", "prod", "amax", "amin", "norm"}:
+            return not node.args and not node.keywords
+        if node.func.attr in _TENSOR_ONLY_METHODS:
+            return _a_scalar_tensor(node.func.value)  # ``x.sum().to(dtype)``
+    return False
 
 
 def _read_in_place(ctx: FileContext, node: ast.Subscript) -> bool:
@@ -958,8 +987,10 @@ A mask is also what a tensor's comparison method gives (`(pos + neg).gt(0)`, `x.
 product of masks (`(u > 0) * (l == u)`), and a mask reshaped (`pos.unsqueeze(2).expand_as(x)`);
 a tensor is also what the first API's typed constructors make (`torch.LongTensor(n, m)`, on the
 host) and what `Variable(x)` wraps. An augmented assignment through a mask (`l[mask] -= 1`)
-reads the selection first, and is flagged.
-Assigning through a mask (`x[mask] = 0`) is not flagged, nor a tensor or mask in host memory
+reads the selection first, and is flagged, as is assigning a tensor of values through a mask
+(`embeds[mask] = image_embeds.view(-1, d)`: an `index_put_`, which turns the mask into indices).
+Assigning one value through a mask (`x[mask] = 0`, `x[mask] = y.sum()`) is a masked fill and is
+not flagged, nor a tensor or mask in host memory
 (a loader's batch before it is moved, `torch.from_numpy`, a factory without `device=`, or what
 is computed from one such as `torch.arange(n) < k`): its count needs no wait for the device.
 
