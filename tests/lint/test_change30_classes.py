@@ -6,9 +6,11 @@ from __future__ import annotations
 
 from lint_findings import findings
 
-# A diffusion transformer's timestep embedding, run by every forward: the frequencies are built
-# on the host from a factory, scaled by a number from ``math``, then copied to the timesteps'
-# device (minRF's DiT, guided-diffusion's ``timestep_embedding``).
+# A diffusion model's timestep embedding, run by every forward: the frequencies are built on the
+# host, scaled by a ``math`` function's result, then copied to the timesteps' device. Reading a
+# ``math`` result (or the process's rank) as a host operand was tried and taken back: the
+# findings it added were judged 0 true, 2 false, 9 debatable (128 floats a step beside a large
+# model's kernels), so it stays unreported.
 TIMESTEPS = """
 import math
 import torch
@@ -35,49 +37,13 @@ class TimestepEmbedder(nn.Module):
 """
 
 
-def test_host_frequencies_scaled_by_a_math_constant_then_moved_are_reported() -> None:
-    assert findings(TIMESTEPS, "TP207") == [("TP207", 16)]
+def test_timestep_frequencies_scaled_by_a_math_result_stay_unreported() -> None:
+    assert findings(TIMESTEPS, "TP207") == []
 
 
-def test_frequencies_scaled_by_a_device_tensor_are_not_host_built() -> None:
-    # the product runs where ``scale`` is: nothing says it is on the host
-    scaled = TIMESTEPS.replace("-math.log(max_period)", "-scale.log()")
-    assert findings(scaled, "TP207") == []
-
-
-# MoCo v3's contrastive loss, a method its forward calls twice a step: the labels are an arange
-# built on the host, offset by the process's rank, then copied with ``.cuda()``.
-CONTRASTIVE = """
-import torch
-import torch.distributed
-from torch import nn
-
-
-class MoCo(nn.Module):
-    def __init__(self, base_encoder, T=1.0):
-        super().__init__()
-        self.base_encoder = base_encoder
-        self.T = T
-
-    def contrastive_loss(self, q, k):
-        logits = torch.einsum("nc,mc->nm", [q, k]) / self.T
-        N = logits.shape[0]
-        labels = (torch.arange(N, dtype=torch.long) + N * torch.distributed.get_rank()).cuda()
-        return nn.CrossEntropyLoss()(logits, labels) * (2 * self.T)
-
-    def forward(self, x1, x2):
-        q1, q2 = self.base_encoder(x1), self.base_encoder(x2)
-        return self.contrastive_loss(q1, q2) + self.contrastive_loss(q2, q1)
-"""
-
-
-def test_host_labels_offset_by_the_rank_then_moved_are_reported() -> None:
-    assert findings(CONTRASTIVE, "TP207") == [("TP207", 16)]
-
-
-def test_labels_offset_by_a_device_value_are_not_host_built() -> None:
-    offset = CONTRASTIVE.replace("N * torch.distributed.get_rank()", "N * rank_tensor.max()")
-    assert findings(offset, "TP207") == []
+def test_timestep_frequencies_scaled_by_a_literal_are_reported() -> None:
+    literal = TIMESTEPS.replace("-math.log(max_period)", "-9.21")
+    assert findings(literal, "TP207") == [("TP207", 16)]
 
 
 # DiT's label dropout, run by every training forward: a mask drawn on the host by comparing
