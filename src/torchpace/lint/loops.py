@@ -29,6 +29,7 @@ the code out, so rules built on it stay quiet rather than guess.
 from __future__ import annotations
 
 import ast
+import builtins
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -1890,6 +1891,66 @@ def _peeks(loop: ast.For | ast.AsyncFor) -> bool:
     return False
 
 
+def _unrunnable(facts: LoopFacts, loop: Loop, tree: ast.Module) -> bool:
+    """A notebook's loop that steps only optimizers no cell of the notebook binds (issue 32's
+    template class: a handbook's DDP snippet "to be saved as a .py file", an exercise whose
+    ``optimizer = # TODO`` cell does not parse): run, it stops at a NameError on its first
+    step, so it is no training run. Not where a star import, ``exec`` or ``globals()`` may bind
+    the name. Read of notebooks only: a notebook is read whole, while a ``.py`` file may be run
+    with names bound for it (``exec``, ``runpy.run_path(init_globals=...)``, ``%run -i``)."""
+    steps = [
+        n.func.value
+        for n in walk(loop.body)
+        if isinstance(n, ast.Call)
+        and isinstance(n.func, ast.Attribute)
+        and facts.is_optimizer_step(n)
+    ]
+    if not steps or not all(isinstance(s, ast.Name) for s in steps):
+        return False
+    bound = _bound_anywhere(tree)
+    return bound is not None and not any(dotted(s) in bound for s in steps)
+
+
+_DYNAMIC_BINDERS = frozenset({"exec", "globals", "locals", "vars"})
+
+
+def _bound_anywhere(tree: ast.Module) -> set[str] | None:
+    """Every name the file binds anywhere (assigned, a parameter, a definition, an import, a
+    handler's or a pattern's name, declared global), with Python's builtins; None where names
+    may be bound in ways a reading cannot see (a star import, ``exec``, ``globals()``)."""
+    if "_tp_bound_anywhere" in tree.__dict__:
+        cached: set[str] | None = tree.__dict__["_tp_bound_anywhere"]
+        return cached
+    bound: set[str] | None = _names_bound(tree)
+    tree.__dict__["_tp_bound_anywhere"] = bound
+    return bound
+
+
+def _names_bound(tree: ast.Module) -> set[str] | None:
+    bound = set(dir(builtins))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            if isinstance(node.ctx, (ast.Store, ast.Del)):
+                bound.add(node.id)
+            elif node.id in _DYNAMIC_BINDERS:
+                return None
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            if any(a.name == "*" for a in node.names):
+                return None
+            bound.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            bound.update(node.names)
+        elif isinstance(node, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)) and node.name:
+            bound.add(node.name)
+        elif isinstance(node, ast.MatchMapping) and node.rest:
+            bound.add(node.rest)
+    return bound
+
+
 def _smoke_test(loop: ast.AST, tree: ast.Module, names: Resolver) -> bool:
     """A few steps over random inputs under ``if __name__ == "__main__":``: a model file's self
     test or memory check (kohya's ``sdxl_original_unet.py``: 10 steps of ``torch.randn(...)
@@ -1968,11 +2029,14 @@ def analyse(
     names: Resolver,
     entries: frozenset[str] = frozenset(),
     off_flags: frozenset[str] = frozenset(),
+    *,
+    notebook: bool = False,
 ) -> LoopFacts:
     """The loops of one parsed file: step loops, epoch loops, and the hot code. ``entries``:
     module-level functions that another file calls on every step (:mod:`.project`), hot too.
     ``off_flags``: options for diagnostics that are off by default (``values.debug_flags_off``):
-    what ``if args.verbose:`` runs is not hot."""
+    what ``if args.verbose:`` runs is not hot. ``notebook``: the tree is a notebook's cells,
+    all of them (:func:`_unrunnable`)."""
     facts = LoopFacts(names, off_flags=off_flags, by_type=by_type)
     entries = frozenset(e for e in entries if not e.startswith(FORWARD))  # read by .forwards
     plain = {e.removeprefix(PLAIN) for e in entries if e.startswith(PLAIN)} - entries
@@ -1996,6 +2060,7 @@ def analyse(
                 and facts.is_step_loop(node, scope)
                 and not _smoke_test(node, tree, names)
                 and not _lr_sweep(facts, scope)
+                and not (notebook and _unrunnable(facts, node, tree))
             ):
                 facts.step_loops.append(node)
                 header: list[ast.AST] = [node.test] if isinstance(node, ast.While) else []

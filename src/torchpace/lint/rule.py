@@ -96,7 +96,14 @@ class FileContext:
         from torchpace.lint.loops import analyse
         from torchpace.lint.values import debug_flags_off
 
-        return analyse(self.tree, self.by_type, self.names, self.entries, debug_flags_off(self))
+        return analyse(
+            self.tree,
+            self.by_type,
+            self.names,
+            self.entries,
+            debug_flags_off(self),
+            notebook=self.path.endswith(".ipynb"),
+        )
 
     @cached_property
     def env_bound(self) -> frozenset[int]:
