@@ -79,3 +79,61 @@ def test_an_optimizer_handed_to_the_training_function_is_kept() -> None:
 def test_a_script_that_steps_an_unbound_optimizer_is_still_read() -> None:
     # a .py file may be run with names bound for it (exec, runpy's init_globals, %run -i)
     assert {"TP101", "TP302"} <= {code for code, _ in findings_in_a_script(TEMPLATE)}
+
+
+# PyTorch's CIFAR-10 tutorial, as a notebook: the loader keeps two workers, LeNet trains for two
+# epochs on the CPU, and a later cell only prints the CUDA device, to show how one would move
+# the net. A notebook's cells are separate runs (as TP302 reads them): no GPU run restarts the
+# workers.
+TUTORIAL_CELLS = [
+    """
+import torch
+import torchvision
+trainset = torchvision.datasets.CIFAR10(root="./data", train=True, download=True)
+trainloader = torch.utils.data.DataLoader(trainset, batch_size=4, shuffle=True, num_workers=2)
+""",
+    """
+net = torchvision.models.resnet18()
+criterion = torch.nn.CrossEntropyLoss()
+optimizer = torch.optim.SGD(net.parameters(), lr=0.001, momentum=0.9)
+for epoch in range(2):
+    for i, data in enumerate(trainloader, 0):
+        inputs, labels = data
+        optimizer.zero_grad()
+        loss = criterion(net(inputs), labels)
+        loss.backward()
+        optimizer.step()
+""",
+    """
+device = torch.device("cuda:0" if torch.cuda.is_available() else "cpu")
+print(device)
+""",
+]
+
+
+def _notebook_findings(cells: list[str], code: str) -> list[tuple[str, int | None, int]]:
+    cell = {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None}
+    notebook = {"cells": [{**cell, "source": c} for c in cells], "metadata": {}, "nbformat": 4}
+    notebook["nbformat_minor"] = 5
+    result = lint_source("tutorial.ipynb", json.dumps(notebook).encode(), RULES)
+    assert isinstance(result, FileResult), result
+    return [(f.code, f.location.cell, f.location.line) for f in result.findings if f.code == code]
+
+
+def test_workers_restarted_for_a_loop_that_trains_on_the_host_in_a_notebook() -> None:
+    assert _notebook_findings(TUTORIAL_CELLS, "TP104") == []
+
+
+def test_workers_restarted_for_the_same_loop_on_the_gpu_are_reported() -> None:
+    moved = [
+        TUTORIAL_CELLS[0],
+        TUTORIAL_CELLS[2],
+        TUTORIAL_CELLS[1]
+        .replace(
+            "net = torchvision.models.resnet18()", "net = torchvision.models.resnet18().to(device)"
+        )
+        .replace(
+            "inputs, labels = data", "inputs, labels = data[0].to(device), data[1].to(device)"
+        ),
+    ]
+    assert _notebook_findings(moved, "TP104") == [("TP104", 1, 5)]

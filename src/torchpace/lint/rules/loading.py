@@ -23,7 +23,7 @@ from torchpace.lint.dataloaders import (
     yields_device_tensors,
 )
 from torchpace.lint.device import may_use_accelerator, uses_cuda
-from torchpace.lint.engine import EPOCH_LOADER
+from torchpace.lint.engine import EPOCH_LOADER, is_notebook
 from torchpace.lint.loops import (
     DATALOADERS,
     LOOPS,
@@ -50,6 +50,7 @@ from torchpace.lint.rule import (
     keyword,
     passed_for,
 )
+from torchpace.lint.rules.precision import on_a_device
 from torchpace.lint.tree import subtree
 from torchpace.lint.values import int_value, option_default
 
@@ -732,17 +733,28 @@ def _handed_on_every_epoch(ctx: FileContext) -> Iterator[ast.Call]:
 def _check_workers_not_persistent(ctx: FileContext) -> Iterator[Report]:
     if not may_build_loader(ctx.source):
         return  # before the loop analysis: most files build no loader
-    reiterated = [
-        call
+    iterating = [
+        (loop, call)
         for loop in ctx.of_type(ast.For, ast.AsyncFor)
         if id(loop) in ctx.loops.repeated
         for call in iterated_loader_calls(ctx, loop)
         if not _one_dataset_a_pass(ctx, call, loop)
     ]
+    reiterated = [call for _, call in iterating]
     # A file that runs on the CPU only, re-iterating the loader in its own loops: a CPU run,
     # where the guides' change is not for a GPU training run (issue 32's verdict rules; TP101
     # is silent there too). A framework's loop (Lightning, Ignite) picks its own device.
     here = set(map(id, reiterated)) if reiterated and not may_use_accelerator(ctx) else set()
+    if is_notebook(ctx.path):
+        # A notebook's cells are separate runs (as for TP302): a cell that only prints the
+        # device says nothing of a loop that trains host tensors (the CIFAR-10 tutorial's
+        # LeNet, never moved). A loader every re-iterating loop of which trains on the host.
+        training = {id(loop) for loop in ctx.loops.training_loops()}
+        on_host: dict[int, bool] = {}
+        for loop, call in iterating:
+            host = id(loop) in training and not on_a_device(ctx, loop)
+            on_host[id(call)] = on_host.get(id(call), True) and host
+        here |= {key for key, host in on_host.items() if host}
     factories = _epoch_factories(ctx)
     handed = _handed_on_every_epoch(ctx)
     found = [*reiterated, *_epoch_hooks(ctx), *_engine_runs(ctx), *factories, *handed]
@@ -866,7 +878,9 @@ left alone: there are no workers
 to keep, and `persistent_workers=True` with 0 workers raises (TP101 reports it instead). Not in
 a file that runs on the CPU only and re-iterates the loader in its own loops: there the run is
 on the CPU (a loader a Lightning hook returns or an Ignite engine runs is still reported: the
-framework picks the device).
+framework picks the device); nor, in a notebook, a loader that only loops training on the host
+re-iterate (nothing they run is moved to a device): a notebook's cells are separate runs, and a
+cell that only prints the CUDA device does not put the tutorial's LeNet on it.
 
 ## Why is this slow
 Each `for batch in loader` starts `num_workers` new processes, which import, copy the dataset

@@ -714,7 +714,7 @@ def _check_cuda_loop_without_autocast(ctx: FileContext) -> Iterator[Report]:
     # one change. A notebook that trains on the CPU first and on CUDA later (issue 32: four
     # false findings on a tutorial's CPU cells) is told by its later loop; a file that shows no
     # device for any loop keeps its first.
-    placed = [loop for loop in training if _on_a_device(ctx, loop)]
+    placed = [loop for loop in training if on_a_device(ctx, loop)]
     if not placed and is_notebook(ctx.path):
         # A notebook's cells are separate runs: CUDA in a demo cell (``t.rand(10).cuda(0)``)
         # says nothing of a loop that trains host tensors (a textbook's linear regression).
@@ -803,7 +803,7 @@ def _builds_matmul_free(ctx: FileContext, name: str) -> bool:
     return bool(calls) and all(matmul_free(ctx, call) for call in calls)
 
 
-def _on_a_device(ctx: FileContext, loop: Step) -> bool:
+def on_a_device(ctx: FileContext, loop: Step) -> bool:
     """The loop moves something to a device (also in a function of this file it calls: a
     course's ``calc_loss_batch(x, y, model, device)``), or a model it calls or a name it reads
     is moved to one in this file (``model_1.to(device)``, ``model = Net().cuda()``, a style
