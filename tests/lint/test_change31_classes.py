@@ -137,3 +137,34 @@ def test_workers_restarted_for_the_same_loop_on_the_gpu_are_reported() -> None:
         ),
     ]
     assert _notebook_findings(moved, "TP104") == [("TP104", 1, 5)]
+
+
+# GCNII's PPI script: a loader over the 20 training graphs' indices, one a batch, each step
+# indexing the graphs the script holds on the GPU. The indices are a legacy typed constructor of
+# a range, what torch.arange makes; an index costs nothing to make.
+INDICES = """
+import torch
+import torch.utils.data as Data
+
+device = torch.device("cuda")
+model = GCNII(nfeat=50, nlayers=9, nhidden=2048).to(device)
+optimizer = torch.optim.Adam(model.parameters())
+idx = torch.LongTensor(range(20))
+loader = Data.DataLoader(dataset=idx, batch_size=1, shuffle=True, num_workers=0)
+for epoch in range(8000):
+    for step, batch in enumerate(loader):
+        feats, graph, labels = train_feats[batch].to(device), train_adj[batch], train_labels[batch]
+        loss = loss_fcn(model(feats, graph), labels.to(device))
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+"""
+
+
+def test_a_loader_of_a_typed_range_batches_indices() -> None:
+    assert findings_in_a_script(INDICES, "TP101") == []
+
+
+def test_a_loader_of_a_typed_tensor_of_data_is_still_reported() -> None:
+    data = INDICES.replace("torch.LongTensor(range(20))", "torch.LongTensor(token_ids)")
+    assert findings_in_a_script(data, "TP101") == [("TP101", 9)]

@@ -137,13 +137,24 @@ def _python_list(ctx: FileContext, data: ast.expr | None, depth: int = 1) -> boo
     return bool(returns) and all(_python_list(ctx, r, depth - 1) for r in returns)
 
 
+# What makes a range into a tensor of the same ints, on the host.
+_RANGE_WRAPPERS = frozenset(
+    {"torch.tensor", "torch.as_tensor", "torch.LongTensor", "torch.IntTensor"}
+)
+
+
 def _of_indices(ctx: FileContext, call: ast.Call) -> bool:
     """The loader batches indices (``DataLoader(range(n), batch_size, shuffle=True)``,
     ``torch.arange(n)``): a shuffled sampler of ints, whose batch the loop then uses to index
     tensors it holds. An item costs nothing to make and a batch is a few kilobytes of ints."""
     data = assigned_once(ctx, argument(call, "dataset", 0))
-    if isinstance(data, ast.Call) and dotted(data.func) == "list" and len(data.args) == 1:
-        data = data.args[0]  # list(range(n))
+    if (
+        isinstance(data, ast.Call)
+        and (dotted(data.func) == "list" or ctx.names.qualname(data.func) in _RANGE_WRAPPERS)
+        and len(data.args) == 1
+        and not data.keywords
+    ):
+        data = data.args[0]  # list(range(n)), torch.LongTensor(range(n)) (GCNII's graph indices)
     if not isinstance(data, ast.Call):
         return False
     if isinstance(data.func, ast.Name) and data.func.id == "range":
@@ -279,6 +290,7 @@ loader of at most 64 items a batch (a literal, constant or option default) from 
 whose `__getitem__` only indexes or slices what the dataset holds, with casts and a random
 start (a random window of a token tensor): a batch costs well under a millisecond. Nor a loader of
 indices on any device (`DataLoader(range(n), batch_size, shuffle=True)`, `torch.arange(n)`,
+`torch.LongTensor(range(n))`,
 the shuffled index batches of link-prediction and full-graph scripts): its items cost nothing
 to make, and workers would only batch ints. Nor a loader over a `TensorDataset` of tensors
 made on a device or moved to one before it (`torch.tensor(x, device=device)`, `.to(device)`,
