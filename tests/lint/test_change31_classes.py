@@ -168,3 +168,48 @@ def test_a_loader_of_a_typed_range_batches_indices() -> None:
 def test_a_loader_of_a_typed_tensor_of_data_is_still_reported() -> None:
     data = INDICES.replace("torch.LongTensor(range(20))", "torch.LongTensor(token_ids)")
     assert findings_in_a_script(data, "TP101") == [("TP101", 9)]
+
+
+# A Fashion-MNIST handbook notebook copies each step's loss to the host (``.cpu()``, the step's
+# one wait), then reads it two lines on; other cells bind ``loss`` to losses on the device. The
+# binding that reaches the read is the one two lines up, in the same block: a host tensor.
+HOST_LOSS = """
+import torch
+
+model = torchvision.models.resnet18().to("cuda")
+optimizer = torch.optim.Adam(model.parameters())
+criterion = torch.nn.CrossEntropyLoss()
+losses = []
+for epoch in range(10):
+    for images, labels in train_loader:
+        images, labels = images.to("cuda"), labels.to("cuda")
+        optimizer.zero_grad()
+        loss = criterion(model(images), labels).cpu()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.data.item())
+with torch.no_grad():
+    for images, labels in test_loader:
+        loss = criterion(model(images.to("cuda")), labels.to("cuda"))
+"""
+
+
+def test_a_read_of_the_loss_copied_to_the_host_two_lines_up_waits_for_nothing() -> None:
+    assert findings_in_a_script(HOST_LOSS, "TP201") == [("TP201", 12)]
+
+
+def test_a_read_of_the_loss_on_the_device_is_still_reported() -> None:
+    on_device = HOST_LOSS.replace(
+        "criterion(model(images), labels).cpu()", "criterion(model(images), labels)"
+    )
+    assert findings_in_a_script(on_device, "TP201") == [("TP201", 15)]
+
+
+def test_a_binding_only_some_paths_take_is_not_read_as_the_reaching_one() -> None:
+    branch = HOST_LOSS.replace(
+        "        loss.backward()\n",
+        "        loss.backward()\n"
+        "        if epoch > 5:\n"
+        "            loss = criterion(model(images), labels)\n",
+    )
+    assert ("TP201", 17) in findings_in_a_script(branch, "TP201")

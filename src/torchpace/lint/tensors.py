@@ -18,7 +18,10 @@ Some tensors are certainly on the host, where reading them waits for no device (
 the batches of a DataLoader before anything moves them (a name bound only by ``for x, y in
 loader``), tensors made from host memory (``torch.from_numpy``, ``torch.from_file``) or by a
 factory without a ``device=`` (``torch.tensor([...])``, ``torch.empty_like(host)``), ``.cpu()``
-results, and what tensor methods, indexing and arithmetic make of host tensors alone.
+results, and what tensor methods, indexing and arithmetic make of host tensors alone. A name is
+also on the host where the one binding that reaches a use is such a value: an assignment earlier
+in the same block, with nothing between them binding the name (``loss = criterion(o, y).cpu()``,
+then ``loss.item()``, though other code binds ``loss`` to device losses).
 """
 
 from __future__ import annotations
@@ -27,6 +30,9 @@ import ast
 from collections.abc import Iterator
 
 from torchpace.lint.loops import LoopFacts, Scope, dotted, returned, walk
+
+# Attributes that are the tensor itself, where it is (``loss.data``, a transpose).
+_SAME_STORAGE = frozenset({"data", "T", "mT", "real", "imag"})
 
 # torch namespaces whose calls do not return tensors (or do not only return tensors).
 _NOT_TENSOR_PREFIXES = (
@@ -151,6 +157,7 @@ class TensorFacts:
         self.values: dict[str, list[ast.expr | None]] = {}  # every value bound to each name
         self._visiting: set[str] = set()
         self.host_names: set[str] = set()
+        self._parent_of: dict[int, ast.AST] | None = None
         self._solve(scope)
         self._solve_host()
 
@@ -270,7 +277,12 @@ class TensorFacts:
     def is_host(self, node: ast.AST) -> bool:
         """True only when ``node`` is certainly a tensor in host memory (module doc)."""
         if isinstance(node, (ast.Name, ast.Attribute)):
-            return dotted(node) in self.host_names
+            if dotted(node) in self.host_names:
+                return True
+            if isinstance(node, ast.Attribute):
+                return node.attr in _SAME_STORAGE and self.is_host(node.value)  # ``loss.data``
+            value = self._reaching_value(node)
+            return value is not None and self.is_host(value)
         if isinstance(node, ast.Subscript):
             return self.is_host(node.value)
         if isinstance(node, (ast.BinOp, ast.Compare, ast.UnaryOp)):
@@ -302,6 +314,55 @@ class TensorFacts:
                 return True
             return func.attr not in _MOVES and self.is_host(func.value)
         return False
+
+    def _reaching_value(self, name: ast.Name) -> ast.expr | None:
+        """The value of the one binding of ``name`` that reaches this use of it: an assignment
+        earlier in the same block, with no statement between them binding the name (a
+        Fashion-MNIST handbook's ``loss = criterion(out, y).cpu()``, then ``loss.data.item()``
+        two lines on, where the notebook binds ``loss`` to device losses in other cells). None
+        where the block does not say."""
+        parents = self._parents()
+        node: ast.AST = name
+        while not isinstance(node, ast.stmt):
+            up = parents.get(id(node))
+            if up is None:
+                return None
+            node = up
+        block = next(
+            (
+                body
+                for field in ("body", "orelse", "finalbody")
+                if isinstance(body := getattr(parents.get(id(node)), field, None), list)
+                and any(s is node for s in body)
+            ),
+            None,
+        )
+        if block is None:
+            return None
+        before = block[: next(i for i, s in enumerate(block) if s is node)]
+        for statement in reversed(before):
+            if (
+                isinstance(statement, ast.Assign)
+                and len(statement.targets) == 1
+                and isinstance(statement.targets[0], ast.Name)
+                and statement.targets[0].id == name.id
+            ):
+                return statement.value
+            if any(
+                isinstance(n, ast.Name) and n.id == name.id and not isinstance(n.ctx, ast.Load)
+                for n in ast.walk(statement)
+            ):
+                return None  # bound there some other way, or only on some paths
+        return None
+
+    def _parents(self) -> dict[int, ast.AST]:
+        if self._parent_of is None:
+            self._parent_of = {
+                id(child): parent
+                for parent in ast.walk(self.scope)
+                for child in ast.iter_child_nodes(parent)
+            }
+        return self._parent_of
 
     def _host_array(self, node: ast.AST) -> bool:
         """A host tensor with at least one dimension, made here: ``torch.arange(n)``,
