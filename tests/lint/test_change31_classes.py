@@ -213,3 +213,36 @@ def test_a_binding_only_some_paths_take_is_not_read_as_the_reaching_one() -> Non
         "            loss = criterion(model(images), labels)\n",
     )
     assert ("TP201", 17) in findings_in_a_script(branch, "TP201")
+
+
+# A detection chapter's loop reads its batch's labels, host tensors the collate builds, into
+# lists, before it moves the images; the loader's batch is the binding that reaches that read
+# (the loop's target at the start of each pass), though the body later rebinds names.
+BATCH_LABELS = """
+import torch
+
+model = Detector().to("cuda")
+optimizer = torch.optim.Adam(model.parameters())
+for epoch in range(20):
+    for ii, (image, target) in enumerate(dataloader):
+        optimizer.zero_grad()
+        labels = [label.tolist() for label in target]
+        image = image.to("cuda")
+        target = encode(labels).to("cuda")
+        loss = model(image, target)
+        loss.backward()
+        optimizer.step()
+"""
+
+
+def test_a_read_of_the_loaders_batch_before_the_body_moves_it_waits_for_nothing() -> None:
+    assert findings_in_a_script(BATCH_LABELS, "TP201") == []
+
+
+def test_a_read_after_the_body_moves_the_batch_is_still_reported() -> None:
+    after = BATCH_LABELS.replace(
+        "        labels = [label.tolist() for label in target]\n",
+        "        target = target.to('cuda')\n"
+        "        labels = [label.tolist() for label in target]\n",
+    )
+    assert findings_in_a_script(after, "TP201") == [("TP201", 10)]

@@ -282,7 +282,7 @@ class TensorFacts:
             if isinstance(node, ast.Attribute):
                 return node.attr in _SAME_STORAGE and self.is_host(node.value)  # ``loss.data``
             value = self._reaching_value(node)
-            return value is not None and self.is_host(value)
+            return value is _BATCH or (value is not None and self.is_host(value))
         if isinstance(node, ast.Subscript):
             return self.is_host(node.value)
         if isinstance(node, (ast.BinOp, ast.Compare, ast.UnaryOp)):
@@ -319,8 +319,8 @@ class TensorFacts:
         """The value of the one binding of ``name`` that reaches this use of it: an assignment
         earlier in the same block, with no statement between them binding the name (a
         Fashion-MNIST handbook's ``loss = criterion(out, y).cpu()``, then ``loss.data.item()``
-        two lines on, where the notebook binds ``loss`` to device losses in other cells). None
-        where the block does not say."""
+        two lines on, where the notebook binds ``loss`` to device losses in other cells); at the
+        start of a loop's body, the loop's target. None where the block does not say."""
         parents = self._parents()
         node: ast.AST = name
         while not isinstance(node, ast.stmt):
@@ -328,17 +328,19 @@ class TensorFacts:
             if up is None:
                 return None
             node = up
-        block = next(
+        owner = parents.get(id(node))
+        field = next(
             (
-                body
-                for field in ("body", "orelse", "finalbody")
-                if isinstance(body := getattr(parents.get(id(node)), field, None), list)
+                f
+                for f in ("body", "orelse", "finalbody")
+                if isinstance(body := getattr(owner, f, None), list)
                 and any(s is node for s in body)
             ),
             None,
         )
-        if block is None:
+        if owner is None or field is None:
             return None
+        block = getattr(owner, field)
         before = block[: next(i for i, s in enumerate(block) if s is node)]
         for statement in reversed(before):
             if (
@@ -353,6 +355,11 @@ class TensorFacts:
                 for n in ast.walk(statement)
             ):
                 return None  # bound there some other way, or only on some paths
+        if isinstance(owner, (ast.For, ast.AsyncFor)) and field == "body":
+            # the loop's own target, at the start of each pass (a loader's batch before the
+            # body moves it: ``torch.unique(y)``, then ``y = y.to(device)``)
+            values = [v for n, v in _node_bindings(owner, self.facts) if n == name.id]
+            return values[0] if len(values) == 1 else None
         return None
 
     def _parents(self) -> dict[int, ast.AST]:
@@ -471,67 +478,72 @@ def _bindings(scope: Scope, facts: LoopFacts) -> Iterator[tuple[str, ast.expr | 
             if extra is not None:
                 yield extra.arg, None
     for node in walk(scope.body):
-        if isinstance(node, ast.Assign):
-            for target in node.targets:
-                yield from _bind(target, node.value)
-        elif isinstance(node, ast.AnnAssign) and node.value is not None:
-            yield from _bind(node.target, node.value)
-        elif isinstance(node, ast.AugAssign):
-            text = dotted(node.target)
-            if text is not None:
-                yield text, ast.BinOp(left=node.target, op=node.op, right=node.value)
-        elif isinstance(node, (ast.For, ast.AsyncFor)):
-            params = _parameters(node.iter, node.target)
-            if params is not None:
-                yield params, _EVIDENCE  # ``for p in model.parameters()``: parameters
-                if isinstance(node.target, ast.Tuple) and isinstance(node.target.elts[0], ast.Name):
-                    # ``for name, p in model.named_parameters()``: the name is a string
-                    yield node.target.elts[0].id, ast.Constant("")
-                continue
-            if isinstance(node.target, ast.Name) and _counts(node.iter):
-                # ``for t in range(1000)``: an int, whatever ``t`` held before (a notebook's
-                # earlier ``t = torch.linspace(...)`` is not what the loop prints)
-                yield node.target.id, ast.Constant(0)
-                continue
-            zipped = _zipped(node.iter, node.target)
-            if zipped is not None:
-                # ``for data, iteration in zip(loader, range(start, max_iter))`` (detectron2):
-                # each name from its own iterable, the counter an int
-                for element, source in zipped:
-                    if isinstance(element, ast.Name) and _counts(source):
-                        yield element.id, ast.Constant(0)
-                    else:
-                        yield from _bind_loop_target(element, source, batch=facts.is_loader(source))
-                continue
-            batch = facts.is_loader(node.iter)
-            yield from _bind_loop_target(node.target, node.iter, batch=batch)
-        elif isinstance(node, ast.comprehension) and isinstance(node.target, ast.Name):
-            # ``[label.tolist() for label in target]``: each element is what indexing the
-            # iterable gives, as in ``for d in done`` (a batch's host tensors stay on the host)
-            yield (
-                node.target.id,
-                ast.Subscript(value=node.iter, slice=ast.Constant(0), ctx=ast.Load()),
-            )
-        elif isinstance(node, (ast.With, ast.AsyncWith)):
-            for item in node.items:
-                if item.optional_vars is not None:
-                    yield from _bind(item.optional_vars, None)
-        elif isinstance(node, ast.NamedExpr):
-            yield node.target.id, node.value
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            for alias in node.names:
-                yield (alias.asname or alias.name).split(".")[0], None
-        elif (
-            isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Attribute)
-            and node.func.attr == "backward"
-            # ``accelerator.backward(loss)``, ``fabric.backward(loss)``: a framework object
-            # given the loss; a tensor's own backward takes no positional loss
-            and not node.args
-        ):
-            text = dotted(node.func.value)
-            if text is not None:
-                yield text, _EVIDENCE
+        yield from _node_bindings(node, facts)
+
+
+def _node_bindings(node: ast.AST, facts: LoopFacts) -> Iterator[tuple[str, ast.expr | None]]:
+    """(name, value) for each name ``node`` itself binds (:func:`_bindings`)."""
+    if isinstance(node, ast.Assign):
+        for target in node.targets:
+            yield from _bind(target, node.value)
+    elif isinstance(node, ast.AnnAssign) and node.value is not None:
+        yield from _bind(node.target, node.value)
+    elif isinstance(node, ast.AugAssign):
+        text = dotted(node.target)
+        if text is not None:
+            yield text, ast.BinOp(left=node.target, op=node.op, right=node.value)
+    elif isinstance(node, (ast.For, ast.AsyncFor)):
+        params = _parameters(node.iter, node.target)
+        if params is not None:
+            yield params, _EVIDENCE  # ``for p in model.parameters()``: parameters
+            if isinstance(node.target, ast.Tuple) and isinstance(node.target.elts[0], ast.Name):
+                # ``for name, p in model.named_parameters()``: the name is a string
+                yield node.target.elts[0].id, ast.Constant("")
+            return
+        if isinstance(node.target, ast.Name) and _counts(node.iter):
+            # ``for t in range(1000)``: an int, whatever ``t`` held before (a notebook's
+            # earlier ``t = torch.linspace(...)`` is not what the loop prints)
+            yield node.target.id, ast.Constant(0)
+            return
+        zipped = _zipped(node.iter, node.target)
+        if zipped is not None:
+            # ``for data, iteration in zip(loader, range(start, max_iter))`` (detectron2):
+            # each name from its own iterable, the counter an int
+            for element, source in zipped:
+                if isinstance(element, ast.Name) and _counts(source):
+                    yield element.id, ast.Constant(0)
+                else:
+                    yield from _bind_loop_target(element, source, batch=facts.is_loader(source))
+            return
+        batch = facts.is_loader(node.iter)
+        yield from _bind_loop_target(node.target, node.iter, batch=batch)
+    elif isinstance(node, ast.comprehension) and isinstance(node.target, ast.Name):
+        # ``[label.tolist() for label in target]``: each element is what indexing the
+        # iterable gives, as in ``for d in done`` (a batch's host tensors stay on the host)
+        yield (
+            node.target.id,
+            ast.Subscript(value=node.iter, slice=ast.Constant(0), ctx=ast.Load()),
+        )
+    elif isinstance(node, (ast.With, ast.AsyncWith)):
+        for item in node.items:
+            if item.optional_vars is not None:
+                yield from _bind(item.optional_vars, None)
+    elif isinstance(node, ast.NamedExpr):
+        yield node.target.id, node.value
+    elif isinstance(node, (ast.Import, ast.ImportFrom)):
+        for alias in node.names:
+            yield (alias.asname or alias.name).split(".")[0], None
+    elif (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "backward"
+        # ``accelerator.backward(loss)``, ``fabric.backward(loss)``: a framework object
+        # given the loss; a tensor's own backward takes no positional loss
+        and not node.args
+    ):
+        text = dotted(node.func.value)
+        if text is not None:
+            yield text, _EVIDENCE
 
 
 def _zipped(iterable: ast.expr, target: ast.expr) -> list[tuple[ast.expr, ast.expr]] | None:
