@@ -31,7 +31,7 @@ from __future__ import annotations
 import ast
 import builtins
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Container, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -452,6 +452,11 @@ def _scope_bindings(
 def assigned_in(ctx: FileContext, name: str, scope: ast.AST) -> list[ast.expr]:
     """What the scope's own plain assignments bind ``name`` to (other bindings left out)."""
     return list(_scope_bindings(ctx, scope)[0].get(name, ()))
+
+
+def scope_stores(ctx: FileContext, scope: ast.AST) -> Container[str]:
+    """The names the scope's own code stores to (assigned, a loop's target, ``with ... as``)."""
+    return _scope_bindings(ctx, scope)[1]
 
 
 def bound_in(ctx: FileContext, name: str, scope: ast.AST) -> list[ast.expr] | None:

@@ -11,11 +11,13 @@ from torchpace.findings import Edit, Fix
 from torchpace.lint.device import moves_to_a_device, uses_cuda
 from torchpace.lint.engine import PRECISION, is_notebook
 from torchpace.lint.loops import (
+    Scope,
     Step,
     assigned_in,
     assignments,
     dotted,
     is_optimizer_class,
+    scope_stores,
     strip_moves,
     walk,
 )
@@ -29,6 +31,7 @@ from torchpace.lint.rule import (
     insert_before,
     is_const,
     keyword,
+    parameter_names,
     per_file,
     replace,
     start_of,
@@ -815,11 +818,15 @@ def on_a_device(ctx: FileContext, loop: Step) -> bool:
         for n in nodes
     ):
         return True
+    # A name another function binds for itself is not the loop's: a helper file's CPU trainer
+    # ``train_ch3(net, ...)`` does not train the ``net`` that ``train_ch5`` moves with ``net =
+    # net.to(device)``.
+    loop_scope = ctx.loops.scope_of[id(loop)]
     models = called_models(ctx, loop)
     for call, _ in ctx.calls:
         if moves_to_a_device(call, ctx.names):
             owner = dotted(call.func.value)  # type: ignore[attr-defined]  # a method call
-            if owner in models:
+            if owner in models and _same_binding(ctx, owner, ctx.enclosing_scope(call), loop_scope):
                 return True
     read = {
         dotted(n)
@@ -827,26 +834,50 @@ def on_a_device(ctx: FileContext, loop: Step) -> bool:
         for n in nodes
         if isinstance(n, ast.Name | ast.Attribute) and isinstance(n.ctx, ast.Load)
     }
-    some, other = _moved_names(ctx)
+    moved, unmoved = _moved_names(ctx)
+    some = {name for name, where in moved if _same_binding(ctx, name, where, loop_scope)}
+    other = {name for name, where in unmoved if _same_binding(ctx, name, where, loop_scope)}
     # a model it calls, moved where it is bound (``model = Net().cuda()``); or a tensor it reads
     # that the file binds to moved values alone (a notebook binds a name again from cell to
     # cell: a demo's ``b = t.rand(10).cuda(0)`` is not the regression's ``b``)
     return bool(models & some) or bool((read & some) - other)
 
 
+def _binding_scope(ctx: FileContext, name: str, scope: Scope) -> Scope:
+    """The scope whose binding of ``name``'s first part ``scope`` reads: ``scope`` itself where
+    it binds it (a parameter, an assignment, a loop's target), else the function around it,
+    and so on out to the module."""
+    root = name.split(".", 1)[0]
+    while not isinstance(scope, ast.Module):
+        if root in parameter_names(scope) or root in scope_stores(ctx, scope):
+            return scope
+        scope = ctx.enclosing_scope(scope)
+    return scope
+
+
+def _same_binding(ctx: FileContext, name: str, here: Scope, there: Scope) -> bool:
+    """``name`` in ``here`` may hold what it holds in the loop's scope ``there``: the same
+    binding, or one of the file's (what a notebook's ``fit(epochs, model, ...)`` is handed),
+    not another function's own (``net = net.to(device)`` in a sibling trainer)."""
+    bound = _binding_scope(ctx, name, here)
+    return bound is _binding_scope(ctx, name, there) or isinstance(bound, ast.Module)
+
+
 @per_file
-def _moved_names(ctx: FileContext) -> tuple[frozenset[str], frozenset[str]]:
+def _moved_names(
+    ctx: FileContext,
+) -> tuple[frozenset[tuple[str, Scope]], frozenset[tuple[str, Scope]]]:
     """The names an assignment of the file binds to a moved value (``model = Net().cuda()``,
     also through a function or class of the file that moves what it is given: a course's
     ``to_device(data, device)``, its ``DeviceDataLoader`` yielding moved batches), and the
-    names an assignment binds to anything else."""
+    names an assignment binds to anything else; each with the scope it is assigned in."""
     moving = {
         n.name
         for n in ctx.of_type(ast.FunctionDef, ast.ClassDef)
         if any(isinstance(c, ast.Call) and moves_to_a_device(c, ctx.names) for c in subtree(n))
     }
-    some: set[str] = set()
-    other: set[str] = set()
+    some: set[tuple[str, Scope]] = set()
+    other: set[tuple[str, Scope]] = set()
     for node in ctx.of_type(ast.Assign):
         value = node.value
         placed = isinstance(value, ast.Call) and (
@@ -855,7 +886,7 @@ def _moved_names(ctx: FileContext) -> tuple[frozenset[str], frozenset[str]]:
         for target in node.targets:
             name = dotted(target)
             if name is not None:
-                (some if placed else other).add(name)
+                (some if placed else other).add((name, ctx.enclosing_scope(node)))
     return frozenset(some), frozenset(other)
 
 
@@ -895,7 +926,10 @@ In a notebook, whose cells are run one by one, a CUDA cell elsewhere (a demo of 
 says nothing of a loop that shows no device: one that moves nothing, in its body or the
 functions of the notebook it calls, runs no model the notebook moves to a device, and reads
 no name the notebook binds to moved values alone (a textbook's linear regression on host
-tensors) is left alone.
+tensors) is left alone. In any file, the loop flagged is the first one that shows a device, where
+one does; a name another function binds for itself (a parameter, a local) is not the loop's,
+so a helper module's CPU trainer `train_ch3(net, ...)` is not taken for the chapter-5 trainer
+that moves its own `net`.
 
 A run a framework trains in float32 is flagged too, at what sets it up: the `TrainingArguments(...)`
 (else the trainer) of a Transformers or TRL trainer whose `.train()` the file calls, where every
