@@ -4,7 +4,11 @@ before the change, and the controls hold on both."""
 
 from __future__ import annotations
 
+import json
+
 from lint_findings import findings
+
+from torchpace.lint import RULES, FileResult, lint_source
 
 # A textbook's helper module holds its chapters' trainers: the chapter-3 one trains on the host
 # whatever it is handed, the chapter-5 one moves its net and batches to the device. The net the
@@ -50,3 +54,63 @@ def test_a_net_the_file_moves_is_still_the_one_a_trainer_is_handed() -> None:
     ).replace("    net = net.to(device)\n", "")
     handed = handed.replace("            X, y = X.to(device), y.to(device)\n", "")
     assert findings(handed, "TP302") == [("TP302", 12)]
+
+
+# A textbook's seq2seq chapter as a notebook: a cell picks the CUDA device and prints it, but the
+# encoder-decoder and its batches stay on the host, so the per-step reads wait for no device,
+# and a loader's workers would take the step's cores.
+SEQ2SEQ_CELLS = [
+    """
+import torch
+device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+print(device)
+""",
+    """
+dataset = TranslationDataset("fr-en.txt")
+data_iter = torch.utils.data.DataLoader(dataset, batch_size=2, shuffle=True)
+encoder, decoder = Encoder(vocab, 64, 64), Decoder(vocab, 64, 64)
+enc_opt = torch.optim.Adam(encoder.parameters())
+dec_opt = torch.optim.Adam(decoder.parameters())
+for epoch in range(50):
+    l_sum = 0.0
+    for X, Y in data_iter:
+        enc_opt.zero_grad()
+        dec_opt.zero_grad()
+        l = batch_loss(encoder, decoder, X, Y, loss)
+        l.backward()
+        enc_opt.step()
+        dec_opt.step()
+        l_sum += l.item()
+""",
+]
+
+
+def _notebook_findings(cells: list[str], code: str) -> list[tuple[str, int | None, int]]:
+    cell = {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None}
+    notebook = {"cells": [{**cell, "source": c} for c in cells], "metadata": {}, "nbformat": 4}
+    notebook["nbformat_minor"] = 5
+    result = lint_source("seq2seq.ipynb", json.dumps(notebook).encode(), RULES)
+    assert isinstance(result, FileResult), result
+    return [(f.code, f.location.cell, f.location.line) for f in result.findings if f.code == code]
+
+
+def test_reads_in_a_notebook_loop_that_trains_on_the_host_wait_for_nothing() -> None:
+    assert _notebook_findings(SEQ2SEQ_CELLS, "TP201") == []
+    assert _notebook_findings(SEQ2SEQ_CELLS, "TP101") == []
+
+
+def test_the_same_loop_on_the_device_is_reported() -> None:
+    moved = [
+        SEQ2SEQ_CELLS[0],
+        SEQ2SEQ_CELLS[1]
+        .replace(
+            "Decoder(vocab, 64, 64)",
+            "Decoder(vocab, 64, 64)\nencoder, decoder = encoder.to(device), decoder.to(device)",
+        )
+        .replace(
+            "        l = batch_loss",
+            "        X, Y = X.to(device), Y.to(device)\n        l = batch_loss",
+        ),
+    ]
+    assert _notebook_findings(moved, "TP201") == [("TP201", 2, 18)]
+    assert _notebook_findings(moved, "TP101") == [("TP101", 2, 3)]

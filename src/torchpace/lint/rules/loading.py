@@ -227,6 +227,23 @@ def _trained_on_here(ctx: FileContext, call: ast.Call) -> bool:
     )
 
 
+def _only_host_loops(ctx: FileContext, call: ast.Call) -> bool:
+    """In a notebook, every loop that iterates the loader ``call`` builds trains on the host
+    (moves nothing, runs no model the notebook moves: :func:`on_a_device`): its cells are
+    separate runs, and a cell that only prints the CUDA device puts nothing on it."""
+    if not is_notebook(ctx.path):
+        return False
+    loops = [
+        loop
+        for loop in ctx.of_type(ast.For, ast.AsyncFor)
+        if call in iterated_loader_calls(ctx, loop)
+    ]
+    training = {id(loop) for loop in ctx.loops.training_loops()}
+    return bool(loops) and all(
+        id(loop) in training and not on_a_device(ctx, loop) for loop in loops
+    )
+
+
 def _check_loader_workers(ctx: FileContext) -> Iterator[Report]:
     cpu_only: bool | None = None
     for call in training_loaders(ctx):
@@ -247,7 +264,7 @@ def _check_loader_workers(ctx: FileContext) -> Iterator[Report]:
             # read here.
             if cpu_only is None:
                 cpu_only = not may_use_accelerator(ctx)
-            if cpu_only:
+            if cpu_only or _only_host_loops(ctx, call):
                 continue
         workers = loader_argument(ctx, call, "num_workers", _NUM_WORKERS_POSITION)
         if isinstance(workers, Unknown):
@@ -284,8 +301,10 @@ not; a Python list the file builds, `list(zip(inputs, labels))`, a comprehension
 them, without a `collate_fn`): a batch is a slice of what the main process holds, and workers would
 only add processes and a copy between them. Not in a file that runs on the CPU only where a training
 loop of the same file iterates the loader: there workers take cores from the step's own threads
-(whether they pay is measured by `torchpace doctor`, not read). A loader a CPU-only file builds for
-a loop elsewhere is still reported. Nor, on any device, a
+(whether they pay is measured by `torchpace doctor`, not read); nor in a notebook whose loops
+that iterate the loader all train on the host (a cell that only prints the CUDA device puts
+nothing on it). A loader a CPU-only file builds for a loop elsewhere is still reported. Nor, on
+any device, a
 loader of at most 64 items a batch (a literal, constant or option default) from a dataset class
 whose `__getitem__` only indexes or slices what the dataset holds, with casts and a random
 start (a random window of a token tensor): a batch costs well under a millisecond. Nor a loader of
@@ -757,16 +776,10 @@ def _check_workers_not_persistent(ctx: FileContext) -> Iterator[Report]:
     # where the guides' change is not for a GPU training run (issue 32's verdict rules; TP101
     # is silent there too). A framework's loop (Lightning, Ignite) picks its own device.
     here = set(map(id, reiterated)) if reiterated and not may_use_accelerator(ctx) else set()
-    if is_notebook(ctx.path):
-        # A notebook's cells are separate runs (as for TP302): a cell that only prints the
-        # device says nothing of a loop that trains host tensors (the CIFAR-10 tutorial's
-        # LeNet, never moved). A loader every re-iterating loop of which trains on the host.
-        training = {id(loop) for loop in ctx.loops.training_loops()}
-        on_host: dict[int, bool] = {}
-        for loop, call in iterating:
-            host = id(loop) in training and not on_a_device(ctx, loop)
-            on_host[id(call)] = on_host.get(id(call), True) and host
-        here |= {key for key, host in on_host.items() if host}
+    # A notebook's cells are separate runs (as for TP302): a cell that only prints the device
+    # says nothing of a loop that trains host tensors (the CIFAR-10 tutorial's LeNet, never
+    # moved).
+    here |= {id(call) for call in reiterated if _only_host_loops(ctx, call)}
     factories = _epoch_factories(ctx)
     handed = _handed_on_every_epoch(ctx)
     found = [*reiterated, *_epoch_hooks(ctx), *_engine_runs(ctx), *factories, *handed]

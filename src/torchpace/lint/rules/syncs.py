@@ -13,6 +13,7 @@ import ast
 from collections.abc import Iterator, Sequence
 
 from torchpace.lint.device import may_use_accelerator
+from torchpace.lint.engine import is_notebook
 from torchpace.lint.forwards import in_forwards
 from torchpace.lint.loops import (
     LOOPS,
@@ -47,11 +48,33 @@ def _hot(ctx: FileContext, *, waits: bool = True) -> list[tuple[ast.AST, Scope]]
     bound = ctx.env_bound  # an RL interaction loop reads its action back every step anyway
     small = ctx.launch_bound if waits else frozenset()
     synced = _synced_by_evaluation(ctx) | _validated_every_step(ctx) if waits else frozenset()
+    host = _host_steps(ctx) if waits else frozenset()
     return [
         (node, scope)
         for node, scope in ctx.loops.hot.values()
-        if id(node) not in bound and id(node) not in small and id(node) not in synced
+        if id(node) not in bound
+        and id(node) not in small
+        and id(node) not in synced
+        and id(node) not in host
     ]
+
+
+@per_file
+def _host_steps(ctx: FileContext) -> frozenset[int]:
+    """In a notebook, the code of training loops that train on the host (move nothing, run no
+    model the notebook moves: :func:`~torchpace.lint.rules.precision.on_a_device`), less what
+    a loop on a device also runs: a notebook's cells are separate runs, and a cell that prints
+    the CUDA device puts nothing on it (a textbook's seq2seq chapter, trained on the CPU)."""
+    if not is_notebook(ctx.path):
+        return frozenset()
+    from torchpace.lint.rules.precision import on_a_device
+
+    on_host: set[int] = set()
+    placed: set[int] = set()
+    for loop in ctx.loops.training_loops():
+        nodes = {id(n) for run, _, _ in step_runs(ctx, loop) for n in run}
+        (placed if on_a_device(ctx, loop) else on_host).update(nodes)
+    return frozenset(on_host - placed)
 
 
 @per_file
@@ -552,7 +575,10 @@ under `torch.no_grad()`) is evaluation; so is a function named for it that puts 
 torch.Tensor):` in a function or method of another file that every training call hands plain Python
 values only (a metric logger's `update(loss=loss_value, lr=lr)`, with `loss_value = loss.item()` and
 the optimizer's `param_groups[0]["lr"]`): that branch never runs. Handed a tensor by any call
-(DETR's loss dict), it is reported.
+(DETR's loss dict), it is reported. Nor, in a notebook, the reads of a training loop that trains
+on the host (it moves nothing, in its body or the functions of the notebook it calls, and runs no
+model the notebook moves): a notebook's cells are separate runs, and a cell that only prints the
+CUDA device puts nothing on it (TP302 reads notebooks so too).
 
 {SMALL_MODELS_DOC}
 
