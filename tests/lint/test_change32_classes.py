@@ -114,3 +114,80 @@ def test_the_same_loop_on_the_device_is_reported() -> None:
     ]
     assert _notebook_findings(moved, "TP201") == [("TP201", 2, 18)]
     assert _notebook_findings(moved, "TP101") == [("TP101", 2, 3)]
+
+
+# nano-llama31's builder sets the default tensor type to CUDA bfloat16 (half where bf16 is not
+# supported) before it builds the model: the fine-tuning loop already runs in 16 bits.
+LLAMA = """
+import torch
+
+
+def build(params):
+    if torch.cuda.is_bf16_supported():
+        torch.set_default_tensor_type(torch.cuda.BFloat16Tensor)
+    else:
+        torch.set_default_tensor_type(torch.cuda.HalfTensor)
+    return Transformer(params)
+
+
+model = build(params)
+optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
+for step in range(1000):
+    x, y = get_batch("train")
+    loss = model(x.cuda(), y.cuda())
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+"""
+
+
+def test_a_model_built_under_a_16_bit_default_tensor_type_needs_no_autocast() -> None:
+    assert findings(LLAMA, "TP302") == []
+
+
+def test_a_float32_default_tensor_type_leaves_the_loop_reported() -> None:
+    float32 = LLAMA.replace("torch.cuda.BFloat16Tensor", "torch.cuda.FloatTensor").replace(
+        "torch.cuda.HalfTensor", "torch.cuda.FloatTensor"
+    )
+    assert findings(float32, "TP302") == [("TP302", 15)]
+
+
+# A textbook's word2vec: the model is an nn.Sequential of two embedding tables (centre and
+# context words), used as net[0] and net[1]; the loss is a module of the notebook. Lookups and
+# batched dot products: autocast has no matrix product worth casting.
+WORD2VEC = """
+import torch
+from torch import nn
+
+
+class SigmoidBinaryCrossEntropyLoss(nn.Module):
+    def forward(self, inputs, targets, mask=None):
+        return nn.functional.binary_cross_entropy_with_logits(inputs, targets, weight=mask)
+
+
+loss = SigmoidBinaryCrossEntropyLoss()
+net = nn.Sequential(nn.Embedding(10000, 100), nn.Embedding(10000, 100))
+
+
+def train(net, lr, num_epochs):
+    device = torch.device("cuda")
+    net = net.to(device)
+    optimizer = torch.optim.Adam(net.parameters(), lr=lr)
+    for epoch in range(num_epochs):
+        for batch in data_iter:
+            center, context, mask, label = [d.to(device) for d in batch]
+            pred = torch.bmm(net[0](center), net[1](context).permute(0, 2, 1))
+            l = loss(pred.view(label.shape), label, mask).mean()
+            optimizer.zero_grad()
+            l.backward()
+            optimizer.step()
+"""
+
+
+def test_a_sequence_of_embedding_tables_trained_with_a_loss_module_needs_no_autocast() -> None:
+    assert findings(WORD2VEC, "TP302") == []
+
+
+def test_a_sequence_with_a_linear_layer_is_still_reported() -> None:
+    linear = WORD2VEC.replace("nn.Embedding(10000, 100))", "nn.Linear(4096, 4096))")
+    assert findings(linear, "TP302") == [("TP302", 20)]

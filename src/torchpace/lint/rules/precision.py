@@ -403,6 +403,8 @@ def _casts_itself(ctx: FileContext) -> bool:
             "set_default_dtype"
         ):
             return True  # torch's, or a framework's (torchtune.training.set_default_dtype)
+        if _sets_reduced_tensor_type(ctx, node):
+            return True
         if named and isinstance(node, ast.Call) and "autocast" in (dotted(node.func) or "").lower():
             return True  # a project's helper that picks the context (open_clip's get_autocast)
     if any(_builds_model_in_dtype(ctx, call) for call, _ in ctx.calls):
@@ -411,6 +413,21 @@ def _casts_itself(ctx: FileContext) -> bool:
         ctx.names.qualname(n) in _AUTOCASTS
         for n in ctx.nodes
         if isinstance(n, (ast.Name, ast.Attribute))
+    )
+
+
+def _sets_reduced_tensor_type(ctx: FileContext, node: ast.AST) -> bool:
+    """``torch.set_default_tensor_type(torch.cuda.BFloat16Tensor)`` (also ``HalfTensor``, or
+    either under a condition): what the model builds after it is 16-bit already (Meta's and
+    nano-llama31's Llama builders)."""
+    if not (
+        isinstance(node, ast.Call)
+        and ctx.names.qualname(node.func) == "torch.set_default_tensor_type"
+        and node.args
+    ):
+        return False
+    return any(
+        (dotted(n) or "").endswith(("HalfTensor", "BFloat16Tensor")) for n in subtree(node.args[0])
     )
 
 
@@ -759,7 +776,11 @@ def _embeddings_only(ctx: FileContext, loop: Step) -> bool:
         owner = facts.instances.get(name)
         if owner is None:
             continue
-        if owner in _EMBEDDING_MODELS or _builds_matmul_free(ctx, name):
+        if (
+            owner in _EMBEDDING_MODELS
+            or _builds_matmul_free(ctx, name)
+            or _sequence_of_embeddings(ctx, name)
+        ):
             embedding.add(name)
         elif owner.startswith(_NOT_MODELS) and not owner.startswith("torch.nn."):
             continue  # an optimizer, a device, a loader, a writer
@@ -770,9 +791,30 @@ def _embeddings_only(ctx: FileContext, loop: Step) -> bool:
     if not embedding:
         return False
     # what called_models takes for a model by its name, unless it is a function of this file
-    # (``save_model(kge_model, ...)``)
-    models = {t for t in called_models(ctx, loop) if t not in facts.functions}
+    # (``save_model(kge_model, ...)``) or a loss module (word2vec's
+    # ``SigmoidBinaryCrossEntropyLoss()``, called on the predictions)
+    models = {
+        t
+        for t in called_models(ctx, loop)
+        if t not in facts.functions and "Loss" not in (facts.instances.get(t) or "")
+    }
     return all(t.split(".")[0] in embedding for t in models)
+
+
+def _sequence_of_embeddings(ctx: FileContext, name: str) -> bool:
+    """``name`` is bound, everywhere the file binds it, to an ``nn.Sequential`` of embedding
+    tables alone (word2vec's ``nn.Sequential(nn.Embedding(...), nn.Embedding(...))``, used as
+    ``net[0]`` and ``net[1]``)."""
+    calls = _built(ctx, name)
+    return bool(calls) and all(
+        ctx.names.qualname(call.func) == "torch.nn.Sequential"
+        and bool(call.args)
+        and all(
+            isinstance(a, ast.Call) and ctx.names.qualname(a.func) in _EMBEDDING_MODELS
+            for a in call.args
+        )
+        for call in calls
+    )
 
 
 def _not_a_module(ctx: FileContext, name: str) -> bool:
@@ -908,7 +950,9 @@ Transformers model loaded quantized
 is reported; nor a call of a helper named
 for autocast, such as open_clip's `get_autocast(args.precision)`; nor a call that builds the
 model (its name says so) given the dtype of its parameters other than float32, a 16-bit dtype
-or a configuration's (`build_model(..., dtype=config.model.dtype)`); nor FSDP's mixed-precision
+or a configuration's (`build_model(..., dtype=config.model.dtype)`); nor a 16-bit default tensor
+type (`torch.set_default_tensor_type(torch.cuda.BFloat16Tensor)` or `HalfTensor`, as Llama
+builders set before building the model); nor FSDP's mixed-precision
 policy, `MixedPrecisionPolicy(param_dtype=...)` or `MixedPrecision(...)`, built in the file or
 in a project function it calls, such as a `parallelize_model()`; nor in a function another
 project file runs in reduced precision: calls inside `with torch.autocast(...)`, or hands a
@@ -919,7 +963,8 @@ runs is embedding tables alone (`nn.Embedding`, PyG's `Node2Vec` and `MetaPath2V
 `nn.Module` class of the project that builds only parameters, embeddings and submodules of
 such classes, and computes with no matrix product or convolution, as knowledge-graph
 embeddings and dot-product recommenders do; a class derived from `nn.Embedding` with no product
-of its own is a table): their loss is lookups,
+of its own is a table; an `nn.Sequential` of tables alone, word2vec's centre and context
+embeddings; a loss module the loop calls is not a model): their loss is lookups,
 elementwise math and reductions, which autocast does not cast.
 
 In a notebook, whose cells are run one by one, a CUDA cell elsewhere (a demo of `.cuda()`)
