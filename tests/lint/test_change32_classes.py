@@ -191,3 +191,25 @@ def test_a_sequence_of_embedding_tables_trained_with_a_loss_module_needs_no_auto
 def test_a_sequence_with_a_linear_layer_is_still_reported() -> None:
     linear = WORD2VEC.replace("nn.Embedding(10000, 100))", "nn.Linear(4096, 4096))")
     assert findings(linear, "TP302") == [("TP302", 20)]
+
+
+# flow_matching's image training loop draws each step's timesteps on the host through the torch
+# package's attribute of itself (``torch.torch.rand``, which is ``torch.rand``), then moves them.
+TIMESTEPS = """
+import torch
+
+device = torch.device("cuda")
+model = UNet().to(device)
+optimizer = torch.optim.AdamW(model.parameters())
+for samples, labels in data_loader:
+    samples = samples.to(device, non_blocking=True)
+    t = torch.torch.rand(samples.shape[0]).to(device)
+    loss = model(samples, t).pow(2).mean()
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+"""
+
+
+def test_a_factory_spelled_through_torch_torch_is_the_same_factory() -> None:
+    assert findings(TIMESTEPS, "TP207") == [("TP207", 10)]

@@ -53,7 +53,11 @@ _CANONICAL.update(
 
 
 def canonical(dotted: str) -> str:
-    """The path the rules use for ``dotted`` (itself when it has no other spelling)."""
+    """The path the rules use for ``dotted`` (itself when it has no other spelling). The torch
+    package is also its own attribute: ``torch.torch.rand`` is ``torch.rand`` (flow_matching's
+    training loop writes it so)."""
+    while dotted.startswith("torch.torch."):
+        dotted = dotted[len("torch.") :]
     return _CANONICAL.get(dotted, dotted)
 
 
