@@ -1009,9 +1009,16 @@ def _is_false(node: ast.expr) -> bool:
 _STEP_METHODS = {"LightningModule": "training_step"}
 
 
+# Methods a Transformers ``Trainer`` calls on every micro-step, overridden by its subclasses
+# (TRL's trainers, a user's custom loss): ``training_step(self, model, inputs, ...)`` and the
+# ``compute_loss(self, model, inputs, ...)`` it calls.
+_TRAINER_STEP_METHODS = frozenset({"training_step", "compute_loss"})
+
+
 def _defines_step_methods(by_type: dict[type, list[Any]]) -> bool:
+    names = {*_STEP_METHODS.values(), *_TRAINER_STEP_METHODS}
     return any(
-        isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name in _STEP_METHODS.values()
+        isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name in names
         for n in by_type.get(ast.FunctionDef, ())
     )
 
@@ -1035,14 +1042,26 @@ TRAINING_ENGINES = STEP_ENGINES | {
 
 
 def _framework_steps(facts: LoopFacts) -> list[Function]:
-    """The step methods of the file's Lightning modules: no loop of this file calls them, the
-    Trainer does, once per batch."""
+    """The step methods of the file's Lightning modules, and the ``training_step`` and
+    ``compute_loss`` overrides of the file's Transformers trainers (methods of a class with a
+    base, given ``model`` and ``inputs`` as ``Trainer``'s are): no loop of this file calls them,
+    the trainer does, once per batch or micro-batch."""
     out: list[Function] = []
     for cls in facts.classes.values():
         for base in cls.bases:
             method = _STEP_METHODS.get((dotted(base) or "").rsplit(".", 1)[-1])
             if method is not None:
                 out += facts._methods(cls.name, method)
+        if not cls.bases:
+            continue
+        for node in cls.body:
+            if (
+                isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+                and node.name in _TRAINER_STEP_METHODS
+                and {"model", "inputs"} <= {a.arg for a in node.args.args}
+                and node not in out
+            ):
+                out.append(node)
     return out
 
 

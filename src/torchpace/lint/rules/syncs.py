@@ -524,8 +524,10 @@ spelling of `loss.item()` before PyTorch 0.4, of a name that says it is a loss o
 calls `.backward()` on), and a GradScaler's `get_scale()` or `state_dict()` (both read the scale
 with `.item()`), inside a training loop or a function that the loop calls (also the getter of a
 property the step reads, `self.r` where `r` is a `@property` returning `self.decoder.r.item()`; a
-Lightning module's `training_step` and the function handed to an Ignite engine,
-`Engine(train_step)`, which the framework calls once per batch). Calls under a logging cadence (`if
+Lightning module's `training_step`, a Transformers trainer's `training_step(self, model, inputs)`
+and `compute_loss(self, model, inputs)` overrides (TRL's trainers, a custom loss), and the
+function handed to an Ignite engine, `Engine(train_step)`, which the framework calls once per
+batch or micro-batch). Calls under a logging cadence (`if
 step % 100 == 0:`, `if step % 100 == 0 or step == last:`, or one kept by hand, `if step - last_save
 >= save_steps:`, `if time.time() - last_log > 30:`) or under an option for diagnostics that is
 off by default (`if args.verbose:` with `--verbose` a `store_true`; also `--debug`, `--profile`,

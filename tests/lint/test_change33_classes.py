@@ -1,0 +1,39 @@
+"""Classes change-33 showed, fixed in general (issue 32, the twenty-fourth session). Each fixture
+has the shape of the code a judge read, shortened and renamed; each test fails on the rules
+before the change, and the controls hold on both."""
+
+from __future__ import annotations
+
+from lint_findings import findings
+
+# A Transformers trainer subclass (TRL's DPO, KTO, GRPO trainers; a user's custom loss)
+# overrides ``compute_loss(self, model, inputs, ...)``, which the Trainer calls on every
+# micro-step: its metric reads wait for the device each time, though no loop of the file runs it.
+TRAINER = """
+import torch
+from transformers import Trainer
+
+
+class PairTrainer(Trainer):
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        chosen = model(**inputs["chosen"]).logits
+        rejected = model(**inputs["rejected"]).logits
+        margin = (chosen - rejected).mean()
+        loss = -torch.nn.functional.logsigmoid(margin)
+        self.store_metrics({"margin": margin.item()})
+        return (loss, chosen) if return_outputs else loss
+"""
+
+
+def test_a_trainers_compute_loss_override_is_step_code() -> None:
+    assert findings(TRAINER, "TP201") == [("TP201", 12)]
+
+
+def test_a_method_named_compute_loss_without_the_trainers_arguments_is_not() -> None:
+    other = TRAINER.replace(
+        "def compute_loss(self, model, inputs,", "def compute_loss(self, batch,"
+    )
+    other = other.replace('inputs["chosen"]', 'batch["chosen"]').replace(
+        'inputs["rejected"]', 'batch["rejected"]'
+    )
+    assert findings(other, "TP201") == []
