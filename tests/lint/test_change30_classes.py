@@ -117,7 +117,7 @@ def test_a_tensor_of_values_put_through_a_mask_is_reported() -> None:
 
 
 def test_one_value_put_through_a_mask_is_a_masked_fill() -> None:
-    for value in ("0", "image_embd.sum().to(token_embd.dtype)", "float('-inf')"):
+    for value in ("0", "torch.tensor(0.0)", "float('-inf')"):
         filled = IMAGE_TOKENS.replace(
             "image_embd.view(-1, image_embd.size(-1)).to(token_embd.dtype)", value
         )

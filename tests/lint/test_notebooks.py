@@ -46,7 +46,7 @@ def test_code_cells_join_with_magics_blanked_and_lines_kept() -> None:
         "pass",  # cell 2
         "import torch",
         "pass",  # cell 4
-        "pass",
+        "files = None",  # a shell assignment keeps its name bound
         "for f in files:",
         "    pass",
         "pass",
@@ -56,7 +56,7 @@ def test_code_cells_join_with_magics_blanked_and_lines_kept() -> None:
         "y = 1",
         "z = 2",
         "pass",  # cell 8
-        "pass",
+        "globals()",  # %run binds the script's names out of sight
         "",
         "w = 3",
     ]

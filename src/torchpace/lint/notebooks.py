@@ -3,8 +3,9 @@
 Each code cell contributes its lines, then a newline, so every line of the virtual source
 belongs to exactly one cell and keeps its place. IPython syntax is not Python: a line magic
 (``%timeit f()``), a shell line (``!pip install x``, ``files = !ls``) or a help request
-(``obj?``, ``?obj``) becomes ``pass`` at the same indentation (lines it continues with ``\\``
-become empty), and a cell magic (``%%bash``) blanks its whole cell unless the cell body is
+(``obj?``, ``?obj``) becomes ``pass`` at the same indentation, lines it continues with ``\\``
+becoming empty (a magic or shell assignment, ``files = !ls``, keeps its names: ``files =
+None``; ``%run`` and ``%store`` become ``globals()``, names bound out of sight), and a cell magic (``%%bash``) blanks its whole cell unless the cell body is
 Python (``%%time``, ``%%timeit``, ``%%capture``, ``%%prun``). So line numbers never shift.
 
 Findings are then reported per cell: ``cell`` is the 1-based index of the cell among all cells
@@ -106,6 +107,25 @@ class Notebook:
         return replace(fix, edits=tuple(edits))
 
 
+# Magics that bind names the cell's text does not show: ``%run script.py`` (the script's
+# globals), ``%store -r`` (stored variables), ``%load_ext``/``%load`` aside.
+_BINDING_MAGIC = re.compile(r"^\s*%(?:run|store)\b")
+# A magic or shell assignment: ``files = !ls``, ``t = %timeit -o f()``.
+_MAGIC_ASSIGNMENT = re.compile(r"^\s*([\w.]+(?:\s*,\s*[\w.]+)*)\s*=\s*[%!]")
+
+
+def _standing_in_for(line: str) -> str:
+    """The Python a line of IPython syntax becomes: ``pass``, but a magic or shell assignment
+    keeps its names bound (``files = None``), and a magic that binds names the text does not
+    show becomes ``globals()``, which readers take as names bound out of sight."""
+    if _BINDING_MAGIC.match(line):
+        return "globals()"
+    assigned = _MAGIC_ASSIGNMENT.match(line)
+    if assigned:
+        return f"{assigned.group(1)} = None"
+    return "pass"
+
+
 def _python_lines(lines: list[str]) -> list[str]:
     """The cell's lines with IPython syntax made blank-equivalent, one output line per input."""
     first = next((ln.strip() for ln in lines if ln.strip()), "")
@@ -121,7 +141,7 @@ def _python_lines(lines: list[str]) -> list[str]:
         if continues:
             out.append("")
         elif starts and (_MAGIC.match(line) or line.lstrip().startswith("%%")):
-            out.append(line[: len(line) - len(line.lstrip())] + "pass")
+            out.append(line[: len(line) - len(line.lstrip())] + _standing_in_for(line))
         else:
             out.append(line)
             continue

@@ -93,6 +93,7 @@ class FileContext:
     @cached_property
     def loops(self) -> LoopFacts:
         """The file's training loops and hot code, analysed on first use."""
+        from torchpace.lint.engine import is_notebook
         from torchpace.lint.loops import analyse
         from torchpace.lint.values import debug_flags_off
 
@@ -102,7 +103,7 @@ class FileContext:
             self.names,
             self.entries,
             debug_flags_off(self),
-            notebook=self.path.endswith(".ipynb"),
+            notebook=is_notebook(self.path),
         )
 
     @cached_property

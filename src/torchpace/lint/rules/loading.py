@@ -50,7 +50,7 @@ from torchpace.lint.rule import (
     keyword,
     passed_for,
 )
-from torchpace.lint.rules.precision import on_a_device
+from torchpace.lint.rules.precision import on_a_device, places_through_a_framework
 from torchpace.lint.tree import subtree
 from torchpace.lint.values import int_value, option_default
 
@@ -230,8 +230,9 @@ def _trained_on_here(ctx: FileContext, call: ast.Call) -> bool:
 def _only_host_loops(ctx: FileContext, call: ast.Call) -> bool:
     """In a notebook, every loop that iterates the loader ``call`` builds trains on the host
     (moves nothing, runs no model the notebook moves: :func:`on_a_device`): its cells are
-    separate runs, and a cell that only prints the CUDA device puts nothing on it."""
-    if not is_notebook(ctx.path):
+    separate runs, and a cell that only prints the CUDA device puts nothing on it. Not where a
+    framework places the model and batches (Accelerate, Fabric, DeepSpeed)."""
+    if not is_notebook(ctx.path) or places_through_a_framework(ctx):
         return False
     loops = [
         loop

@@ -32,6 +32,7 @@ from torchpace.lint.rule import (
     is_const,
     keyword,
     parameter_names,
+    passed_for,
     per_file,
     replace,
     start_of,
@@ -417,9 +418,9 @@ def _casts_itself(ctx: FileContext) -> bool:
 
 
 def _sets_reduced_tensor_type(ctx: FileContext, node: ast.AST) -> bool:
-    """``torch.set_default_tensor_type(torch.cuda.BFloat16Tensor)`` (also ``HalfTensor``, or
-    either under a condition): what the model builds after it is 16-bit already (Meta's and
-    nano-llama31's Llama builders)."""
+    """``torch.set_default_tensor_type(torch.cuda.BFloat16Tensor)`` (also ``HalfTensor``, either
+    under a condition, or named by its string): what the model builds after it is 16-bit already
+    (Meta's and nano-llama31's Llama builders)."""
     if not (
         isinstance(node, ast.Call)
         and ctx.names.qualname(node.func) == "torch.set_default_tensor_type"
@@ -427,8 +428,13 @@ def _sets_reduced_tensor_type(ctx: FileContext, node: ast.AST) -> bool:
     ):
         return False
     return any(
-        (dotted(n) or "").endswith(("HalfTensor", "BFloat16Tensor")) for n in subtree(node.args[0])
+        (dotted(n) or "").endswith(_HALF_TYPES)
+        or (isinstance(n, ast.Constant) and str(n.value).endswith(_HALF_TYPES))
+        for n in subtree(node.args[0])
     )
+
+
+_HALF_TYPES = ("HalfTensor", "BFloat16Tensor")
 
 
 def _builds_model_in_dtype(ctx: FileContext, call: ast.Call) -> bool:
@@ -865,10 +871,14 @@ def on_a_device(ctx: FileContext, loop: Step) -> bool:
     # net.to(device)``.
     loop_scope = ctx.loops.scope_of[id(loop)]
     models = called_models(ctx, loop)
+    handed = _handed(ctx, loop_scope)  # what the loop's function is given, where it is bound
     for call, _ in ctx.calls:
         if moves_to_a_device(call, ctx.names):
             owner = dotted(call.func.value)  # type: ignore[attr-defined]  # a method call
-            if owner in models and _same_binding(ctx, owner, ctx.enclosing_scope(call), loop_scope):
+            where = ctx.enclosing_scope(call)
+            if owner in models and _same_binding(ctx, owner, where, loop_scope):
+                return True
+            if owner is not None and (owner, _binding_scope(ctx, owner, where)) in handed:
                 return True
     read = {
         dotted(n)
@@ -877,6 +887,8 @@ def on_a_device(ctx: FileContext, loop: Step) -> bool:
         if isinstance(n, ast.Name | ast.Attribute) and isinstance(n.ctx, ast.Load)
     }
     moved, unmoved = _moved_names(ctx)
+    if any((name, _binding_scope(ctx, name, where)) in handed for name, where in moved):
+        return True  # ``model = Net().to(device)``, then ``fit(10, model, ...)``
     some = {name for name, where in moved if _same_binding(ctx, name, where, loop_scope)}
     other = {name for name, where in unmoved if _same_binding(ctx, name, where, loop_scope)}
     # a model it calls, moved where it is bound (``model = Net().cuda()``); or a tensor it reads
@@ -886,15 +898,44 @@ def on_a_device(ctx: FileContext, loop: Step) -> bool:
 
 
 def _binding_scope(ctx: FileContext, name: str, scope: Scope) -> Scope:
-    """The scope whose binding of ``name``'s first part ``scope`` reads: ``scope`` itself where
-    it binds it (a parameter, an assignment, a loop's target), else the function around it,
-    and so on out to the module."""
-    root = name.split(".", 1)[0]
+    """The scope whose binding of ``name`` ``scope`` reads: ``scope`` itself where it binds it
+    (a parameter, an assignment, a loop's target), else the function around it, and so on out
+    to the module. An attribute (``self.model``) lives on its object, not in a scope, and a
+    name a function declares ``global`` is the module's."""
+    if "." in name:
+        return ctx.tree
     while not isinstance(scope, ast.Module):
-        if root in parameter_names(scope) or root in scope_stores(ctx, scope):
+        if any(isinstance(n, ast.Global) and name in n.names for n in walk(scope.body)):
+            return ctx.tree
+        if name in parameter_names(scope) or name in scope_stores(ctx, scope):
             return scope
         scope = ctx.enclosing_scope(scope)
     return scope
+
+
+# Frameworks that put the model and its batches on the device themselves (Accelerate's
+# ``prepare``, Fabric's ``setup``, ``deepspeed.initialize``): a notebook that trains through
+# one shows no move of its own.
+_PLACING_FRAMEWORKS = frozenset({"accelerate", "lightning", "lightning_fabric", "deepspeed"})
+
+
+def places_through_a_framework(ctx: FileContext) -> bool:
+    """The file imports a framework that places the model and batches on the device."""
+    return any(path.split(".")[0] in _PLACING_FRAMEWORKS for path in ctx.names.bindings.values())
+
+
+def _handed(ctx: FileContext, scope: Scope) -> set[tuple[str, Scope]]:
+    """What the file's calls of the function ``scope`` pass for its parameters, as (name,
+    binding scope) pairs: a notebook's ``fit(10, model, ...)`` hands ``model`` to ``net``."""
+    if not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return set()
+    out: set[tuple[str, Scope]] = set()
+    for parameter in parameter_names(scope):
+        for value in passed_for(ctx, scope, parameter) or ():
+            name = dotted(value) if value is not None else None
+            if name is not None and value is not None:
+                out.add((name, _binding_scope(ctx, name, ctx.enclosing_scope(value))))
+    return out
 
 
 def _same_binding(ctx: FileContext, name: str, here: Scope, there: Scope) -> bool:

@@ -64,10 +64,12 @@ def _host_steps(ctx: FileContext) -> frozenset[int]:
     """In a notebook, the code of training loops that train on the host (move nothing, run no
     model the notebook moves: :func:`~torchpace.lint.rules.precision.on_a_device`), less what
     a loop on a device also runs: a notebook's cells are separate runs, and a cell that prints
-    the CUDA device puts nothing on it (a textbook's seq2seq chapter, trained on the CPU)."""
-    if not is_notebook(ctx.path):
+    the CUDA device puts nothing on it (a textbook's seq2seq chapter, trained on the CPU). Not
+    where a framework places the model and batches (Accelerate, Fabric, DeepSpeed)."""
+    from torchpace.lint.rules.precision import on_a_device, places_through_a_framework
+
+    if not is_notebook(ctx.path) or places_through_a_framework(ctx):
         return frozenset()
-    from torchpace.lint.rules.precision import on_a_device
 
     on_host: set[int] = set()
     placed: set[int] = set()
@@ -860,29 +862,30 @@ def _check_data_dependent_shape(ctx: FileContext) -> Iterator[Report]:
 
 def _tensor_put(ctx: FileContext, node: ast.Subscript, scope: Scope) -> bool:
     """``embeds[mask] = image_embeds.view(-1, d)``: a tensor of values assigned through a mask is
-    an ``index_put_``, which turns a boolean mask into indices first (``nonzero``, a wait); only
-    a single value takes the masked fill. The value is a tensor by lint's tensor facts or by a
-    method only tensors have, and not a 0-dim one it knows."""
+    an ``index_put_``, which turns a boolean mask into indices first (``nonzero``, a wait). Only
+    a single value in host memory takes the masked fill (a Python number, ``torch.tensor(0.)``):
+    ``index_put_`` dispatches to ``masked_fill_`` for one element on the CPU, and a 0-dim
+    tensor on the device (``x.sum()``) still goes through ``nonzero``. The value is a tensor by
+    lint's tensor facts or by a method only tensors have."""
     parent = ctx.parents.get(id(node))
     if not (isinstance(parent, ast.Assign) and node in parent.targets):
         return False
     value = parent.value
-    if isinstance(value, ast.Constant) or _a_scalar_tensor(value):
-        return False
+    if isinstance(value, ast.Constant) or (_a_number(value) and ctx.tensors(scope).is_host(value)):
+        return False  # a Python number, or one in host memory: index_put_ fills by the mask
     if isinstance(value, ast.Subscript) and ast.dump(value.slice) == ast.dump(node.slice):
         return False  # ``distance[mask] = dist[mask]``: the selection's read is the finding
     return _a_tensor(value, ctx.tensors(scope))
 
 
-def _a_scalar_tensor(node: ast.expr) -> bool:
-    """A value that is one number: a reduction with no dimension (``x.sum()``, ``x.max()``), an
-    element (``x[0, 1]`` of integers), or ``torch.tensor`` of a number."""
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-        if node.func.attr in {"sum", "mean", "max", "min", "prod", "amax", "amin", "norm"}:
-            return not node.args and not node.keywords
-        if node.func.attr in _TENSOR_ONLY_METHODS:
-            return _a_scalar_tensor(node.func.value)  # ``x.sum().to(dtype)``
-    return False
+def _a_number(node: ast.expr) -> bool:
+    """``torch.tensor(0.0)``: a tensor of one literal number (also negative)."""
+    return (
+        isinstance(node, ast.Call)
+        and dotted(node.func) in {"torch.tensor", "torch.as_tensor"}
+        and len(node.args) == 1
+        and isinstance(node.args[0], (ast.Constant, ast.UnaryOp))
+    )
 
 
 def _read_in_place(ctx: FileContext, node: ast.Subscript) -> bool:
@@ -1015,12 +1018,13 @@ A mask is also what a tensor's comparison method gives (`(pos + neg).gt(0)`, `x.
 product of masks (`(u > 0) * (l == u)`), and a mask reshaped (`pos.unsqueeze(2).expand_as(x)`);
 a tensor is also what the first API's typed constructors make (`torch.LongTensor(n, m)`, on the
 host) and what `Variable(x)` wraps. An augmented assignment through a mask (`l[mask] -= 1`)
-reads the selection first, and is flagged, as is assigning a tensor of values through a mask
-(`embeds[mask] = image_embeds.view(-1, d)`: an `index_put_`, which turns the mask into indices).
-Assigning one value through a mask (`x[mask] = 0`, `x[mask] = y.sum()`) is a masked fill and is
-not flagged, nor a tensor or mask in host memory
-(a loader's batch before it is moved, `torch.from_numpy`, a factory without `device=`, or what
-is computed from one such as `torch.arange(n) < k`): its count needs no wait for the device.
+reads the selection first, and is flagged, as is assigning a tensor through a mask (`embeds[mask]
+= image_embeds.view(-1, d)`, also a 0-dim tensor on the device, `x[mask] = y.sum()`: an
+`index_put_`, which turns the mask into indices). Assigning a number through a mask (`x[mask] =
+0`, `x[mask] = torch.tensor(0.)`) is a masked fill and is not flagged, nor a tensor or mask in
+host memory (a loader's batch before it is moved, `torch.from_numpy`, a factory without
+`device=`, or what is computed from one such as `torch.arange(n) < k`): its count needs no wait
+for the device.
 
 {SMALL_MODELS_DOC}
 
