@@ -5,8 +5,9 @@ belongs to exactly one cell and keeps its place. IPython syntax is not Python: a
 (``%timeit f()``), a shell line (``!pip install x``, ``files = !ls``) or a help request
 (``obj?``, ``?obj``) becomes ``pass`` at the same indentation, lines it continues with ``\\``
 becoming empty (a magic or shell assignment, ``files = !ls``, keeps its names: ``files =
-None``; ``%run`` and ``%store`` become ``globals()``, names bound out of sight), and a cell magic (``%%bash``) blanks its whole cell unless the cell body is
-Python (``%%time``, ``%%timeit``, ``%%capture``, ``%%prun``). So line numbers never shift.
+None``; ``%run`` and ``%store`` become ``globals()``, names bound out of sight), and a cell
+magic (``%%bash``) blanks its whole cell unless the cell body is Python (``%%time``,
+``%%timeit``, ``%%capture``, ``%%prun``). So line numbers never shift.
 
 Findings are then reported per cell: ``cell`` is the 1-based index of the cell among all cells
 of the notebook, markdown included (``cells[cell - 1]`` in the file, as ruff counts), and
