@@ -37,3 +37,44 @@ def test_a_method_named_compute_loss_without_the_trainers_arguments_is_not() -> 
         'inputs["rejected"]', 'batch["rejected"]'
     )
     assert findings(other, "TP201") == []
+
+
+# WeNet's loader: num_workers comes from an option whose default is 0, but the same call sets
+# persistent_workers=True and a prefetch_factor, which the DataLoader refuses without workers:
+# the run this call is written for starts workers (the launcher passes --num_workers).
+WORKERS = """
+import argparse
+import torch
+from torch.utils.data import DataLoader
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--num_workers", type=int, default=0)
+parser.add_argument("--prefetch", type=int, default=100)
+args = parser.parse_args()
+model = AsrModel().cuda()
+optimizer = torch.optim.Adam(model.parameters())
+loader = DataLoader(
+    train_dataset,
+    batch_size=None,
+    pin_memory=True,
+    num_workers=args.num_workers,
+    persistent_workers=True,
+    prefetch_factor=args.prefetch,
+)
+for epoch in range(100):
+    for batch in loader:
+        loss = model(batch["feats"].cuda())
+        loss.backward()
+        optimizer.step()
+"""
+
+
+def test_workers_the_call_itself_asks_for_are_not_reported_missing() -> None:
+    assert findings(WORKERS, "TP101") == []
+
+
+def test_an_option_defaulting_to_0_alone_is_still_reported() -> None:
+    plain = WORKERS.replace("    persistent_workers=True,\n", "").replace(
+        "    prefetch_factor=args.prefetch,\n", ""
+    )
+    assert findings(plain, "TP101") == [("TP101", 16)]

@@ -274,11 +274,25 @@ def _check_loader_workers(ctx: FileContext) -> Iterator[Report]:
             continue  # workers cannot make CUDA tensors; an unsharded stream would repeat
         if workers is None:
             yield Report(call)
-        elif int_value(ctx, workers) == 0:
+        elif int_value(ctx, workers) == 0 and not _asks_for_workers(ctx, call):
             # 0 as a literal, or as the default of the option or config field it reads
             # (`num_workers=args.workers` with `--workers` defaulting to 0): at the argument
             # when the call passes it, at the call when a **kwargs dict does
             yield Report(argument(call, "num_workers", _NUM_WORKERS_POSITION) or call)
+
+
+def _asks_for_workers(ctx: FileContext, call: ast.Call) -> bool:
+    """The loader call also sets ``persistent_workers`` (not to False) or ``prefetch_factor``
+    (not to None): with no workers the DataLoader raises on either, so the run this call is
+    written for starts workers whatever the option's default says (WeNet's launcher passes
+    ``--num_workers``)."""
+    persistent = loader_argument(ctx, call, "persistent_workers", 99)
+    prefetch = loader_argument(ctx, call, "prefetch_factor", 99)
+    return (
+        isinstance(persistent, ast.expr)
+        and not is_const(persistent, False)
+        and not is_const(option_default(ctx, persistent), False)
+    ) or (isinstance(prefetch, ast.expr) and not is_const(prefetch, None))
 
 
 DATALOADER_WITHOUT_WORKERS = Rule(
@@ -295,28 +309,28 @@ call that builds one from its keywords:
 PyTorch-Ignite's `idist.auto_dataloader`, webdataset's `WebLoader`) created without
 `num_workers`, or with `num_workers=0`:
 a literal 0, or an option or config field whose default in the same file is 0
-(`num_workers=args.workers` with `parser.add_argument("--workers", default=0)`, a click option,
-a dataclass field). Not, on any device, where the dataset is tensors in memory (`TensorDataset(x,
-y)`, also when every call of the function that builds the loader hands it one; a tensor, cast or
-not; a Python list the file builds, `list(zip(inputs, labels))`, a comprehension, a slice or sum of
-them, without a `collate_fn`): a batch is a slice of what the main process holds, and workers would
-only add processes and a copy between them. Not in a file that runs on the CPU only where a training
-loop of the same file iterates the loader: there workers take cores from the step's own threads
-(whether they pay is measured by `torchpace doctor`, not read); nor in a notebook whose loops
-that iterate the loader all train on the host (a cell that only prints the CUDA device puts
-nothing on it). A loader a CPU-only file builds for a loop elsewhere is still reported. Nor, on
-any device, a
-loader of at most 64 items a batch (a literal, constant or option default) from a dataset class
-whose `__getitem__` only indexes or slices what the dataset holds, with casts and a random
-start (a random window of a token tensor): a batch costs well under a millisecond. Nor a loader of
-indices on any device (`DataLoader(range(n), batch_size, shuffle=True)`, `torch.arange(n)`,
-`torch.LongTensor(range(n))`,
-the shuffled index batches of link-prediction and full-graph scripts): its items cost nothing
-to make, and workers would only batch ints. Nor a loader over a `TensorDataset` of tensors
-made on a device or moved to one before it (`torch.tensor(x, device=device)`, `.to(device)`,
-also through a function of the file that returns them, or a slice of them): a batch is already
-where the step needs it, and a worker could not index a CUDA tensor. Calls that pass `*args` or
-`**kwargs` are not flagged: they may set it.
+(`num_workers=args.workers` with `parser.add_argument("--workers", default=0)`, a click option, a
+dataclass field), unless the same call sets `persistent_workers` (not to False) or `prefetch_factor`
+(not to None), which the DataLoader refuses without workers: the run it is written for passes a
+worker count. Not, on any device, where the dataset is tensors in memory (`TensorDataset(x, y)`,
+also when every call of the function that builds the loader hands it one; a tensor, cast or not; a
+Python list the file builds, `list(zip(inputs, labels))`, a comprehension, a slice or sum of them,
+without a `collate_fn`): a batch is a slice of what the main process holds, and workers would only
+add processes and a copy between them. Not in a file that runs on the CPU only where a training loop
+of the same file iterates the loader: there workers take cores from the step's own threads (whether
+they pay is measured by `torchpace doctor`, not read); nor in a notebook whose loops that iterate
+the loader all train on the host (a cell that only prints the CUDA device puts nothing on it). A
+loader a CPU-only file builds for a loop elsewhere is still reported. Nor, on any device, a loader
+of at most 64 items a batch (a literal, constant or option default) from a dataset class whose
+`__getitem__` only indexes or slices what the dataset holds, with casts and a random start (a random
+window of a token tensor): a batch costs well under a millisecond. Nor a loader of indices on any
+device (`DataLoader(range(n), batch_size, shuffle=True)`, `torch.arange(n)`,
+`torch.LongTensor(range(n))`, the shuffled index batches of link-prediction and full-graph scripts):
+its items cost nothing to make, and workers would only batch ints. Nor a loader over a
+`TensorDataset` of tensors made on a device or moved to one before it (`torch.tensor(x,
+device=device)`, `.to(device)`, also through a function of the file that returns them, or a slice of
+them): a batch is already where the step needs it, and a worker could not index a CUDA tensor. Calls
+that pass `*args` or `**kwargs` are not flagged: they may set it.
 
 ## Why is this slow
 With `num_workers=0` the training process reads, decodes and collates each batch itself, and the
