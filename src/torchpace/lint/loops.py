@@ -609,6 +609,9 @@ class LoopFacts:
     decided: dict[int, str] = field(default_factory=dict)
     _subclasses: dict[str, list[str]] = field(default_factory=dict)  # class → it and subclasses
     tensor_cache: dict[int, Any] = field(default_factory=dict)  # id(scope) → TensorFacts
+    # id(node) → the node that contains it: the file's map (FileContext.parents), handed over
+    # when the first TensorFacts is made, so their readings of blocks need not build their own
+    parents: dict[int, ast.AST] = field(default_factory=dict)
     _steps: dict[int, bool] = field(default_factory=dict)  # id(function) → has a step
     _loops_in: dict[int, bool] = field(default_factory=dict)  # id(function) → has a step loop
     _trains: dict[int, bool] = field(default_factory=dict)  # id(function) → trains
@@ -1915,7 +1918,9 @@ def _peeks(loop: ast.For | ast.AsyncFor) -> bool:
     return False
 
 
-def _unrunnable(facts: LoopFacts, loop: Loop, tree: ast.Module) -> bool:
+def _unrunnable(
+    facts: LoopFacts, loop: Loop, tree: ast.Module, by_type: dict[type, list[Any]]
+) -> bool:
     """A notebook's loop that steps only optimizers no cell of the notebook binds (issue 32's
     template class: a handbook's DDP snippet "to be saved as a .py file", an exercise whose
     ``optimizer = # TODO`` cell does not parse): run, it stops at a NameError on its first
@@ -1931,47 +1936,37 @@ def _unrunnable(facts: LoopFacts, loop: Loop, tree: ast.Module) -> bool:
     ]
     if not steps or not all(isinstance(s, ast.Name) for s in steps):
         return False
-    bound = _bound_anywhere(tree)
+    if "_tp_bound_anywhere" not in tree.__dict__:
+        tree.__dict__["_tp_bound_anywhere"] = _names_bound(by_type)
+    bound: set[str] | None = tree.__dict__["_tp_bound_anywhere"]
     return bound is not None and not any(dotted(s) in bound for s in steps)
 
 
 _DYNAMIC_BINDERS = frozenset({"exec", "globals", "locals", "vars"})
 
 
-def _bound_anywhere(tree: ast.Module) -> set[str] | None:
+def _names_bound(by_type: dict[type, list[Any]]) -> set[str] | None:
     """Every name the file binds anywhere (assigned, a parameter, a definition, an import, a
     handler's or a pattern's name, declared global), with Python's builtins; None where names
     may be bound in ways a reading cannot see (a star import, ``exec``, ``globals()``)."""
-    if "_tp_bound_anywhere" in tree.__dict__:
-        cached: set[str] | None = tree.__dict__["_tp_bound_anywhere"]
-        return cached
-    bound: set[str] | None = _names_bound(tree)
-    tree.__dict__["_tp_bound_anywhere"] = bound
-    return bound
-
-
-def _names_bound(tree: ast.Module) -> set[str] | None:
     bound = set(dir(builtins))
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Name):
-            if isinstance(node.ctx, (ast.Store, ast.Del)):
-                bound.add(node.id)
-            elif node.id in _DYNAMIC_BINDERS:
-                return None
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            bound.add(node.name)
-        elif isinstance(node, ast.arg):
-            bound.add(node.arg)
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            if any(a.name == "*" for a in node.names):
-                return None
-            bound.update((a.asname or a.name).split(".")[0] for a in node.names)
-        elif isinstance(node, (ast.Global, ast.Nonlocal)):
-            bound.update(node.names)
-        elif isinstance(node, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)) and node.name:
-            bound.add(node.name)
-        elif isinstance(node, ast.MatchMapping) and node.rest:
-            bound.add(node.rest)
+    for name in by_type.get(ast.Name, ()):
+        if not isinstance(name.ctx, ast.Load):
+            bound.add(name.id)
+        elif name.id in _DYNAMIC_BINDERS:
+            return None
+    imports = [*by_type.get(ast.Import, ()), *by_type.get(ast.ImportFrom, ())]
+    for node in imports:
+        if any(a.name == "*" for a in node.names):
+            return None
+        bound.update((a.asname or a.name).split(".")[0] for a in node.names)
+    named: tuple[type, ...] = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+    named += (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)
+    bound.update(n.name for kind in named for n in by_type.get(kind, ()) if n.name)
+    bound.update(node.arg for node in by_type.get(ast.arg, ()))
+    declared = (ast.Global, ast.Nonlocal)
+    bound.update(name for kind in declared for n in by_type.get(kind, ()) for name in n.names)
+    bound.update(node.rest for node in by_type.get(ast.MatchMapping, ()) if node.rest)
     return bound
 
 
@@ -2084,7 +2079,7 @@ def analyse(
                 and facts.is_step_loop(node, scope)
                 and not _smoke_test(node, tree, names)
                 and not _lr_sweep(facts, scope)
-                and not (notebook and _unrunnable(facts, node, tree))
+                and not (notebook and _unrunnable(facts, node, tree, by_type))
             ):
                 facts.step_loops.append(node)
                 header: list[ast.AST] = [node.test] if isinstance(node, ast.While) else []

@@ -190,7 +190,11 @@ class FileContext:
         from torchpace.lint.tensors import TensorFacts
 
         found: TensorFacts | None = self.loops.tensor_cache.get(id(scope))
-        return found if found is not None else TensorFacts(self.loops, scope)
+        if found is not None:
+            return found
+        if not self.loops.parents:
+            self.loops.parents = self.parents
+        return TensorFacts(self.loops, scope)
 
     def offset(self, line: int, col: int) -> int:
         """Byte offset of a 1-based line and a 0-based UTF-8 byte column."""

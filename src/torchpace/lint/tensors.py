@@ -158,6 +158,8 @@ class TensorFacts:
         self._visiting: set[str] = set()
         self.host_names: set[str] = set()
         self._parent_of: dict[int, ast.AST] | None = None
+        self._stores: dict[int, frozenset[str]] = {}
+        self._places: dict[int, dict[int, tuple[str, int]]] = {}
         self._solve(scope)
         self._solve_host()
 
@@ -329,20 +331,14 @@ class TensorFacts:
                 return None
             node = up
         owner = parents.get(id(node))
-        field = next(
-            (
-                f
-                for f in ("body", "orelse", "finalbody")
-                if isinstance(body := getattr(owner, f, None), list)
-                and any(s is node for s in body)
-            ),
-            None,
-        )
-        if owner is None or field is None:
+        place = self._place(owner, node) if owner is not None else None
+        if owner is None or place is None:
             return None
+        field, at = place
         block = getattr(owner, field)
-        before = block[: next(i for i, s in enumerate(block) if s is node)]
-        for statement in reversed(before):
+        for statement in reversed(block[:at]):
+            if name.id not in self._stored_in(statement):
+                continue
             if (
                 isinstance(statement, ast.Assign)
                 and len(statement.targets) == 1
@@ -350,11 +346,7 @@ class TensorFacts:
                 and statement.targets[0].id == name.id
             ):
                 return statement.value
-            if any(
-                isinstance(n, ast.Name) and n.id == name.id and not isinstance(n.ctx, ast.Load)
-                for n in ast.walk(statement)
-            ):
-                return None  # bound there some other way, or only on some paths
+            return None  # bound there some other way, or only on some paths
         if isinstance(owner, (ast.For, ast.AsyncFor)) and field == "body":
             # the loop's own target, at the start of each pass (a loader's batch before the
             # body moves it: ``torch.unique(y)``, then ``y = y.to(device)``)
@@ -362,7 +354,32 @@ class TensorFacts:
             return values[0] if len(values) == 1 else None
         return None
 
+    def _place(self, owner: ast.AST, statement: ast.stmt) -> tuple[str, int] | None:
+        """The block of ``owner`` that holds ``statement`` and its index there (each block of
+        an owner indexed once)."""
+        if id(owner) not in self._places:
+            self._places[id(owner)] = {
+                id(s): (f, i)
+                for f in ("body", "orelse", "finalbody")
+                if isinstance(body := getattr(owner, f, None), list)
+                for i, s in enumerate(body)
+            }
+        return self._places[id(owner)].get(id(statement))
+
+    def _stored_in(self, statement: ast.stmt) -> frozenset[str]:
+        """The names ``statement`` binds anywhere in it (read once per statement)."""
+        stored = self._stores.get(id(statement))
+        if stored is None:
+            stored = self._stores[id(statement)] = frozenset(
+                n.id
+                for n in ast.walk(statement)
+                if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)
+            )
+        return stored
+
     def _parents(self) -> dict[int, ast.AST]:
+        if self.facts.parents:
+            return self.facts.parents  # the file's map (FileContext.parents)
         if self._parent_of is None:
             self._parent_of = {
                 id(child): parent

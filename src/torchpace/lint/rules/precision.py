@@ -905,12 +905,26 @@ def _binding_scope(ctx: FileContext, name: str, scope: Scope) -> Scope:
     if "." in name:
         return ctx.tree
     while not isinstance(scope, ast.Module):
-        if any(isinstance(n, ast.Global) and name in n.names for n in walk(scope.body)):
+        if name in _declared_global(ctx, scope):
             return ctx.tree
         if name in parameter_names(scope) or name in scope_stores(ctx, scope):
             return scope
         scope = ctx.enclosing_scope(scope)
     return scope
+
+
+def _declared_global(ctx: FileContext, scope: Scope) -> frozenset[str]:
+    """The names ``scope`` declares ``global`` (read once per scope and file)."""
+    index: dict[int, frozenset[str]] = ctx.__dict__.setdefault("_tp_globals", {})
+    found = index.get(id(scope))
+    if found is None:
+        found = index[id(scope)] = frozenset(
+            name
+            for n in walk(scope.body)  # type: ignore[union-attr]
+            if isinstance(n, ast.Global)
+            for name in n.names
+        )
+    return found
 
 
 # Frameworks that put the model and its batches on the device themselves (Accelerate's
