@@ -78,3 +78,28 @@ def test_an_option_defaulting_to_0_alone_is_still_reported() -> None:
         "    prefetch_factor=args.prefetch,\n", ""
     )
     assert findings(plain, "TP101") == [("TP101", 16)]
+
+
+# TRL's teacher-server request builder: the prompt lengths are copied to the host, summed and
+# cast with ``.to(torch.long)`` (a cast, no device), then read element by element: host reads.
+LENGTHS = """
+import torch
+from transformers import Trainer
+
+
+class ServerTrainer(Trainer):
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        lengths = inputs["prompt_attention_mask"].detach().cpu().sum(dim=1).to(torch.long)
+        for row, length in zip(inputs["input_ids"], lengths, strict=True):
+            self.requests.append(int(length.item()))
+        return model(**inputs).loss
+"""
+
+
+def test_a_host_tensor_cast_with_to_a_dtype_stays_on_the_host() -> None:
+    assert findings(LENGTHS, "TP201") == [("TP201", 8)]
+
+
+def test_a_host_tensor_moved_with_to_a_device_is_read_on_the_device() -> None:
+    moved = LENGTHS.replace(".to(torch.long)", ".to(model.device)")
+    assert findings(moved, "TP201") == [("TP201", 8), ("TP201", 10)]

@@ -18,7 +18,8 @@ Some tensors are certainly on the host, where reading them waits for no device (
 the batches of a DataLoader before anything moves them (a name bound only by ``for x, y in
 loader``), tensors made from host memory (``torch.from_numpy``, ``torch.from_file``) or by a
 factory without a ``device=`` (``torch.tensor([...])``, ``torch.empty_like(host)``), ``.cpu()``
-results, and what tensor methods, indexing and arithmetic make of host tensors alone. A name is
+results, and what tensor methods (a ``.to(torch.long)`` cast among them), indexing and arithmetic
+make of host tensors alone. A name is
 also on the host where the one binding that reaches a use is such a value: an assignment earlier
 in the same block, with nothing between them binding the name (``loss = criterion(o, y).cpu()``,
 then ``loss.item()``, though other code binds ``loss`` to device losses).
@@ -144,6 +145,15 @@ _RANGES = frozenset({"torch.arange", "torch.linspace", "torch.logspace", "torch.
 _SIZED = frozenset({"torch.zeros", "torch.ones", "torch.empty", "torch.rand", "torch.randn"})
 # Methods that move a tensor elsewhere: their result is not known to be on the host.
 _MOVES = frozenset({"to", "cuda", "type", "type_as", "new_tensor", "new_zeros", "new_ones"})
+
+# torch's dtypes: ``x.to(torch.long)`` casts where ``x`` is.
+DTYPES = frozenset(
+    f"torch.{t}"
+    for t in (
+        "float32", "float", "float64", "double", "float16", "half", "bfloat16", "int64", "long",
+        "int32", "int", "int16", "int8", "uint8", "bool",
+    )
+)  # fmt: skip
 
 
 class TensorFacts:
@@ -314,8 +324,22 @@ class TensorFacts:
         if isinstance(func, ast.Attribute) and qual is None:
             if func.attr == "cpu":
                 return True
+            if func.attr == "to" and self._casts_only(node):
+                return self.is_host(func.value)  # ``x.cpu().sum(1).to(torch.long)``
             return func.attr not in _MOVES and self.is_host(func.value)
         return False
+
+    def _casts_only(self, call: ast.Call) -> bool:
+        """``.to(torch.long)``, ``.to(dtype=torch.float16)``: a cast, no device named."""
+        qualname = self.facts.names.qualname
+        given = [*call.args, *(k.value for k in call.keywords if k.arg == "dtype")]
+        others = [k for k in call.keywords if k.arg not in ("dtype", "non_blocking", "copy")]
+        return (
+            bool(given)
+            and not others
+            and len(call.args) <= 1
+            and all(qualname(g) in DTYPES for g in given)
+        )
 
     def _reaching_value(self, name: ast.Name) -> ast.expr | None:
         """The value of the one binding of ``name`` that reaches this use of it: an assignment

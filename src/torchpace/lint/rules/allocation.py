@@ -23,7 +23,7 @@ from torchpace.lint.rule import (
     parameter_names,
 )
 from torchpace.lint.rules.syncs import REFERENCES, check_calls_to, hot_calls
-from torchpace.lint.tensors import LEGACY_HOST_TYPES, RANDOM_FACTORIES
+from torchpace.lint.tensors import DTYPES, LEGACY_HOST_TYPES, RANDOM_FACTORIES
 from torchpace.lint.tree import subtree
 
 # The moves of a tensor to another tensor's or a given device.
@@ -269,15 +269,6 @@ def _made_from_nothing(node: ast.expr) -> bool:
     return isinstance(node, ast.Constant) and type(node.value) is int
 
 
-_DTYPES = frozenset(
-    f"torch.{t}"
-    for t in (
-        "float32", "float", "float64", "double", "float16", "half", "bfloat16", "int64", "long",
-        "int32", "int", "int16", "int8", "uint8", "bool",
-    )
-)  # fmt: skip
-
-
 def _casts_only(ctx: FileContext, call: ast.Call) -> bool:
     """``.to(dtype)``, where what it is given is a dtype and nothing a device: ``torch.long``,
     ``x.dtype``, ``dtype=...`` alone (ogb's ``torch.zeros(n).to(edge_index.dtype)``)."""
@@ -289,7 +280,7 @@ def _casts_only(ctx: FileContext, call: ast.Call) -> bool:
         return bool(call.keywords)
     arg = call.args[0]
     name = dotted(arg) or ""
-    return ctx.names.qualname(arg) in _DTYPES or name.rsplit(".", 1)[-1] == "dtype"
+    return ctx.names.qualname(arg) in DTYPES or name.rsplit(".", 1)[-1] == "dtype"
 
 
 # Methods that make a new tensor from one, where it is: a host tensor stays on the host.
