@@ -167,7 +167,6 @@ class TensorFacts:
         self.values: dict[str, list[ast.expr | None]] = {}  # every value bound to each name
         self._visiting: set[str] = set()
         self.host_names: set[str] = set()
-        self._parent_of: dict[int, ast.AST] | None = None
         self._stores: dict[int, frozenset[str]] = {}
         self._places: dict[int, dict[int, tuple[str, int]]] = {}
         self._solve(scope)
@@ -347,7 +346,7 @@ class TensorFacts:
         Fashion-MNIST handbook's ``loss = criterion(out, y).cpu()``, then ``loss.data.item()``
         two lines on, where the notebook binds ``loss`` to device losses in other cells); at the
         start of a loop's body, the loop's target. None where the block does not say."""
-        parents = self._parents()
+        parents = self.facts.parents  # the file's map (FileContext.parents)
         node: ast.AST = name
         while not isinstance(node, ast.stmt):
             up = parents.get(id(node))
@@ -400,17 +399,6 @@ class TensorFacts:
                 if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)
             )
         return stored
-
-    def _parents(self) -> dict[int, ast.AST]:
-        if self.facts.parents:
-            return self.facts.parents  # the file's map (FileContext.parents)
-        if self._parent_of is None:
-            self._parent_of = {
-                id(child): parent
-                for parent in ast.walk(self.scope)
-                for child in ast.iter_child_nodes(parent)
-            }
-        return self._parent_of
 
     def _host_array(self, node: ast.AST) -> bool:
         """A host tensor with at least one dimension, made here: ``torch.arange(n)``,

@@ -23,7 +23,7 @@ from torchpace.lint.dataloaders import (
     yields_device_tensors,
 )
 from torchpace.lint.device import may_use_accelerator, uses_cuda
-from torchpace.lint.engine import EPOCH_LOADER, is_notebook
+from torchpace.lint.engine import EPOCH_LOADER
 from torchpace.lint.loops import (
     DATALOADERS,
     LOOPS,
@@ -50,7 +50,7 @@ from torchpace.lint.rule import (
     keyword,
     passed_for,
 )
-from torchpace.lint.rules.precision import on_a_device, places_through_a_framework
+from torchpace.lint.rules.precision import host_training_loops
 from torchpace.lint.tree import subtree
 from torchpace.lint.values import int_value, option_default
 
@@ -228,21 +228,17 @@ def _trained_on_here(ctx: FileContext, call: ast.Call) -> bool:
 
 
 def _only_host_loops(ctx: FileContext, call: ast.Call) -> bool:
-    """In a notebook, every loop that iterates the loader ``call`` builds trains on the host
-    (moves nothing, runs no model the notebook moves: :func:`on_a_device`): its cells are
-    separate runs, and a cell that only prints the CUDA device puts nothing on it. Not where a
-    framework places the model and batches (Accelerate, Fabric, DeepSpeed)."""
-    if not is_notebook(ctx.path) or places_through_a_framework(ctx):
+    """Every loop that iterates the loader ``call`` builds is a notebook's training loop that
+    trains on the host (:func:`host_training_loops`)."""
+    host = host_training_loops(ctx)
+    if not host:
         return False
     loops = [
         loop
         for loop in ctx.of_type(ast.For, ast.AsyncFor)
         if call in iterated_loader_calls(ctx, loop)
     ]
-    training = {id(loop) for loop in ctx.loops.training_loops()}
-    return bool(loops) and all(
-        id(loop) in training and not on_a_device(ctx, loop) for loop in loops
-    )
+    return bool(loops) and all(id(loop) in host for loop in loops)
 
 
 def _check_loader_workers(ctx: FileContext) -> Iterator[Report]:

@@ -858,7 +858,33 @@ def on_a_device(ctx: FileContext, loop: Step) -> bool:
     """The loop moves something to a device (also in a function of this file it calls: a
     course's ``calc_loss_batch(x, y, model, device)``), or a model it calls or a name it reads
     is moved to one in this file (``model_1.to(device)``, ``model = Net().cuda()``, a style
-    transfer's ``target = content.clone().requires_grad_(True).to(device)``)."""
+    transfer's ``target = content.clone().requires_grad_(True).to(device)``). Worked out once
+    per loop: TP302, TP101, TP104 and the sync rules all ask."""
+    known = _shown_devices(ctx)
+    if id(loop) not in known:
+        known[id(loop)] = _shows_a_device(ctx, loop)
+    return known[id(loop)]
+
+
+@per_file
+def _shown_devices(ctx: FileContext) -> dict[int, bool]:
+    """:func:`on_a_device`'s answers for the file's loops, by ``id``."""
+    return {}
+
+
+@per_file
+def host_training_loops(ctx: FileContext) -> frozenset[int]:
+    """``id`` of each training loop of a notebook that trains on the host (:func:`on_a_device`
+    says no): a notebook's cells are separate runs, and a cell that only prints the CUDA device
+    puts nothing on it. None where the file is no notebook, or imports a framework that places
+    the model and batches itself (Accelerate, Fabric, DeepSpeed): TP101, TP104 and the sync
+    rules leave these loops alone, as TP302 does."""
+    if not is_notebook(ctx.path) or places_through_a_framework(ctx):
+        return frozenset()
+    return frozenset(id(loop) for loop in ctx.loops.training_loops() if not on_a_device(ctx, loop))
+
+
+def _shows_a_device(ctx: FileContext, loop: Step) -> bool:
     runs = step_runs(ctx, loop)  # the body and the functions of this file it calls
     if any(
         isinstance(n, ast.Call) and moves_to_a_device(n, ctx.names)

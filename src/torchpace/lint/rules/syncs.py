@@ -13,7 +13,6 @@ import ast
 from collections.abc import Iterator, Sequence
 
 from torchpace.lint.device import may_use_accelerator
-from torchpace.lint.engine import is_notebook
 from torchpace.lint.forwards import in_forwards
 from torchpace.lint.loops import (
     LOOPS,
@@ -61,21 +60,19 @@ def _hot(ctx: FileContext, *, waits: bool = True) -> list[tuple[ast.AST, Scope]]
 
 @per_file
 def _host_steps(ctx: FileContext) -> frozenset[int]:
-    """In a notebook, the code of training loops that train on the host (move nothing, run no
-    model the notebook moves: :func:`~torchpace.lint.rules.precision.on_a_device`), less what
-    a loop on a device also runs: a notebook's cells are separate runs, and a cell that prints
-    the CUDA device puts nothing on it (a textbook's seq2seq chapter, trained on the CPU). Not
-    where a framework places the model and batches (Accelerate, Fabric, DeepSpeed)."""
-    from torchpace.lint.rules.precision import on_a_device, places_through_a_framework
+    """The code of a notebook's training loops that train on the host
+    (:func:`~torchpace.lint.rules.precision.host_training_loops`), less what a loop on a device
+    also runs (a textbook's seq2seq chapter, trained on the CPU)."""
+    from torchpace.lint.rules.precision import host_training_loops
 
-    if not is_notebook(ctx.path) or places_through_a_framework(ctx):
+    host = host_training_loops(ctx)
+    if not host:
         return frozenset()
-
     on_host: set[int] = set()
     placed: set[int] = set()
     for loop in ctx.loops.training_loops():
         nodes = {id(n) for run, _, _ in step_runs(ctx, loop) for n in run}
-        (placed if on_a_device(ctx, loop) else on_host).update(nodes)
+        (on_host if id(loop) in host else placed).update(nodes)
     return frozenset(on_host - placed)
 
 
