@@ -30,6 +30,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
+from torchpace.lint.imports import Resolver
 from torchpace.lint.loops import LoopFacts, Scope, dotted, returned, walk
 
 # Attributes that are the tensor itself, where it is (``loss.data``, a transpose).
@@ -154,6 +155,21 @@ DTYPES = frozenset(
         "int32", "int", "int16", "int8", "uint8", "bool",
     )
 )  # fmt: skip
+
+
+def casts_only(names: Resolver, call: ast.Call) -> bool:
+    """``.to(dtype)``, where what it is given is a dtype and nothing a device: ``torch.long``,
+    ``x.dtype``, ``dtype=...`` alone (ogb's ``torch.zeros(n).to(edge_index.dtype)``): the
+    tensor stays where it is."""
+    if not (isinstance(call.func, ast.Attribute) and call.func.attr == "to"):
+        return False
+    if any(k.arg != "dtype" for k in call.keywords) or len(call.args) > 1:
+        return False
+    if not call.args:
+        return bool(call.keywords)
+    arg = call.args[0]
+    name = dotted(arg) or ""
+    return names.qualname(arg) in DTYPES or name.rsplit(".", 1)[-1] == "dtype"
 
 
 class TensorFacts:
@@ -323,22 +339,10 @@ class TensorFacts:
         if isinstance(func, ast.Attribute) and qual is None:
             if func.attr == "cpu":
                 return True
-            if func.attr == "to" and self._casts_only(node):
+            if casts_only(self.facts.names, node):
                 return self.is_host(func.value)  # ``x.cpu().sum(1).to(torch.long)``
             return func.attr not in _MOVES and self.is_host(func.value)
         return False
-
-    def _casts_only(self, call: ast.Call) -> bool:
-        """``.to(torch.long)``, ``.to(dtype=torch.float16)``: a cast, no device named."""
-        qualname = self.facts.names.qualname
-        given = [*call.args, *(k.value for k in call.keywords if k.arg == "dtype")]
-        others = [k for k in call.keywords if k.arg not in ("dtype", "non_blocking", "copy")]
-        return (
-            bool(given)
-            and not others
-            and len(call.args) <= 1
-            and all(qualname(g) in DTYPES for g in given)
-        )
 
     def _reaching_value(self, name: ast.Name) -> ast.expr | None:
         """The value of the one binding of ``name`` that reaches this use of it: an assignment

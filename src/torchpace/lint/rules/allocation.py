@@ -23,7 +23,7 @@ from torchpace.lint.rule import (
     parameter_names,
 )
 from torchpace.lint.rules.syncs import REFERENCES, check_calls_to, hot_calls
-from torchpace.lint.tensors import DTYPES, LEGACY_HOST_TYPES, RANDOM_FACTORIES
+from torchpace.lint.tensors import LEGACY_HOST_TYPES, RANDOM_FACTORIES, casts_only
 from torchpace.lint.tree import subtree
 
 # The moves of a tensor to another tensor's or a given device.
@@ -177,7 +177,7 @@ def _host_factory(ctx: FileContext, node: ast.expr) -> ast.Call | None:
         if ctx.names.qualname(node.func) in _VARIABLES and len(node.args) == 1:
             node = node.args[0]
         elif isinstance(node.func, ast.Attribute) and (
-            (node.func.attr in _CASTS and not node.args) or _casts_only(ctx, node)
+            (node.func.attr in _CASTS and not node.args) or casts_only(ctx.names, node)
         ):
             node = node.func.value
         else:
@@ -267,20 +267,6 @@ def _made_from_nothing(node: ast.expr) -> bool:
     if isinstance(node, (ast.List, ast.Tuple)):
         return bool(node.elts) and all(isinstance(e, ast.Constant) for e in node.elts)
     return isinstance(node, ast.Constant) and type(node.value) is int
-
-
-def _casts_only(ctx: FileContext, call: ast.Call) -> bool:
-    """``.to(dtype)``, where what it is given is a dtype and nothing a device: ``torch.long``,
-    ``x.dtype``, ``dtype=...`` alone (ogb's ``torch.zeros(n).to(edge_index.dtype)``)."""
-    if not (isinstance(call.func, ast.Attribute) and call.func.attr == "to"):
-        return False
-    if any(k.arg != "dtype" for k in call.keywords) or len(call.args) > 1:
-        return False
-    if not call.args:
-        return bool(call.keywords)
-    arg = call.args[0]
-    name = dotted(arg) or ""
-    return ctx.names.qualname(arg) in DTYPES or name.rsplit(".", 1)[-1] == "dtype"
 
 
 # Methods that make a new tensor from one, where it is: a host tensor stays on the host.
