@@ -24,6 +24,28 @@ def findings(source: str, select: str | None = None) -> list[tuple[str, int]]:
     ]
 
 
+def notebook_source(*cells: str) -> bytes:
+    """A notebook whose code cells are ``cells``, in order, as ``.ipynb`` bytes."""
+    cell = {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None}
+    notebook = {"cells": [{**cell, "source": c} for c in cells], "metadata": {}, "nbformat": 4}
+    notebook["nbformat_minor"] = 5
+    return json.dumps(notebook).encode()
+
+
+def notebook_findings(
+    cells: list[str], select: str | None = None
+) -> list[tuple[str, int | None, int]]:
+    """Every finding of the default rules on a notebook of ``cells``, as (code, cell, line)
+    pairs in lint's order; only ``select``'s code where one is given."""
+    result = lint_source("notebook.ipynb", notebook_source(*cells), RULES)
+    assert isinstance(result, FileResult), result
+    return [
+        (f.code, f.location.cell, f.location.line)
+        for f in result.findings
+        if select is None or f.code == select
+    ]
+
+
 def write_project(root: Path, files: dict[str, str]) -> None:
     """A project of several files under ``root``: each path's source, dedented, with the folders
     it needs."""

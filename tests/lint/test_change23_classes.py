@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from lint_findings import findings, write_project
+from lint_findings import findings, notebook_source, write_project
 
 from torchpace.cli import main
 from torchpace.lint import RULES, FileResult, lint_source
@@ -324,19 +324,6 @@ def test_a_host_draw_copied_into_a_host_tensor_is_left_alone() -> None:
     assert findings(source, "TP207") == []
 
 
-def _notebook(*cells: str) -> bytes:
-    return json.dumps(
-        {
-            "cells": [
-                {"cell_type": "code", "metadata": {}, "outputs": [], "source": c} for c in cells
-            ],
-            "metadata": {},
-            "nbformat": 4,
-            "nbformat_minor": 5,
-        }
-    ).encode()
-
-
 # pytorch-book's chapter 3: linear regression on host tensors, beside demo cells that move a
 # tensor to CUDA (judged false, cpu-only).
 REGRESSION = """
@@ -366,7 +353,7 @@ def _tp302_cells(data: bytes) -> list[tuple[int | None, int]]:
 
 
 def test_a_notebook_loop_on_host_tensors_beside_a_cuda_demo_cell_is_left_alone() -> None:
-    assert _tp302_cells(_notebook(FAKE_DATA, REGRESSION, DEMO)) == []
+    assert _tp302_cells(notebook_source(FAKE_DATA, REGRESSION, DEMO)) == []
 
 
 def test_a_notebook_loop_that_moves_its_batch_in_a_helper_is_on_the_device() -> None:
@@ -386,7 +373,7 @@ def train(model, loader, optimizer, device):
             optimizer.step()
 """
     setup = "import torch as t\ndevice = t.device('cuda')\nmodel = GPTModel(cfg)\n"
-    assert _tp302_cells(_notebook(setup, helper)) == [(2, 8)]
+    assert _tp302_cells(notebook_source(setup, helper)) == [(2, 8)]
 
 
 def test_a_notebook_loop_that_reads_a_tensor_moved_in_another_cell_is_on_the_device() -> None:
@@ -404,10 +391,10 @@ for ii in range(2000):
     loss.backward()
     optimizer.step()
 """
-    assert _tp302_cells(_notebook(setup, loop)) == [(2, 2)]
+    assert _tp302_cells(notebook_source(setup, loop)) == [(2, 2)]
     # a name bound again in another cell to a host value says nothing: the regression's ``b``
     demo = "b = t.rand(10).cuda(0)\n"
-    assert _tp302_cells(_notebook(FAKE_DATA, demo, REGRESSION)) == []
+    assert _tp302_cells(notebook_source(FAKE_DATA, demo, REGRESSION)) == []
 
 
 # GPT-NeoX's default attention (Megatron's layout): scores by baddbmm into a buffer, an
@@ -811,4 +798,4 @@ def fit(epochs, model, train_loader, opt):
             opt.step()
             opt.zero_grad()
 """
-    assert _tp302_cells(_notebook(helpers, loop)) == [(2, 4)]
+    assert _tp302_cells(notebook_source(helpers, loop)) == [(2, 4)]

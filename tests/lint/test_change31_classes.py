@@ -4,21 +4,13 @@ before the change, and the controls hold on both."""
 
 from __future__ import annotations
 
-import json
-
 from lint_findings import findings as findings_in_a_script
-
-from torchpace.lint import RULES, FileResult, lint_source
+from lint_findings import notebook_findings
 
 
 def findings(source: str) -> list[tuple[str, int]]:
     """What lint reports on ``source`` as the one code cell of a notebook."""
-    cell = {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None}
-    notebook = {"cells": [{**cell, "source": source}], "metadata": {}, "nbformat": 4}
-    notebook["nbformat_minor"] = 5
-    result = lint_source("train.ipynb", json.dumps(notebook).encode(), RULES)
-    assert isinstance(result, FileResult), result
-    return [(f.code, f.location.line) for f in result.findings]
+    return [(code, line) for code, _, line in notebook_findings([source])]
 
 
 # A handbook's DDP snippet, "to be saved as a .py file": it names a dataset, a loss function and
@@ -111,17 +103,8 @@ print(device)
 ]
 
 
-def _notebook_findings(cells: list[str], code: str) -> list[tuple[str, int | None, int]]:
-    cell = {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None}
-    notebook = {"cells": [{**cell, "source": c} for c in cells], "metadata": {}, "nbformat": 4}
-    notebook["nbformat_minor"] = 5
-    result = lint_source("tutorial.ipynb", json.dumps(notebook).encode(), RULES)
-    assert isinstance(result, FileResult), result
-    return [(f.code, f.location.cell, f.location.line) for f in result.findings if f.code == code]
-
-
 def test_workers_restarted_for_a_loop_that_trains_on_the_host_in_a_notebook() -> None:
-    assert _notebook_findings(TUTORIAL_CELLS, "TP104") == []
+    assert notebook_findings(TUTORIAL_CELLS, "TP104") == []
 
 
 def test_workers_restarted_for_the_same_loop_on_the_gpu_are_reported() -> None:
@@ -136,7 +119,7 @@ def test_workers_restarted_for_the_same_loop_on_the_gpu_are_reported() -> None:
             "inputs, labels = data", "inputs, labels = data[0].to(device), data[1].to(device)"
         ),
     ]
-    assert _notebook_findings(moved, "TP104") == [("TP104", 1, 5)]
+    assert notebook_findings(moved, "TP104") == [("TP104", 1, 5)]
 
 
 # GCNII's PPI script: a loader over the 20 training graphs' indices, one a batch, each step

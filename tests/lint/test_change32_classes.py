@@ -4,11 +4,7 @@ before the change, and the controls hold on both."""
 
 from __future__ import annotations
 
-import json
-
-from lint_findings import findings
-
-from torchpace.lint import RULES, FileResult, lint_source
+from lint_findings import findings, notebook_findings
 
 # A textbook's helper module holds its chapters' trainers: the chapter-3 one trains on the host
 # whatever it is handed, the chapter-5 one moves its net and batches to the device. The net the
@@ -85,18 +81,9 @@ for epoch in range(50):
 ]
 
 
-def _notebook_findings(cells: list[str], code: str) -> list[tuple[str, int | None, int]]:
-    cell = {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None}
-    notebook = {"cells": [{**cell, "source": c} for c in cells], "metadata": {}, "nbformat": 4}
-    notebook["nbformat_minor"] = 5
-    result = lint_source("seq2seq.ipynb", json.dumps(notebook).encode(), RULES)
-    assert isinstance(result, FileResult), result
-    return [(f.code, f.location.cell, f.location.line) for f in result.findings if f.code == code]
-
-
 def test_reads_in_a_notebook_loop_that_trains_on_the_host_wait_for_nothing() -> None:
-    assert _notebook_findings(SEQ2SEQ_CELLS, "TP201") == []
-    assert _notebook_findings(SEQ2SEQ_CELLS, "TP101") == []
+    assert notebook_findings(SEQ2SEQ_CELLS, "TP201") == []
+    assert notebook_findings(SEQ2SEQ_CELLS, "TP101") == []
 
 
 def test_the_same_loop_on_the_device_is_reported() -> None:
@@ -112,8 +99,8 @@ def test_the_same_loop_on_the_device_is_reported() -> None:
             "        X, Y = X.to(device), Y.to(device)\n        l = batch_loss",
         ),
     ]
-    assert _notebook_findings(moved, "TP201") == [("TP201", 2, 18)]
-    assert _notebook_findings(moved, "TP101") == [("TP101", 2, 3)]
+    assert notebook_findings(moved, "TP201") == [("TP201", 2, 18)]
+    assert notebook_findings(moved, "TP101") == [("TP101", 2, 3)]
 
 
 # nano-llama31's builder sets the default tensor type to CUDA bfloat16 (half where bf16 is not

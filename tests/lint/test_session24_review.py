@@ -11,28 +11,17 @@ import json
 from pathlib import Path
 
 import pytest
-from lint_findings import findings
-
-from torchpace.lint import RULES, FileResult, lint_source
+from lint_findings import findings, notebook_findings
 
 CASES = json.loads((Path(__file__).parent / "fixtures" / "session24_review.json").read_text())
 NOTEBOOKS = sorted(name for name, case in CASES.items() if "cells" in case)
 SCRIPTS = sorted(name for name, case in CASES.items() if "source" in case)
 
 
-def _notebook_codes(cells: list[str]) -> list[str]:
-    cell = {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None}
-    notebook = {"cells": [{**cell, "source": c} for c in cells], "metadata": {}, "nbformat": 4}
-    notebook["nbformat_minor"] = 5
-    result = lint_source("review.ipynb", json.dumps(notebook).encode(), RULES)
-    assert isinstance(result, FileResult), result
-    return [f.code for f in result.findings]
-
-
 @pytest.mark.parametrize("name", NOTEBOOKS)
 def test_a_notebook_on_the_device_keeps_its_finding(name: str) -> None:
     case = CASES[name]
-    assert case["code"] in _notebook_codes(case["cells"]), case["why"]
+    assert case["code"] in [code for code, _, _ in notebook_findings(case["cells"])], case["why"]
 
 
 @pytest.mark.parametrize("name", SCRIPTS)
