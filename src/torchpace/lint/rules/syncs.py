@@ -10,6 +10,7 @@ loop, or a same-file function it calls, and not under a logging cadence such as
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator, Sequence
 
 from torchpace.lint.device import may_use_accelerator
@@ -844,17 +845,82 @@ def _check_data_dependent_shape(ctx: FileContext) -> Iterator[Report]:
             # host memory is counted there, with no wait
             index = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
             index = [i for i in index if not tensors.is_host(i)]
-            if any(_is_mask(i, ctx, tensors) for i in index) or (
-                not tensors.is_host(node.value)
-                and (
-                    (
-                        (_a_tensor(node.value, tensors) or _a_module_input(node.value, ctx, scope))
-                        and any(_a_comparison(i, ctx, scope) for i in index)
-                    )
-                    or any(_a_comparison(i, ctx, scope, of_module_input=True) for i in index)
-                )
-            ):
+            if _selects_by_mask(ctx, scope, node.value, index):
                 yield Report(node)
+
+
+# A name that says it holds a mask: ``mask``, ``train_mask``, ``pos_masks``, ``mask_k``,
+# ``mask_bool`` (not ``mask_idx`` or ``mask_token_id``, which name indices).
+_MASK_NAME = re.compile(r"(?:\w+_)?masks?(?:_(?:bool|[a-z0-9]))?", re.IGNORECASE)
+# What a name bound to one of these holds is not a boolean mask.
+_INDEX_MAKERS = frozenset(
+    {"torch.arange", "torch.randperm", "torch.nonzero", "torch.argsort", "torch.multinomial"}
+    | {"torch.randint", "torch.tensor", "torch.as_tensor", "torch.from_numpy"}
+)
+_INDEX_METHODS = frozenset({"long", "int", "nonzero", "argsort", "float", "half", "tolist"})
+
+
+def _mask_name(node: ast.expr) -> str | None:
+    """The last word of ``node``: ``mask``, ``data.train_mask``, ``inputs["loss_mask"]``."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    if isinstance(node, ast.Subscript):
+        key = node.slice
+        if isinstance(key, ast.Constant) and isinstance(key.value, str):
+            return key.value
+        return _mask_name(node.value)  # ``mask[:, k]``: a slice of a mask is one
+    return None
+
+
+def _named_mask(node: ast.expr, ctx: FileContext, scope: Scope) -> bool:
+    """An index whose name says it is a boolean mask (:data:`_MASK_NAME`), bound by nothing in
+    the scope that makes indices or host values: PyG's ``out[data.train_mask]``, a loss's
+    ``confidence[mask, :]`` with ``mask = hard_negative_mining(...)``, a head's ``x[mask]`` of
+    what its ``forward`` is handed."""
+    name = _mask_name(node)
+    if name is None or not _MASK_NAME.fullmatch(name):
+        return False
+    if not isinstance(node, ast.Name):
+        return True
+    bound = bound_in(ctx, node.id, scope)
+    return not any(_not_a_mask(v, ctx) for v in bound or ())
+
+
+def _not_a_mask(value: ast.expr, ctx: FileContext) -> bool:
+    if isinstance(value, (ast.Constant, ast.List, ast.Tuple, ast.ListComp, ast.Dict)):
+        return True
+    if isinstance(value, ast.Call):
+        if ctx.names.qualname(value.func) in _INDEX_MAKERS:
+            return True
+        func = value.func
+        return isinstance(func, ast.Attribute) and func.attr in _INDEX_METHODS
+    return False
+
+
+def _moved_holder(index: ast.expr, tensors: TensorFacts) -> bool:
+    """``data.train_mask`` of a ``data`` moved to the device (``dataset[0].to(device)``)."""
+    return isinstance(index, ast.Attribute) and tensors.is_tensor(index.value)
+
+
+def _selects_by_mask(
+    ctx: FileContext, scope: Scope, value: ast.expr, index: Sequence[ast.expr]
+) -> bool:
+    """``value[index]`` selects through a boolean mask, one index of several at least: a mask
+    lint knows, a comparison indexing a tensor or what a module is handed, or an index named as
+    a mask (:func:`_named_mask`) of such a value."""
+    tensors = ctx.tensors(scope)
+    if any(_is_mask(i, ctx, tensors) for i in index):
+        return True
+    if tensors.is_host(value):
+        return False
+    if any(_a_comparison(i, ctx, scope, of_module_input=True) for i in index):
+        return True
+    tensor = _a_tensor(value, tensors) or _a_module_input(value, ctx, scope)
+    if tensor and any(_a_comparison(i, ctx, scope) for i in index):
+        return True
+    return any(_named_mask(i, ctx, scope) and (tensor or _moved_holder(i, tensors)) for i in index)
 
 
 def _tensor_put(ctx: FileContext, node: ast.Subscript, scope: Scope) -> bool:
@@ -1011,6 +1077,10 @@ In a method of a module class, what the method is given is taken as the batch's 
 is what another file's training step hands a function of this one (a loss function's
 `out[y_org != y_trg]`). `masked_select` and `argwhere` are tensor methods only, so they are
 flagged on any value not known to be in host memory.
+An index whose name says it is a mask (`mask`, `train_mask`, `pos_masks`, `mask_k`, `mask_bool`;
+not `mask_idx` or `mask_token_id`) is taken as one where it indexes a tensor, what a module is
+handed, or is a field of a tensor object moved to the device (PyG's `out[data.train_mask]`),
+unless the function binds it to indices (`randperm`, `nonzero()`, `.long()`) or a Python value.
 A mask is also what a tensor's comparison method gives (`(pos + neg).gt(0)`, `x.isnan()`), a
 product of masks (`(u > 0) * (l == u)`), and a mask reshaped (`pos.unsqueeze(2).expand_as(x)`);
 a tensor is also what the first API's typed constructors make (`torch.LongTensor(n, m)`, on the
