@@ -175,3 +175,75 @@ def test_a_forwards_mask_parameter_selects(
 ) -> None:
     found = project_findings(tmp_path, HEAD, "TP203", capsys)
     assert [(Path(f["path"]).name, f["line"]) for f in found] == [("heads.py", 11)]
+
+
+def test_a_slice_of_indices_or_a_numpy_result_named_mask_is_not_a_mask() -> None:
+    # GRACE's batched loss slices an arange; a speaker-verification loss indexes with np.where
+    source = """
+import numpy as np
+import torch
+
+model = Model().cuda()
+optimizer = torch.optim.AdamW(model.parameters())
+for z1 in loader:
+    z1 = model(z1.cuda())
+    indices = torch.arange(0, z1.size(0)).to(z1.device)
+    mask = indices[0:256]
+    picked = z1[mask]
+    mask = np.where(keep)[0]
+    kept = z1[mask]
+    loss = picked.sum() + kept.sum()
+    loss.backward()
+    optimizer.step()
+"""
+    assert findings(source, "TP203") == []
+
+
+# An epoch loop trains, then calls an evaluation named for it that puts the model in eval mode
+# and reads accuracies, with autograd left on: its reads and selections are the evaluation's,
+# once an epoch, not the step's (PyG's ARMA example).
+EVALUATION = (
+    GRAPH[: GRAPH.index("def train():")]
+    + """def train():
+    model.train()
+    optimizer.zero_grad()
+    out = model(data.x, data.edge_index)
+    loss = F.nll_loss(out[data.train_mask], data.y[data.train_mask])
+    loss.backward()
+    optimizer.step()
+
+
+def test():
+    model.eval()
+    out, accs = model(data.x, data.edge_index), []
+    for _, mask in data("train_mask", "val_mask", "test_mask"):
+        pred = out[mask].argmax(1)
+        accs.append(pred.eq(data.y[mask]).sum().item() / mask.sum().item())
+    return accs
+
+
+for epoch in range(1, 401):
+    train()
+    train_acc, val_acc, test_acc = test()
+"""
+)
+
+
+def test_an_evaluation_left_with_autograd_on_is_still_the_evaluation() -> None:
+    found = findings(EVALUATION)
+    assert [line for code, line in found if code in ("TP201", "TP203")] == [30]
+    probe = EVALUATION.replace("def test():", "def probe():").replace("= test()", "= probe()")
+    assert [line for code, line in findings(probe) if code in ("TP201", "TP203")] == [
+        30,
+        39,
+        40,
+        40,
+    ]
+
+
+def test_a_function_named_for_evaluation_that_steps_is_training() -> None:
+    source = EVALUATION.replace("def train():", "def validate_and_train():").replace(
+        "    train()\n", "    validate_and_train()\n"
+    )
+    source = source.replace("model.train()", "model.eval()")
+    assert ("TP203", 30) in findings(source)

@@ -1454,10 +1454,26 @@ def evaluation_function(facts: LoopFacts, function: Function) -> bool:
     if not any(disables_grad(facts.names, d) for d in function.decorator_list):
         return (
             named
-            and any(facts._without_grad(stmt) for stmt in function.body)
             and _switches_to_eval(function)
+            and (
+                any(facts._without_grad(stmt) for stmt in function.body)
+                or not _steps_or_backpropagates(function)
+            )
         )
     return named or _switches_to_eval(function)
+
+
+def _steps_or_backpropagates(function: Function) -> bool:
+    """``function`` calls a ``backward()`` or an optimizer's ``step()``: it trains, whatever its
+    name. One named for evaluation that switches a model to ``eval()`` and does neither is an
+    evaluation left with autograd on (PyG's ``def test(): model.eval(); ...``), which TP403
+    reports; its reads are still the evaluation's."""
+    return any(
+        isinstance(n, ast.Call)
+        and isinstance(n.func, ast.Attribute)
+        and n.func.attr in ("backward", "step")
+        for n in walk(function.body)
+    )
 
 
 def _switches_to_eval(function: Function) -> bool:

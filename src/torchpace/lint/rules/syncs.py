@@ -885,17 +885,31 @@ def _named_mask(node: ast.expr, ctx: FileContext, scope: Scope) -> bool:
     if not isinstance(node, ast.Name):
         return True
     bound = bound_in(ctx, node.id, scope)
-    return not any(_not_a_mask(v, ctx) for v in bound or ())
+    return not any(_not_a_mask(v, ctx, scope) for v in bound or ())
 
 
-def _not_a_mask(value: ast.expr, ctx: FileContext) -> bool:
+def _not_a_mask(value: ast.expr, ctx: FileContext, scope: Scope, depth: int = 0) -> bool:
+    """``value`` holds indices or host values, not a mask on the device: a Python value, what
+    makes indices (``torch.randperm``, ``.nonzero()``, ``.long()``), a NumPy result
+    (``np.where(m)[0]``), or a slice or move of one (``indices[i * b:(i + 1) * b]`` with
+    ``indices = torch.arange(n).to(device)``)."""
     if isinstance(value, (ast.Constant, ast.List, ast.Tuple, ast.ListComp, ast.Dict)):
         return True
+    if isinstance(value, ast.Subscript):
+        return _not_a_mask(value.value, ctx, scope, depth)
     if isinstance(value, ast.Call):
-        if ctx.names.qualname(value.func) in _INDEX_MAKERS:
+        qual = ctx.names.qualname(value.func) or ""
+        if qual in _INDEX_MAKERS or qual.startswith("numpy."):
             return True
         func = value.func
-        return isinstance(func, ast.Attribute) and func.attr in _INDEX_METHODS
+        if not isinstance(func, ast.Attribute):
+            return False
+        if func.attr in _INDEX_METHODS:
+            return True
+        return func.attr in ("to", "cuda") and _not_a_mask(func.value, ctx, scope, depth)
+    if isinstance(value, ast.Name) and depth < 2:
+        bound = bound_in(ctx, value.id, scope)
+        return bool(bound) and all(_not_a_mask(v, ctx, scope, depth + 1) for v in bound or ())
     return False
 
 
