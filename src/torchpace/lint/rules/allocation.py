@@ -266,6 +266,12 @@ def _made_from_nothing(node: ast.expr) -> bool:
         return isinstance(node.func, ast.Name) and node.func.id == "range"
     if isinstance(node, (ast.List, ast.Tuple)):
         return bool(node.elts) and all(isinstance(e, ast.Constant) for e in node.elts)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
+        # a literal list repeated: ``torch.LongTensor([sos] * batch_size)``
+        lists = [s for s in (node.left, node.right) if isinstance(s, ast.List)]
+        return len(lists) == 1 and all(
+            isinstance(e, (ast.Constant, ast.Name, ast.Attribute)) for e in lists[0].elts
+        )
     return isinstance(node, ast.Constant) and type(node.value) is int
 
 
@@ -339,6 +345,8 @@ def _operand_ok(ctx: FileContext, node: ast.expr) -> bool:
         return _operand_ok(ctx, node.operand)
     if isinstance(node, ast.BinOp):
         return _operand_ok(ctx, node.left) and _operand_ok(ctx, node.right)
+    if isinstance(node, (ast.Tuple, ast.List)):  # sizes: ``.expand((b, n))``
+        return all(_operand_ok(ctx, e) for e in node.elts)
     return False
 
 
@@ -360,6 +368,8 @@ def _built_on_host(ctx: FileContext, node: ast.expr) -> bool:
         and _built_on_host(ctx, node.func.value)
     ):
         return all(_operand_ok(ctx, a) for a in node.args)
+    if isinstance(node, ast.Subscript) and _built_on_host(ctx, node.value):
+        return True  # ``torch.eye(d)[None, :, :]``: indexing a host tensor keeps it there
     if (
         isinstance(node, ast.Call)
         and ctx.names.qualname(node.func) in _EINOPS
@@ -623,8 +633,9 @@ immediately, after a dtype cast (`torch.ones(n).long().to(device)`, `.to(x.dtype
 the pre-0.4 wrapper (`Variable(torch.ones(n)).cuda()`), or
 through a name bound only to it (`z = torch.randn(n, d)` then `z = z.type_as(imgs)`), through
 methods, pointwise functions, arithmetic, comparisons and einops that keep it on the host, where
-every other operand is a number, a name or a size (a dropout mask `torch.rand(b) < p` then
-`.cuda()`; also under another
+every other operand is a number, a name or a size, also a tuple of them (a dropout mask
+`torch.rand(b) < p` then `.cuda()`; `torch.arange(l).unsqueeze(0).expand((b, l)).to(dev)`; an
+index of one, `torch.eye(d)[None, :, :]` then `.cuda()`; also under another
 name bound only to them: `r = torch.arange(n).long()`, then `m = r.unsqueeze(0).expand(b, n)`, then
 `m = m.cuda()`), or returned by a function of this file or of an imported project file that builds
 it so (`prepare_img_ids(b, h, w).to(device)`), also filled on the host under a name bound only
@@ -632,8 +643,9 @@ to it (`mask = torch.BoolTensor(x.size()).fill_(0)`, then `mask = mask.cuda()`; 
 `a = torch.zeros(n, 2)`, `a[:, 0] = 4`, then `a = a.to(e.device).to(e.dtype)`). A legacy typed
 constructor counts where it is given no data, only a `range`, sizes (several of them,
 `torch.FloatTensor(batch, steps, hidden)`, as only the one-argument form takes data; also another
-tensor's, `x.size()`, `x.shape`) or a literal list of numbers
-(`torch.LongTensor(range(n)).to(device)`, what `torch.arange(n, device=device)` makes); given host
+tensor's, `x.size()`, `x.shape`), a literal list of numbers
+(`torch.LongTensor(range(n)).to(device)`, what `torch.arange(n, device=device)` makes) or one
+repeated (`torch.LongTensor([sos] * b)`, what `torch.full` makes); given host
 data (a NumPy array, an observation), it is a copy either way. `torch.as_tensor(x)` or
 `torch.tensor(x)` of data that changes with each call or pass is not one either: a parameter of the
 function built once a call, or a name the loop around it binds anew (`inputs, targets, lengths =
