@@ -1,8 +1,8 @@
-"""TP207 following a tensor built on the host through an index, a reshape given a tuple of sizes,
-and a legacy constructor of a repeated literal list (issue 32's class "a tensor built on the
-host, transformed, then moved, every step"; change sets: PointNet++'s ``torch.eye(d)[None]``,
-StyleTTS2's ``torch.arange(l).unsqueeze(0).expand((n, l))``, the ASR aligners'
-``torch.LongTensor([sos] * b)``). Each test fails on the rules before the change."""
+"""TP207 following a tensor built on the host through an index and through a reshape given a
+tuple of sizes (issue 32's class "a tensor built on the host, transformed, then moved, every
+step"; change sets: PointNet++'s ``torch.eye(d)[None]``, StyleTTS2's
+``torch.arange(l).unsqueeze(0).expand((n, l))``). Each test fails on the rules before the
+change; the controls hold on both."""
 
 from __future__ import annotations
 
@@ -35,8 +35,11 @@ def test_a_reshape_given_a_tuple_of_sizes_stays_on_the_host() -> None:
     assert _found(line) == [("TP207", 8)]
 
 
-def test_a_typed_constructor_of_a_repeated_literal_list_holds_no_data() -> None:
-    assert _found("v = torch.LongTensor([3] * x.size(1)).to(x.device)") == [("TP207", 8)]
+def test_a_repeated_literal_list_is_left_alone() -> None:
+    # ``torch.LongTensor([sos] * b)`` was tried and taken back (the twenty-fifth session): its
+    # added findings were judged 1 true, 4 false, mostly a decoder's inference branch
+    # (``if targets is None:``) and helper files a project never trains
+    assert _found("v = torch.LongTensor([3] * x.size(1)).to(x.device)") == []
 
 
 def test_host_data_or_a_device_index_are_not_built_from_nothing() -> None:

@@ -266,12 +266,6 @@ def _made_from_nothing(node: ast.expr) -> bool:
         return isinstance(node.func, ast.Name) and node.func.id == "range"
     if isinstance(node, (ast.List, ast.Tuple)):
         return bool(node.elts) and all(isinstance(e, ast.Constant) for e in node.elts)
-    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
-        # a literal list repeated: ``torch.LongTensor([sos] * batch_size)``
-        lists = [s for s in (node.left, node.right) if isinstance(s, ast.List)]
-        return len(lists) == 1 and all(
-            isinstance(e, (ast.Constant, ast.Name, ast.Attribute)) for e in lists[0].elts
-        )
     return isinstance(node, ast.Constant) and type(node.value) is int
 
 
@@ -643,9 +637,8 @@ to it (`mask = torch.BoolTensor(x.size()).fill_(0)`, then `mask = mask.cuda()`; 
 `a = torch.zeros(n, 2)`, `a[:, 0] = 4`, then `a = a.to(e.device).to(e.dtype)`). A legacy typed
 constructor counts where it is given no data, only a `range`, sizes (several of them,
 `torch.FloatTensor(batch, steps, hidden)`, as only the one-argument form takes data; also another
-tensor's, `x.size()`, `x.shape`), a literal list of numbers
-(`torch.LongTensor(range(n)).to(device)`, what `torch.arange(n, device=device)` makes) or one
-repeated (`torch.LongTensor([sos] * b)`, what `torch.full` makes); given host
+tensor's, `x.size()`, `x.shape`) or a literal list of numbers
+(`torch.LongTensor(range(n)).to(device)`, what `torch.arange(n, device=device)` makes); given host
 data (a NumPy array, an observation), it is a copy either way. `torch.as_tensor(x)` or
 `torch.tensor(x)` of data that changes with each call or pass is not one either: a parameter of the
 function built once a call, or a name the loop around it binds anew (`inputs, targets, lengths =
