@@ -54,7 +54,7 @@ from torchpace.lint.loops import (
 )
 from torchpace.lint.rule import FileContext, argument, parameter_names, passed_for
 from torchpace.lint.tree import subtree
-from torchpace.lint.values import int_value, module_bindings
+from torchpace.lint.values import int_value, module_bindings, options
 
 # What the rules that leave such loops alone say of it in their docs (docs/rules.md).
 SMALL_MODELS_DOC = (
@@ -79,6 +79,67 @@ GRAPH_MODELS_DOC = (
     "matrix products are too narrow for 16-bit kernels to pay, and gathering and scattering "
     "messages along the edges is not what autocast speeds up."
 )
+
+# The citation graphs of Planetoid (Cora: 2,708 nodes, CiteSeer: 3,327, PubMed: 19,717) and
+# Zachary's karate club: a whole graph is a few thousand rows, so even a 512-wide layer over all
+# of it is microseconds of matrix work on a GPU; the step is kernel launches and message passing.
+SMALL_GRAPHS = frozenset({"cora", "citeseer", "pubmed", "karate", "karateclub"})
+# The option that names a dataset: ``--dataset``, ``--data``, ``--dataset_name``.
+_DATASET_OPTION = re.compile(r"(data|dataset)(_?name)?")
+
+SMALL_GRAPH_DOC = (
+    "Nor a file that trains on one of the small citation graphs (Cora, CiteSeer, PubMed: at "
+    "most 19,717 nodes; or the karate club), named by a string the file gives (`Planetoid(root, "
+    "'Cora')`, `dataset = 'PubMed'`, an option's default) where no option offers another "
+    "dataset among its choices: a layer of any width the file is likely to give runs over a "
+    "few thousand rows, microseconds of matrix work, so the step is kernel launches and message "
+    "passing, which autocast does not shorten."
+)
+
+
+def trains_on_small_graph(ctx: FileContext) -> bool:
+    """The file's data is one of :data:`SMALL_GRAPHS`: a string of the file names one (as
+    written, case aside) where it picks the data (a call's argument, ``Planetoid(root, "Cora")``;
+    a name's value, ``dataset = "Cora"``; an option's default), not only where it lists what
+    may be picked (``assert name in ["Cora", "DBLP"]``); no dataset option defaults to another
+    (GRACE's ``--dataset`` defaults to ``DBLP``), and no ``add_argument(..., choices=[...])``
+    offers, beside one, a dataset that is not (``choices=["cora", "ogbn-arxiv"]``)."""
+    if not any(name.encode() in ctx.source.lower() for name in SMALL_GRAPHS):
+        return False  # most files stop here, without a walk
+    named = False
+    for node in ctx.of_type(ast.Constant):
+        if not (isinstance(node.value, str) and node.value.casefold() in SMALL_GRAPHS):
+            continue
+        parent = ctx.parents.get(id(node))
+        if isinstance(parent, ast.keyword):
+            parent = ctx.parents.get(id(parent))
+        named = named or isinstance(parent, (ast.Call, ast.Assign, ast.AnnAssign))
+    if not named:
+        return False
+    for option in options(ctx):
+        default = option.default
+        if (
+            _DATASET_OPTION.fullmatch(option.dest.lower())
+            and isinstance(default, ast.Constant)
+            and isinstance(default.value, str)
+            and default.value.casefold() not in SMALL_GRAPHS
+        ):
+            return False
+    for call, _ in ctx.calls:
+        if not (isinstance(call.func, ast.Attribute) and call.func.attr == "add_argument"):
+            continue
+        choices = next((k.value for k in call.keywords if k.arg == "choices"), None)
+        if not isinstance(choices, (ast.List, ast.Tuple, ast.Set)):
+            continue
+        offered = {
+            e.value.casefold()
+            for e in choices.elts
+            if isinstance(e, ast.Constant) and isinstance(e.value, str)
+        }
+        if offered & SMALL_GRAPHS and offered - SMALL_GRAPHS:
+            return False
+    return True
+
 
 # What the rules whose gain grows with a step's tensor work (autocast, cuDNN's autotuner) say
 # of the loops of :func:`small_steps` in their docs.
@@ -1096,6 +1157,8 @@ def _sizes(sizer: _Sizer, runs: Sequence[Run]) -> list[int] | None:
 
 __all__ = [
     "GRAPH_MODELS_DOC",
+    "SMALL_GRAPHS",
+    "SMALL_GRAPH_DOC",
     "SMALL_STEPS_DOC",
     "TINY_CONV_CHANNELS",
     "TINY_STEP_MACS",
@@ -1104,4 +1167,5 @@ __all__ = [
     "model_weights",
     "small_steps",
     "step_runs",
+    "trains_on_small_graph",
 ]

@@ -40,11 +40,13 @@ from torchpace.lint.rule import (
 from torchpace.lint.rules.evaluation import called_models
 from torchpace.lint.scale import (
     GRAPH_MODELS_DOC,
+    SMALL_GRAPH_DOC,
     SMALL_MODELS_DOC,
     SMALL_STEPS_DOC,
     TINY_WEIGHTS,
     model_weights,
     step_runs,
+    trains_on_small_graph,
 )
 from torchpace.lint.tree import subtree
 
@@ -719,6 +721,8 @@ def _check_cuda_loop_without_autocast(ctx: FileContext) -> Iterator[Report]:
         # Reinforcement learning: the network is small and the step time is the
         # environment's (lint.environment); autocast would not make such a run faster.
         return
+    if trains_on_small_graph(ctx):
+        return  # a graph of a few thousand nodes: no matrix product big enough to pay
     # Functions another project file runs in reduced precision (lint.project): under its
     # autocast, or with a model it wrapped in a mixed-precision policy.
     handed = {e.removeprefix(PRECISION) for e in ctx.entries if e.startswith(PRECISION)}
@@ -1067,6 +1071,7 @@ whose `.fit(model)` trains a model not known to be small. Keywords from elsewher
 `HfArgumentParser`, `from_argparse_args`) are not read: they may ask for 16 bits.
 
 {SMALL_MODELS_DOC} {SMALL_STEPS_DOC} {GRAPH_MODELS_DOC}
+{SMALL_GRAPH_DOC}
 
 ## Why is this slow
 Tensor cores run bfloat16 and float16 matrix multiplies and convolutions many times faster
