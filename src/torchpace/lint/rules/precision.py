@@ -397,7 +397,8 @@ def _manages_outside_trainers(ctx: FileContext) -> bool:
 
 def _casts_itself(ctx: FileContext) -> bool:
     """The file's own code asks for reduced precision: an autocast (or a helper named for one),
-    a cast of the model, a default dtype, a model built in a 16-bit or configured dtype."""
+    a cast of the model, a default dtype, a model built in a 16-bit or configured dtype, a call
+    of the project's own 16-bit machinery (:func:`_named_for_reduced_precision`)."""
     named = _AUTOCAST_TEXT.search(ctx.source) is not None
     for node in ctx.nodes:
         if isinstance(node, ast.Attribute) and node.attr in _OTHER_PRECISION_ATTRS:
@@ -412,11 +413,34 @@ def _casts_itself(ctx: FileContext) -> bool:
             return True  # a project's helper that picks the context (open_clip's get_autocast)
     if any(_builds_model_in_dtype(ctx, call) for call, _ in ctx.calls):
         return True
+    if any(_named_for_reduced_precision(call.func) for call, _ in ctx.calls):
+        return True
     return any(
         ctx.names.qualname(n) in _AUTOCASTS
         for n in ctx.nodes
         if isinstance(n, (ast.Name, ast.Attribute))
     )
+
+
+# The words of a name that say it sets 16-bit precision up: ``convert_to_fp16``, ``to_bf16``,
+# ``enable_amp``; also ``MixedPrecisionTrainer``.
+_REDUCED_WORDS = frozenset({"fp16", "f16", "bf16", "amp"})
+# A name that starts so asks a question: ``is_bf16_supported``, ``has_fp16_weights``.
+_QUESTIONS = frozenset({"is", "has", "can", "supports", "check"})
+
+
+def _named_for_reduced_precision(func: ast.expr) -> bool:
+    """A call of the project's own 16-bit machinery, by its name: OpenAI's diffusion trainers'
+    ``self.model.convert_to_fp16()`` and ``MixedPrecisionTrainer(use_fp16=...)`` (a half copy
+    of the model with float32 master weights and loss scaling), which a flag turns on."""
+    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+    if not isinstance(name, str):
+        return False
+    found = [w.lower() for w in re.findall(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])", name)]
+    if not found or found[0] in _QUESTIONS:
+        return False  # ``torch.cuda.is_bf16_supported()`` asks, and sets nothing up
+    words = set(found)
+    return bool(words & _REDUCED_WORDS) or {"mixed", "precision"} <= words
 
 
 def _sets_reduced_tensor_type(ctx: FileContext, node: ast.AST) -> bool:
@@ -1033,7 +1057,10 @@ Transformers model loaded quantized
 (`load_in_8bit`, `quantization_config`) or in a dtype other than float32 (`torch_dtype=`,
 `"auto"` included): a loop of the file's own over a model `from_pretrained` loads in float32
 is reported; nor a call of a helper named
-for autocast, such as open_clip's `get_autocast(args.precision)`; nor a call that builds the
+for autocast, such as open_clip's `get_autocast(args.precision)`, or of the project's own 16-bit
+machinery, named for it (OpenAI's diffusion trainers' `model.convert_to_fp16()` and
+`MixedPrecisionTrainer(use_fp16=...)`: the words fp16, f16, bf16 or amp, or mixed precision, in
+its name); nor a call that builds the
 model (its name says so) given the dtype of its parameters other than float32, a 16-bit dtype
 or a configuration's (`build_model(..., dtype=config.model.dtype)`); nor a 16-bit default tensor
 type (`torch.set_default_tensor_type(torch.cuda.BFloat16Tensor)` or `HalfTensor`, as Llama
