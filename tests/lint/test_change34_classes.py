@@ -4,7 +4,10 @@ before the change, and the controls hold on both."""
 
 from __future__ import annotations
 
-from lint_findings import findings
+from pathlib import Path
+
+import pytest
+from lint_findings import findings, project_findings
 
 # OpenAI's diffusion trainers (improved-diffusion, guided-diffusion, consistency models) have
 # their own 16-bit path: a flag makes a half copy of the model with float32 master weights and
@@ -48,3 +51,52 @@ def test_a_name_that_only_contains_the_letters_is_not_machinery() -> None:
     ):
         source = TRAINER.format(machinery=f"{name}(model=self.model)")
         assert findings(source, "TP302") == [("TP302", 14)]
+
+
+# YOLO's End2End export wrapper: an autograd Function whose forward makes placeholder
+# detections while ONNX traces it, and whose ``symbolic`` is the exported op.
+NMS = """
+import torch
+import torch.nn as nn
+
+
+class FakeNMS(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, boxes, scores):
+        device = boxes.device
+        num = torch.randint(0, 100, (1,)).item()
+        idxs = torch.arange(100, 100 + num).to(device)
+        return torch.cat([idxs, idxs], 0)
+{symbolic}
+
+class Head(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(8, 8).to("cuda")
+
+    def forward(self, x):
+        return FakeNMS.apply(self.proj(x), x)
+"""
+
+SYMBOLIC = """
+    @staticmethod
+    def symbolic(g, boxes, scores):
+        return g.op("NonMaxSuppression", boxes, scores)
+"""
+
+
+def test_an_autograd_function_with_an_onnx_symbolic_is_an_export_stub() -> None:
+    assert findings(NMS.format(symbolic=SYMBOLIC), "TP207") == []
+    assert findings(NMS.format(symbolic=""), "TP207") == [("TP207", 11)]
+
+
+def test_a_folder_named_for_export_holds_no_training_forward(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = NMS.format(symbolic="")
+    exported = {"onnxexport/model_onnx.py": source}
+    every = "--include-unreferenced"  # the fixture's classes are a library's: nothing names them
+    assert project_findings(tmp_path / "a", exported, "TP207", capsys, every) == []
+    model = {"models/common.py": source}
+    found = project_findings(tmp_path / "b", model, "TP207", capsys, every)
+    assert [(Path(f["path"]).name, f["line"]) for f in found] == [("common.py", 11)]

@@ -15,7 +15,9 @@ device (:func:`in_forwards`), since a model file only knows its device from its 
 - what only evaluation runs: the ``else`` of ``if self.training:`` and the body of ``if not
   self.training:``, also of another module's flag (``self.module[0].training``);
 - what is built once and kept: the body of ``if self.cache is None:`` (alone or in an ``or``);
-- an error's handler (``except RuntimeError:``, an out-of-memory fallback).
+- an error's handler (``except RuntimeError:``, an out-of-memory fallback);
+- an autograd ``Function`` with an ONNX ``symbolic`` (a stub traced for export), and the
+  modules of a folder or file named for exporting or serving the model (``onnxexport/``).
 
 The methods a forward picks from a dict of its own (``{"TransE": self.TransE, ...}[name](...)``)
 are read as the methods it calls.
@@ -24,7 +26,9 @@ are read as the methods it calls.
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Callable
+from pathlib import PurePath
 
 from torchpace.lint.device import may_use_accelerator
 from torchpace.lint.loops import (
@@ -39,6 +43,11 @@ from torchpace.lint.loops import (
 )
 from torchpace.lint.rule import FileContext, per_file
 from torchpace.lint.tree import subtree
+
+# A file, or the folder it is in, named for exporting or serving a model: what its modules'
+# forwards run is traced or served, not trained (``onnxexport/model_onnx.py``, ``export.py``).
+# Only those two names: the folders above are the user's (``/home/me/export-tools/...``).
+_EXPORT_PATH = re.compile(r"(?<![a-z])(onnx|export|deploy|serving)", re.IGNORECASE)
 
 
 @per_file
@@ -56,11 +65,16 @@ def forward_code(ctx: FileContext) -> list[tuple[ast.AST, Scope]]:
     seen: set[int] = set()
     out: list[tuple[ast.AST, Scope]] = []
     roots: list[tuple[Function, dict[str, Function]]] = []
+    if any(_EXPORT_PATH.search(part) for part in PurePath(ctx.path).parts[-2:]):
+        return []  # an export or serving copy of the model (so-vits-svc's ``onnxexport/``)
     for cls in classes:
         methods = {n.name: n for n in cls.body if isinstance(n, FUNCTION_DEFS)}
         forward = methods.get("forward")
         if forward is None or any(disables_grad(ctx.names, d) for d in forward.decorator_list):
             continue
+        if "symbolic" in methods:
+            continue  # an autograd Function with an ONNX symbolic: its forward is a stub traced
+            # for export (YOLO's ``ORT_NMS``), never a training step
         roots.append((forward, methods))
     # What another file's forward calls (``loops.FORWARD``): a function of this file, or a
     # class whose ``__init__`` the call runs.
