@@ -100,3 +100,53 @@ def test_a_folder_named_for_export_holds_no_training_forward(
     model = {"models/common.py": source}
     found = project_findings(tmp_path / "b", model, "TP207", capsys, every)
     assert [(Path(f["path"]).name, f["line"]) for f in found] == [("common.py", 11)]
+
+
+# A course's log-linear language model: embedding tables and a bias, run by a helper the loop
+# calls, not by the loop itself; the helper's own names (a loss's result) are not models.
+LOGLINEAR = """
+import torch
+import torch.nn as nn
+
+device = "cuda" if torch.cuda.is_available() else "cpu"
+
+
+class LogLinear(nn.Module):
+    def __init__(self, words, n):
+        super().__init__()
+        self.embeddings = nn.ModuleList([nn.Embedding(words, words) for _ in range(n)])
+        self.bias = torch.zeros(words, requires_grad=True).to(device)
+
+    def forward(self, x):
+        embs = torch.cat([lookup(x) for x, lookup in zip(x.T, self.embeddings)])
+        return embs.sum(dim=0) + self.bias
+
+
+model = LogLinear(10000, 2).to(device)
+optimizer = torch.optim.Adam(model.parameters(), lr=0.1)
+criterion = torch.nn.CrossEntropyLoss()
+
+
+def sentence_loss(sent):
+    logits = model(torch.LongTensor(sent[:-1]).to(device))
+    res = criterion(logits, torch.LongTensor(sent[1:]).to(device))
+    return res
+
+
+for sent in train_data:
+    loss = sentence_loss(sent)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+"""
+
+
+def test_embedding_tables_run_by_a_helper_need_no_autocast() -> None:
+    assert findings(LOGLINEAR, "TP302") == []
+
+
+def test_a_layer_run_by_the_helper_still_needs_it() -> None:
+    source = LOGLINEAR.replace(
+        "model = LogLinear(10000, 2).to(device)", "model = nn.Linear(10000, 10000).to(device)"
+    )
+    assert findings(source, "TP302") == [("TP302", 30)]

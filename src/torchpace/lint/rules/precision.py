@@ -796,15 +796,26 @@ _NOT_MODELS = ("torch.", "tensorboardX.", "wandb.", "logging.", "tqdm.", "numpy.
 def _embeddings_only(ctx: FileContext, loop: Step) -> bool:
     """Every model the loop uses is embedding tables alone (``model = Node2Vec(...)``, then
     ``model.loss(pos_rw, neg_rw)`` each step; ogb's TransE in a model file of the project):
-    every name the loop reads that the file binds to something built is such a model, an
-    optimizer or scheduler, a loss, or a class of the project that is not a module (a logger);
-    and any model :func:`called_models` finds by its name is one of them."""
+    every name the loop reads, or a function of this file it calls reads (a course's
+    ``calc_sent_loss(sent)``, which runs the model), that the file binds to something built is
+    such a model, an optimizer or scheduler, a loss, or a class of the project that is not a
+    module (a logger); and any model :func:`called_models` finds by its name is one of them."""
     facts = ctx.loops
     read = {
         (dotted(node) or "").split(".")[0]
         for node in walk(loop.body)
         if isinstance(node, (ast.Name, ast.Attribute))
     }
+    for nodes, scope, _ in step_runs(ctx, loop)[1:]:
+        own = parameter_names(scope) | {
+            n.id for n in nodes if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+        }  # a callee's own names (a loss's ``res``) are not the file's models
+        read |= {
+            name
+            for node in nodes
+            if isinstance(node, (ast.Name, ast.Attribute))
+            and (name := (dotted(node) or "").split(".")[0]) not in own
+        }
     embedding = set()
     for name in read:
         owner = facts.instances.get(name)
@@ -1071,7 +1082,8 @@ project file runs in reduced precision: calls inside `with torch.autocast(...)`,
 model wrapped with a mixed-precision policy, `FSDP(model, mixed_precision=policy)`). Not
 in a file that steps an environment (reinforcement learning): there the step time is the
 environment's and the network that picks actions is small. Nor where every model the loop
-runs is embedding tables alone (`nn.Embedding`, PyG's `Node2Vec` and `MetaPath2Vec`, or an
+runs, itself or through a function of this file it calls, is embedding tables alone
+(`nn.Embedding`, PyG's `Node2Vec` and `MetaPath2Vec`, or an
 `nn.Module` class of the project that builds only parameters, embeddings and submodules of
 such classes, and computes with no matrix product or convolution, as knowledge-graph
 embeddings and dot-product recommenders do; a class derived from `nn.Embedding` with no product
