@@ -150,3 +150,30 @@ def test_a_layer_run_by_the_helper_still_needs_it() -> None:
         "model = LogLinear(10000, 2).to(device)", "model = nn.Linear(10000, 10000).to(device)"
     )
     assert findings(source, "TP302") == [("TP302", 30)]
+
+
+# A script that plays or evaluates a trained model on a device it names the CPU: moving the
+# model to that name shows no GPU run (recurrent PPO's enjoy.py, a tutorial's CPU default).
+CPU_EVALUATION = """
+import torch
+
+device = {device}
+model = torch.load("model.pt")
+model.to(device)
+model.eval()
+correct = 0
+for x, y in loader:
+    out = model(x.to(device))
+    correct += (out.argmax(1) == y.to(device)).sum()
+"""
+
+
+def test_a_device_named_the_cpu_is_no_gpu_run() -> None:
+    assert findings(CPU_EVALUATION.format(device='torch.device("cpu")'), "TP403") == []
+    assert findings(CPU_EVALUATION.format(device='"cpu"'), "TP403") == []
+    assert findings(CPU_EVALUATION.format(device='torch.device("cuda")'), "TP403") == [("TP403", 9)]
+
+
+def test_a_name_bound_to_the_cpu_once_and_a_gpu_elsewhere_is_a_device() -> None:
+    source = CPU_EVALUATION.format(device='torch.device("cpu")') + 'device = "cuda:0"\n'
+    assert findings(source, "TP403") == [("TP403", 9)]

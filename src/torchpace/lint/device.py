@@ -263,6 +263,41 @@ _DTYPE_ONLY = re.compile(
 )
 
 
+def _cpu_names(ctx: FileContext) -> frozenset[str]:
+    """Names the file binds, every time, to the CPU (``device = torch.device("cpu")``, ``device
+    = "cpu"``) and never takes as a parameter: a demo that plays a trained policy on the CPU
+    (``model.to(device)``) shows no device by them."""
+    if b"cpu" not in ctx.source:
+        return frozenset()  # most files: no CPU device named at all
+    bound: dict[str, bool] = {}
+    for node in ctx.of_type(ast.Assign):
+        value = node.value
+        on_cpu = (isinstance(value, ast.Constant) and value.value == "cpu") or (
+            isinstance(value, ast.Call)
+            and ctx.names.qualname(value.func) == "torch.device"
+            and len(value.args) == 1
+            and isinstance(value.args[0], ast.Constant)
+            and value.args[0].value == "cpu"
+        )
+        for target in node.targets:
+            for leaf in ast.walk(target):
+                if isinstance(leaf, ast.Name):
+                    bound[leaf.id] = bound.get(leaf.id, True) and on_cpu
+    parameters = {a.arg for a in ctx.of_type(ast.arg)}
+    return frozenset(n for n, cpu in bound.items() if cpu and n not in parameters)
+
+
+def _to_a_cpu_name(call: ast.Call, cpu: frozenset[str]) -> bool:
+    """``x.to(device)`` with ``device`` one of :func:`_cpu_names`."""
+    first = call.args[0] if call.args else None
+    return (
+        isinstance(call.func, ast.Attribute)
+        and call.func.attr == "to"
+        and isinstance(first, ast.Name)
+        and first.id in cpu
+    )
+
+
 def _moves_somewhere(call: ast.Call) -> bool:
     """``.cuda()``, ``.to(device)``, ``.to("cuda")`` but not ``.to(torch.float64)``."""
     func = call.func
@@ -312,7 +347,8 @@ def _follows_a_tensor(call: ast.Call) -> bool:
 @per_file
 def may_use_accelerator(ctx: FileContext) -> bool:
     """False for a file that shows it runs on the CPU only: nothing is moved or created on a
-    device (no ``.cuda()``, no ``.to(x)`` other than a dtype or ``"cpu"``, no ``device=`` but
+    device (no ``.cuda()``, no ``.to(x)`` other than a dtype, ``"cpu"`` or a name the file binds
+    only to the CPU (:func:`_cpu_names`), no ``device=`` but
     ``"cpu"``, no ``torch.device`` but ``"cpu"``; in a file that trains, neither
     ``device=x.device`` nor ``.to(x.device)``, which follow the file's own tensors) and nothing
     is imported from a framework that places work (Lightning, accelerate, DeepSpeed, ...). A
@@ -331,13 +367,19 @@ def may_use_accelerator(ctx: FileContext) -> bool:
     def trains() -> bool:  # asked only of a call that follows a tensor: the facts cost
         return bool(ctx.loops.step_loops or ctx.loops.step_functions)
 
+    on_cpu = _cpu_names(ctx)
     for call, name in ctx.calls:
-        if _moves_somewhere(call) and not (_follows_a_tensor(call) and trains()):
+        if (
+            _moves_somewhere(call)
+            and not (_follows_a_tensor(call) and trains())
+            and not _to_a_cpu_name(call, on_cpu)
+        ):
             return True
         for k in call.keywords:
             if k.arg in {"device", "map_location"} and not (
                 (isinstance(k.value, ast.Constant) and k.value.value == "cpu")
                 or (_device_of_a_tensor(k.value) and trains())
+                or (isinstance(k.value, ast.Name) and k.value.id in on_cpu)
             ):
                 return True
         if (name or "").startswith("torch.cuda.") and name not in _CUDA_QUERIES:
