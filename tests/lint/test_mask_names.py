@@ -112,9 +112,9 @@ optimizer = torch.optim.AdamW(model.parameters())
 for batch, mask_idx in loader:
     batch, mask_idx = batch.cuda(), mask_idx.cuda()
     out = model(batch)
-    picked = out[mask_idx]
+    picked = batch[mask_idx]
     mask = torch.randperm(out.shape[0], device="cuda")[:16]
-    kept = out[mask]
+    kept = batch[mask]
     token = out[batch == 3]
     loss = picked.sum() + kept.sum() + token.sum()
     loss.backward()

@@ -64,7 +64,9 @@ def test_an_option_that_offers_a_large_graph_keeps_the_finding() -> None:
 
 def test_a_listed_name_that_is_not_the_default_does_not_count() -> None:
     # GRACE: ``assert name in ["Cora", "CiteSeer", "PubMed", "DBLP"]``, ``--dataset`` DBLP
-    source = TRAIN.format(default="DBLP", choices="").replace(
+    # and ``--dataset`` is required: no default decides it
+    source = TRAIN.format(default="DBLP", choices="").replace("default='DBLP'", "required=True")
+    source = source.replace(
         "dataset = Planetoid(", 'assert args.dataset in ["Cora", "DBLP"]\ndataset = Planetoid('
     )
     assert findings(source, "TP302") == [("TP302", 29)]

@@ -284,7 +284,23 @@ def _cpu_names(ctx: FileContext) -> frozenset[str]:
                 if isinstance(leaf, ast.Name):
                     bound[leaf.id] = bound.get(leaf.id, True) and on_cpu
     parameters = {a.arg for a in ctx.of_type(ast.arg)}
-    return frozenset(n for n, cpu in bound.items() if cpu and n not in parameters)
+    # every store of the name is one of those assignments: not also a loop's target, ``with
+    # ... as``, an annotated or augmented assignment, a walrus (``device: str = pick()``)
+    stores: dict[str, int] = {}
+    for n in ctx.of_type(ast.Name):
+        if isinstance(n.ctx, ast.Store):
+            stores[n.id] = stores.get(n.id, 0) + 1
+    assigned: dict[str, int] = {}
+    for node in ctx.of_type(ast.Assign):
+        for target in node.targets:
+            for leaf in ast.walk(target):
+                if isinstance(leaf, ast.Name):
+                    assigned[leaf.id] = assigned.get(leaf.id, 0) + 1
+    return frozenset(
+        n
+        for n, cpu in bound.items()
+        if cpu and n not in parameters and stores.get(n, 0) == assigned.get(n, 0)
+    )
 
 
 def _to_a_cpu_name(call: ast.Call, cpu: frozenset[str]) -> bool:

@@ -46,8 +46,17 @@ from torchpace.lint.tree import subtree
 
 # A file, or the folder it is in, named for exporting or serving a model: what its modules'
 # forwards run is traced or served, not trained (``onnxexport/model_onnx.py``, ``export.py``).
-# Only those two names: the folders above are the user's (``/home/me/export-tools/...``).
-_EXPORT_PATH = re.compile(r"(?<![a-z])(onnx|export|deploy|serving)", re.IGNORECASE)
+# A word of the file's name, or the whole of its folder's: the folders above, and a project's
+# own name (``yolo-deploy/``), are the user's.
+_EXPORT_WORDS = frozenset({"onnx", "export", "deploy", "serving"})
+_EXPORT_FOLDER = re.compile(r"(onnx[_-]?)?exports?|deploy(ment)?|onnx|serving", re.IGNORECASE)
+
+
+def _exported(path: PurePath) -> bool:
+    words = {w.lower() for w in re.split(r"[_\-.]", path.stem)}
+    return bool(words & _EXPORT_WORDS) or (
+        len(path.parts) > 1 and _EXPORT_FOLDER.fullmatch(path.parent.name) is not None
+    )
 
 
 @per_file
@@ -65,14 +74,14 @@ def forward_code(ctx: FileContext) -> list[tuple[ast.AST, Scope]]:
     seen: set[int] = set()
     out: list[tuple[ast.AST, Scope]] = []
     roots: list[tuple[Function, dict[str, Function]]] = []
-    if any(_EXPORT_PATH.search(part) for part in PurePath(ctx.path).parts[-2:]):
+    if _exported(PurePath(ctx.path)):
         return []  # an export or serving copy of the model (so-vits-svc's ``onnxexport/``)
     for cls in classes:
         methods = {n.name: n for n in cls.body if isinstance(n, FUNCTION_DEFS)}
         forward = methods.get("forward")
         if forward is None or any(disables_grad(ctx.names, d) for d in forward.decorator_list):
             continue
-        if "symbolic" in methods:
+        if "symbolic" in methods and "backward" not in methods:
             continue  # an autograd Function with an ONNX symbolic: its forward is a stub traced
             # for export (YOLO's ``ORT_NMS``), never a training step
         roots.append((forward, methods))

@@ -1448,8 +1448,10 @@ def evaluation_function(facts: LoopFacts, function: Function) -> bool:
     def test():``): autograd off by its decorator, and named for evaluation or putting a model
     in ``eval()`` mode. Its reads are the evaluation's, once per epoch, not the step's (issue
     32: 42 such syncs). Also one named for evaluation that puts a model in ``eval()`` mode and
-    computes under ``with torch.no_grad():`` (DGL's ``def evaluate(...)``). A ``@no_grad``
-    helper the step needs (an EMA update) stays hot."""
+    computes under ``with torch.no_grad():`` (DGL's ``def evaluate(...)``), or trains nothing
+    (:meth:`LoopFacts.function_trains`: no backward, no optimizer step; PyG's ``def test():
+    model.eval(); ...`` with autograd left on, which TP403 reports; a ``scheduler.step(loss)``
+    is no training). A ``@no_grad`` helper the step needs (an EMA update) stays hot."""
     named = bool(_EVAL_NAME.search(function.name.lower()))
     if not any(disables_grad(facts.names, d) for d in function.decorator_list):
         return (
@@ -1457,23 +1459,10 @@ def evaluation_function(facts: LoopFacts, function: Function) -> bool:
             and _switches_to_eval(function)
             and (
                 any(facts._without_grad(stmt) for stmt in function.body)
-                or not _steps_or_backpropagates(function)
+                or not facts.function_trains(function)
             )
         )
     return named or _switches_to_eval(function)
-
-
-def _steps_or_backpropagates(function: Function) -> bool:
-    """``function`` calls a ``backward()`` or an optimizer's ``step()``: it trains, whatever its
-    name. One named for evaluation that switches a model to ``eval()`` and does neither is an
-    evaluation left with autograd on (PyG's ``def test(): model.eval(); ...``), which TP403
-    reports; its reads are still the evaluation's."""
-    return any(
-        isinstance(n, ast.Call)
-        and isinstance(n.func, ast.Attribute)
-        and n.func.attr in ("backward", "step")
-        for n in walk(function.body)
-    )
 
 
 def _switches_to_eval(function: Function) -> bool:

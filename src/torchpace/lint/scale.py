@@ -87,13 +87,23 @@ SMALL_GRAPHS = frozenset({"cora", "citeseer", "pubmed", "karate", "karateclub"})
 # The option that names a dataset: ``--dataset``, ``--data``, ``--dataset_name``.
 _DATASET_OPTION = re.compile(r"(data|dataset)(_?name)?")
 
+# Where graph datasets are loaded from, the loaders of one small graph (named by the class),
+# and those that load a small graph named by a string (``Planetoid(root, "Cora")``).
+_GRAPH_DATA = ("torch_geometric.datasets.", "ogb.", "dgl.data.")
+_SMALL_GRAPH_CLASSES = frozenset(
+    {"KarateClub", "KarateClubDataset", "CoraGraphDataset", "CiteseerGraphDataset"}
+    | {"PubmedGraphDataset"}
+)
+_SMALL_GRAPH_LOADERS = _SMALL_GRAPH_CLASSES | {"Planetoid", "CitationFull"}
+
 SMALL_GRAPH_DOC = (
     "Nor a file that trains on one of the small citation graphs (Cora, CiteSeer, PubMed: at "
     "most 19,717 nodes; or the karate club), named by a string the file gives (`Planetoid(root, "
-    "'Cora')`, `dataset = 'PubMed'`, an option's default) where no option offers another "
-    "dataset among its choices: a layer of any width the file is likely to give runs over a "
-    "few thousand rows, microseconds of matrix work, so the step is kernel launches and message "
-    "passing, which autocast does not shorten."
+    "'Cora')`, `dataset = 'PubMed'`, an option's default) or by its loader's class "
+    "(`KarateClub()`), where the file loads no other graph dataset, no Hugging Face dataset "
+    "or pretrained model, and no option defaults to or offers another dataset: a layer of any "
+    "width the file is likely to give runs over a few thousand rows, microseconds of matrix "
+    "work, so the step is kernel launches and message passing, which autocast does not shorten."
 )
 
 
@@ -101,9 +111,13 @@ def trains_on_small_graph(ctx: FileContext) -> bool:
     """The file's data is one of :data:`SMALL_GRAPHS`: a string of the file names one (as
     written, case aside) where it picks the data (a call's argument, ``Planetoid(root, "Cora")``;
     a name's value, ``dataset = "Cora"``; an option's default), not only where it lists what
-    may be picked (``assert name in ["Cora", "DBLP"]``); no dataset option defaults to another
-    (GRACE's ``--dataset`` defaults to ``DBLP``), and no ``add_argument(..., choices=[...])``
-    offers, beside one, a dataset that is not (``choices=["cora", "ogbn-arxiv"]``)."""
+    may be picked (``assert name in ["Cora", "DBLP"]``), or a loader of one by its class
+    (``KarateClub()``, DGL's ``CoraGraphDataset()``); and nothing says the data may be another:
+    no other graph dataset is loaded (``PygNodePropPredDataset("ogbn-products")``, ``Reddit``),
+    no Hugging Face dataset or pretrained model is (``load_dataset("scientific_papers",
+    "pubmed")`` is a text corpus), no dataset option defaults to another (GRACE's ``--dataset``
+    defaults to ``DBLP``), and no ``add_argument(..., choices=[...])`` offers, beside one, a
+    dataset that is not (``choices=["cora", "ogbn-arxiv"]``)."""
     if not any(name.encode() in ctx.source.lower() for name in SMALL_GRAPHS):
         return False  # most files stop here, without a walk
     named = False
@@ -114,8 +128,26 @@ def trains_on_small_graph(ctx: FileContext) -> bool:
         if isinstance(parent, ast.keyword):
             parent = ctx.parents.get(id(parent))
         named = named or isinstance(parent, (ast.Call, ast.Assign, ast.AnnAssign))
+    named = named or any(  # a loader of one small graph, named by its class
+        (q or "").startswith(_GRAPH_DATA) and (q or "").rsplit(".", 1)[-1] in _SMALL_GRAPH_CLASSES
+        for _, q in ctx.calls
+    )
     if not named:
         return False
+    for call, qual in ctx.calls:
+        qual = qual or ""
+        if qual.startswith(("datasets.", "transformers.")) or (
+            isinstance(call.func, ast.Attribute) and call.func.attr == "from_pretrained"
+        ):
+            return False  # "pubmed" is a text corpus there (``load_dataset("scientific_papers",
+            # "pubmed")``), and the model a pretrained transformer
+        last = qual.rsplit(".", 1)[-1]
+        if (
+            qual.startswith(_GRAPH_DATA)
+            and last not in _SMALL_GRAPH_LOADERS
+            and (qual.startswith(_GRAPH_DATA[0]) or "Dataset" in last)
+        ):
+            return False  # another graph is picked too (``PygNodePropPredDataset``, ``Reddit``)
     for option in options(ctx):
         default = option.default
         if (

@@ -422,9 +422,9 @@ def _casts_itself(ctx: FileContext) -> bool:
     )
 
 
-# The words of a name that say it sets 16-bit precision up: ``convert_to_fp16``, ``to_bf16``,
-# ``enable_amp``; also ``MixedPrecisionTrainer``.
-_REDUCED_WORDS = frozenset({"fp16", "f16", "bf16", "amp"})
+# The words of a name that say it sets 16-bit precision up: ``convert_to_fp16``, ``to_bf16``;
+# also ``MixedPrecisionTrainer``. Not "amp": an audio file's ``amp_to_db`` is an amplitude.
+_REDUCED_WORDS = frozenset({"fp16", "f16", "bf16"})
 # A name that starts so asks a question: ``is_bf16_supported``, ``has_fp16_weights``.
 _QUESTIONS = frozenset({"is", "has", "can", "supports", "check"})
 
@@ -1070,7 +1070,7 @@ Transformers model loaded quantized
 is reported; nor a call of a helper named
 for autocast, such as open_clip's `get_autocast(args.precision)`, or of the project's own 16-bit
 machinery, named for it (OpenAI's diffusion trainers' `model.convert_to_fp16()` and
-`MixedPrecisionTrainer(use_fp16=...)`: the words fp16, f16, bf16 or amp, or mixed precision, in
+`MixedPrecisionTrainer(use_fp16=...)`: the words fp16, f16 or bf16, or mixed precision, in
 its name); nor a call that builds the
 model (its name says so) given the dtype of its parameters other than float32, a 16-bit dtype
 or a configuration's (`build_model(..., dtype=config.model.dtype)`); nor a 16-bit default tensor

@@ -573,7 +573,8 @@ full-batch step, then the validation forward whose loss is printed and returned 
 the step waits there anyway, and the reads after `eval()` are the evaluation's. A loop over a loader
 in a function the file only calls with autograd off (`calc_loss_loader`, called by `evaluate_model`
 under `torch.no_grad()`) is evaluation; so is a function named for it that puts the model in
-`eval()` mode and computes under `with torch.no_grad():`. Nor a read under `if isinstance(v,
+`eval()` mode and computes under `with torch.no_grad():` or trains nothing (no backward, no
+optimizer step: PyG's `def test(): model.eval(); ...`). Nor a read under `if isinstance(v,
 torch.Tensor):` in a function or method of another file that every training call hands plain Python
 values only (a metric logger's `update(loss=loss_value, lr=lr)`, with `loss_value = loss.item()` and
 the optimizer's `param_groups[0]["lr"]`): that branch never runs. Handed a tensor by any call
@@ -882,9 +883,17 @@ def _named_mask(node: ast.expr, ctx: FileContext, scope: Scope) -> bool:
     name = _mask_name(node)
     if name is None or not _MASK_NAME.fullmatch(name):
         return False
-    if not isinstance(node, ast.Name):
+    root = node  # ``mask[:16]``: the binding of ``mask`` says what its slice holds
+    while isinstance(root, ast.Subscript) and not (
+        isinstance(root.slice, ast.Constant) and isinstance(root.slice.value, str)
+    ):
+        root = root.value
+    if not isinstance(root, ast.Name):
         return True
-    bound = bound_in(ctx, node.id, scope)
+    bound = bound_in(ctx, root.id, scope)
+    if bound is None and scope is not ctx.tree and root.id not in parameter_names(scope):
+        scope = ctx.tree  # a name of the file's (``keep_mask = torch.arange(0, n, 2)``)
+        bound = bound_in(ctx, root.id, scope)
     return not any(_not_a_mask(v, ctx, scope) for v in bound or ())
 
 
@@ -893,13 +902,30 @@ def _not_a_mask(value: ast.expr, ctx: FileContext, scope: Scope, depth: int = 0)
     makes indices (``torch.randperm``, ``.nonzero()``, ``.long()``), a NumPy result
     (``np.where(m)[0]``), or a slice or move of one (``indices[i * b:(i + 1) * b]`` with
     ``indices = torch.arange(n).to(device)``)."""
-    if isinstance(value, (ast.Constant, ast.List, ast.Tuple, ast.ListComp, ast.Dict)):
+    if isinstance(value, (ast.Constant, ast.Dict)):
         return True
+    if isinstance(value, (ast.List, ast.Tuple)):  # ``[0, 2, 5]``, not ``[m1.cuda(), m2.cuda()]``
+        return all(_not_a_mask(e, ctx, scope, depth) for e in value.elts)
+    if isinstance(value, ast.ListComp):
+        return _not_a_mask(value.elt, ctx, scope, depth)
     if isinstance(value, ast.Subscript):
         return _not_a_mask(value.value, ctx, scope, depth)
     if isinstance(value, ast.Call):
         qual = ctx.names.qualname(value.func) or ""
-        if qual in _INDEX_MAKERS or qual.startswith("numpy."):
+        dtype = next((k.value for k in value.keywords if k.arg == "dtype"), None)
+        if qual in _INDEX_MAKERS and not (dtype and ctx.names.qualname(dtype) == "torch.bool"):
+            return True
+        if qual.startswith(("numpy.", "random.")) or qual in ("torch.argwhere", "torch.topk"):
+            return True
+        if qual == "torch.where" and len(value.args) == 1:
+            return True  # ``torch.where(m)[0]``: the indices of a mask
+        if isinstance(value.func, ast.Name) and value.func.id in (
+            "list",
+            "range",
+            "sorted",
+            "int",
+            "len",
+        ):
             return True
         func = value.func
         if not isinstance(func, ast.Attribute):
