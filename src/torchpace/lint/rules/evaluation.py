@@ -503,6 +503,7 @@ def _check_eval_loop_without_no_grad(ctx: FileContext) -> Iterator[Report]:
     # rules: a dozen judged false); an acting loop is still reported there: it runs at every
     # environment step of training, where autograd's bookkeeping is the step's own cost.
     gpu: bool | None = None
+    reported: list[ast.For | ast.AsyncFor | ast.While] = []
     for loop in ctx.of_type(ast.For, ast.AsyncFor, ast.While):
         scope = facts.scope_of.get(id(loop))
         if scope is None:
@@ -530,12 +531,18 @@ def _check_eval_loop_without_no_grad(ctx: FileContext) -> Iterator[Report]:
         over_loader = isinstance(loop, (ast.For, ast.AsyncFor)) and facts.is_loader(loop.iter)
         if _acting_loop(ctx, loop, scope, made):
             if not _renders_every_step(loop):
-                yield Report(loop)
+                reported.append(loop)
         elif models and (evaluated or over_loader):
             if gpu is None:
                 gpu = may_use_accelerator(ctx)
             if gpu:
-                yield Report(loop)
+                reported.append(loop)
+    # One finding per evaluation pass: a loop inside another reported one (DeepSNAP's ``for
+    # batch in loader`` inside ``for loader in loaders``) is the same pass, one ``no_grad`` off.
+    ids = {id(loop) for loop in reported}
+    for loop in reported:
+        if not any(id(a) in ids for a in ctx.ancestors(loop)):
+            yield Report(loop)
 
 
 _VARIABLE = frozenset({"torch.autograd.Variable", "torch.autograd.variable.Variable"})
@@ -568,7 +575,8 @@ in the functions it calls) and is not under `torch.no_grad()`, `torch.inference_
 how code before PyTorch 0.4 turned autograd off): a loop after `model.eval()`, or one over a
 DataLoader. A
 function's loop is flagged only when the function is called in the same file without such a
-context.
+context. A loop inside another flagged one is the same evaluation pass (`for batch in loader`
+inside `for loader in loaders`): only the outer one is flagged.
 
 Also a reinforcement-learning *acting* loop: one that steps an environment (`env.step(a)`)
 and runs the policy or Q-network only to choose the action, where every output of the model
