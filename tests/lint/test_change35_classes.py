@@ -45,3 +45,30 @@ def test_an_evaluation_over_one_loader_keeps_its_finding() -> None:
     )
     one = SPLITS.replace("for loader in loaders:", "if loaders:\n        loader = loaders")
     assert findings(one, "TP403") == [("TP403", 14)]
+
+
+# Options whose defaults ``parser.set_defaults(...)`` gives (DeepSNAP's examples, MAE's
+# ``set_defaults(pin_mem=True)``): argparse reads them over the ``add_argument``'s own default.
+LOADER = """
+import argparse
+import torch
+from torch.utils.data import DataLoader
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--workers", type=int, default=0)
+{set_defaults}
+args = parser.parse_args()
+model = Net().cuda()
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+loader = DataLoader(train_set, batch_size=64, num_workers=args.workers, pin_memory=True)
+for x, y in loader:
+    loss = model(x.cuda()).sum()
+    loss.backward()
+    optimizer.step()
+"""
+
+
+def test_set_defaults_gives_the_options_default() -> None:
+    assert findings(LOADER.format(set_defaults=""), "TP101") == [("TP101", 12)]
+    given = LOADER.format(set_defaults="parser.set_defaults(workers=8)")
+    assert findings(given, "TP101") == []

@@ -84,7 +84,22 @@ def options(ctx: FileContext) -> list[Option]:
         text = said.value.value if said and isinstance(said.value, ast.Constant) else ""
         dest_name = str(own) if own is not None else _dest_of(call, names)
         found.append(Option(written, dest_name, value, text if isinstance(text, str) else ""))
-    return found
+    return _with_set_defaults(ctx, found)
+
+
+def _with_set_defaults(ctx: FileContext, found: list[Option]) -> list[Option]:
+    """``parser.set_defaults(workers=8, pin_mem=True)``: argparse's defaults for those dests,
+    over what their ``add_argument`` says (MAE's ``--no_pin_mem`` with ``set_defaults(pin_mem=
+    True)``; DeepSNAP's examples give every hyperparameter so). A dest no ``add_argument``
+    declares is no option: no command line sets it."""
+    given: dict[str, ast.expr] = {}
+    for call, _ in ctx.calls:
+        func = call.func
+        if isinstance(func, ast.Attribute) and func.attr == "set_defaults":
+            given.update((k.arg, k.value) for k in call.keywords if k.arg is not None)
+    if not given:
+        return found
+    return [Option(o.names, o.dest, given[o.dest], o.help) if o.dest in given else o for o in found]
 
 
 def _action_default(call: ast.Call) -> ast.expr | None:
