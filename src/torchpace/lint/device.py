@@ -269,7 +269,8 @@ def _cpu_names(ctx: FileContext) -> frozenset[str]:
     (``model.to(device)``) shows no device by them."""
     if b"cpu" not in ctx.source:
         return frozenset()  # most files: no CPU device named at all
-    bound: dict[str, bool] = {}
+    bound: dict[str, bool] = {}  # every assignment of the name is to the CPU
+    assigned: dict[str, int] = {}
     for node in ctx.of_type(ast.Assign):
         value = node.value
         on_cpu = (isinstance(value, ast.Constant) and value.value == "cpu") or (
@@ -283,6 +284,7 @@ def _cpu_names(ctx: FileContext) -> frozenset[str]:
             for leaf in ast.walk(target):
                 if isinstance(leaf, ast.Name):
                     bound[leaf.id] = bound.get(leaf.id, True) and on_cpu
+                    assigned[leaf.id] = assigned.get(leaf.id, 0) + 1
     parameters = {a.arg for a in ctx.of_type(ast.arg)}
     # every store of the name is one of those assignments: not also a loop's target, ``with
     # ... as``, an annotated or augmented assignment, a walrus (``device: str = pick()``)
@@ -290,16 +292,10 @@ def _cpu_names(ctx: FileContext) -> frozenset[str]:
     for n in ctx.of_type(ast.Name):
         if isinstance(n.ctx, ast.Store):
             stores[n.id] = stores.get(n.id, 0) + 1
-    assigned: dict[str, int] = {}
-    for node in ctx.of_type(ast.Assign):
-        for target in node.targets:
-            for leaf in ast.walk(target):
-                if isinstance(leaf, ast.Name):
-                    assigned[leaf.id] = assigned.get(leaf.id, 0) + 1
     return frozenset(
         n
         for n, cpu in bound.items()
-        if cpu and n not in parameters and stores.get(n, 0) == assigned.get(n, 0)
+        if cpu and n not in parameters and stores.get(n, 0) == assigned[n]
     )
 
 

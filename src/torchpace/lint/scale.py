@@ -128,26 +128,24 @@ def trains_on_small_graph(ctx: FileContext) -> bool:
         if isinstance(parent, ast.keyword):
             parent = ctx.parents.get(id(parent))
         named = named or isinstance(parent, (ast.Call, ast.Assign, ast.AnnAssign))
-    named = named or any(  # a loader of one small graph, named by its class
-        (q or "").startswith(_GRAPH_DATA) and (q or "").rsplit(".", 1)[-1] in _SMALL_GRAPH_CLASSES
-        for _, q in ctx.calls
-    )
-    if not named:
-        return False
     for call, qual in ctx.calls:
         qual = qual or ""
+        last = qual.rsplit(".", 1)[-1]
         if qual.startswith(("datasets.", "transformers.")) or (
             isinstance(call.func, ast.Attribute) and call.func.attr == "from_pretrained"
         ):
             return False  # "pubmed" is a text corpus there (``load_dataset("scientific_papers",
             # "pubmed")``), and the model a pretrained transformer
-        last = qual.rsplit(".", 1)[-1]
-        if (
+        if qual.startswith(_GRAPH_DATA) and last in _SMALL_GRAPH_CLASSES:
+            named = True  # a loader of one small graph, named by its class
+        elif (
             qual.startswith(_GRAPH_DATA)
             and last not in _SMALL_GRAPH_LOADERS
             and (qual.startswith(_GRAPH_DATA[0]) or "Dataset" in last)
         ):
             return False  # another graph is picked too (``PygNodePropPredDataset``, ``Reddit``)
+    if not named:
+        return False
     for option in options(ctx):
         default = option.default
         if (
@@ -157,17 +155,7 @@ def trains_on_small_graph(ctx: FileContext) -> bool:
             and default.value.casefold() not in SMALL_GRAPHS
         ):
             return False
-    for call, _ in ctx.calls:
-        if not (isinstance(call.func, ast.Attribute) and call.func.attr == "add_argument"):
-            continue
-        choices = next((k.value for k in call.keywords if k.arg == "choices"), None)
-        if not isinstance(choices, (ast.List, ast.Tuple, ast.Set)):
-            continue
-        offered = {
-            e.value.casefold()
-            for e in choices.elts
-            if isinstance(e, ast.Constant) and isinstance(e.value, str)
-        }
+        offered = {c.casefold() for c in option.choices}
         if offered & SMALL_GRAPHS and offered - SMALL_GRAPHS:
             return False
     return True

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import ast
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from torchpace.lint.loops import rewrites_globals
 from torchpace.lint.project import imported_files, per_context
@@ -36,6 +36,7 @@ class Option:
     dest: str
     default: ast.expr | None
     help: str = ""  # its help= text, where a literal
+    choices: tuple[str, ...] = ()  # the strings of its choices=, where a literal list
 
     @property
     def flag(self) -> str:
@@ -83,7 +84,16 @@ def options(ctx: FileContext) -> list[Option]:
         said = keyword(call, "help")
         text = said.value.value if said and isinstance(said.value, ast.Constant) else ""
         dest_name = str(own) if own is not None else _dest_of(call, names)
-        found.append(Option(written, dest_name, value, text if isinstance(text, str) else ""))
+        listed = keyword(call, "choices")
+        offered = listed.value if listed is not None else None
+        choices = tuple(
+            e.value
+            for e in (offered.elts if isinstance(offered, (ast.List, ast.Tuple, ast.Set)) else ())
+            if isinstance(e, ast.Constant) and isinstance(e.value, str)
+        )
+        found.append(
+            Option(written, dest_name, value, text if isinstance(text, str) else "", choices)
+        )
     return _with_set_defaults(ctx, found)
 
 
@@ -99,7 +109,7 @@ def _with_set_defaults(ctx: FileContext, found: list[Option]) -> list[Option]:
             given.update((k.arg, k.value) for k in call.keywords if k.arg is not None)
     if not given:
         return found
-    return [Option(o.names, o.dest, given[o.dest], o.help) if o.dest in given else o for o in found]
+    return [replace(o, default=given[o.dest]) if o.dest in given else o for o in found]
 
 
 def _action_default(call: ast.Call) -> ast.expr | None:

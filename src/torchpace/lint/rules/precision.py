@@ -807,14 +807,15 @@ def _embeddings_only(ctx: FileContext, loop: Step) -> bool:
         if isinstance(node, (ast.Name, ast.Attribute))
     }
     for nodes, scope, _ in step_runs(ctx, loop)[1:]:
-        own = parameter_names(scope) | {
-            n.id for n in nodes if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
-        }  # a callee's own names (a loss's ``res``) are not the file's models
+        # a callee's own names (a loss's ``res``, its parameters) are not the file's models
+        params = parameter_names(scope)
+        stores = scope_stores(ctx, scope) if scope is not None else ()
         read |= {
             name
             for node in nodes
             if isinstance(node, (ast.Name, ast.Attribute))
-            and (name := (dotted(node) or "").split(".")[0]) not in own
+            and (name := (dotted(node) or "").split(".")[0]) not in params
+            and name not in stores
         }
     embedding = set()
     for name in read:

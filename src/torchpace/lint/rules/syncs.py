@@ -861,18 +861,20 @@ _INDEX_MAKERS = frozenset(
 _INDEX_METHODS = frozenset({"long", "int", "nonzero", "argsort", "float", "half", "tolist"})
 
 
-def _mask_name(node: ast.expr) -> str | None:
-    """The last word of ``node``: ``mask``, ``data.train_mask``, ``inputs["loss_mask"]``."""
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
-        return node.attr
-    if isinstance(node, ast.Subscript):
+def _mask_name(node: ast.expr) -> tuple[str | None, ast.expr]:
+    """The last word of ``node`` (``mask``, ``data.train_mask``, ``inputs["loss_mask"]``) and
+    what a slice of it slices (``mask[:, k]``, ``mask[:16]``: a slice of a mask is one, and the
+    binding of ``mask`` says what it holds)."""
+    while isinstance(node, ast.Subscript):
         key = node.slice
         if isinstance(key, ast.Constant) and isinstance(key.value, str):
-            return key.value
-        return _mask_name(node.value)  # ``mask[:, k]``: a slice of a mask is one
-    return None
+            return key.value, node
+        node = node.value
+    if isinstance(node, ast.Name):
+        return node.id, node
+    if isinstance(node, ast.Attribute):
+        return node.attr, node
+    return None, node
 
 
 def _named_mask(node: ast.expr, ctx: FileContext, scope: Scope) -> bool:
@@ -880,14 +882,9 @@ def _named_mask(node: ast.expr, ctx: FileContext, scope: Scope) -> bool:
     the scope that makes indices or host values: PyG's ``out[data.train_mask]``, a loss's
     ``confidence[mask, :]`` with ``mask = hard_negative_mining(...)``, a head's ``x[mask]`` of
     what its ``forward`` is handed."""
-    name = _mask_name(node)
+    name, root = _mask_name(node)
     if name is None or not _MASK_NAME.fullmatch(name):
         return False
-    root = node  # ``mask[:16]``: the binding of ``mask`` says what its slice holds
-    while isinstance(root, ast.Subscript) and not (
-        isinstance(root.slice, ast.Constant) and isinstance(root.slice.value, str)
-    ):
-        root = root.value
     if not isinstance(root, ast.Name):
         return True
     bound = bound_in(ctx, root.id, scope)
