@@ -342,12 +342,18 @@ def _first_steps(test: ast.expr) -> bool:
 
 
 def _last_batch(test: ast.expr) -> bool:
-    """``if i == len(loader) - 1:`` or ``if step == 10:``: one step of the loop, not every one."""
+    """``if i == len(loader) - 1:`` or ``if step == 10:``: one step of the loop, not every one;
+    also a step counted from where the run resumed (``if self.step - loaded_step == 1:``,
+    torchtitan's timeouts set after the first step)."""
+    left = test.left if isinstance(test, ast.Compare) else None
+    if isinstance(left, ast.BinOp) and isinstance(left.op, ast.Sub):
+        left = left.left if dotted(left.right) is not None else None
     if not (
         isinstance(test, ast.Compare)
         and len(test.ops) == 1
         and isinstance(test.ops[0], ast.Eq)
-        and dotted(test.left) is not None
+        and left is not None
+        and dotted(left) is not None
     ):
         return False
     right = test.comparators[0]
@@ -1606,19 +1612,15 @@ def _initialises(node: ast.If) -> bool:
     filled once per key, ``if key not in cache: cache[key] = ...`` (VITS' Hann windows per
     dtype and device); or a latch the body turns off, ``if self.need_sync: ...;
     self.need_sync = False`` (DINOv2's first-step stream synchronisation), ``if not done: ...;
-    done = True``. A body that fills another key than the one tested runs every time."""
+    done = True``; also where the body, until it turns the latch off, only skips the step
+    (TinyLlama's resume: ``if resume: if i < start: continue`` ``else: resume = False; ...``).
+    A body that fills another key than the one tested runs every time."""
     test = node.test
     latch, negated = test, False
     if isinstance(latch, ast.UnaryOp) and isinstance(latch.op, ast.Not):
         latch, negated = latch.operand, True
     if isinstance(latch, (ast.Name, ast.Attribute)) and dotted(latch) is not None:
-        return any(
-            isinstance(stmt, ast.Assign)
-            and isinstance(stmt.value, ast.Constant)
-            and stmt.value.value is negated
-            and any(dotted(t) == dotted(latch) for t in stmt.targets)
-            for stmt in node.body
-        )
+        return _turns_off(node.body, dotted(latch), negated)
     if (
         isinstance(test, ast.Compare)
         and len(test.ops) == 1
@@ -1653,6 +1655,24 @@ def _initialises(node: ast.If) -> bool:
         )
         for stmt in node.body
     )
+
+
+def _turns_off(body: list[ast.stmt], latch: str | None, negated: bool) -> bool:
+    """``body`` sets the flag ``latch`` to ``negated`` (turning its test off), or branches into
+    a part that only skips the step (ends with ``continue``) and one that turns it off."""
+    for stmt in body:
+        if (
+            isinstance(stmt, ast.Assign)
+            and isinstance(stmt.value, ast.Constant)
+            and stmt.value.value is negated
+            and any(dotted(t) == latch for t in stmt.targets)
+        ):
+            return True
+        if isinstance(stmt, ast.If) and stmt.body and stmt.orelse:
+            for skips, other in ((stmt.body, stmt.orelse), (stmt.orelse, stmt.body)):
+                if isinstance(skips[-1], ast.Continue) and _turns_off(other, latch, negated):
+                    return True
+    return False
 
 
 def _fresh_each_call(node: ast.If, scope: Scope) -> bool:

@@ -1271,25 +1271,107 @@ def check_calls_to(name: str, *, waits: bool) -> Check:
     return check
 
 
+# What stalls the host until the device, or every rank, has caught up: the device's queue drained,
+# or a barrier (a collective whose wait blocks the host, NCCL's included).
+_WAITS = frozenset(
+    {"torch.cuda.synchronize", "torch.distributed.barrier", "torch.distributed.monitored_barrier"}
+)
+
+
+def _waits(ctx: FileContext, call: ast.Call, qual: str | None) -> bool:
+    """``torch.cuda.synchronize()``, ``dist.barrier()``, Accelerate's
+    ``accelerator.wait_for_everyone()`` or Fabric's ``fabric.barrier()``."""
+    if qual in _WAITS:
+        return True
+    func = call.func
+    if not isinstance(func, ast.Attribute) or (qual or "").startswith("torch."):
+        return False
+    owner = (dotted(func.value) or "").rsplit(".", 1)[-1].lower()
+    return func.attr == "wait_for_everyone" or (func.attr == "barrier" and owner == "fabric")
+
+
+def _only_waits(where: FileContext, function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """A helper that does nothing but wait (detectron2's and PixArt's ``synchronize()``: return
+    early on one process, else ``dist.barrier()``): its docstring, guards that return, names
+    it binds for them, and the wait."""
+    waited = False
+    for stmt in function.body:
+        if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
+            continue
+        if isinstance(stmt, ast.If) and all(isinstance(s, ast.Return) for s in stmt.body):
+            continue
+        if isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.Return)) and not any(
+            isinstance(n, ast.Call) and _waits(where, n, where.names.qualname(n.func))
+            for n in subtree(stmt)
+        ):
+            continue
+        if (
+            isinstance(stmt, ast.Expr)
+            and isinstance(stmt.value, ast.Call)
+            and _waits(where, stmt.value, where.names.qualname(stmt.value.func))
+        ):
+            waited = True
+            continue
+        return False
+    return waited
+
+
+def _wait_helper(ctx: FileContext, call: ast.Call) -> bool:
+    """``call`` calls a module-level function of this or another project file that only waits
+    (:func:`_only_waits`)."""
+    from torchpace.lint.project import definition_of
+
+    found = definition_of(ctx, call, ast.FunctionDef)
+    return found is not None and _only_waits(*found)
+
+
+def _check_waits(ctx: FileContext) -> Iterator[Report]:
+    """Every hot wait (:func:`_waits`), or call of a name bound to ``torch.cuda.synchronize``
+    (:func:`_aliases`) or of a helper that only waits, reported where the loop makes it: a wait
+    inside such a helper is reported at its callers."""
+    aliases: set[str] | None = None
+    wrappers: dict[int, bool] = {}
+    for call, qual, scope in hot_calls(ctx, waits=True):
+        if _waits(ctx, call, qual):
+            if isinstance(scope, ast.FunctionDef) and scope in ctx.tree.body:
+                if id(scope) not in wrappers:
+                    wrappers[id(scope)] = _only_waits(ctx, scope)
+                if wrappers[id(scope)]:
+                    continue
+            yield Report(call)
+            continue
+        if qual is not None and qual.startswith("torch."):
+            continue
+        if aliases is None:
+            aliases = _aliases(ctx, "torch.cuda.synchronize")
+        if (aliases and dotted(call.func) in aliases) or _wait_helper(ctx, call):
+            yield Report(call)
+
+
 SYNCHRONIZE_IN_LOOP = Rule(
     code="TP205",
     name="synchronize-in-training-loop",
-    message="`torch.cuda.synchronize()` stalls the host until the device is idle, every step",
+    message="`torch.cuda.synchronize()` or a barrier stalls the host every step",
     technique="avoid-syncs",
     doc=f"""\
 ## What it does
-Flags `torch.cuda.synchronize()` inside a training loop, unless a logging cadence gates it or
-an option for diagnostics that is off by default (`if args.synchronize_step:` with a
-`store_true`, as timm times its steps; TP201 lists the names).
-A name bound to the function (`sync = torch.cuda.synchronize if cuda else noop`) counts as
-the function.
+Flags `torch.cuda.synchronize()` inside a training loop, and a barrier between processes
+(`torch.distributed.barrier()`, Accelerate's `accelerator.wait_for_everyone()`, Fabric's
+`fabric.barrier()`), unless a logging or checkpoint cadence gates it or an option for
+diagnostics that is off by default (`if args.synchronize_step:` with a `store_true`, as timm
+times its steps; TP201 lists the names). A name bound to the function
+(`sync = torch.cuda.synchronize if cuda else noop`) counts as the function, and so does a call of
+a helper of this or another project file that does nothing but wait (detectron2's
+`comm.synchronize()`: return early on one process, else `dist.barrier()`): the call in the loop is
+reported, not the helper, which is right where it runs once.
 
 {SMALL_MODELS_DOC}
 
 ## Why is this slow
 The host stops queueing work until the device has finished all of it, so the device then waits
-for the host to launch the next kernels. Training needs no explicit synchronisation: PyTorch
-orders the work on a stream by itself.
+for the host to launch the next kernels. A barrier waits on the host as well, for every rank,
+so the slowest rank's step sets everyone's. Training needs no explicit synchronisation: PyTorch
+orders the work on a stream by itself, and DDP's gradient all-reduce keeps the ranks in step.
 
 ## Example
 ```python
@@ -1303,7 +1385,8 @@ torch.cuda.synchronize()
 loss.backward()
 optimizer.step()
 ```
-To time steps, record `torch.cuda.Event(enable_timing=True)` pairs and read them rarely.
+To time steps, record `torch.cuda.Event(enable_timing=True)` pairs and read them rarely. Keep a
+barrier where processes must agree: before one of them saves, or around evaluation.
 
 ## Fix safety
 No fix: code that times steps with the host clock needs the synchronisation to be correct.
@@ -1311,7 +1394,7 @@ No fix: code that times steps with the host clock needs the synchronisation to b
 ## References
 {REFERENCES}.
 """,
-    check=check_calls_to("torch.cuda.synchronize", waits=True),
+    check=_check_waits,
 )
 
 RULES = (
