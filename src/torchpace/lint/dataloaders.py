@@ -55,6 +55,7 @@ from torchpace.lint.loops import (
     moves_itself,
     returned,
     returned_loaders,
+    scope_stores,
     walk,
 )
 from torchpace.lint.rule import (
@@ -475,12 +476,21 @@ def iterated_values(ctx: FileContext, loop: ast.For | ast.AsyncFor) -> list[ast.
 def _iterated_names(ctx: FileContext, loop: ast.For | ast.AsyncFor) -> list[tuple[str, ast.AST]]:
     """The name ``loop``'s header iterates, in the loop's scope, and where that name is a
     parameter of the loop's function, each name a call of the function in this file passes for
-    it, in the caller's scope."""
+    it, in the caller's scope; where the function neither takes nor binds it, the module's
+    global of that name (pytorch-cifar100's ``def train(epoch):`` over the loader the
+    ``__main__`` block binds)."""
     name = dotted(iterated(loop.iter))
     if name is None:
         return []
     scope = ctx.enclosing_scope(loop)
     names: list[tuple[str, ast.AST]] = [(name, scope)]
+    if (
+        isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef))
+        and "." not in name
+        and name not in parameter_names(scope)
+        and name not in scope_stores(ctx, scope)
+    ):
+        names.append((name, ctx.tree))
     if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)) and name in parameter_names(
         scope
     ):
@@ -600,7 +610,23 @@ def feeds_training(ctx: FileContext, call: ast.Call) -> bool:
         return False
     evaluation = {id(loop) for loop in ctx.loops.eval_loops}
     idle = {id(loop) for loop in loops if _idle(loop)}
-    return not loops or not all(id(loop) in evaluation | idle for loop in loops)
+    if not loops or not all(id(loop) in evaluation | idle for loop in loops):
+        return True
+    # Looped over here only to peek or evaluate, and also handed to a function that may train
+    # from it (a notebook's first-batch cell, then ``training_loop(model, dataloader, ...)``).
+    return any(_handed_to_training(ctx, n) for n in _reads(ctx, name, mine))
+
+
+def _handed_to_training(ctx: FileContext, node: ast.AST) -> bool:
+    """``node`` is an argument of a call that may train from it: not an iteration wrapper, an
+    inspection, ``next``, nor a hand-off to evaluation."""
+    call = ctx.parents.get(id(node))
+    if not isinstance(call, ast.Call) or node is call.func:
+        return False
+    callee = dotted(call.func)
+    if callee in ITER_WRAPPERS or callee in _INSPECT or callee == "next":
+        return False
+    return not _given_to_evaluation(ctx, node)
 
 
 @per_file
