@@ -1325,6 +1325,72 @@ def _wait_helper(ctx: FileContext, call: ast.Call) -> bool:
     return found is not None and _only_waits(*found)
 
 
+_CLIPS = frozenset({"clip_grad_norm_", "clip_grad_value_"})
+
+
+def _works(ctx: FileContext, stmt: ast.stmt, scope: Scope) -> bool:
+    """``stmt`` queues a step's work on the device: backward, an optimizer step, gradient
+    clipping (also under a test, or in a function of this file it calls)."""
+    if ctx.loops.trains([stmt], scope):
+        return True
+    return any(
+        isinstance(n, ast.Call) and (dotted(n.func) or "").rsplit(".", 1)[-1] in _CLIPS
+        for n in walk([stmt])
+    )
+
+
+def _waits_here(ctx: FileContext, stmt: ast.stmt) -> bool:
+    """``stmt`` itself (not under a test) waits: a wait, a helper that only waits, or a read of
+    a value to the host (``logs = {"loss": loss.item()}``)."""
+    if not isinstance(stmt, (ast.Expr, ast.Assign, ast.AugAssign, ast.AnnAssign)):
+        return False
+    return any(
+        isinstance(n, ast.Call)
+        and (
+            _sync_method(n)
+            or _waits(ctx, n, ctx.names.qualname(n.func))
+            or (isinstance(n.func, ast.Name) and _wait_helper(ctx, n))
+        )
+        for n in walk([stmt])
+    )
+
+
+def _waited_since_work(ctx: FileContext, call: ast.Call, scope: Scope) -> bool:
+    """Going back from ``call`` through the statements before it, up to the start of its loop's
+    body or function, the host has already waited (:func:`_waits_here`) before any statement
+    queues work (:func:`_works`): the device's queue and the ranks are already in step, and
+    this wait adds an empty round trip (PixArt's ``synchronize()`` after the step's
+    ``gather(loss).mean().item()``; lucidrains' second and third barriers of a step)."""
+    node: ast.AST = call
+    while not isinstance(node, ast.stmt):
+        parent = ctx.parents.get(id(node))
+        if parent is None:
+            return False
+        node = parent
+    while True:
+        parent = ctx.parents.get(id(node))
+        if parent is None:
+            return False
+        block = next(
+            (
+                b
+                for b in (getattr(parent, f, None) for f in ("body", "orelse", "finalbody"))
+                if isinstance(b, list) and any(s is node for s in b)
+            ),
+            None,
+        )
+        if block is None:
+            return False
+        for before in reversed(block[: next(i for i, s in enumerate(block) if s is node)]):
+            if _works(ctx, before, scope):
+                return False
+            if _waits_here(ctx, before):
+                return True
+        if isinstance(parent, (*LOOPS, *NESTED_SCOPES, ast.Module)):
+            return False
+        node = parent
+
+
 def _check_waits(ctx: FileContext) -> Iterator[Report]:
     """Every hot wait (:func:`_waits`), or call of a name bound to ``torch.cuda.synchronize``
     (:func:`_aliases`) or of a helper that only waits, reported where the loop makes it: a wait
@@ -1338,13 +1404,15 @@ def _check_waits(ctx: FileContext) -> Iterator[Report]:
                     wrappers[id(scope)] = _only_waits(ctx, scope)
                 if wrappers[id(scope)]:
                     continue
-            yield Report(call)
+            if not _waited_since_work(ctx, call, scope):
+                yield Report(call)
             continue
         if qual is not None and qual.startswith("torch."):
             continue
         if aliases is None:
             aliases = _aliases(ctx, "torch.cuda.synchronize")
-        if (aliases and dotted(call.func) in aliases) or _wait_helper(ctx, call):
+        waits = (aliases and dotted(call.func) in aliases) or _wait_helper(ctx, call)
+        if waits and not _waited_since_work(ctx, call, scope):
             yield Report(call)
 
 
@@ -1363,7 +1431,11 @@ times its steps; TP201 lists the names). A name bound to the function
 (`sync = torch.cuda.synchronize if cuda else noop`) counts as the function, and so does a call of
 a helper of this or another project file that does nothing but wait (detectron2's
 `comm.synchronize()`: return early on one process, else `dist.barrier()`): the call in the loop is
-reported, not the helper, which is right where it runs once.
+reported, not the helper, which is right where it runs once. Not a wait after which the host has
+already waited since the step's last work (backward, an optimizer step, gradient clipping): an
+earlier wait, or a value read to the host not under a test (`logs = {{"loss": loss.item()}}`,
+then `synchronize()`), leaves nothing queued, so the second wait is an empty round trip; the
+first wait after the work is reported.
 
 {SMALL_MODELS_DOC}
 
