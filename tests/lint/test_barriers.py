@@ -242,3 +242,49 @@ def test_a_read_under_a_test_does_not_stand_for_a_wait() -> None:
     )
     # zero_grad() (to None) queues nothing: 17 follows 13's barrier with no work between
     assert findings(reordered, "TP205") == [("TP205", 11), ("TP205", 13)]
+
+
+GUARDED = """
+import torch
+import torch.distributed as dist
+
+
+def barrier():
+    if dist.is_available() and dist.is_initialized():
+        dist.barrier()
+
+
+def barrier_and_log():
+    if dist.is_initialized():
+        dist.barrier()
+    else:
+        print("single process")
+
+
+model = Net().cuda()
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+for batch in loader:
+    model(batch.cuda()).mean().backward()
+    optimizer.step()
+    barrier()
+    model(batch.cuda()).mean().backward()
+    optimizer.step()
+    barrier_and_log()
+"""
+
+
+def test_a_helper_whose_wait_is_under_a_test_only_waits() -> None:
+    # 23: the call of the guarded helper; 13: the wait inside the helper that also prints,
+    # reported where it stands
+    assert findings(GUARDED, "TP205") == [("TP205", 13), ("TP205", 23)]
+
+
+def test_a_timer_that_waits_is_reported_where_it_waits() -> None:
+    # dlrm's ``time_wrap``: synchronise, then return the clock; a timer, not a barrier helper
+    timer = GUARDED.replace(
+        "def barrier():\n    if dist.is_available() and dist.is_initialized():\n"
+        "        dist.barrier()\n",
+        "def barrier():\n    if torch.cuda.is_available():\n        torch.cuda.synchronize()\n"
+        "    return time.time()\n",
+    )
+    assert findings(timer, "TP205") == [("TP205", 8), ("TP205", 14)]

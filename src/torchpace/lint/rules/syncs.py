@@ -1292,18 +1292,23 @@ def _waits(ctx: FileContext, call: ast.Call, qual: str | None) -> bool:
 
 def _only_waits(where: FileContext, function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     """A helper that does nothing but wait (detectron2's and PixArt's ``synchronize()``: return
-    early on one process, else ``dist.barrier()``): its docstring, guards that return, names
-    it binds for them, and the wait."""
+    early on one process, else ``dist.barrier()``; or ``if dist.is_initialized():
+    dist.barrier()``): its docstring, guards that return, names it binds for them, and the
+    wait, also under a test."""
+    return _waits_only(where, function.body) is True
+
+
+def _waits_only(where: FileContext, body: list[ast.stmt]) -> bool | None:
+    """True: ``body`` waits and does nothing else (:func:`_only_waits`); None: it does nothing
+    at all (guards that return nothing, names for them, a docstring, ``pass``); False: it does
+    something else."""
     waited = False
-    for stmt in function.body:
+    for stmt in body:
+        if isinstance(stmt, ast.Pass) or (isinstance(stmt, ast.Return) and stmt.value is None):
+            continue  # a helper that returns a value (a timer's ``time.time()``) is more
         if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
             continue
-        if isinstance(stmt, ast.If) and all(isinstance(s, ast.Return) for s in stmt.body):
-            continue
-        if isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.Return)) and not any(
-            isinstance(n, ast.Call) and _waits(where, n, where.names.qualname(n.func))
-            for n in subtree(stmt)
-        ):
+        if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and not _calls_wait(where, stmt):
             continue
         if (
             isinstance(stmt, ast.Expr)
@@ -1312,8 +1317,21 @@ def _only_waits(where: FileContext, function: ast.FunctionDef | ast.AsyncFunctio
         ):
             waited = True
             continue
+        if isinstance(stmt, ast.If):
+            branches = [_waits_only(where, stmt.body), _waits_only(where, stmt.orelse)]
+            if False in branches:
+                return False
+            waited = waited or True in branches
+            continue
         return False
-    return waited
+    return True if waited else None
+
+
+def _calls_wait(where: FileContext, stmt: ast.stmt) -> bool:
+    return any(
+        isinstance(n, ast.Call) and _waits(where, n, where.names.qualname(n.func))
+        for n in subtree(stmt)
+    )
 
 
 def _wait_helper(ctx: FileContext, call: ast.Call) -> bool:
@@ -1430,7 +1448,8 @@ diagnostics that is off by default (`if args.synchronize_step:` with a `store_tr
 times its steps; TP201 lists the names). A name bound to the function
 (`sync = torch.cuda.synchronize if cuda else noop`) counts as the function, and so does a call of
 a helper of this or another project file that does nothing but wait (detectron2's
-`comm.synchronize()`: return early on one process, else `dist.barrier()`): the call in the loop is
+`comm.synchronize()`: return early on one process, else `dist.barrier()`; or a wait under a
+test, `if dist.is_initialized(): dist.barrier()`): the call in the loop is
 reported, not the helper, which is right where it runs once. Not a wait after which the host has
 already waited since the step's last work (backward, an optimizer step, gradient clipping): an
 earlier wait, or a value read to the host not under a test (`logs = {{"loss": loss.item()}}`,
