@@ -113,3 +113,85 @@ def test_a_loader_the_function_binds_itself_is_not_the_global(
     script = "from utils import get_training_dataloader\n" + local.format(loader=FACTORY)
     files = {"utils.py": UTILS, "train.py": script}
     assert _lines(project_findings(tmp_path, files, "TP104", capsys)) == []
+
+
+# A factory whose ``num_workers`` defaults to 0, called with workers: rasbt's
+# ``create_dataloader_v1(..., num_workers=0)`` called with ``num_workers=4`` in the same file;
+# sovit-123's Faster R-CNN pipeline, whose train.py hands ``create_train_loader(dataset, batch,
+# NUM_WORKERS)``'s loader to ``train_one_epoch`` of another file every epoch.
+FACTORY_DEFAULT = """
+import torch
+from torch.utils.data import DataLoader
+
+
+def create_loader(data, batch_size=4, shuffle=True, num_workers=0):
+    return DataLoader(data, batch_size=batch_size, shuffle=shuffle, num_workers=num_workers)
+
+
+model = GPT().to("cuda")
+optimizer = torch.optim.AdamW(model.parameters())
+train_loader = create_loader(train_data, batch_size=8{given})
+for epoch in range(10):
+    for x, y in train_loader:
+        loss = model(x.to("cuda"), y.to("cuda"))
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+"""
+
+
+def test_a_factory_default_of_no_workers_that_the_call_overrides_has_workers() -> None:
+    assert findings(FACTORY_DEFAULT.format(given=", num_workers=4"), "TP104") == [("TP104", 7)]
+    assert findings(FACTORY_DEFAULT.format(given=""), "TP104") == []
+    assert findings(FACTORY_DEFAULT.format(given=", num_workers=0"), "TP104") == []
+
+
+DATASETS = """
+from torch.utils.data import DataLoader
+
+
+def create_train_loader(train_dataset, batch_size, num_workers=0, batch_sampler=None):
+    train_loader = DataLoader(
+        train_dataset, batch_size=batch_size, num_workers=num_workers, sampler=batch_sampler
+    )
+    return train_loader
+"""
+
+ENGINE = """
+def train_one_epoch(model, optimizer, data_loader, device):
+    for images, targets in data_loader:
+        loss = model(images.to(device), targets)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+"""
+
+TRAIN = """
+import torch
+from datasets import create_train_loader
+from engine import train_one_epoch
+
+DEVICE = torch.device("cuda")
+NUM_WORKERS = args["workers"]
+model = build_model().to(DEVICE)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+train_loader = create_train_loader(train_dataset, 8, {workers})
+for epoch in range(20):
+    train_one_epoch(model, optimizer, train_loader, DEVICE)
+"""
+
+
+def test_a_factory_of_another_file_called_with_workers_for_every_epoch(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    files = {"datasets.py": DATASETS, "engine.py": ENGINE}
+    given = {**files, "train.py": TRAIN.format(workers="NUM_WORKERS")}
+    assert _lines(project_findings(tmp_path, given, "TP104", capsys)) == [("datasets.py", 6)]
+
+
+def test_the_same_factory_called_without_workers_has_none(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    files = {"datasets.py": DATASETS, "engine.py": ENGINE}
+    none = {**files, "train.py": TRAIN.format(workers="0")}
+    assert _lines(project_findings(tmp_path, none, "TP104", capsys)) == []

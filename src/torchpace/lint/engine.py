@@ -21,10 +21,10 @@ from pathlib import Path
 from torchpace.findings import Finding, Location
 from torchpace.lint.discovery import discover
 from torchpace.lint.imports import Resolver
-from torchpace.lint.loops import FORWARD, PLAIN, bound_in, dotted, walk
+from torchpace.lint.loops import FORWARD, PLAIN, bound_in, dotted, parameter_defaults, walk
 from torchpace.lint.notebooks import read_notebook
 from torchpace.lint.results import FileResult, LintError
-from torchpace.lint.rule import FileContext, Rule, in_fallback, is_const
+from torchpace.lint.rule import FileContext, Rule, argument, in_fallback, is_const
 from torchpace.lint.selection import select
 from torchpace.lint.tree import all_nodes
 
@@ -320,15 +320,21 @@ def calls_out(ctx: FileContext) -> tuple[tuple[str, str], ...]:
         handed = _device_handed_on(ctx, _top_level_calls(ctx))
     precision = _precision_handed_on(ctx)
     forwards = _forward_helpers(ctx)
+    epochs = None
     if not analysed and not handed and not precision and not forwards:
-        return ()  # no loop rule ran, or no loop, no entry point and no device handed on
+        # no loop rule ran, or no loop, no entry point and no device handed on: unless an epoch
+        # loop hands a factory's loader on (``train_one_epoch(model, opt, train_loader)``)
+        epochs = _epoch_loader_factories(ctx, analysed)
+        if not epochs:
+            return ()
     cuda = uses_cuda(ctx)  # may_use_accelerator would compute it again
     if not cuda and not may_use_accelerator(ctx):
         return ()
-    out = (handed if cuda else []) + precision + forwards
+    if epochs is None:
+        epochs = _epoch_loader_factories(ctx, analysed)
+    out = (handed if cuda else []) + precision + forwards + epochs
     if not analysed:
         return tuple(dict.fromkeys(out))
-    out += _epoch_loader_factories(ctx)
     instances = ctx.loops.instances
     for node, scope in ctx.loops.hot.values():
         if not isinstance(node, ast.Call):
@@ -367,6 +373,9 @@ SUBCLASS = "@subclass"
 # iterates once per epoch (``train_loader = loader.construct_loader(cfg, "train")``, then
 # ``for epoch ...: train_epoch(train_loader, ...)``): TP104 reads the loaders it builds.
 EPOCH_LOADER = "@epoch-loader:"
+# calls_out's prefix for a parameter of such a function whose default is 0 that the call gives
+# another value ("create_train_loader.num_workers"): TP104 takes the loader to have workers.
+GIVEN = "@given:"
 
 
 # calls_out's prefix for a function of another module the file runs in reduced precision: called
@@ -521,24 +530,61 @@ def _under_autocast(ctx: FileContext, node: ast.AST) -> bool:
     )
 
 
-def _epoch_loader_factories(ctx: FileContext) -> list[tuple[str, str]]:
+def _epoch_loader_factories(ctx: FileContext, analysed: bool) -> list[tuple[str, str]]:
     """(module, EPOCH_LOADER + function) for each imported function whose result a repeated
-    training loop of the file iterates."""
+    training loop of the file iterates, or an epoch loop (``for epoch in range(...)``) hands by
+    name to an imported function (``train_one_epoch(model, optimizer, train_loader, ...)``, as
+    TP104 reads a DataLoader the file builds); and (module, GIVEN + "function.parameter") for
+    each parameter with the default 0 that the call gives another value (``create_train_loader(
+    dataset, batch_size, NUM_WORKERS)`` of ``def create_train_loader(..., num_workers=0)``)."""
     from torchpace.lint.dataloaders import iterated_values
+    from torchpace.lint.loops import EVAL_NAME, assigned_in
 
-    if not ctx.loops.repeated:
-        return []
-    out = []
+    values: list[ast.expr] = []
     for loop in ctx.of_type(ast.For, ast.AsyncFor):
-        if id(loop) not in ctx.loops.repeated:
-            continue
-        if not ctx.loops.is_step_loop(loop, ctx.enclosing_scope(loop)):
-            continue
-        for value in iterated_values(ctx, loop):
-            found = _project_function(ctx, value.func) if isinstance(value, ast.Call) else None
-            if found is not None:
-                out.append((found[0], EPOCH_LOADER + found[1]))
+        if (
+            analysed
+            and id(loop) in ctx.loops.repeated
+            and ctx.loops.is_step_loop(loop, ctx.enclosing_scope(loop))
+        ):
+            values += iterated_values(ctx, loop)
+        elif isinstance(loop.iter, ast.Call) and dotted(loop.iter.func) == "range":
+            scope = ctx.enclosing_scope(loop)
+            for call in (n for n in walk(loop.body) if isinstance(n, ast.Call)):
+                callee = _project_function(ctx, call.func)
+                if callee is None or EVAL_NAME.search(callee[1]):
+                    continue  # ``evaluate(model, valid_loader)``: not a training pass
+                for arg in (*call.args, *(k.value for k in call.keywords)):
+                    if isinstance(arg, ast.Name):
+                        values += assigned_in(ctx, arg.id, scope)
+    out: list[tuple[str, str]] = []
+    for value in values:
+        found = _project_function(ctx, value.func) if isinstance(value, ast.Call) else None
+        if found is not None:
+            assert isinstance(value, ast.Call)
+            out.append((found[0], EPOCH_LOADER + found[1]))
+            out += [(found[0], f"{GIVEN}{found[1]}.{p}") for p in _zeros_given(ctx, value)]
     return out
+
+
+def _zeros_given(ctx: FileContext, call: ast.Call) -> list[str]:
+    """The parameters of the project function ``call`` calls whose default is 0 and that the
+    call gives another value."""
+    from torchpace.lint.project import definition_of
+
+    found = definition_of(ctx, call, ast.FunctionDef)
+    if found is None:
+        return []
+    function = found[1]
+    params = [a.arg for a in (*function.args.posonlyargs, *function.args.args)]
+    return [
+        name
+        for name, default in parameter_defaults(function).items()
+        if is_const(default, 0)
+        and (given := argument(call, name, params.index(name) if name in params else 99))
+        is not None
+        and not is_const(given, 0)
+    ]
 
 
 def _class_of(ctx: FileContext, node: ast.AST) -> str | None:

@@ -43,7 +43,14 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TypeVar
 
-from torchpace.lint.engine import EPOCH_LOADER, MAX_PYTHON_BYTES, PRECISION, SUBCLASS, parse
+from torchpace.lint.engine import (
+    EPOCH_LOADER,
+    GIVEN,
+    MAX_PYTHON_BYTES,
+    PRECISION,
+    SUBCLASS,
+    parse,
+)
 from torchpace.lint.imports import Resolver
 from torchpace.lint.loops import FORWARD, PLAIN, dotted, root_name
 from torchpace.lint.results import FileResult
@@ -97,7 +104,7 @@ def step_callees(results: Sequence[FileResult]) -> dict[str, frozenset[str]]:
                 continue
             target = module_file(module, Path(r.path), linted)
             if target is not None and target != project_key(r.path):
-                kinds = (EPOCH_LOADER, PRECISION, FORWARD, PLAIN)
+                kinds = (EPOCH_LOADER, GIVEN, PRECISION, FORWARD, PLAIN)
                 kind = next((m for m in kinds if function.startswith(m)), "")
                 head, dot, rest = function.removeprefix(kind).partition(".")
                 target, head = _defining(target, head, linted, sources)

@@ -23,7 +23,7 @@ from torchpace.lint.dataloaders import (
     yields_device_tensors,
 )
 from torchpace.lint.device import may_use_accelerator, uses_cuda
-from torchpace.lint.engine import EPOCH_LOADER
+from torchpace.lint.engine import EPOCH_LOADER, GIVEN
 from torchpace.lint.loops import (
     DATALOADERS,
     LOOPS,
@@ -672,8 +672,18 @@ def _parameter_default(ctx: FileContext, node: ast.expr) -> ast.expr | None:
 
 def _zero_unless_given(ctx: FileContext, workers: ast.expr) -> bool:
     """``num_workers=num_workers``, a parameter whose default is 0: no workers unless a caller
-    asks for them."""
-    return is_const(_parameter_default(ctx, workers), 0)
+    asks for them; a call of this file, or one of another project file that re-iterates the
+    loader every epoch (``create_train_loader(dataset, batch_size, NUM_WORKERS)``,
+    ``engine.GIVEN``), does."""
+    if not is_const(_parameter_default(ctx, workers), 0):
+        return False
+    assert isinstance(workers, ast.Name)
+    scope = ctx.enclosing_scope(workers)
+    assert isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef))
+    if f"{GIVEN}{scope.name}.{workers.id}" in ctx.entries:
+        return False
+    given = passed_for(ctx, scope, workers.id) or []
+    return all(g is None or is_const(g, 0) for g in given)
 
 
 def _off_unless_given(ctx: FileContext, pin: ast.expr | None) -> bool:
@@ -896,7 +906,9 @@ range(...)` loop hands it `data_loader=train_loader`), when a function
 of the file built and returned it (`return DataLoader(...)`, or `return loader` bound only
 to DataLoader calls), when a function of another project file built and returned it
 (`train_loader = loader.construct_loader(cfg, "train")` in a training script that re-iterates
-it: reported in the file that builds it), as the loader a Lightning `train_dataloader()` hook
+it, or hands it to a function of another file from its epoch loop, `train_one_epoch(model,
+optimizer, train_loader)`: reported in the file that builds it), as the loader a Lightning
+`train_dataloader()` hook
 returns, which the Trainer iterates every epoch (unless `max_epochs=1`), or as the loader an
 Ignite training engine runs for several epochs (`trainer.run(train_loader, max_epochs=10)`,
 `trainer` built by `Engine(step)` or `create_supervised_trainer`). Not a loader whose dataset a
@@ -909,8 +921,9 @@ DataLoader(raw[split], ...)`, then `for batch in loader:`): each loader is itera
 count is a literal,
 the default of an option or config field declared in the same file, or an option defined
 elsewhere. An option this file declares with the default 0, or a parameter of the function
-that builds the loader whose default is 0 (`def create_dataloader(..., num_workers=0)`), is
-left alone: there are no workers
+that builds the loader whose default is 0 (`def create_dataloader(..., num_workers=0)`) and no
+call gives another value (a call of this file, or one of another file whose epoch loop uses the
+loader, `create_train_loader(dataset, 8, NUM_WORKERS)`), is left alone: there are no workers
 to keep, and `persistent_workers=True` with 0 workers raises (TP101 reports it instead). Not in
 a file that runs on the CPU only and re-iterates the loader in its own loops: there the run is
 on the CPU (a loader a Lightning hook returns or an Ignite engine runs is still reported: the
