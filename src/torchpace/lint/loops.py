@@ -9,11 +9,12 @@ The *hot* code is what runs on every step: the bodies of step loops, nested loop
 the whole bodies of the same-file functions they call, transitively; and the functions a
 framework calls once per batch with no loop of the file around them (a Lightning module's
 ``training_step``; the function handed to a PyTorch-Ignite engine, ``Engine(train_step)``, which
-also counts as a training loop of its own). Two things are left out:
-the body of an ``if`` gated by a logging cadence (``if step % 100 == 0:``, also inside an
-``and``, or an ``or`` with a last-step test or a flag), unless that body itself trains (the
-optimizer step of gradient accumulation runs on a cadence and is training), and anything after
-the loop.
+also counts as a training loop of its own). Left out: the body of an ``if`` gated by a logging
+cadence (``if step % 100 == 0:``, also inside an ``and``, or an ``or`` with a last-step test or a
+flag), unless that body itself trains (the optimizer step of gradient accumulation runs on a
+cadence and is training); an exception handler that does not train (``except
+torch.cuda.OutOfMemoryError: torch.cuda.empty_cache()``: it runs when a step fails); and
+anything after the loop.
 
 A loop over a DataLoader that does not train is an *evaluation* loop, not a step loop, when it
 shows it: it runs under ``torch.no_grad()``/``inference_mode()`` (a ``with`` or a decorator;
@@ -1533,6 +1534,9 @@ def _mark_hot(
             continue
         if id(node) in facts.hot:
             continue
+        if isinstance(node, ast.ExceptHandler) and not facts.trains(node.body, scope):
+            continue  # ``except torch.cuda.OutOfMemoryError: torch.cuda.empty_cache()``: the
+            # handler runs when the step fails, not on every step
         facts.hot[id(node)] = (node, scope)
         if (
             isinstance(node, ast.If)

@@ -539,7 +539,9 @@ file declares: CenterNet's `if opt.test: self.save_result(...)`), under a first-
 body sets what it tests (`if loss_ema is None:
 loss_ema = loss.item()`, once until reset; not on a parameter of a function that no loop of it
 holds, `if h is None: h = ...`, which each call starts afresh), under a latch its body turns off
-(`if self.need_sync: ...; self.need_sync = False`), in a cache filled once per key (`if key not in
+(`if self.need_sync: ...; self.need_sync = False`, also after a branch that only skips the step,
+a resumed run's fast-forward), in an exception handler that does not train (`except
+torch.cuda.OutOfMemoryError:`), in a cache filled once per key (`if key not in
 cache: cache[key] = ...`, where the body fills the key it tests), after the loop, in the evaluation
 branch of a loop that serves both passes (`if not train:` where the backward runs under `if
 train:`), and in evaluation loops (under `torch.no_grad()`, after `model.eval()`, in a function
