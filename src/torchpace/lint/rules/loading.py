@@ -32,6 +32,7 @@ from torchpace.lint.loops import (
     assignments,
     bound_in,
     dotted,
+    iterated,
     may_build_loader,
     parameter_defaults,
     returned,
@@ -792,6 +793,11 @@ def _check_workers_not_persistent(ctx: FileContext) -> Iterator[Report]:
         for call in iterated_loader_calls(ctx, loop)
         if not _one_dataset_a_pass(ctx, call, loop)
     ]
+    # A loop that iterates its own loader again inside (``evaluate_model(model, train_loader)``
+    # every few steps of ``for batch in train_loader:``): persistent workers keep one iterator,
+    # which the inner pass resets, so the outer epoch restarts or never ends.
+    reentered = {id(call) for loop, call in iterating if _reenters(ctx, loop)}
+    iterating = [(loop, call) for loop, call in iterating if id(call) not in reentered]
     reiterated = [call for _, call in iterating]
     # A file that runs on the CPU only, re-iterating the loader in its own loops: a CPU run,
     # where the guides' change is not for a GPU training run (issue 32's verdict rules; TP101
@@ -805,7 +811,7 @@ def _check_workers_not_persistent(ctx: FileContext) -> Iterator[Report]:
     handed = _handed_on_every_epoch(ctx)
     found = [*reiterated, *_epoch_hooks(ctx), *_engine_runs(ctx), *factories, *handed]
     for call in dict.fromkeys(found):
-        if id(call) in here or not feeds_training(ctx, call):
+        if id(call) in here or id(call) in reentered or not feeds_training(ctx, call):
             continue
         if _dataset_changed_beside(ctx, call):
             continue  # workers restarted each epoch carry what the loop wrote into the dataset
@@ -818,6 +824,47 @@ def _check_workers_not_persistent(ctx: FileContext) -> Iterator[Report]:
             and (is_const(persistent, False) or is_const(option_default(ctx, persistent), False))
         ):
             yield Report(call)  # also an option off by default (``store_true``)
+
+
+def _reenters(ctx: FileContext, loop: ast.For | ast.AsyncFor) -> bool:
+    """``loop``'s body iterates the loader it iterates again: a nested loop over the same name,
+    or a function of this file handed the name that iterates what it is handed
+    (``evaluate_model(model, train_loader, val_loader)``, which reads a few of its batches).
+    A function that only takes its length (``adjust_learning_rate(args, opt, loader, step)``)
+    does not."""
+    name = dotted(iterated(loop.iter))
+    if name is None:
+        return False
+    scope = ctx.enclosing_scope(loop)
+    for node in walk(loop.body):
+        if isinstance(node, (ast.For, ast.AsyncFor)) and dotted(iterated(node.iter)) == name:
+            return True
+        if not isinstance(node, ast.Call):
+            continue
+        for function in ctx.loops.callees(node, scope):
+            params = [a.arg for a in (*function.args.posonlyargs, *function.args.args)]
+            offset = 1 if params[:1] == ["self"] and isinstance(node.func, ast.Attribute) else 0
+            handed = {
+                params[i + offset]
+                for i, a in enumerate(node.args)
+                if dotted(a) == name and i + offset < len(params)
+            } | {k.arg for k in node.keywords if k.arg is not None and dotted(k.value) == name}
+            if any(_iterates(function, p) for p in handed):
+                return True
+    return False
+
+
+def _iterates(function: ast.FunctionDef | ast.AsyncFunctionDef, name: str) -> bool:
+    """``function`` loops over its parameter ``name``, or hands it to a call other than
+    ``len()`` (which may loop over it)."""
+    for node in walk(function.body):
+        if isinstance(node, (ast.For, ast.AsyncFor)) and dotted(iterated(node.iter)) == name:
+            return True
+        if isinstance(node, ast.Call) and dotted(node.func) != "len":
+            given = (*node.args, *(k.value for k in node.keywords))
+            if any(isinstance(a, ast.Name) and a.id == name for a in given):
+                return True
+    return False
 
 
 def _one_dataset_a_pass(ctx: FileContext, call: ast.Call, loop: ast.AST) -> bool:
@@ -915,7 +962,11 @@ Ignite training engine runs for several epochs (`trainer.run(train_loader, max_e
 loop that uses the loader changes (`train_loader.dataset.epoch_now = epoch`,
 `train_set.set_epoch(epoch)`):
 workers hold their own copy of the dataset, so only workers started again see the change, and
-persistent ones would keep training on the stale one. Nor a loader built anew on each pass of
+persistent ones would keep training on the stale one. Nor a loader that its own loop iterates
+again inside (`evaluate_model(model, train_loader, val_loader)` every few steps of `for batch in
+train_loader:`, where `evaluate_model` loops over what it is handed): persistent workers keep
+one iterator, which the inner pass resets, so the outer epoch would restart and never end. Nor a
+loader built anew on each pass of
 the loop that repeats it, over a dataset of that pass's item (`for split in datasets: loader =
 DataLoader(raw[split], ...)`, then `for batch in loader:`): each loader is iterated once. The
 count is a literal,
