@@ -523,3 +523,39 @@ def test_workers_read_from_an_option_change_the_options_default():
     }
     again, _ = plan_edits(out.encode(), "x.py", Plan(loader_workers=3), device="cuda")
     assert apply_fixes(out.encode(), again).source.decode() == out
+
+
+REENTERED = b"""import torch
+from torch.utils.data import DataLoader
+
+
+def evaluate(model, loader, n):
+    with torch.no_grad():
+        for i, (x, y) in enumerate(loader):
+            if i >= n:
+                break
+            model(x.cuda())
+
+
+model = Net().cuda()
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+train_loader = DataLoader(train_set, batch_size=8, shuffle=True)
+for epoch in range(10):
+    for step, (x, y) in enumerate(train_loader):
+        model(x.cuda()).mean().backward()
+        optimizer.step()
+        if step % 10 == 0:
+            evaluate(model, train_loader, 5)
+"""
+
+
+def test_workers_for_a_loader_iterated_inside_its_own_loop_are_not_kept_alive():
+    # as lint's TP104 reads it: persistent workers keep one iterator, which evaluate()'s pass
+    # would reset, so the training epoch would never end
+    plan = Plan(loader="auto", loader_workers=2)
+    out, _ = _loader_edits(REENTERED, plan)
+    assert "num_workers=2" in out and "persistent_workers" not in out
+    _, notes = plan_edits(REENTERED, "x.py", plan, device="cuda")
+    assert any(n.technique == "persistent-workers" and n.line == 15 for n in notes)
+    plain = REENTERED.replace(b"evaluate(model, train_loader, 5)", b"pass")
+    assert "persistent_workers=True" in _loader_edits(plain, plan)[0]

@@ -165,3 +165,45 @@ def test_workers_go_only_into_loaders_that_feed_training(monkeypatch):
     assert val_loader.num_workers == 0
     reasons = [a.reason for a in ip.applied if a.technique == "loader-workers"]
     assert any("serves evaluation" in r and "test_interpose.py:" in r for r in reasons), reasons
+
+
+def _peek(model: nn.Module, loader: DataLoader, n: int) -> None:
+    with torch.no_grad():
+        for i, (x,) in enumerate(loader):
+            if i >= n:
+                break
+            model(x)
+
+
+def _train_with_peeks(ip: Interposer) -> tuple[DataLoader, int]:
+    """Two epochs whose every step peeks at a batch of the training loader (out of a test_*
+    function, which lint reads as evaluation)."""
+    data = TensorDataset(torch.zeros(16, 2))
+    model = nn.Linear(2, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    ip.install()
+    steps = 0
+    try:
+        train_loader = DataLoader(data, batch_size=4, shuffle=True)
+        for _ in range(2):
+            for (x,) in train_loader:
+                model(x).sum().backward()
+                optimizer.step()
+                steps += 1
+                _peek(model, train_loader, 1)
+                if steps >= 20:  # an epoch that never ends fails the test, not hangs it
+                    return train_loader, steps
+    finally:
+        ip.uninstall()
+    return train_loader, steps
+
+
+def test_a_loader_iterated_inside_its_own_loop_keeps_its_workers_restarting(monkeypatch):
+    # as lint's TP104 and apply read it: persistent workers keep one iterator, which _peek's
+    # pass would reset, so the training epoch would restart and never end
+    ip = _interposer(monkeypatch, Plan(loader_workers=1))
+    train_loader, steps = _train_with_peeks(ip)
+    assert train_loader.num_workers == 1 and not train_loader.persistent_workers
+    assert steps == 8  # two whole epochs of 4 batches
+    reasons = [a.reason for a in ip.applied if a.technique == "persistent-workers"]
+    assert any("iterated again inside its own loop" in r for r in reasons), reasons

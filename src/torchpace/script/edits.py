@@ -63,6 +63,7 @@ from torchpace.lint.loops import DATALOADER
 from torchpace.lint.results import LintError
 from torchpace.lint.rule import FileContext, end_of, keyword
 from torchpace.lint.rules.convs import chooses_cudnn_setup
+from torchpace.lint.rules.loading import reentered_loaders
 from torchpace.lint.rules.memory import adds_into_grads, differentiable
 from torchpace.measure.cores import usable_cores
 from torchpace.train.lr import EXPONENT
@@ -214,6 +215,18 @@ def _loader(s: _Script, plan: Plan, device: str) -> tuple[list[Finding], list[In
                 notes.append(Instruction("loader-workers", call.lineno, f"left alone: {why}"))
             continue
         edits, instead = _workers_from_an_option(s, call, workers, done_defaults, notes)
+        if id(call) in reentered_loaders(s.ctx) and workers > 0:
+            # as lint's TP104 reads it: a second pass inside the loop would reset the one
+            # iterator persistent workers keep, and the epoch would never end
+            instead = {**instead, "persistent_workers": None}
+            notes.append(
+                Instruction(
+                    "persistent-workers",
+                    call.lineno,
+                    "persistent_workers left as written: the loader is iterated again inside "
+                    "its own loop, which would reset the iterator persistent workers keep",
+                )
+            )
         for name, literal in values.items():
             value = instead.get(name, literal)
             if value is None or (keyword(call, name) is None and literal in ("0", "False")):

@@ -8,6 +8,7 @@ does (``torchpace.speedups.batching``'s samplers in place of ``shuffle=True``)."
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 import os
@@ -107,6 +108,17 @@ class LoaderPatch:
                 )
             else:
                 s = loader_settings(self.device, workers=plan.loader_workers)
+                again = _site_reentered() if s.persistent_workers else None
+                if again is not None:  # as lint's TP104 reads it: workers restart each epoch
+                    s = dataclasses.replace(s, persistent_workers=False)
+                    self.applied.append(
+                        skipped(
+                            "persistent-workers",
+                            f"the DataLoader at {again} is iterated again inside its own loop: "
+                            "persistent workers keep one iterator, which that pass would reset",
+                            warn=False,
+                        )
+                    )
                 before = kw.get("num_workers", 0)
                 now = (before, kw.get("pin_memory"), kw.get("persistent_workers"))
                 if now == (s.num_workers, s.pin_memory, s.persistent_workers):
@@ -195,7 +207,19 @@ def _site_for_evaluation() -> str | None:
     that does not feed training (:func:`torchpace.lint.dataloaders.feeds_training`, TP101's and
     ``apply``'s reading: an evaluation loader, one named for it, one iterated once); None for a
     training loader, and for a call lint does not read (a library's, a file it cannot parse)."""
-    frame: FrameType | None = sys._getframe(1)
+    return _site(0)
+
+
+def _site_reentered() -> str | None:
+    """``path:line`` of the script's DataLoader call being run, where lint reads its loader as
+    iterated again inside its own loop (:func:`torchpace.lint.rules.loading.reentered_loaders`,
+    TP104's and ``apply``'s reading): persistent workers would keep one iterator that the inner
+    pass resets."""
+    return _site(1)
+
+
+def _site(kind: int) -> str | None:
+    frame: FrameType | None = sys._getframe(2)
     while frame is not None and not is_user_code(frame.f_code):
         frame = frame.f_back
     if frame is None:
@@ -205,29 +229,36 @@ def _site_for_evaluation() -> str | None:
         stat = os.stat(path)
     except OSError:
         return None  # a file gone since
-    if line in _evaluation_loader_lines(path, stat.st_mtime_ns, stat.st_size):
+    if line in _loader_lines(path, stat.st_mtime_ns, stat.st_size)[kind]:
         return f"{os.path.basename(path)}:{line}"
     return None
 
 
 @functools.lru_cache(maxsize=32)
-def _evaluation_loader_lines(path: str, mtime_ns: int, size: int) -> frozenset[int]:
+def _loader_lines(path: str, mtime_ns: int, size: int) -> tuple[frozenset[int], frozenset[int]]:
     """The lines of every DataLoader call in the file at ``path`` that lint reads as not feeding
-    training (cached per version of the file)."""
+    training, and of those whose loader a loop iterates again inside (cached per version of the
+    file)."""
     from torchpace.lint.dataloaders import feeds_training
     from torchpace.lint.engine import parse
     from torchpace.lint.loops import DATALOADERS
     from torchpace.lint.rule import FileContext
+    from torchpace.lint.rules.loading import reentered_loaders
 
     try:
         with open(path, "rb") as f:
             ctx = parse(path, f.read())
     except OSError:
-        return frozenset()
+        return frozenset(), frozenset()
     if not isinstance(ctx, FileContext):
-        return frozenset()
-    lines: set[int] = set()
+        return frozenset(), frozenset()
+    evaluation: set[int] = set()
+    reentered: set[int] = set()
+    again = reentered_loaders(ctx)
     for call, name in ctx.calls:
+        lines = range(call.lineno, (call.end_lineno or call.lineno) + 1)
         if name in DATALOADERS and not feeds_training(ctx, call):
-            lines.update(range(call.lineno, (call.end_lineno or call.lineno) + 1))
-    return frozenset(lines)
+            evaluation.update(lines)
+        if id(call) in again:
+            reentered.update(lines)
+    return frozenset(evaluation), frozenset(reentered)

@@ -50,6 +50,7 @@ from torchpace.lint.rule import (
     is_const,
     keyword,
     passed_for,
+    per_file,
 )
 from torchpace.lint.rules.precision import host_training_loops
 from torchpace.lint.tree import subtree
@@ -793,10 +794,7 @@ def _check_workers_not_persistent(ctx: FileContext) -> Iterator[Report]:
         for call in iterated_loader_calls(ctx, loop)
         if not _one_dataset_a_pass(ctx, call, loop)
     ]
-    # A loop that iterates its own loader again inside (``evaluate_model(model, train_loader)``
-    # every few steps of ``for batch in train_loader:``): persistent workers keep one iterator,
-    # which the inner pass resets, so the outer epoch restarts or never ends.
-    reentered = {id(call) for loop, call in iterating if _reenters(ctx, loop)}
+    reentered = reentered_loaders(ctx)
     iterating = [(loop, call) for loop, call in iterating if id(call) not in reentered]
     reiterated = [call for _, call in iterating]
     # A file that runs on the CPU only, re-iterating the loader in its own loops: a CPU run,
@@ -824,6 +822,22 @@ def _check_workers_not_persistent(ctx: FileContext) -> Iterator[Report]:
             and (is_const(persistent, False) or is_const(option_default(ctx, persistent), False))
         ):
             yield Report(call)  # also an option off by default (``store_true``)
+
+
+@per_file
+def reentered_loaders(ctx: FileContext) -> frozenset[int]:
+    """The DataLoader calls whose loader a loop iterates again inside its own body
+    (``evaluate_model(model, train_loader)`` every few steps of ``for batch in train_loader:``):
+    persistent workers keep one iterator, which the inner pass resets, so the outer epoch
+    restarts or never ends. TP104 and ``apply``'s loader edit leave their workers restarting."""
+    if not may_build_loader(ctx.source):
+        return frozenset()
+    return frozenset(
+        id(call)
+        for loop in ctx.of_type(ast.For, ast.AsyncFor)
+        if _reenters(ctx, loop)
+        for call in iterated_loader_calls(ctx, loop)
+    )
 
 
 def _reenters(ctx: FileContext, loop: ast.For | ast.AsyncFor) -> bool:
