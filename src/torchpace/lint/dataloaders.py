@@ -426,11 +426,16 @@ def _handed_on(ctx: FileContext, name: str) -> bool:
     loader)``, ``train(model, loader)`` may train from it in code this file does not show."""
     for call, _ in ctx.calls:
         given = [*call.args, *(k.value for k in call.keywords)]
-        if any(dotted(a) == name for a in given):
-            callee = dotted(call.func)
-            if callee not in ITER_WRAPPERS and callee not in _INSPECT and callee != "next":
-                return True
+        if any(dotted(a) == name for a in given) and _may_train_from(call):
+            return True
     return False
+
+
+def _may_train_from(call: ast.Call) -> bool:
+    """A call handed a loader that may train from it: not an iteration wrapper, an inspection
+    or ``next``."""
+    callee = dotted(call.func)
+    return callee not in ITER_WRAPPERS and callee not in _INSPECT and callee != "next"
 
 
 def _loops_over(ctx: FileContext, name: str) -> Iterator[ast.For | ast.AsyncFor]:
@@ -614,19 +619,23 @@ def feeds_training(ctx: FileContext, call: ast.Call) -> bool:
         return True
     # Looped over here only to peek or evaluate, and also handed to a function that may train
     # from it (a notebook's first-batch cell, then ``training_loop(model, dataloader, ...)``).
-    return any(_handed_to_training(ctx, n) for n in _reads(ctx, name, mine))
+    return any(_handed_to_training(ctx, n, scope) for n in _reads(ctx, name, mine))
 
 
-def _handed_to_training(ctx: FileContext, node: ast.AST) -> bool:
-    """``node`` is an argument of a call that may train from it: not an iteration wrapper, an
-    inspection, ``next``, nor a hand-off to evaluation."""
+def _handed_to_training(ctx: FileContext, node: ast.Name, loader_scope: ast.AST) -> bool:
+    """``node`` is an argument of a call that may train from it (:func:`_may_train_from`), not
+    a hand-off to evaluation, and is the loader's name: not a function's own name of that
+    spelling (a parameter or a local it binds), unless it is the loader's own function."""
     call = ctx.parents.get(id(node))
-    if not isinstance(call, ast.Call) or node is call.func:
+    if not isinstance(call, ast.Call) or node is call.func or not _may_train_from(call):
         return False
-    callee = dotted(call.func)
-    if callee in ITER_WRAPPERS or callee in _INSPECT or callee == "next":
-        return False
-    return not _given_to_evaluation(ctx, node)
+    scope = ctx.enclosing_scope(node)
+    own = (
+        scope is not loader_scope
+        and isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef))
+        and (node.id in parameter_names(scope) or node.id in scope_stores(ctx, scope))
+    )  # ``def fit(): loader = build(); run_epoch(model, loader)``: fit's own loader
+    return not own and not _given_to_evaluation(ctx, node)
 
 
 @per_file

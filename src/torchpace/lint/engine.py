@@ -550,13 +550,18 @@ def _epoch_loader_factories(ctx: FileContext, analysed: bool) -> list[tuple[str,
             values += iterated_values(ctx, loop)
         elif isinstance(loop.iter, ast.Call) and dotted(loop.iter.func) == "range":
             scope = ctx.enclosing_scope(loop)
+            inside = {id(n) for n in walk(loop.body)}
             for call in (n for n in walk(loop.body) if isinstance(n, ast.Call)):
                 callee = _project_function(ctx, call.func)
                 if callee is None or EVAL_NAME.search(callee[1]):
                     continue  # ``evaluate(model, valid_loader)``: not a training pass
                 for arg in (*call.args, *(k.value for k in call.keywords)):
-                    if isinstance(arg, ast.Name):
-                        values += assigned_in(ctx, arg.id, scope)
+                    if not isinstance(arg, ast.Name):
+                        continue
+                    built = assigned_in(ctx, arg.id, scope)
+                    if any(id(v) in inside for v in built):
+                        continue  # a loader built anew each epoch: there are no workers to keep
+                    values += [v for v in built if not _changed_each_pass(v, loop)]
     out: list[tuple[str, str]] = []
     for value in values:
         found = _project_function(ctx, value.func) if isinstance(value, ast.Call) else None
@@ -567,10 +572,37 @@ def _epoch_loader_factories(ctx: FileContext, analysed: bool) -> list[tuple[str,
     return out
 
 
+def _changed_each_pass(value: ast.expr, loop: ast.For | ast.AsyncFor) -> bool:
+    """``loop`` writes an attribute of, or calls a ``set_...`` method on, a name handed to the
+    factory call ``value`` (``train_set.set_epoch(epoch)`` with ``create_train_loader(train_set,
+    ...)``): the dataset changes each pass, which only workers started again see (TP104)."""
+    if not isinstance(value, ast.Call):
+        return False
+    given = {
+        a.id for a in (*value.args, *(k.value for k in value.keywords)) if isinstance(a, ast.Name)
+    }
+    for node in walk(loop.body):
+        if isinstance(node, (ast.Assign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            owners = [t.value for t in targets if isinstance(t, ast.Attribute)]
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr.startswith("set_")
+        ):
+            owners = [node.func.value]
+        else:
+            continue
+        if any(isinstance(o, ast.Name) and o.id in given for o in owners):
+            return True
+    return False
+
+
 def _zeros_given(ctx: FileContext, call: ast.Call) -> list[str]:
     """The parameters of the project function ``call`` calls whose default is 0 and that the
     call gives another value."""
     from torchpace.lint.project import definition_of
+    from torchpace.lint.values import int_value
 
     found = definition_of(ctx, call, ast.FunctionDef)
     if found is None:
@@ -583,7 +615,7 @@ def _zeros_given(ctx: FileContext, call: ast.Call) -> list[str]:
         if is_const(default, 0)
         and (given := argument(call, name, params.index(name) if name in params else 99))
         is not None
-        and not is_const(given, 0)
+        and int_value(ctx, given) != 0  # not a constant or an option default of 0
     ]
 
 

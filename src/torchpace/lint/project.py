@@ -444,10 +444,36 @@ def definition(ctx: FileContext, call: ast.Call) -> tuple[FileContext, ast.stmt]
 
 
 def defined_in(path: Path, name: str) -> tuple[FileContext, ast.stmt] | None:
-    """The module-level class or function ``name`` of the file at ``path``, with that file."""
-    other = _parsed(path)
-    found = None if other is None else _top_level(other, name)
-    return None if other is None or found is None else (other, found)
+    """The module-level class or function ``name`` of the file at ``path``, with that file; or,
+    where the file only re-exports it (``utils/__init__.py``: ``from .comm import synchronize``),
+    of the project file it comes from, as :func:`_defining` follows it (``REEXPORT_DEPTH``)."""
+    for _ in range(REEXPORT_DEPTH):
+        version = _version(path)
+        other = None if version is None else _parsed_version(*version)
+        if other is None:
+            return None
+        found = _top_level(other, name)
+        if found is not None:
+            return (other, found)
+        assert version is not None
+        imported = next(
+            (
+                (node, alias.name)
+                for node in _top_imports(*version)
+                if isinstance(node, ast.ImportFrom)
+                for alias in node.names
+                if (alias.asname or alias.name) == name
+            ),
+            None,
+        )
+        if imported is None:
+            return None
+        node, name = imported
+        source = find_module(node.module or "", path, node.level)
+        if source is None:
+            return None
+        path = source
+    return None
 
 
 Defined = TypeVar("Defined", ast.ClassDef, ast.FunctionDef)

@@ -26,6 +26,7 @@ from torchpace.lint.device import may_use_accelerator, uses_cuda
 from torchpace.lint.engine import EPOCH_LOADER, GIVEN
 from torchpace.lint.loops import (
     DATALOADERS,
+    EVAL_NAME,
     LOOPS,
     PINS_ON_CUDA,
     TRAINING_ENGINES,
@@ -684,8 +685,34 @@ def _zero_unless_given(ctx: FileContext, workers: ast.expr) -> bool:
     assert isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef))
     if f"{GIVEN}{scope.name}.{workers.id}" in ctx.entries:
         return False
-    given = passed_for(ctx, scope, workers.id) or []
-    return all(g is None or is_const(g, 0) for g in given)
+    # This file's calls that build a training loader (not one bound to an evaluation name, a
+    # ``test_loader`` given workers while the training one gets none) must all give workers.
+    given = [
+        argument(call, workers.id, position)
+        for call, position in _calls_of(ctx, scope, workers.id)
+        if not _bound_to_evaluation(ctx, call)
+    ]
+    return not given or any(g is None or int_value(ctx, g) == 0 for g in given)
+
+
+def _calls_of(
+    ctx: FileContext, function: ast.FunctionDef | ast.AsyncFunctionDef, name: str
+) -> list[tuple[ast.Call, int]]:
+    """This file's calls of ``function`` by its name, with the position of its parameter
+    ``name`` (99 where it is keyword-only)."""
+    params = [a.arg for a in (*function.args.posonlyargs, *function.args.args)]
+    position = params.index(name) if name in params else 99
+    return [
+        (call, position)
+        for call, _ in ctx.calls
+        if isinstance(call.func, ast.Name) and call.func.id == function.name
+    ]
+
+
+def _bound_to_evaluation(ctx: FileContext, call: ast.Call) -> bool:
+    parent = ctx.parents.get(id(call))
+    names = [dotted(t) or "" for t in parent.targets] if isinstance(parent, ast.Assign) else []
+    return bool(names) and all(EVAL_NAME.search(n.rsplit(".", 1)[-1]) for n in names)
 
 
 def _off_unless_given(ctx: FileContext, pin: ast.expr | None) -> bool:

@@ -25,6 +25,7 @@ from torchpace.lint.loops import (
     constructor,
     dotted,
     evaluation_function,
+    is_cadence_gate,
     moves_itself,
     root_name,
     walk,
@@ -1346,33 +1347,88 @@ def _wait_helper(ctx: FileContext, call: ast.Call) -> bool:
 
 
 _CLIPS = frozenset({"clip_grad_norm_", "clip_grad_value_"})
+# Names of what runs kernels when called, or whose methods do (``model(x)``, ``self.net(x)``,
+# ``ema.update()``, ``self.generator.sample(z)``).
+_DEVICE_WORK = re.compile(
+    r"model|net|ema|encoder|decoder|generator|discriminator|critic|actor|policy|module|forward",
+    re.IGNORECASE,
+)
 
 
 def _works(ctx: FileContext, stmt: ast.stmt, scope: Scope) -> bool:
-    """``stmt`` queues a step's work on the device: backward, an optimizer step, gradient
-    clipping (also under a test, or in a function of this file it calls)."""
+    """``stmt`` may queue work on the device: backward, an optimizer step, gradient clipping
+    (also under a test, or in a function of this file it calls), or a call of a model or of
+    what its name says runs one (a forward, an EMA update)."""
     if ctx.loops.trains([stmt], scope):
         return True
-    return any(
-        isinstance(n, ast.Call) and (dotted(n.func) or "").rsplit(".", 1)[-1] in _CLIPS
-        for n in walk([stmt])
-    )
+    for n in walk([stmt]):
+        if not isinstance(n, ast.Call):
+            continue
+        name = dotted(n.func) or ""
+        if name.rsplit(".", 1)[-1] in _CLIPS:
+            return True
+        owner = name if isinstance(n.func, ast.Name) else name.rpartition(".")[0]
+        callee = name.rsplit(".", 1)[-1]
+        if _DEVICE_WORK.search(owner.removeprefix("self.")) or _DEVICE_WORK.fullmatch(callee):
+            return True
+        if any(f.name == "forward" for f in ctx.loops.callees(n, scope)):
+            return True  # a module of this file called: its forward runs
+    return False
 
 
-def _waits_here(ctx: FileContext, stmt: ast.stmt) -> bool:
-    """``stmt`` itself (not under a test) waits: a wait, a helper that only waits, or a read of
-    a value to the host (``logs = {"loss": loss.item()}``)."""
+def _waits_here(ctx: FileContext, stmt: ast.stmt, scope: Scope) -> bool:
+    """``stmt`` itself (not under a test, nor in a conditional expression) waits: a wait, a
+    call of a name bound to ``torch.cuda.synchronize`` or of a helper that only waits, or a
+    read of a device value to the host (``logs = {"loss": loss.item()}``; not of a tensor the
+    loader handed over on the host, which TP201 leaves alone too)."""
     if not isinstance(stmt, (ast.Expr, ast.Assign, ast.AugAssign, ast.AnnAssign)):
         return False
-    return any(
-        isinstance(n, ast.Call)
-        and (
-            _sync_method(n)
-            or _waits(ctx, n, ctx.names.qualname(n.func))
-            or (isinstance(n.func, ast.Name) and _wait_helper(ctx, n))
-        )
-        for n in walk([stmt])
+    conditional = {id(n) for e in walk([stmt]) if isinstance(e, ast.IfExp) for n in walk([e])}
+    aliases = _aliases(ctx, "torch.cuda.synchronize")
+    for n in walk([stmt]):
+        if not isinstance(n, ast.Call) or id(n) in conditional:
+            continue
+        if _sync_method(n):
+            receiver = n.func.value  # type: ignore[attr-defined]
+            if not ctx.tensors(scope).is_host(receiver):
+                return True
+        elif (
+            _waits(ctx, n, ctx.names.qualname(n.func))
+            or dotted(n.func) in aliases
+            or _wait_helper(ctx, n)
+        ):
+            return True
+    return False
+
+
+# A test that only the main process passes: a barrier after such a block holds the other ranks
+# until what it did (a save, a weight push) is done, which is what the barrier is for.
+_MAIN_PROCESS = re.compile(r"rank|main_process|is_main|is_master|master_process", re.IGNORECASE)
+
+
+def _after_main_process_work(ctx: FileContext, call: ast.Call) -> bool:
+    """The statement before the barrier ``call`` is an ``if`` that only the main process enters
+    (``if rank == 0: llm.load_weights(...)``, ``if accelerator.is_main_process: ...``)."""
+    stmt: ast.AST = call
+    while not isinstance(stmt, ast.stmt):
+        parent = ctx.parents.get(id(stmt))
+        if parent is None:
+            return False
+        stmt = parent
+    parent = ctx.parents.get(id(stmt))
+    block = next(
+        (
+            b
+            for b in (getattr(parent, f, None) for f in ("body", "orelse", "finalbody"))
+            if isinstance(b, list) and any(s is stmt for s in b)
+        ),
+        None,
     )
+    if not block:
+        return False
+    index = next(i for i, s in enumerate(block) if s is stmt)
+    before = block[index - 1] if index else None
+    return isinstance(before, ast.If) and _MAIN_PROCESS.search(ast.unparse(before.test)) is not None
 
 
 def _waited_since_work(ctx: FileContext, call: ast.Call, scope: Scope) -> bool:
@@ -1402,9 +1458,13 @@ def _waited_since_work(ctx: FileContext, call: ast.Call, scope: Scope) -> bool:
         if block is None:
             return False
         for before in reversed(block[: next(i for i, s in enumerate(block) if s is node)]):
+            if isinstance(before, ast.If) and is_cadence_gate(
+                before.test, ctx.loops.cadence_helpers
+            ):
+                continue  # a save or a sample every N steps: on the other steps it runs nothing
             if _works(ctx, before, scope):
                 return False
-            if _waits_here(ctx, before):
+            if _waits_here(ctx, before, scope):
                 return True
         if isinstance(parent, (*LOOPS, *NESTED_SCOPES, ast.Module)):
             return False
@@ -1424,15 +1484,22 @@ def _check_waits(ctx: FileContext) -> Iterator[Report]:
                     wrappers[id(scope)] = _only_waits(ctx, scope)
                 if wrappers[id(scope)]:
                     continue
-            if not _waited_since_work(ctx, call, scope):
+            barrier = qual != "torch.cuda.synchronize"
+            if not _waited_since_work(ctx, call, scope) and not (
+                barrier and _after_main_process_work(ctx, call)
+            ):
                 yield Report(call)
             continue
         if qual is not None and qual.startswith("torch."):
             continue
         if aliases is None:
             aliases = _aliases(ctx, "torch.cuda.synchronize")
-        waits = (aliases and dotted(call.func) in aliases) or _wait_helper(ctx, call)
-        if waits and not _waited_since_work(ctx, call, scope):
+        alias = bool(aliases) and dotted(call.func) in aliases
+        if not alias and not _wait_helper(ctx, call):
+            continue
+        if not _waited_since_work(ctx, call, scope) and (
+            alias or not _after_main_process_work(ctx, call)
+        ):
             yield Report(call)
 
 
@@ -1453,10 +1520,15 @@ a helper of this or another project file that does nothing but wait (detectron2'
 `comm.synchronize()`: return early on one process, else `dist.barrier()`; or a wait under a
 test, `if dist.is_initialized(): dist.barrier()`): the call in the loop is
 reported, not the helper, which is right where it runs once. Not a wait after which the host has
-already waited since the step's last work (backward, an optimizer step, gradient clipping): an
-earlier wait, or a value read to the host not under a test (`logs = {{"loss": loss.item()}}`,
-then `synchronize()`), leaves nothing queued, so the second wait is an empty round trip; the
-first wait after the work is reported.
+already waited since the step's last work (backward, an optimizer step, gradient clipping, a call
+of a model or of what its name says runs one, `model(x)`, `ema.update()`): an earlier wait, or a
+read of a device value to the host not under a test (`logs = {{"loss": loss.item()}}`, then
+`synchronize()`; not a read of the loader's host tensor, nor one in a conditional expression),
+leaves nothing queued on this device, and the step's gradient all-reduce has already brought the
+ranks together, so the second wait is an empty round trip; the first wait after the work is
+reported. Nor a barrier right after a block only the main process runs (`if rank == 0:
+llm.load_weights(...)`, `if accelerator.is_main_process:`): the other ranks wait for what it
+did, which is what the barrier is for.
 
 {SMALL_MODELS_DOC}
 
