@@ -288,3 +288,33 @@ def test_a_timer_that_waits_is_reported_where_it_waits() -> None:
         "    return time.time()\n",
     )
     assert findings(timer, "TP205") == [("TP205", 8), ("TP205", 14)]
+
+
+# Real-Time-Voice-Cloning's encoder: ``sync(device)`` guards ``torch.cuda.synchronize(device)``
+# with ``device.type == "cuda"``; handed the loss device, bound only to the CPU, it waits for
+# nothing.
+PROFILED = """
+import torch
+
+
+def sync(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+loss_device = torch.device("cpu")
+model = SpeakerEncoder(device, loss_device)
+optimizer = torch.optim.Adam(model.parameters())
+for step, batch in enumerate(loader):
+    embeds = model(batch.to(device))
+    sync(device)
+    loss = model.loss(embeds.to(loss_device))
+    sync(loss_device)
+    loss.backward()
+    optimizer.step()
+"""
+
+
+def test_a_wait_helper_handed_a_cpu_device_waits_for_nothing() -> None:
+    assert findings(PROFILED, "TP205") == [("TP205", 17)]

@@ -263,7 +263,7 @@ _DTYPE_ONLY = re.compile(
 )
 
 
-def _cpu_names(ctx: FileContext) -> frozenset[str]:
+def cpu_names(ctx: FileContext) -> frozenset[str]:
     """Names the file binds, every time, to the CPU (``device = torch.device("cpu")``, ``device
     = "cpu"``) and never takes as a parameter: a demo that plays a trained policy on the CPU
     (``model.to(device)``) shows no device by them."""
@@ -379,7 +379,7 @@ def may_use_accelerator(ctx: FileContext) -> bool:
     def trains() -> bool:  # asked only of a call that follows a tensor: the facts cost
         return bool(ctx.loops.step_loops or ctx.loops.step_functions)
 
-    on_cpu = _cpu_names(ctx)
+    on_cpu = cpu_names(ctx)
     for call, name in ctx.calls:
         if (
             _moves_somewhere(call)
