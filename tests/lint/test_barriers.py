@@ -317,4 +317,4 @@ for step, batch in enumerate(loader):
 
 
 def test_a_wait_helper_handed_a_cpu_device_waits_for_nothing() -> None:
-    assert findings(PROFILED, "TP205") == [("TP205", 17)]
+    assert findings(PROFILED, "TP205") == [("TP205", 16)]
