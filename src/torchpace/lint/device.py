@@ -263,6 +263,7 @@ _DTYPE_ONLY = re.compile(
 )
 
 
+@per_file
 def cpu_names(ctx: FileContext) -> frozenset[str]:
     """Names the file binds, every time, to the CPU (``device = torch.device("cpu")``, ``device
     = "cpu"``) and never takes as a parameter: a demo that plays a trained policy on the CPU

@@ -1240,7 +1240,14 @@ No fix: how often to check is the author's choice.
 def _aliases(ctx: FileContext, name: str) -> set[str]:
     """Names bound to the function ``name`` itself, not to a call of it:
     ``sync = torch.cuda.synchronize if cuda else noop`` (issue 32), ``self.sync = ...``,
-    ``sync = functools.partial(torch.cuda.synchronize, device)``."""
+    ``sync = functools.partial(torch.cuda.synchronize, device)``; read once per file and name."""
+    cache: dict[str, set[str]] = ctx.__dict__.setdefault("_tp_aliases", {})
+    if name not in cache:
+        cache[name] = _find_aliases(ctx, name)
+    return cache[name]
+
+
+def _find_aliases(ctx: FileContext, name: str) -> set[str]:
     out: set[str] = set()
     for node in ctx.of_type(ast.Assign):
         called = {id(c.func) for c in subtree(node.value) if isinstance(c, ast.Call)}
@@ -1339,11 +1346,20 @@ def _calls_wait(where: FileContext, stmt: ast.stmt) -> bool:
 
 def _wait_helper(ctx: FileContext, call: ast.Call) -> bool:
     """``call`` calls a module-level function of this or another project file that only waits
-    (:func:`_only_waits`)."""
+    (:func:`_only_waits`); read once per file and callee."""
     from torchpace.lint.project import definition_of
 
-    found = definition_of(ctx, call, ast.FunctionDef)
-    return found is not None and _only_waits(*found)
+    func = call.func
+    if not isinstance(func, ast.Name) and ctx.names.import_path(func) is None:
+        return False  # a method of an object (``self.log(...)``, ``x.view(...)``)
+    key = dotted(func)
+    if key is None:
+        return False
+    cache: dict[str, bool] = ctx.__dict__.setdefault("_tp_wait_helpers", {})
+    if key not in cache:
+        found = definition_of(ctx, call, ast.FunctionDef)
+        cache[key] = found is not None and _only_waits(*found)
+    return cache[key]
 
 
 _CLIPS = frozenset({"clip_grad_norm_", "clip_grad_value_"})
