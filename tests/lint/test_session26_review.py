@@ -18,7 +18,7 @@ from lint_findings import findings, project_findings
 
 CASES: list[dict[str, Any]] = json.loads(
     (Path(__file__).parent / "fixtures" / "session26_review.json").read_text()
-)
+)["cases"]
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c["case"] for c in CASES])
