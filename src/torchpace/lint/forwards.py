@@ -11,7 +11,9 @@ device (:func:`in_forwards`), since a model file only knows its device from its 
 
 - a forward the project's hot code already reads (a loop of the project calls the model): that
   reading knows the branches the loop's call takes (``reverse=False``);
-- a forward under ``@torch.no_grad()`` (an inference module's);
+- a forward under ``@torch.no_grad()`` (an inference module's), or one that puts the model it
+  wraps in eval mode (``self.model.eval()``: an explainer's, DIG's DeepLIFT or GradCAM), also
+  where another file's loop calls it (``loops.evaluates_its_model``);
 - what only evaluation runs: the ``else`` of ``if self.training:`` and the body of ``if not
   self.training:``, also of another module's flag (``self.module[0].training``);
 - what is built once and kept: the body of ``if self.cache is None:`` (alone or in an ``or``);
@@ -38,6 +40,7 @@ from torchpace.lint.loops import (
     Scope,
     disables_grad,
     dotted,
+    evaluates_its_model,
     failure_check,
     walk,
 )
@@ -84,6 +87,9 @@ def forward_code(ctx: FileContext) -> list[tuple[ast.AST, Scope]]:
         if "symbolic" in methods and "backward" not in methods:
             continue  # an autograd Function with an ONNX symbolic: its forward is a stub traced
             # for export (YOLO's ``ORT_NMS``), never a training step
+        if evaluates_its_model(forward):
+            continue  # an explainer's or a predictor's forward: it puts the model it wraps in
+            # eval mode, so what it runs is inference, not a training step
         roots.append((forward, methods))
     # What another file's forward calls (``loops.FORWARD``): a function of this file, or a
     # class whose ``__init__`` the call runs.

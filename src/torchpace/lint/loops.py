@@ -1206,6 +1206,28 @@ def rewrites_globals(by_type: dict[type, list[Any]]) -> bool:
     )
 
 
+def evaluates_its_model(forward: Function) -> bool:
+    """``forward`` itself puts a module it holds in eval mode (``self.model.eval()``,
+    ``self.model.train(False)``) and none back in training mode, as DIG's and Captum-style
+    explainers do before attributing a trained model's prediction: a wrapper that runs a model
+    for inference. (A distillation model sets its teacher to eval where it is built, or in
+    ``train()``, not in the student's forward.)"""
+    modes = [
+        n
+        for n in walk(forward.body)
+        if isinstance(n, ast.Call)
+        and isinstance(n.func, ast.Attribute)
+        and n.func.attr in ("eval", "train")
+        and isinstance(n.func.value, ast.Attribute)
+        and dotted(n.func.value.value) == "self"
+    ]
+    return bool(modes) and all(
+        m.func.attr == "eval"  # type: ignore[attr-defined]
+        or (len(m.args) == 1 and isinstance(m.args[0], ast.Constant) and m.args[0].value is False)
+        for m in modes
+    )
+
+
 def parameter_defaults(function: Function) -> dict[str, ast.expr]:
     """A function's parameters that have a default, with it (positional and keyword-only)."""
     args = function.args
@@ -2129,7 +2151,11 @@ def analyse(
     for entry in entries:  # "Class.method": a method another file calls on its instance
         if "." in entry:
             cls, method = entry.split(".", 1)
-            queue += facts._methods(cls, method)
+            queue += [
+                m
+                for m in facts._methods(cls, method)
+                if not (method == "forward" and evaluates_its_model(m))
+            ]  # an explainer's forward, called in another file's loop: inference
     queue += _framework_steps(facts)
     facts.step_functions = _engine_steps(facts, by_type.get(ast.Call, ()))
     for function in facts.step_functions:

@@ -659,7 +659,9 @@ follow calls the model: a model's forward runs on every training step, and a mod
 built by a factory or kept in a dict of models. Not what only evaluation runs there (the
 `else` of `if self.training:`, also of another module's flag), what is built once and kept
 (`if self.rel is None:`), an error's handler (`except RuntimeError:`), nor a `forward` under
-`@torch.no_grad()`, nor an autograd `Function` with an ONNX `symbolic` (a stub traced for
+`@torch.no_grad()` or one that puts the model it wraps in eval mode (`self.model.eval()`, an
+explainer attributing a trained model's prediction, also where another file's loop calls it), nor
+an autograd `Function` with an ONNX `symbolic` (a stub traced for
 export), nor the modules of a file or folder named for exporting or serving (`onnxexport/`);
 where a training loop of the project does call the model, only the branches
 that loop takes. The functions and classes of another file of the project that such a forward
