@@ -438,6 +438,59 @@ def _may_train_from(call: ast.Call) -> bool:
     return callee not in ITER_WRAPPERS and callee not in _INSPECT and callee != "next"
 
 
+def an_epoch_loop(loop: ast.AST) -> bool:
+    """``for epoch in range(...)``, ``for i in range(args.epochs)``: a loop over ``range`` whose
+    target or bounds are named for epochs."""
+    if not (
+        isinstance(loop, (ast.For, ast.AsyncFor))
+        and isinstance(loop.iter, ast.Call)
+        and dotted(loop.iter.func) == "range"
+    ):
+        return False
+    names = [loop.target, *(n for a in loop.iter.args for n in ast.walk(a))]
+    return any(
+        "epoch" in (n.id if isinstance(n, ast.Name) else n.attr).lower()
+        for n in names
+        if isinstance(n, (ast.Name, ast.Attribute))
+    )
+
+
+@per_file
+def handed_each_epoch(ctx: FileContext) -> list[tuple[ast.For | ast.AsyncFor, ast.expr]]:
+    """(epoch loop, value) for each value a name is bound to (``train_loader = ...``,
+    ``self.train_loader = ...``, anywhere in the file but inside the loop) that an epoch loop
+    (:func:`an_epoch_loop`) hands to a function of another project file that is not an
+    evaluation: ``train_one_epoch(model, optimizer, train_loader)`` goes through the loader once
+    per call, so once per epoch. A name bound inside the loop is a loader built anew each epoch,
+    with no workers to keep. TP104 reads the DataLoaders among the values; ``lint.engine`` the
+    calls of project factories, whose file it reads again."""
+    from torchpace.lint.project import imported_from
+
+    loops = [loop for loop in ctx.of_type(ast.For, ast.AsyncFor) if an_epoch_loop(loop)]
+    if not loops:
+        return []
+    bound: dict[str, list[ast.expr]] = {}
+    for target, value in assignments(ctx.of_type(ast.Assign)):
+        bound.setdefault(target, []).append(value)
+    out: list[tuple[ast.For | ast.AsyncFor, ast.expr]] = []
+    for loop in loops:
+        nodes = list(walk(loop.body))
+        inside = {id(n) for n in nodes}
+        for call in (n for n in nodes if isinstance(n, ast.Call)):
+            callee = ctx.names.import_path(call.func)
+            if callee is None or EVAL_NAME.search(callee.rsplit(".", 1)[-1]):
+                continue  # a library's, this file's (its loops are read here), an evaluation
+            if not any(imported_from(ctx, call)):
+                continue
+            for arg in (*call.args, *(k.value for k in call.keywords)):
+                name = dotted(arg) if isinstance(arg, (ast.Name, ast.Attribute)) else None
+                values = bound.get(name, []) if name is not None else []
+                if any(id(v) in inside for v in values):
+                    continue  # built anew each epoch
+                out += [(loop, v) for v in values]
+    return out
+
+
 def _loops_over(ctx: FileContext, name: str) -> Iterator[ast.For | ast.AsyncFor]:
     """The loops over ``name``, not those of a function whose own parameter of that name
     shadows it (a course's ``def train(model, train_dataloader)``, called with another one)."""

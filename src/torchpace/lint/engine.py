@@ -532,47 +532,29 @@ def _under_autocast(ctx: FileContext, node: ast.AST) -> bool:
 
 def _epoch_loader_factories(ctx: FileContext, analysed: bool) -> list[tuple[str, str]]:
     """(module, EPOCH_LOADER + function) for each imported function whose result a repeated
-    training loop of the file iterates, or an epoch loop (:func:`_an_epoch_loop`) hands by name
-    to an imported function (``train_one_epoch(model, optimizer, train_loader, ...)``, as TP104
-    reads a DataLoader the file builds); and (module, GIVEN + "function.parameter") for each
-    parameter with the default 0 that the call gives another value (``create_train_loader(
-    dataset, batch_size, NUM_WORKERS)`` of ``def create_train_loader(..., num_workers=0)``)."""
-    from torchpace.lint.dataloaders import iterated_values
-    from torchpace.lint.loops import EVAL_NAME, assigned_in
+    training loop of the file iterates, or an epoch loop hands by name to a function of another
+    project file (``train_one_epoch(model, optimizer, train_loader, ...)``:
+    :func:`~torchpace.lint.dataloaders.handed_each_epoch`, as TP104 reads a DataLoader the file
+    builds); and (module, GIVEN + "function.parameter") for each parameter with the default 0
+    that the call gives another value (``create_train_loader(dataset, batch_size, NUM_WORKERS)``
+    of ``def create_train_loader(..., num_workers=0)``)."""
+    from torchpace.lint.dataloaders import handed_each_epoch, iterated_values
 
     values: list[ast.expr] = []
-    for loop in ctx.of_type(ast.For, ast.AsyncFor):
-        if (
-            analysed
-            and id(loop) in ctx.loops.repeated
-            and ctx.loops.is_step_loop(loop, ctx.enclosing_scope(loop))
-        ):
-            values += iterated_values(ctx, loop)
-        elif _an_epoch_loop(loop):
-            scope = ctx.enclosing_scope(loop)
-            nodes = list(walk(loop.body))
-            inside: set[int] | None = None
-            for call in (n for n in nodes if isinstance(n, ast.Call)):
-                callee = _project_function(ctx, call.func)
-                if callee is None or EVAL_NAME.search(callee[1]):
-                    continue  # ``evaluate(model, valid_loader)``: not a training pass
-                for arg in (*call.args, *(k.value for k in call.keywords)):
-                    if not isinstance(arg, ast.Name):
-                        continue
-                    built = assigned_in(ctx, arg.id, scope)
-                    if not built:
-                        continue
-                    inside = inside if inside is not None else {id(n) for n in nodes}
-                    if any(id(v) in inside for v in built):
-                        continue  # a loader built anew each epoch: there are no workers to keep
-                    values += [
-                        v
-                        for v in built
-                        if isinstance(v, ast.Call)
-                        and _project_function(ctx, v.func) is not None
-                        and _builds_a_loader(ctx, v)
-                        and not _changed_each_pass(v, loop)
-                    ]
+    if analysed:
+        for loop in ctx.of_type(ast.For, ast.AsyncFor):
+            if id(loop) in ctx.loops.repeated and ctx.loops.is_step_loop(
+                loop, ctx.enclosing_scope(loop)
+            ):
+                values += iterated_values(ctx, loop)
+    values += [
+        v
+        for loop, v in handed_each_epoch(ctx)
+        if isinstance(v, ast.Call)
+        and _project_function(ctx, v.func) is not None
+        and _builds_a_loader(ctx, v)
+        and not _changed_each_pass(v, loop)
+    ]
     out: list[tuple[str, str]] = []
     for value in values:
         found = _project_function(ctx, value.func) if isinstance(value, ast.Call) else None
@@ -581,19 +563,6 @@ def _epoch_loader_factories(ctx: FileContext, analysed: bool) -> list[tuple[str,
             out.append((found[0], EPOCH_LOADER + found[1]))
             out += [(found[0], f"{GIVEN}{found[1]}.{p}") for p in _zeros_given(ctx, value)]
     return out
-
-
-def _an_epoch_loop(loop: ast.For | ast.AsyncFor) -> bool:
-    """``for epoch in range(...)``, ``for i in range(args.epochs)``: a loop over ``range`` whose
-    target or bounds are named for epochs."""
-    if not (isinstance(loop.iter, ast.Call) and dotted(loop.iter.func) == "range"):
-        return False
-    names = [loop.target, *(n for a in loop.iter.args for n in ast.walk(a))]
-    return any(
-        "epoch" in (n.id if isinstance(n, ast.Name) else n.attr).lower()
-        for n in names
-        if isinstance(n, (ast.Name, ast.Attribute))
-    )
 
 
 def _builds_a_loader(ctx: FileContext, value: ast.expr) -> bool:

@@ -15,6 +15,7 @@ from torchpace.lint.dataloaders import (
     feeds_training,
     framework_gpu,
     graph_on_device,
+    handed_each_epoch,
     iterated_loader_calls,
     loader_argument,
     prepared_by_framework,
@@ -40,7 +41,6 @@ from torchpace.lint.loops import (
     returned_loaders,
     walk,
 )
-from torchpace.lint.project import imported_from
 from torchpace.lint.rule import (
     FileContext,
     Report,
@@ -788,27 +788,11 @@ def _engine_runs(ctx: FileContext) -> Iterator[ast.Call]:
 
 
 def _handed_on_every_epoch(ctx: FileContext) -> Iterator[ast.Call]:
-    """The DataLoaders an epoch loop of this file (``for epoch in range(...)``) hands, by name,
-    to a function of another file that iterates them: a script's ``train_one_epoch(model,
-    optimizer, data_loader=train_loader, ...)`` of utils.py goes through the loader once per
-    call, so once per epoch."""
-    loaders: dict[str, list[ast.Call]] = {}  # read here: a file that only hands its loaders
-    for target, value in assignments(ctx.of_type(ast.Assign)):  # on trains nothing itself
+    """The DataLoaders an epoch loop of this file hands, by name, to a function of another
+    project file (:func:`~torchpace.lint.dataloaders.handed_each_epoch`)."""
+    for _, value in handed_each_epoch(ctx):
         if isinstance(value, ast.Call) and ctx.names.qualname(value.func) in DATALOADERS:
-            loaders.setdefault(target, []).append(value)
-    if not loaders:
-        return
-    for loop in ctx.of_type(ast.For):
-        epochs = loop.iter
-        if not (isinstance(epochs, ast.Call) and dotted(epochs.func) == "range"):
-            continue
-        for call in (n for n in walk(loop.body) if isinstance(n, ast.Call)):
-            if ctx.names.import_path(call.func) is None or not any(imported_from(ctx, call)):
-                continue  # this file's function (its loops are read here), or a library's
-            for value in (*call.args, *(k.value for k in call.keywords)):
-                name = dotted(value) if isinstance(value, (ast.Name, ast.Attribute)) else None
-                if name is not None:
-                    yield from loaders.get(name, [])
+            yield value
 
 
 def _check_workers_not_persistent(ctx: FileContext) -> Iterator[Report]:
@@ -990,7 +974,8 @@ iterated inside another loop, such as an epoch loop: by its name (also through a
 bound to it, `pbar = tqdm(loader)`), in a function of the same
 file that the epoch loop hands it to (`train_one_epoch(model, train_loader)`), or of another
 file of the project (`from utils import train_one_epoch` in a script whose `for epoch in
-range(...)` loop hands it `data_loader=train_loader`), when a function
+range(...)` loop, a loop over `range` named for epochs, hands it `data_loader=train_loader` or
+`self.train_loader`; not a loader that loop builds anew each epoch), when a function
 of the file built and returned it (`return DataLoader(...)`, or `return loader` bound only
 to DataLoader calls), when a function of another project file built and returned it
 (`train_loader = loader.construct_loader(cfg, "train")` in a training script that re-iterates
