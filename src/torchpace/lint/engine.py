@@ -21,7 +21,15 @@ from pathlib import Path
 from torchpace.findings import Finding, Location
 from torchpace.lint.discovery import discover
 from torchpace.lint.imports import Resolver
-from torchpace.lint.loops import FORWARD, PLAIN, bound_in, dotted, parameter_defaults, walk
+from torchpace.lint.loops import (
+    FORWARD,
+    PLAIN,
+    bound_in,
+    changed_objects,
+    dotted,
+    parameter_defaults,
+    walk,
+)
 from torchpace.lint.notebooks import read_notebook
 from torchpace.lint.results import FileResult, LintError
 from torchpace.lint.rule import FileContext, Rule, argument, in_fallback, is_const
@@ -589,21 +597,7 @@ def _changed_each_pass(value: ast.expr, loop: ast.For | ast.AsyncFor) -> bool:
     given = {
         a.id for a in (*value.args, *(k.value for k in value.keywords)) if isinstance(a, ast.Name)
     }
-    for node in walk(loop.body):
-        if isinstance(node, (ast.Assign, ast.AugAssign)):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            owners = [t.value for t in targets if isinstance(t, ast.Attribute)]
-        elif (
-            isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Attribute)
-            and node.func.attr.startswith("set_")
-        ):
-            owners = [node.func.value]
-        else:
-            continue
-        if any(isinstance(o, ast.Name) and o.id in given for o in owners):
-            return True
-    return False
+    return any(isinstance(o, ast.Name) and o.id in given for o in changed_objects(loop.body))
 
 
 def _zeros_given(ctx: FileContext, call: ast.Call) -> list[str]:

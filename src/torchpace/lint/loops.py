@@ -1206,6 +1206,23 @@ def rewrites_globals(by_type: dict[type, list[Any]]) -> bool:
     )
 
 
+def changed_objects(body: Iterable[ast.AST]) -> list[ast.expr]:
+    """The objects ``body`` changes: whose attribute it writes (``gen.dataset.epoch_now =
+    epoch``) or whose ``set_...`` method it calls (``train_set.set_epoch(epoch)``)."""
+    out: list[ast.expr] = []
+    for node in walk(body):
+        if isinstance(node, (ast.Assign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            out += [t.value for t in targets if isinstance(t, ast.Attribute)]
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr.startswith("set_")
+        ):
+            out.append(node.func.value)
+    return out
+
+
 def evaluates_its_model(forward: Function) -> bool:
     """``forward`` itself puts a module it holds in eval mode (``self.model.eval()``,
     ``self.model.train(False)``) and none back in training mode, as DIG's and Captum-style

@@ -33,6 +33,7 @@ from torchpace.lint.loops import (
     TRAINING_ENGINES,
     assignments,
     bound_in,
+    changed_objects,
     dotted,
     iterated,
     may_build_loader,
@@ -928,22 +929,11 @@ def _dataset_changed_beside(ctx: FileContext, call: ast.Call) -> bool:
     given = argument(call, "dataset", 0)
     if isinstance(given, (ast.Name, ast.Attribute)) and (name := dotted(given)) is not None:
         datasets.add(name)
-    for loop in _loops_naming(ctx, frozenset(names)):
-        for node in walk(loop.body):
-            if isinstance(node, (ast.Assign, ast.AugAssign)):
-                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-                owners = [t.value for t in targets if isinstance(t, ast.Attribute)]
-            elif (
-                isinstance(node, ast.Call)
-                and isinstance(node.func, ast.Attribute)
-                and node.func.attr.startswith("set_")
-            ):
-                owners = [node.func.value]
-            else:
-                continue
-            if any(dotted(o) in datasets for o in owners):
-                return True
-    return False
+    return any(
+        dotted(o) in datasets
+        for loop in _loops_naming(ctx, frozenset(names))
+        for o in changed_objects(loop.body)
+    )
 
 
 def _loops_naming(

@@ -286,7 +286,8 @@ def _batch_read_before_rebinding(ctx: FileContext, receiver: ast.expr) -> bool:
         return False  # also a read in an inner loop, which a rebinding may have run before
     if name not in {n.id for n in subtree(loop.target) if isinstance(n, ast.Name)}:
         return False
-    statement = next(a for a in [receiver, *ctx.ancestors(receiver)] if isinstance(a, ast.stmt))
+    statement = _statement_of(ctx, receiver)
+    assert statement is not None  # an expression in a loop's body is in one of its statements
     return not any(
         isinstance(n, ast.Name)
         and n.id == name
@@ -1426,13 +1427,8 @@ _MAIN_PROCESS = re.compile(r"rank|main_process|is_main|is_master|master_process"
 def _after_main_process_work(ctx: FileContext, call: ast.Call) -> bool:
     """The statement before the barrier ``call`` is an ``if`` that only the main process enters
     (``if rank == 0: llm.load_weights(...)``, ``if accelerator.is_main_process: ...``)."""
-    stmt: ast.AST = call
-    while not isinstance(stmt, ast.stmt):
-        parent = ctx.parents.get(id(stmt))
-        if parent is None:
-            return False
-        stmt = parent
-    block = _block_of(ctx, stmt)
+    stmt = _statement_of(ctx, call)
+    block = _block_of(ctx, stmt) if stmt is not None else None
     if not block:
         return False
     index = next(i for i, s in enumerate(block) if s is stmt)
@@ -1450,6 +1446,11 @@ def _copies_to_cpu(call: ast.Call, on_cpu: frozenset[str]) -> bool:
     return (isinstance(target, ast.Constant) and target.value == "cpu") or (
         isinstance(target, ast.Name) and target.id in on_cpu
     )
+
+
+def _statement_of(ctx: FileContext, node: ast.AST) -> ast.stmt | None:
+    """The statement ``node`` is in (itself, if it is one)."""
+    return next((a for a in [node, *ctx.ancestors(node)] if isinstance(a, ast.stmt)), None)
 
 
 def _block_of(ctx: FileContext, stmt: ast.AST) -> list[ast.stmt] | None:
@@ -1481,14 +1482,11 @@ def _waited_since_work(ctx: FileContext, call: ast.Call, scope: Scope) -> bool:
     body or function, the host has already waited (:func:`_waits_here`) before any statement
     queues work (:func:`_works`): the device's queue and the ranks are already in step, and
     this wait adds an empty round trip (PixArt's ``synchronize()`` after the step's
-    ``gather(loss).mean().item()``; lucidrains' second and third barriers of a step)."""
-    node: ast.AST = call
-    while not isinstance(node, ast.stmt):
-        parent = ctx.parents.get(id(node))
-        if parent is None:
-            return False
-        node = parent
-    while True:
+    ``gather(loss).mean().item()``; lucidrains' second and third barriers of a step). A wait
+    right before a read of the same queue (``torch.cuda.synchronize()`` then ``loss.item()``)
+    is still reported: judges called Swin's and DINO's true, a step's two waits in one."""
+    node: ast.AST | None = _statement_of(ctx, call)
+    while node is not None:
         parent = ctx.parents.get(id(node))
         block = _block_of(ctx, node)
         if parent is None or block is None:
@@ -1505,15 +1503,19 @@ def _waited_since_work(ctx: FileContext, call: ast.Call, scope: Scope) -> bool:
         if isinstance(parent, (*LOOPS, *NESTED_SCOPES, ast.Module)):
             return False
         node = parent
+    return False
 
 
 def _check_waits(ctx: FileContext) -> Iterator[Report]:
     """Every hot wait (:func:`_waits`), or call of a name bound to ``torch.cuda.synchronize``
     (:func:`_aliases`) or of a helper that only waits, reported where the loop makes it: a wait
     inside such a helper is reported at its callers."""
-    aliases: set[str] | None = None
+    hot = hot_calls(ctx, waits=True)
+    if not hot:
+        return
+    aliases = _aliases(ctx, "torch.cuda.synchronize")
     wrappers: dict[int, bool] = {}
-    for call, qual, scope in hot_calls(ctx, waits=True):
+    for call, qual, scope in hot:
         if _waits(ctx, call, qual):
             if isinstance(scope, ast.FunctionDef) and scope in ctx.tree.body:
                 if id(scope) not in wrappers:
@@ -1521,27 +1523,20 @@ def _check_waits(ctx: FileContext) -> Iterator[Report]:
                 if wrappers[id(scope)]:
                     continue
             barrier = qual != "torch.cuda.synchronize"
-            if not _redundant(ctx, call, scope) and not (
+            if not _waited_since_work(ctx, call, scope) and not (
                 barrier and _after_main_process_work(ctx, call)
             ):
                 yield Report(call)
             continue
         if qual is not None and qual.startswith("torch."):
             continue
-        if aliases is None:
-            aliases = _aliases(ctx, "torch.cuda.synchronize")
-        alias = bool(aliases) and dotted(call.func) in aliases
+        alias = dotted(call.func) in aliases
         if not alias and not (_wait_helper(ctx, call) and not _on_the_cpu(ctx, call)):
             continue
-        if not _redundant(ctx, call, scope) and (alias or not _after_main_process_work(ctx, call)):
+        if not _waited_since_work(ctx, call, scope) and (
+            alias or not _after_main_process_work(ctx, call)
+        ):
             yield Report(call)
-
-
-def _redundant(ctx: FileContext, call: ast.Call, scope: Scope) -> bool:
-    """The host already waited since the step's last work: this wait shortens nothing. (A wait
-    right before a read of the same queue, ``torch.cuda.synchronize()`` then ``loss.item()``,
-    is still reported: judges called Swin's and DINO's true, a step's two waits in one.)"""
-    return _waited_since_work(ctx, call, scope)
 
 
 SYNCHRONIZE_IN_LOOP = Rule(
