@@ -468,3 +468,59 @@ def test_a_conv_net_on_small_images_does_too_little_work_a_step_for_autocast_or_
         assert changed != MNIST_EXAMPLE
         assert {"TP302", "TP303"} <= _codes(changed), old
     assert 10**9 < TINY_STEP_MACS < 10 * 10**9
+
+
+# Deep Learning Zero To All's labs (change-37): the layers are bound to names first, then put in
+# order by a Sequential; the XOR net and the MNIST MLPs were reported as if their size was unknown.
+NAMED_LAYERS = """
+linear1 = torch.nn.Linear(784, 256, bias=True)
+linear2 = torch.nn.Linear(256, 10, bias=True)
+relu = torch.nn.ReLU()
+model = torch.nn.Sequential(linear1, relu, linear2, relu).to(device)
+criterion = nn.CrossEntropyLoss()
+optimizer = torch.optim.Adam(model.parameters())
+"""
+
+
+def test_a_sequential_of_layers_bound_to_names_first_is_sized_from_those_layers() -> None:
+    assert model_weights(_ctx(NAMED_LAYERS), "model") == 784 * 256 + 256 * 10
+    assert "TP302" not in _codes(NAMED_LAYERS + LOOP)
+    wide = NAMED_LAYERS.replace("(784, 256", "(784, 4096").replace("(256, 10", "(4096, 4096")
+    assert model_weights(_ctx(wide), "model") > TINY_WEIGHTS
+    assert "TP302" in _codes(wide + LOOP)
+
+
+@pytest.mark.parametrize(
+    "binding",
+    [
+        "linear1 = make_layer(784, 256)",  # built by a function this file does not size
+        "linear1 = torchvision.models.resnet18()",  # a library's model
+        "for linear1 in blocks:\n    pass",  # bound by a loop
+        "linear1, linear2 = nn.Linear(784, 256), nn.Linear(256, 10)",  # unpacked
+    ],
+)
+def test_a_named_layer_whose_size_is_not_spelled_out_leaves_the_sequential_unknown(
+    binding: str,
+) -> None:
+    body = (
+        "import torchvision\nfrom layers import make_layer\n"
+        f"{binding}\nlinear2 = nn.Linear(256, 10)\n"
+        "model = nn.Sequential(linear1, nn.ReLU(), linear2)\n"
+    )
+    assert model_weights(_ctx(body), "model") is None
+
+
+def test_a_named_layer_built_inside_the_module_is_counted_once() -> None:
+    body = """
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        fc = nn.Linear(100, 100)
+        self.body = nn.Sequential(fc, nn.ReLU(), fc)
+
+    def forward(self, x):
+        return self.body(x)
+
+model = Net().to(device)
+"""
+    assert model_weights(_ctx(body), "model") == 100 * 100  # one layer, used twice

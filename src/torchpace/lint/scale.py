@@ -768,12 +768,8 @@ class _Sizer:
                 weights = self._parameter(call, env)
             elif _is_nn(name):
                 weights = self.layer(call, name[9:], env)
-                if name[9:] in _CONTAINERS and any(
-                    not isinstance(a, (ast.Call, ast.List, ast.Tuple, ast.IfExp))
-                    and not _calls_helper(a, helpers)
-                    for a in call.args
-                ):
-                    raise _Unknown  # ``nn.Sequential(*layers)``: built elsewhere
+                if name[9:] in _CONTAINERS:
+                    weights += self._named_layers(call, node, helpers)
             elif _graph_layer(name):
                 weights = self.graph_layer(call, name, env)
             elif local is not None and local in self.classes and local != owner:
@@ -788,6 +784,38 @@ class _Sizer:
             if weights and id(call) in repeated:
                 raise _Unknown
             total += weights
+        return total
+
+    def _named_layers(
+        self, container: ast.Call, node: ast.AST, helpers: dict[str, Function]
+    ) -> int:
+        """Weights of a container's arguments that are names of layers built before it
+        (``linear1 = nn.Linear(784, 256)``, then ``nn.Sequential(linear1, relu, linear2)``):
+        each name bound once, to a ``torch.nn`` or graph layer, outside ``node`` (inside, the
+        walk counts it already); a name used twice shares its weights. Any other argument that
+        is not spelled out where it is given (``nn.Sequential(*layers)``) is built elsewhere."""
+        total = 0
+        counted: set[str] = set()
+        scope = self.ctx.enclosing_scope(container)
+        inside = {id(m) for m in subtree(node)}
+        for arg in container.args:
+            if isinstance(arg, (ast.Call, ast.List, ast.Tuple, ast.IfExp)) or _calls_helper(
+                arg, helpers
+            ):
+                continue
+            if not isinstance(arg, ast.Name):
+                raise _Unknown  # ``nn.Sequential(*layers)``: built elsewhere
+            values, stores = self._bound(arg.id, scope, container)
+            if len(values) != 1 or stores != 1 or not isinstance(values[0], ast.Call):
+                raise _Unknown
+            layer = values[0]
+            path = self.ctx.names.qualname(layer.func) or ""
+            if not (_is_nn(path) or _graph_layer(path)):
+                raise _Unknown  # a model of its own, or a layer from a library
+            if id(layer) in inside or arg.id in counted:
+                continue
+            counted.add(arg.id)
+            total += self.built(layer, {})
         return total
 
     def _helper(self, helper: Function, call: ast.Call, env: Env) -> int:
