@@ -911,6 +911,8 @@ def _not_a_mask(value: ast.expr, ctx: FileContext, scope: Scope, depth: int = 0)
         return _not_a_mask(value.elt, ctx, scope, depth)
     if isinstance(value, ast.Subscript):
         return _not_a_mask(value.value, ctx, scope, depth)
+    if isinstance(value, ast.Compare):
+        return _numpy_value(value.left, ctx, scope, depth)  # a NumPy array of booleans
     if isinstance(value, ast.Call):
         qual = ctx.names.qualname(value.func) or ""
         dtype = next((k.value for k in value.keywords if k.arg == "dtype"), None)
@@ -937,6 +939,17 @@ def _not_a_mask(value: ast.expr, ctx: FileContext, scope: Scope, depth: int = 0)
     if isinstance(value, ast.Name) and depth < 2:
         bound = bound_in(ctx, value.id, scope)
         return bool(bound) and all(_not_a_mask(v, ctx, scope, depth + 1) for v in bound or ())
+    return False
+
+
+def _numpy_value(value: ast.expr, ctx: FileContext, scope: Scope, depth: int) -> bool:
+    """``value`` is what a NumPy function returns (``np.random.random(n)``), or a name bound
+    only to such values."""
+    if isinstance(value, ast.Call):
+        return (ctx.names.qualname(value.func) or "").startswith("numpy.")
+    if isinstance(value, ast.Name) and depth < 2:
+        bound = bound_in(ctx, value.id, scope)
+        return bool(bound) and all(_numpy_value(v, ctx, scope, depth + 1) for v in bound or ())
     return False
 
 
@@ -1076,6 +1089,8 @@ def _a_comparison(
     least compares a module's input (:func:`_a_module_input`), so the mask is a tensor whatever
     it indexes (``embed[mask]`` with ``mask = target != ignore_index`` in a ``forward``)."""
     if isinstance(node, ast.Compare):
+        if _numpy_value(node.left, ctx, scope, depth):
+            return False  # ``np.random.random(n) < p``: a mask in host memory, counted there
         return all(isinstance(op, _ELEMENTWISE) for op in node.ops) and (
             not of_module_input
             or any(_a_module_input(o, ctx, scope) for o in (node.left, *node.comparators))
@@ -1131,8 +1146,8 @@ reads the selection first, and is flagged, as is assigning a tensor through a ma
 `index_put_`, which turns the mask into indices). Assigning a number through a mask (`x[mask] =
 0`, `x[mask] = torch.tensor(0.)`) is a masked fill and is not flagged, nor a tensor or mask in
 host memory (a loader's batch before it is moved, `torch.from_numpy`, a factory without
-`device=`, or what is computed from one such as `torch.arange(n) < k`): its count needs no wait
-for the device.
+`device=`, or what is computed from one such as `torch.arange(n) < k`; a NumPy comparison such as
+`np.random.random(n) < p`): its count needs no wait for the device.
 
 {SMALL_MODELS_DOC}
 
