@@ -32,3 +32,41 @@ def test_a_mask_numpy_computes_selects_without_a_wait_and_a_device_comparison_st
     assert findings(DROPPED_MASKS.format(mask=device), "TP203") == [("TP203", 10)] * 2
     named = "zero_mask = prev_output.sum((1, 2, 3)) > 0"
     assert findings(DROPPED_MASKS.format(mask=named), "TP203") == [("TP203", 10)] * 2
+
+
+# The Annotated Transformer's check_outputs: a loop that draws examples from the validation
+# loader and decodes them greedily trains nothing; the same loop over the training loader, or one
+# that trains on what it draws, is still a step loop.
+EXAMPLES = """
+import torch
+
+def greedy_decode(model, src, max_len):
+    ys = torch.zeros(1, 1).type_as(src.data)
+    for i in range(max_len - 1):
+        prob = model.generator(model.decode(src, ys)[:, -1])
+        ys = torch.cat([ys, torch.zeros(1, 1).type_as(src.data).fill_(prob.argmax())], dim=1)
+    return ys
+
+def train(train_dataloader, model, optimizer):
+    for b in train_dataloader:
+        model(b[0].cuda()).mean().backward()
+        optimizer.step()
+
+def check_outputs({loader}, model, n_examples=15):
+    for idx in range(n_examples):
+        b = next(iter({loader}))
+        out = greedy_decode(model, b[0].cuda(), 64)
+        print(vocab.get_itos()[out[0, 1]])
+"""
+
+
+def test_a_loop_drawing_from_the_validation_loader_is_evaluation() -> None:
+    assert findings(EXAMPLES.format(loader="valid_dataloader"), "TP207") == []
+    assert findings(EXAMPLES.format(loader="train_dataloader"), "TP207") == [
+        ("TP207", 5),
+        ("TP207", 8),
+    ]
+    trains = EXAMPLES.format(loader="valid_dataloader").replace(
+        "print(", "out.float().mean().backward()\n        print("
+    )
+    assert findings(trains, "TP207") == [("TP207", 5), ("TP207", 8)]

@@ -20,7 +20,8 @@ A loop over a DataLoader that does not train is an *evaluation* loop, not a step
 shows it: it runs under ``torch.no_grad()``/``inference_mode()`` (a ``with`` or a decorator;
 also after a statement that only moves the batch, ``batch = to_device(batch, device)``), a
 module was switched to ``eval()`` before it in the same function, its function is named for
-evaluation (``validate``, ``test_epoch``, ``predict``...), or its loader is (``val_loader``),
+evaluation (``validate``, ``test_epoch``, ``predict``...), or its loader is (``val_loader``;
+also the loader a loop of another kind draws from, ``next(iter(valid_dataloader))``),
 or nothing in it could train: every call is torch's, NumPy's or a builtin, a tensor's or a
 list's method, or a model's forward (feature extraction before a classifier is trained on
 the features). The analysis is static and flow-insensitive; where it cannot tell, it leaves
@@ -865,6 +866,13 @@ class LoopFacts:
                 return True
             if self._only_forwards(loop) or _peeks(loop):
                 return True
+        drawn = [
+            n.args[0]
+            for n in walk(loop.body, into_loops=False)
+            if isinstance(n, ast.Call) and self._is_next_batch(n)
+        ]
+        if drawn and all(_named_for_evaluation(d) for d in drawn):
+            return True  # ``b = next(iter(valid_dataloader))``: examples drawn from a held-out set
         return bool(in_eval_mode(scope, loop.lineno))
 
     def _only_forwards(self, loop: Loop) -> bool:
@@ -2082,6 +2090,15 @@ _LR_FINDER = re.compile(
     r"(learning_?rate|lr)_?(range_?)?finder|find_?(lr|learning_?rate)", re.IGNORECASE
 )
 _LR_SWEEPS = frozenset({"range_test", "find_lr", "lr_find"})
+
+
+def _named_for_evaluation(source: ast.expr) -> bool:
+    """What ``next()`` draws from names a held-out set: ``iter(valid_dataloader)``,
+    ``val_iter``."""
+    if isinstance(source, ast.Call) and dotted(source.func) == "iter" and source.args:
+        source = source.args[0]
+    name = dotted(source) or ""
+    return bool(name) and EVAL_NAME.search(name.rsplit(".", 1)[-1]) is not None
 
 
 def _lr_sweep(facts: LoopFacts, scope: Scope) -> bool:
