@@ -524,3 +524,27 @@ class Net(nn.Module):
 model = Net().to(device)
 """
     assert model_weights(_ctx(body), "model") == 100 * 100  # one layer, used twice
+
+
+def test_a_class_that_holds_a_model_handed_in_is_unknown_unless_it_holds_only_a_size() -> None:
+    wrapper = """
+import torchvision
+
+class Wrapper(nn.Module):
+    def __init__(self, backbone, hidden):
+        super().__init__()
+        self.backbone = backbone
+        self.hidden = hidden
+        self.head = nn.Linear(10, 2)
+
+    def forward(self, x):
+        return self.head(self.backbone(x))
+
+model = Wrapper(torchvision.models.resnet50(), 10).to(device)
+criterion = nn.CrossEntropyLoss()
+optimizer = torch.optim.Adam(model.parameters())
+"""
+    assert model_weights(_ctx(wrapper), "model") is None  # was 20: the head alone
+    assert {"TP201", "TP302"} <= _codes(wrapper + LOOP)
+    sized = wrapper.replace("self.head(self.backbone(x))", "self.head(x)[:, : self.hidden]")
+    assert model_weights(_ctx(sized), "model") == 20  # ``self.hidden`` is a size, not a model

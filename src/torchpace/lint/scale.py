@@ -14,7 +14,9 @@ and a name a notebook binds again to the same size), option defaults or construc
 arguments with literal values, or a class of this file or of another file of the project
 (``from model import Net``) built the same way, each read in its own file with the sizes its
 caller passes; a class that derives from no module (a logger, a meter) and the objects of
-logging and metric libraries have no weights. One size is read from the data rather than the
+logging and metric libraries have no weights. A class that keeps what it is handed and runs it
+(``self.backbone = backbone``, then ``self.backbone(x)``) holds a model whose size is not read
+there: it is unknown. One size is read from the data rather than the
 file: a linear layer's side given as the data's width (``nn.Linear(x.shape[1], 50)``), beside
 a side of at most :data:`NARROW_WIDTH` the file gives, is counted at :data:`DATA_WIDTH`. A layer
 from a library (torchvision, timm) or a size the file cannot read makes the model unknown, and
@@ -925,6 +927,8 @@ class _Sizer:
                         target = dotted(stmt.targets[0]) or ""
                         if target.startswith("self.") and not isinstance(stmt.value, ast.Call):
                             scope[target] = self._size_or_none(stmt.value, scope)
+                            if scope[target] is None and _runs(node, target):
+                                raise _Unknown  # ``self.backbone = backbone``: a model handed in
             if any(self._foreign_base(b) for b in node.bases):
                 raise _Unknown
             weights = self.built(node, scope, owner=cls)
@@ -1105,6 +1109,17 @@ def small_steps(ctx: FileContext) -> frozenset[int]:
         if sum(work) * max(b for b in batches if b is not None) <= TINY_STEP_MACS:
             out.add(id(loop))
     return frozenset(out)
+
+
+def _runs(cls: ast.ClassDef, target: str) -> bool:
+    """A method of ``cls`` calls ``target`` (``self.backbone(x)``) or loops over it (``for m
+    in self.models:``): what it holds is a module, not a size."""
+    for n in subtree(cls):
+        if isinstance(n, ast.Call) and dotted(n.func) == target:
+            return True
+        if isinstance(n, (ast.For, ast.comprehension)) and dotted(n.iter) == target:
+            return True
+    return False
 
 
 def _callables(
