@@ -70,3 +70,34 @@ def test_a_loop_drawing_from_the_validation_loader_is_evaluation() -> None:
         "print(", "out.float().mean().backward()\n        print("
     )
     assert findings(trains, "TP207") == [("TP207", 5), ("TP207", 8)]
+
+
+# Deep Learning Zero To All's and DeepSNAP's test passes after model.eval() without no_grad:
+# the models are a few thousand weights, whose recorded history is negligible; a model the file
+# does not size is still reported.
+EVALUATION = """
+import torch
+
+linear1 = torch.nn.Linear(784, 32)
+linear2 = torch.nn.Linear(32, 10)
+model = torch.nn.Sequential(linear1, torch.nn.ReLU(), linear2).cuda()
+optimizer = torch.optim.Adam(model.parameters())
+for epoch in range(15):
+    model.train()
+    for x, y in train_loader:
+        loss = torch.nn.functional.cross_entropy(model(x.cuda()), y.cuda())
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    model.eval()
+    for x, y in test_loader:
+        correct += (model(x.cuda()).argmax(1) == y.cuda()).sum()
+"""
+
+
+def test_an_evaluation_pass_of_a_small_model_is_left_alone_and_of_a_large_one_reported() -> None:
+    assert findings(EVALUATION, "TP403") == []
+    large = EVALUATION.replace("(784, 32)", "(784, 4096)").replace("(32, 10)", "(4096, 4096)")
+    assert findings(large, "TP403") == [("TP403", 16)]
+    unknown = EVALUATION.replace("torch.nn.Linear(784, 32)", "make_layer(784)")
+    assert findings(unknown, "TP403") == [("TP403", 16)]

@@ -23,6 +23,7 @@ from torchpace.lint.loops import (
     walk,
 )
 from torchpace.lint.rule import FileContext, Report, Rule
+from torchpace.lint.scale import SMALL_MODELS_DOC, TINY_WEIGHTS, model_weights
 from torchpace.lint.tree import children, subtree
 
 
@@ -535,7 +536,7 @@ def _check_eval_loop_without_no_grad(ctx: FileContext) -> Iterator[Report]:
         elif models and (evaluated or over_loader):
             if gpu is None:
                 gpu = may_use_accelerator(ctx)
-            if gpu:
+            if gpu and not _small_models(ctx, models, scope):
                 reported.append(loop)
     # One finding per evaluation pass: a loop inside another reported one (DeepSNAP's ``for
     # batch in loader`` inside ``for loader in loaders``) is the same pass, one ``no_grad`` off.
@@ -543,6 +544,17 @@ def _check_eval_loop_without_no_grad(ctx: FileContext) -> Iterator[Report]:
     for loop in reported:
         if not any(id(a) in ids for a in ctx.ancestors(loop)):
             yield Report(loop)
+
+
+def _small_models(ctx: FileContext, models: set[str], scope: Scope) -> bool:
+    """Every model the loop runs is one this file spells out, small (lint.scale): the history
+    autograd records for its forward is a few activations of a few thousand numbers, freed at
+    once, so turning it off saves next to nothing."""
+    for target in models:
+        weights = model_weights(ctx, target, scope, graphs=True)
+        if weights is None or weights > TINY_WEIGHTS:
+            return False
+    return True
 
 
 _VARIABLE = frozenset({"torch.autograd.Variable", "torch.autograd.variable.Variable"})
@@ -567,7 +579,7 @@ EVAL_LOOP_WITHOUT_NO_GRAD = Rule(
     name="eval-loop-without-no-grad",
     message="Evaluation loop records autograd history it never uses (no `torch.no_grad()`)",
     technique="no-grad-eval",
-    doc="""\
+    doc=f"""\
 ## What it does
 Flags a loop that runs a model without training it (no `backward()` or optimizer step in it or
 in the functions it calls) and is not under `torch.no_grad()`, `torch.inference_mode()` or
@@ -593,7 +605,10 @@ whose frames take far longer than the policy's bookkeeping; REINFORCE-style
 loops that keep `m.log_prob(a)` (or any output with its graph) for the loss, and loops that sum
 outputs into a loss read after the loop. Nor an evaluation loop in a file that runs on the CPU
 only (nothing moved to a device; an acting loop is reported there too: it runs at every
-environment step of training).
+environment step of training). Nor an evaluation loop whose every model is small by the reading
+below: the history autograd records for it is a few small activations, freed at once.
+
+{SMALL_MODELS_DOC}
 
 ## Why is this slow
 With autograd on, every operation saves its inputs for a backward pass that never comes, so
