@@ -101,3 +101,35 @@ def test_an_evaluation_pass_of_a_small_model_is_left_alone_and_of_a_large_one_re
     assert findings(large, "TP403") == [("TP403", 16)]
     unknown = EVALUATION.replace("torch.nn.Linear(784, 32)", "make_layer(784)")
     assert findings(unknown, "TP403") == [("TP403", 16)]
+
+
+# Deep Learning Zero To All's lab-11-1 turns CUDA off by hand: ``device = 'cpu'`` with the CUDA
+# line commented out, and its seeding under ``if device == 'cuda':`` never runs. A CPU run wants
+# no workers; the same file with the CUDA line back is a GPU run.
+CPU_BY_HAND = """
+import torch
+import torchvision.datasets as dsets
+import torchvision.transforms as transforms
+
+{device}
+torch.manual_seed(777)
+if device == 'cuda':
+    torch.cuda.manual_seed_all(777)
+mnist_train = dsets.MNIST(root='MNIST_data/', train=True, transform=transforms.ToTensor())
+data_loader = torch.utils.data.DataLoader(dataset=mnist_train, batch_size=100, shuffle=True)
+model = torch.nn.Linear(784, 10).to(device)
+optimizer = torch.optim.Adam(model.parameters())
+for epoch in range(15):
+    for X, Y in data_loader:
+        X, Y = X.view(-1, 784).to(device), Y.to(device)
+        loss = torch.nn.functional.cross_entropy(model(X), Y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+"""
+
+
+def test_a_cuda_branch_of_a_device_bound_to_the_cpu_shows_no_gpu_run() -> None:
+    assert findings(CPU_BY_HAND.format(device="device = 'cpu'"), "TP101") == []
+    gpu = "device = 'cuda' if torch.cuda.is_available() else 'cpu'"
+    assert findings(CPU_BY_HAND.format(device=gpu), "TP101") == [("TP101", 11)]

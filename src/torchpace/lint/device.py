@@ -30,7 +30,9 @@ use one), and autocast or GradScaler for CUDA in any spelling (``torch.cuda.amp.
 ``torch.autocast("cuda")``): they set precision, not placement, and without a GPU they warn and
 do nothing. Nor a CUDA device bound to a name, or to a field of a settings object
 (``self.device = "cuda" if ... else "cpu"``), that the file only prints or formats, or that a
-notebook never reads: nothing is handed to it.
+notebook never reads: nothing is handed to it. Nor what runs only under ``if device == "cuda":``
+where the file binds ``device`` only to the CPU (``device = 'cpu'``, the CUDA line commented
+out), nor that comparison itself: a branch the file never takes.
 
 The analysis is flow-insensitive. Across files it follows one thing: ``device = helper()`` where
 ``helper`` is imported from a project file that returns a CUDA device
@@ -201,13 +203,25 @@ def uses_cuda(ctx: FileContext) -> bool:
     if framework_on_cpu(ctx):
         return False
     names = ctx.names
+    on_cpu = cpu_names(ctx)  # ``device = 'cpu'``: ``if device == 'cuda':`` is never taken
     for call, name in ctx.calls:
-        if _call_uses_cuda(call, name, names) and not _unused_device(ctx, call, name):
+        if (
+            _call_uses_cuda(call, name, names)
+            and not _unused_device(ctx, call, name)
+            and not (on_cpu and _only_on_cuda(ctx, call, on_cpu))
+        ):
             return True
     for function in ctx.of_type(ast.FunctionDef, ast.AsyncFunctionDef):
         if _cuda_parameter_default(function, names):
             return True
     for node in ctx.of_type(ast.Assign, ast.AnnAssign, ast.Compare):
+        if on_cpu and _only_on_cuda(ctx, node, on_cpu):
+            continue
+        if isinstance(node, ast.Compare) and any(
+            isinstance(side, ast.Name) and side.id in on_cpu
+            for side in (node.left, *node.comparators)
+        ):
+            continue  # ``device == 'cuda'`` of a name bound only to the CPU: a test never true
         if (
             isinstance(node, (ast.Assign, ast.AnnAssign))
             and is_cuda_device(node.value, names)
@@ -382,6 +396,9 @@ def may_use_accelerator(ctx: FileContext) -> bool:
 
     on_cpu = cpu_names(ctx)
     for call, name in ctx.calls:
+        if on_cpu and _only_on_cuda(ctx, call, on_cpu):
+            continue  # ``if device == 'cuda': torch.cuda.manual_seed_all(777)`` with ``device =
+            # 'cpu'``: a branch the file never takes
         if (
             _moves_somewhere(call)
             and not (_follows_a_tensor(call) and trains())
@@ -404,6 +421,31 @@ def may_use_accelerator(ctx: FileContext) -> bool:
             cpu = isinstance(arg, ast.Constant) and arg.value == "cpu"
             if not cpu and not _unused_device(ctx, call, name):
                 return True
+    return False
+
+
+def _only_on_cuda(ctx: FileContext, call: ast.AST, on_cpu: frozenset[str]) -> bool:
+    """``call`` runs only under ``if device == "cuda":`` (``!=`` in its ``else``) where the
+    file binds ``device`` only to the CPU."""
+    node: ast.AST = call
+    for parent in ctx.ancestors(call):
+        if isinstance(parent, ast.If) and isinstance(parent.test, ast.Compare):
+            test = parent.test
+            sides = [test.left, *test.comparators]
+            if len(test.ops) == 1 and isinstance(test.ops[0], (ast.Eq, ast.NotEq)):
+                names = [s for s in sides if isinstance(s, ast.Name) and s.id in on_cpu]
+                cuda = [
+                    s
+                    for s in sides
+                    if isinstance(s, ast.Constant)
+                    and isinstance(s.value, str)
+                    and s.value.startswith("cuda")
+                ]
+                if names and cuda:
+                    taken = parent.body if isinstance(test.ops[0], ast.Eq) else parent.orelse
+                    if any(node is stmt for stmt in taken):
+                        return True
+        node = parent
     return False
 
 
