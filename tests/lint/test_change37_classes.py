@@ -133,3 +133,44 @@ def test_a_cuda_branch_of_a_device_bound_to_the_cpu_shows_no_gpu_run() -> None:
     assert findings(CPU_BY_HAND.format(device="device = 'cpu'"), "TP101") == []
     gpu = "device = 'cuda' if torch.cuda.is_available() else 'cpu'"
     assert findings(CPU_BY_HAND.format(device=gpu), "TP101") == [("TP101", 11)]
+
+
+# Deep Learning Zero To All's ensemble: each model of a list trains itself in a method of its
+# class; the loop over the batches is the training loop, not an evaluation pass without no_grad.
+ENSEMBLE = """
+import torch
+
+class CNN(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4096, 4096)
+        self.optimizer = torch.optim.Adam(self.parameters())
+
+    def forward(self, x):
+        return self.fc(x)
+
+    def train_model(self, x, y):
+        self.train()
+        self.optimizer.zero_grad()
+        cost = torch.nn.functional.mse_loss(self.forward(x), y)
+        cost.backward()
+        self.optimizer.step()
+        return cost
+
+models = []
+for m in range(2):
+    models.append(CNN().to('cuda'))
+for epoch in range(15):
+    for X, Y in data_loader:
+        X, Y = X.to('cuda'), Y.to('cuda')
+        for m_idx, m in enumerate(models):
+            cost = m.{method}(X, Y)
+"""
+
+
+def test_a_loop_over_a_list_of_a_classs_instances_runs_their_methods() -> None:
+    assert findings(ENSEMBLE.format(method="train_model"), "TP403") == []
+    assert findings(ENSEMBLE.format(method="train_model"), "TP302") == [("TP302", 25)]
+    evaluating = ENSEMBLE.replace("cost.backward()", "pass")
+    evaluating = evaluating.replace("self.optimizer.step()", "pass")
+    assert findings(evaluating.format(method="train_model"), "TP403") == [("TP403", 25)]

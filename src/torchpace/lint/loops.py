@@ -1412,9 +1412,84 @@ def _collect_bindings(facts: LoopFacts, tree: ast.Module, by_type: dict[type, li
         facts.instances |= {
             t: next(iter(h)) for t, h in holders.items() if len(h) == 1 and len(scopes[t]) == 1
         }
+    facts.instances |= _list_elements(facts, by_type, set(seen))
     facts.made = {t: fs for t, fs in made.items() if t not in unmade}
     facts.alternatives = {
         t: frozenset(o) for t, o in seen.items() if len(o) > 1 and o <= facts.classes.keys()
+    }
+
+
+def _list_elements(
+    facts: LoopFacts, by_type: dict[type, list[Any]], assigned: set[str]
+) -> dict[str, str]:
+    """The loop names that each hold an instance of one class of this file: ``for m in models:``
+    (or ``for i, m in enumerate(models):``) where ``models`` is only ever a list of that class's
+    instances (``models = []`` then ``models.append(CNN().to(device))``, or ``[CNN() for _ in
+    range(n)]``), and every loop that binds the name goes over such a list: an ensemble's
+    ``m.train_model(x, y)`` runs the class's method."""
+    if not facts.classes:
+        return {}
+    elements: dict[str, set[str]] = {}
+
+    def element(value: ast.expr) -> str:
+        value = strip_moves(value)
+        if (
+            isinstance(value, ast.Call)
+            and isinstance(value.func, ast.Name)
+            and value.func.id in facts.classes
+        ):
+            return value.func.id
+        return "?"
+
+    for node in by_type.get(ast.Assign, ()):
+        for target in node.targets:
+            if not isinstance(target, ast.Name):
+                continue
+            value = node.value
+            kinds = elements.setdefault(target.id, set())
+            if isinstance(value, ast.List):
+                kinds.update(element(e) for e in value.elts)
+            elif isinstance(value, ast.ListComp):
+                kinds.add(element(value.elt))
+            else:
+                kinds.add("?")
+    for call in by_type.get(ast.Call, ()):
+        func = call.func
+        if (
+            isinstance(func, ast.Attribute)
+            and func.attr == "append"
+            and isinstance(func.value, ast.Name)
+            and func.value.id in elements
+            and len(call.args) == 1
+        ):
+            elements[func.value.id].add(element(call.args[0]))
+    of_class = {n: next(iter(k)) for n, k in elements.items() if len(k) == 1 and "?" not in k}
+    if not of_class:
+        return {}
+    loops: dict[str, set[str]] = {}
+    for loop in (*by_type.get(ast.For, ()), *by_type.get(ast.comprehension, ())):
+        source, target = loop.iter, loop.target
+        if (
+            isinstance(source, ast.Call)
+            and dotted(source.func) == "enumerate"
+            and source.args
+            and isinstance(target, ast.Tuple)
+            and len(target.elts) == 2
+        ):
+            source, target = source.args[0], target.elts[1]
+        if not isinstance(target, ast.Name):
+            for n in subtree(target):
+                if isinstance(n, ast.Name):
+                    loops.setdefault(n.id, set()).add("?")
+            continue
+        if isinstance(source, ast.Call) and dotted(source.func) == "range":
+            continue  # ``for m in range(n): models.append(CNN())``: an int, no method of ours
+        name = dotted(source)
+        loops.setdefault(target.id, set()).add(of_class.get(name or "", "?"))
+    return {
+        n: next(iter(k))
+        for n, k in loops.items()
+        if len(k) == 1 and "?" not in k and n not in assigned
     }
 
 
