@@ -3,7 +3,7 @@ checked the other way round: what a GPU training step does is still reported."""
 
 from __future__ import annotations
 
-from lint_findings import findings
+from lint_findings import findings, notebook_findings
 
 # RITM's interactive-segmentation trainer drops the previous mask of a random share of the batch:
 # the mask is a NumPy array of booleans, so its count is known on the host and nothing waits.
@@ -174,3 +174,17 @@ def test_a_loop_over_a_list_of_a_classs_instances_runs_their_methods() -> None:
     evaluating = ENSEMBLE.replace("cost.backward()", "pass")
     evaluating = evaluating.replace("self.optimizer.step()", "pass")
     assert findings(evaluating.format(method="train_model"), "TP403") == [("TP403", 25)]
+
+
+def test_a_loop_that_ends_in_break_shows_one_batch_and_trains_nothing() -> None:
+    # Deep Learning Zero To All's visdom notebook: the loader is read once to draw a batch.
+    cells = [
+        "import torch\nimport torchvision\nimport visdom\nvis = visdom.Visdom()\n"
+        "MNIST = torchvision.datasets.MNIST(root='.', train=True, download=True)\n"
+        "model = torch.nn.Linear(784, 10).cuda()\n",
+        "data_loader = torch.utils.data.DataLoader(dataset=MNIST, batch_size=32)\n",
+        "for num, value in enumerate(data_loader):\n    vis.images(value[0])\n    break\n",
+    ]
+    assert notebook_findings(cells, "TP101") == []
+    trains = cells[2].replace("    break\n", "    model(value[0].cuda()).sum().backward()\n")
+    assert notebook_findings([*cells[:2], trains], "TP101") == [("TP101", 2, 1)]

@@ -2040,7 +2040,10 @@ _PEEK_BATCHES = 10
 
 def _peeks(loop: ast.For | ast.AsyncFor) -> bool:
     """The loop's body ends it after a few batches: a top-level ``if i == K: break`` (or ``>=``,
-    ``>``) on the index ``enumerate`` gives, with K a literal of at most :data:`_PEEK_BATCHES`."""
+    ``>``) on the index ``enumerate`` gives, with K a literal of at most :data:`_PEEK_BATCHES`;
+    or a ``break`` that ends the body, which runs once (a notebook showing the first batch)."""
+    if loop.body and isinstance(loop.body[-1], ast.Break):
+        return True
     source, target = loop.iter, loop.target
     if not (
         isinstance(source, ast.Call)
