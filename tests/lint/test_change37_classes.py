@@ -188,3 +188,41 @@ def test_a_loop_that_ends_in_break_shows_one_batch_and_trains_nothing() -> None:
     assert notebook_findings(cells, "TP101") == []
     trains = cells[2].replace("    break\n", "    model(value[0].cuda()).sum().backward()\n")
     assert notebook_findings([*cells[:2], trains], "TP101") == [("TP101", 2, 1)]
+
+
+# VQ-VAE-2's (and maskrcnn-benchmark's) pickle-based all_gather: each rank's byte count and bytes
+# come back to the host to be unpickled, which is what the helper is for; the caller that
+# gathers a Python float every step is what costs, and is reported there.
+GATHER = """
+import pickle
+import torch
+import torch.distributed as dist
+
+def all_gather(data):
+    buffer = pickle.dumps(data)
+    tensor = torch.ByteTensor(torch.ByteStorage.from_buffer(buffer)).to("cuda")
+    local_size = torch.IntTensor([tensor.numel()]).to("cuda")
+    size_list = [torch.IntTensor([1]).to("cuda") for _ in range(dist.get_world_size())]
+    dist.all_gather(size_list, local_size)
+    size_list = [int(size.item()) for size in size_list]
+    tensor_list = [torch.ByteTensor(size=(max(size_list),)).to("cuda") for _ in size_list]
+    dist.all_gather(tensor_list, tensor)
+    return [
+        pickle.loads(t.cpu().numpy().tobytes()[:size]) for size, t in zip(size_list, tensor_list)
+    ]
+
+model = Net().cuda()
+optimizer = torch.optim.Adam(model.parameters())
+for img, label in loader:
+    loss = model(img.cuda()).mean()
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    comm = all_gather({"mse_sum": loss.item()})
+"""
+
+
+def test_the_reads_of_a_pickle_based_gather_are_its_purpose_and_its_callers_read_is_reported():
+    assert findings(GATHER, "TP201") == [("TP201", 26)]
+    plain = GATHER.replace("pickle.dumps(data)", "bytes(data)").replace("pickle.loads(", "list(")
+    assert findings(plain, "TP201") == [("TP201", 12), ("TP201", 16), ("TP201", 26)]

@@ -50,6 +50,7 @@ def _hot(ctx: FileContext, *, waits: bool = True) -> list[tuple[ast.AST, Scope]]
     small = ctx.launch_bound if waits else frozenset()
     synced = _synced_by_evaluation(ctx) | _validated_every_step(ctx) if waits else frozenset()
     host = _host_steps(ctx) if waits else frozenset()
+    pickling = _pickling_functions(ctx) if waits else frozenset()
     return [
         (node, scope)
         for node, scope in ctx.loops.hot.values()
@@ -57,7 +58,29 @@ def _hot(ctx: FileContext, *, waits: bool = True) -> list[tuple[ast.AST, Scope]]
         and id(node) not in small
         and id(node) not in synced
         and id(node) not in host
+        and id(scope) not in pickling
     ]
+
+
+# Python's object serialisation to bytes in memory: a function that calls these moves objects
+# as bytes (not ``pickle.dump(snapshot, f)``, a training loop's checkpoint).
+_PICKLES = frozenset({"pickle.dumps", "pickle.loads"})
+
+
+def _pickling_functions(ctx: FileContext) -> frozenset[int]:
+    """``id`` of each function that pickles or unpickles objects (a pickle-based
+    ``all_gather``: each rank's byte count and bytes come back to the host to be unpickled).
+    Its reads are what it is for; the cost is the caller's, gathering Python objects every
+    step, and is reported there."""
+    if b"pickle" not in ctx.source:
+        return frozenset()
+    return frozenset(
+        id(scope)
+        for call, qual in ctx.calls
+        if qual in _PICKLES
+        and isinstance(scope := ctx.enclosing_scope(call), (ast.FunctionDef, ast.AsyncFunctionDef))
+        and not ctx.loops.function_trains(scope)
+    )
 
 
 @per_file
@@ -585,7 +608,10 @@ the optimizer's `param_groups[0]["lr"]`): that branch never runs. Handed a tenso
 (DETR's loss dict), it is reported. Nor, in a notebook, the reads of a training loop that trains
 on the host (it moves nothing, in its body or the functions of the notebook it calls, and runs no
 model the notebook moves): a notebook's cells are separate runs, and a cell that only prints the
-CUDA device puts nothing on it (TP302 reads notebooks so too).
+CUDA device puts nothing on it (TP302 reads notebooks so too). Nor the reads of a function that
+turns objects into bytes and back (`pickle.dumps`, `pickle.loads`) and trains nothing: a
+pickle-based `all_gather` must bring each rank's byte count and bytes to the host to unpickle them;
+its caller's per-step gather of Python values is what costs, and is reported at the caller.
 
 {SMALL_MODELS_DOC}
 
