@@ -226,3 +226,38 @@ def test_the_reads_of_a_pickle_based_gather_are_its_purpose_and_its_callers_read
     assert findings(GATHER, "TP201") == [("TP201", 26)]
     plain = GATHER.replace("pickle.dumps(data)", "bytes(data)").replace("pickle.loads(", "list(")
     assert findings(plain, "TP201") == [("TP201", 12), ("TP201", 16), ("TP201", 26)]
+
+
+# RITM's iterative training simulates the user's next click on each step's prediction: OpenCV's
+# distance transform runs on the host, so the prediction must come back first.
+CLICKS = """
+import cv2
+import numpy as np
+import torch
+
+def get_next_points(pred, gt, points):
+    pred = pred.cpu().numpy()[:, 0, :, :]
+    gt = gt.cpu().numpy()[:, 0, :, :] > 0.5
+    fn_mask = np.logical_and(gt, pred < 0.49)
+    fn_mask = np.pad(fn_mask, ((0, 0), (1, 1), (1, 1)), "constant").astype(np.uint8)
+    for bindx in range(fn_mask.shape[0]):
+        {use}
+    return points
+
+net = Net().cuda()
+optimizer = torch.optim.Adam(net.parameters())
+for image, gt, points in loader:
+    prev = torch.sigmoid(net(image.cuda(), points))
+    points = get_next_points(prev, gt.cuda(), points)
+    loss = net(image.cuda(), points).mean()
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+"""
+
+
+def test_a_read_that_opencv_computes_on_is_needed_and_one_only_summed_is_reported() -> None:
+    cv = "dt = cv2.distanceTransform(fn_mask[bindx], cv2.DIST_L2, 5)\n        points.append(dt)"
+    assert findings(CLICKS.format(use=cv), "TP201") == []
+    summed = "points.append(fn_mask[bindx].sum())"
+    assert findings(CLICKS.format(use=summed), "TP201") == [("TP201", 7), ("TP201", 8)]

@@ -401,6 +401,45 @@ def _agreed_decision(ctx: FileContext, node: ast.expr) -> bool:
     )
 
 
+# Libraries that compute on host arrays only: what a step hands them must be read first.
+_HOST_LIBRARIES = ("cv2.", "scipy.", "skimage.")
+
+
+def _fed_to_host_library(ctx: FileContext, read: ast.Call, scope: Scope) -> bool:
+    """What ``read`` brings to the host (``pred = pred.cpu().numpy()``) reaches, through the
+    names its function binds from it, a call of OpenCV, SciPy or scikit-image in that function
+    (RITM's click simulation: ``cv2.distanceTransform`` of the error region on each step's
+    prediction): the step's algorithm runs on the host, and needs the values there."""
+    if isinstance(scope, ast.Module) or not any(
+        (q or "").startswith(_HOST_LIBRARIES) for _, q in ctx.calls
+    ):
+        return False
+    stmt = next((a for a in ctx.ancestors(read) if isinstance(a, ast.stmt)), None)
+    if not isinstance(stmt, (ast.Assign, ast.AnnAssign)):
+        return False
+    targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+    tainted = {n.id for t in targets for n in subtree(t) if isinstance(n, ast.Name)}
+    body = list(walk(scope.body))
+    for _ in range(3):  # names bound from the read, and from those, a few steps on
+        for node in body:
+            if isinstance(node, ast.Assign) and any(
+                isinstance(n, ast.Name) and n.id in tainted for n in subtree(node.value)
+            ):
+                tainted |= {
+                    n.id for t in node.targets for n in subtree(t) if isinstance(n, ast.Name)
+                }
+    return any(
+        isinstance(node, ast.Call)
+        and (ctx.names.qualname(node.func) or "").startswith(_HOST_LIBRARIES)
+        and any(
+            isinstance(n, ast.Name) and n.id in tainted
+            for a in (*node.args, *(k.value for k in node.keywords))
+            for n in subtree(a)
+        )
+        for node in body
+    )
+
+
 def _module_state(ctx: FileContext, node: ast.expr) -> bool:
     """``self.x`` where ``x`` is a tensor the enclosing module keeps on its device: a buffer it
     registers (``self.register_buffer("queue_ptr", torch.zeros(1))``) or an ``nn.Parameter`` it
@@ -506,6 +545,8 @@ def _check_host_sync(ctx: FileContext) -> Iterator[Report]:
                 continue  # the loader's batch, read before the loop body binds the name anew
             if _agreed_decision(ctx, call):
                 continue  # a stop flag every rank holds alike: the loop needs it to decide
+            if _fed_to_host_library(ctx, call, scope):
+                continue  # OpenCV or SciPy computes on what was read: the host needs it
             if _ends_inner_loop(ctx, call):
                 continue  # how long the step's inner loop runs: the host must know
             yield Report(call)
@@ -611,7 +652,10 @@ model the notebook moves): a notebook's cells are separate runs, and a cell that
 CUDA device puts nothing on it (TP302 reads notebooks so too). Nor the reads of a function that
 turns objects into bytes and back (`pickle.dumps`, `pickle.loads`) and trains nothing: a
 pickle-based `all_gather` must bring each rank's byte count and bytes to the host to unpickle them;
-its caller's per-step gather of Python values is what costs, and is reported at the caller.
+its caller's per-step gather of Python values is what costs, and is reported at the caller. Nor a
+read whose value a function of the step hands, through the names it binds from it, to OpenCV, SciPy
+or scikit-image (RITM's click simulation: `cv2.distanceTransform` of each step's error region):
+that part of the algorithm runs on the host.
 
 {SMALL_MODELS_DOC}
 
