@@ -261,3 +261,24 @@ def test_a_read_that_opencv_computes_on_is_needed_and_one_only_summed_is_reporte
     assert findings(CLICKS.format(use=cv), "TP201") == []
     summed = "points.append(fn_mask[bindx].sum())"
     assert findings(CLICKS.format(use=summed), "TP201") == [("TP201", 7), ("TP201", 8)]
+
+
+# AlpacaFarm's OPT layer: FlashAttention when there is no KV cache (training), a hand-written
+# path only for cached decoding; the same hand-written path alone is reported.
+FLASH_FALLBACK = """
+import torch
+from flash_attn.flash_attn_interface import flash_attn_unpadded_func
+
+def attend(q, k, v, past_key_value=None):
+    if past_key_value is None:
+        return {fused}
+    scores = torch.bmm(q, k.transpose(1, 2))
+    probs = torch.nn.functional.softmax(scores, dim=-1)
+    return torch.bmm(probs, v)
+"""
+
+
+def test_hand_written_attention_beside_a_flash_attention_kernel_is_a_fallback() -> None:
+    fused = "flash_attn_unpadded_func(q, k, v, None, None, 0, 0, 0.0, causal=True)"
+    assert findings(FLASH_FALLBACK.format(fused=fused), "TP307") == []
+    assert findings(FLASH_FALLBACK.format(fused="None"), "TP307") == [("TP307", 8)]

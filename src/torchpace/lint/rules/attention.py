@@ -16,6 +16,16 @@ _MATMUL = frozenset({"torch.matmul", "torch.bmm", "torch.einsum"})
 # buffer it allocated (GPT-NeoX, BLOOM); the product is of its second and third tensors.
 _BADDBMM = "torch.baddbmm"
 _SDPA = "torch.nn.functional.scaled_dot_product_attention"
+# Other fused attention kernels a function may pick beside its hand-written path.
+_XFORMERS = frozenset(
+    {"xformers.ops.memory_efficient_attention", "xformers.ops.fmha.memory_efficient_attention"}
+)
+
+
+def _fused(qual: str | None) -> bool:
+    """``qual`` is a fused attention kernel: SDPA, FlashAttention's functions (``flash_attn.
+    flash_attn_func``, ``flash_attn_unpadded_func``), xformers' memory-efficient attention."""
+    return qual == _SDPA or (qual or "").startswith("flash_attn.") or qual in _XFORMERS
 
 
 # Methods that only reshape: a transposed tensor viewed anew is still transposed
@@ -143,7 +153,7 @@ class _Function:
 
     def _statement(self, stmt: ast.stmt) -> None:
         for sub in subtree(stmt):
-            if isinstance(sub, ast.Call) and self._qualname(sub) == _SDPA:
+            if isinstance(sub, ast.Call) and _fused(self._qualname(sub)):
                 self.sdpa = True
         if isinstance(stmt, ast.Return) and stmt.value is not None:
             # Names returned as they are (alone, or as an element of a returned tuple or list),
@@ -474,7 +484,7 @@ def _check_hand_written_attention(ctx: FileContext) -> Iterator[Report]:
 
 def _calls_sdpa(ctx: FileContext, scope: ast.AST) -> bool:
     return any(
-        isinstance(n, ast.Call) and ctx.names.qualname(n.func) == _SDPA for n in _own_nodes(scope)
+        isinstance(n, ast.Call) and _fused(ctx.names.qualname(n.func)) for n in _own_nodes(scope)
     )
 
 
@@ -512,8 +522,10 @@ both (`"bhqd,bhkd->bhqk"`, `"bct,bcs->bts"`, its operands given one by one or as
 softmax of those scores, and the product of the probabilities with the values, on either side
 (`probs @ v`, `torch.bmm(v, probs)`). Reported at the scores.
 
-Not reported where the same function also calls `F.scaled_dot_product_attention` (the hand path
-is then a fallback for old torch versions, as in nanoGPT), where the scores or the
+Not reported where the same function also calls `F.scaled_dot_product_attention` or another
+fused kernel, FlashAttention's (`flash_attn_func`, `flash_attn_unpadded_func`) or xformers'
+`memory_efficient_attention` (the hand path is then a fallback: for old torch versions, as in
+nanoGPT; for cached decoding beside the training path's FlashAttention), where the scores or the
 probabilities go through a module of the model's own other than dropout (talking heads, `attn =
 self.talking_head1(attn)`: SDPA takes an additive mask and dropout, no module; one applied
 only under an `if`, such as an ALiBi bias a configuration asks for, leaves the default path
