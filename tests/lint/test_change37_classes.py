@@ -282,3 +282,36 @@ def test_hand_written_attention_beside_a_flash_attention_kernel_is_a_fallback() 
     fused = "flash_attn_unpadded_func(q, k, v, None, None, 0, 0, 0.0, causal=True)"
     assert findings(FLASH_FALLBACK.format(fused=fused), "TP307") == []
     assert findings(FLASH_FALLBACK.format(fused="None"), "TP307") == [("TP307", 8)]
+
+
+# TRL's PPO trainer: each update draws a batch, rolls out, then runs epochs of minibatch steps;
+# its metrics are read once an update, after them. A read in the minibatch loop is every step;
+# and an update loop that itself steps the optimizer is a step loop, its reads every step.
+UPDATES = """
+import torch
+
+model = Policy().cuda()
+optimizer = torch.optim.Adam(model.parameters())
+iter_dataloader = iter(dataloader)
+for update in range(1, num_updates + 1):
+    data = next(iter_dataloader)
+    queries = data["input_ids"].cuda()
+    responses = model.generate(queries)
+    for ppo_epoch_idx in range(num_ppo_epochs):
+        for start in range(0, queries.shape[0], mini_batch_size):
+            loss = model(queries[start:start + mini_batch_size], responses).mean()
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+            {inner}
+    {outer}
+    metrics["objective/kl"] = kl.mean().item()
+"""
+
+
+def test_an_update_loops_own_reads_run_once_an_update_and_its_inner_steps_are_reported() -> None:
+    assert findings(UPDATES.format(inner="pass", outer="pass"), "TP201") == []
+    inner = "stats.append(loss.item())"
+    assert findings(UPDATES.format(inner=inner, outer="pass"), "TP201") == [("TP201", 17)]
+    outer = "model(queries).mean().backward()\n    optimizer.step()"
+    assert findings(UPDATES.format(inner="pass", outer=outer), "TP201") == [("TP201", 20)]

@@ -2170,6 +2170,45 @@ _LR_FINDER = re.compile(
 _LR_SWEEPS = frozenset({"range_test", "find_lr", "lr_find"})
 
 
+def trains_only_in_inner_loops(facts: LoopFacts, loop: Loop, scope: Scope) -> bool:
+    """The loop's own statements train nothing (no backward, no optimizer step, here or in
+    what they call), but a loop inside it trains: TRL's PPO update loop, which draws a batch,
+    rolls out, then runs epochs of minibatch steps. What the outer body runs besides the inner
+    loops (the rollout, the update's metrics) runs once per many optimizer steps; the inner
+    training loops are step loops of their own (:func:`per_update_code`)."""
+    inner = [n for n in walk(loop.body) if isinstance(n, LOOPS)]
+    if not inner:
+        return False
+    for n in walk(loop.body, into_loops=False):
+        if isinstance(n, ast.Call) and (
+            facts.is_backward(n)
+            or facts.is_optimizer_step(n)
+            or facts.hands_optimizer(n)
+            or any(facts.function_trains(f) for f in facts.callees(n, scope))
+        ):
+            return False
+    return any(facts.is_step_loop(n, scope) and facts.trains(n.body, scope) for n in inner)
+
+
+def per_update_code(facts: LoopFacts) -> frozenset[int]:
+    """``id`` of the nodes of each step loop that trains only in its inner loops
+    (:func:`trains_only_in_inner_loops`), outside those training loops: code that runs once an
+    update, after or before many optimizer steps."""
+    out: set[int] = set()
+    for loop in facts.step_loops:
+        scope = facts.scope_of[id(loop)]
+        if not trains_only_in_inner_loops(facts, loop, scope):
+            continue
+        training = {
+            id(m)
+            for n in walk(loop.body)
+            if isinstance(n, LOOPS) and facts.is_step_loop(n, scope) and facts.trains(n.body, scope)
+            for m in subtree(n)
+        }
+        out |= {id(n) for n in walk(loop.body) if id(n) not in training}
+    return frozenset(out)
+
+
 def _named_for_evaluation(source: ast.expr) -> bool:
     """What ``next()`` draws from names a held-out set: ``iter(valid_dataloader)``,
     ``val_iter``."""

@@ -27,6 +27,7 @@ from torchpace.lint.loops import (
     evaluation_function,
     is_cadence_gate,
     moves_itself,
+    per_update_code,
     root_name,
     walk,
 )
@@ -51,6 +52,8 @@ def _hot(ctx: FileContext, *, waits: bool = True) -> list[tuple[ast.AST, Scope]]
     synced = _synced_by_evaluation(ctx) | _validated_every_step(ctx) if waits else frozenset()
     host = _host_steps(ctx) if waits else frozenset()
     pickling = _pickling_functions(ctx) if waits else frozenset()
+    # an update loop's own code around its inner training loops: one wait per update
+    updates = per_update_code(ctx.loops) if waits else frozenset()
     return [
         (node, scope)
         for node, scope in ctx.loops.hot.values()
@@ -59,6 +62,7 @@ def _hot(ctx: FileContext, *, waits: bool = True) -> list[tuple[ast.AST, Scope]]
         and id(node) not in synced
         and id(node) not in host
         and id(scope) not in pickling
+        and id(node) not in updates
     ]
 
 
@@ -655,7 +659,10 @@ pickle-based `all_gather` must bring each rank's byte count and bytes to the hos
 its caller's per-step gather of Python values is what costs, and is reported at the caller. Nor a
 read whose value a function of the step hands, through the names it binds from it, to OpenCV, SciPy
 or scikit-image (RITM's click simulation: `cv2.distanceTransform` of each step's error region):
-that part of the algorithm runs on the host.
+that part of the algorithm runs on the host. Nor, in a loop that trains only in the loops inside
+it (TRL's PPO update: draw a batch, roll out, then epochs of minibatch steps), what its own body
+runs around them: once an update, after many optimizer steps (the update's metrics); the inner
+loops' reads are reported.
 
 {SMALL_MODELS_DOC}
 
