@@ -315,3 +315,36 @@ def test_an_update_loops_own_reads_run_once_an_update_and_its_inner_steps_are_re
     assert findings(UPDATES.format(inner=inner, outer="pass"), "TP201") == [("TP201", 17)]
     outer = "model(queries).mean().backward()\n    optimizer.step()"
     assert findings(UPDATES.format(inner="pass", outer=outer), "TP201") == [("TP201", 20)]
+
+
+# TRL's generalized JSD loss: ``beta`` is the config's float until the ``else`` of the test makes
+# it a tensor; the test reads the float. A parameter that is a tensor when passed, or one made a
+# tensor before the test, is still read on the device.
+JSD = """
+import torch
+import torch.nn.functional as F
+
+def jsd(student_logits, teacher_logits, beta=0.5):
+    student, teacher = F.log_softmax(student_logits, -1), F.log_softmax(teacher_logits, -1)
+    {before}
+    if beta == 0:
+        return F.kl_div(student, teacher, log_target=True)
+    elif beta == 1:
+        return F.kl_div(teacher, student, log_target=True)
+    else:
+        beta = torch.tensor(beta, dtype=student.dtype, device=student.device)
+        return beta * F.kl_div(student, teacher, log_target=True)
+
+model = Net().cuda()
+optimizer = torch.optim.Adam(model.parameters())
+for x, t in loader:
+    loss = jsd(model(x.cuda()), t.cuda(), beta=0.5)
+    loss.backward()
+    optimizer.step()
+"""
+
+
+def test_a_parameter_made_a_tensor_only_below_its_test_is_read_as_passed() -> None:
+    assert findings(JSD.format(before="pass"), "TP204") == []
+    made = "beta = torch.tensor(beta, device=student.device)"
+    assert findings(JSD.format(before=made), "TP204") == [("TP204", 8), ("TP204", 10)]

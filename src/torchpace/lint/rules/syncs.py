@@ -1270,12 +1270,50 @@ def _tensor_operands(test: ast.expr, tensors: TensorFacts) -> Iterator[ast.expr]
         yield test
 
 
+def _made_a_tensor_below(ctx: FileContext, node: ast.If, operand: ast.expr, scope: Scope) -> bool:
+    """``operand`` compares a parameter of the function with a constant, and the function binds
+    that parameter to a tensor only inside this ``if`` (TRL's ``if beta == 0: ... elif beta ==
+    1: ... else: beta = torch.tensor(beta, ...)``), outside any loop: at the test it still holds
+    what the caller passed, a config's float."""
+    if not (
+        isinstance(operand, ast.Compare)
+        and len(operand.comparators) == 1
+        and isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef))
+    ):
+        return False
+    sides = (operand.left, operand.comparators[0])
+    names = [s.id for s in sides if isinstance(s, ast.Name)]
+    if len(names) != 1 or not any(isinstance(s, ast.Constant) for s in sides):
+        return False
+    name = names[0]
+    if name not in parameter_names(scope):
+        return False
+    top: ast.AST = node  # the first ``if`` of an ``if``/``elif`` chain
+    for parent in ctx.ancestors(node):
+        if isinstance(parent, ast.If) and len(parent.orelse) == 1 and parent.orelse[0] is top:
+            top = parent
+            continue
+        if isinstance(parent, LOOPS):
+            return False  # a later iteration reads the tensor
+        if parent is scope:
+            break
+    stores = [
+        n
+        for n in walk(scope.body)
+        if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store)
+    ]
+    inside = {id(n) for n in subtree(top)}
+    return bool(stores) and all(id(n) in inside for n in stores)
+
+
 def _check_tensor_branch(ctx: FileContext) -> Iterator[Report]:
     for node, scope in _hot(ctx):
         if isinstance(node, (ast.If, ast.While, ast.IfExp, ast.Assert)):
             for operand in _tensor_operands(node.test, ctx.tensors(scope)):
                 if id(operand) not in ctx.loops.hot:
                     continue  # behind ``step % n == 0 and ...``
+                if isinstance(node, ast.If) and _made_a_tensor_below(ctx, node, operand, scope):
+                    continue  # ``if beta == 0:`` before ``else: beta = torch.tensor(beta)``
                 if _agreed_decision(ctx, operand) or _ends_inner_loop(ctx, operand):
                     continue  # the loop needs the value to decide (TP201 leaves these too)
                 yield Report(operand)
@@ -1294,7 +1332,10 @@ element of a device tensor the loop iterates (`for d in done: if d:`), one wait 
 a stop flag the ranks agree on (a tensor the loop all-reduces or broadcasts, then branches on),
 nor an `if` that only leaves a loop nested in the step (a conjugate-gradient loop's `if rdotr <
 tol: break`, a line search's `if kl < limit: accepted = True; break`), nor such a loop's own
-`while` test (`while rdotr > tol:`): the host must know when that loop ends.
+`while` test (`while rdotr > tol:`): the host must know when that loop ends. Nor a test of a
+function's parameter against a constant where the function makes that name a tensor only inside
+the `if` (TRL's `if beta == 0: ... else: beta = torch.tensor(beta, ...)`, outside any loop): the
+test reads what the caller passed.
 
 {SMALL_MODELS_DOC}
 
