@@ -102,7 +102,9 @@ def run_lint(corpus: Path, repos: list[str]) -> list[Found]:
 def _only_unparsable(root: Path, stderr: str) -> bool:
     """Lint's exit 2 says some file could not be linted: acceptable here only when each such
     file is one Python itself cannot parse (a repository's own syntax error, as
-    p-christ's ``results/HRL_Taxi_Experiments.py``), so the other files' findings stand."""
+    p-christ's ``results/HRL_Taxi_Experiments.py``), or a notebook that is not valid JSON
+    (FastSpeech2's ``demo_fastspeech2.ipynb``, a comma missing), so the other files' findings
+    stand."""
     errors = [
         line.partition(": error: ")[0]
         for line in stderr.splitlines()
@@ -112,11 +114,15 @@ def _only_unparsable(root: Path, stderr: str) -> bool:
         return False
     for path in errors:
         try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                ast.parse((root / path).read_bytes())
+            data = (root / path).read_bytes()
+            if path.endswith(".ipynb"):
+                json.loads(data)
+            else:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    ast.parse(data)
         except (SyntaxError, ValueError):
-            continue
+            continue  # json.JSONDecodeError is a ValueError
         except OSError:
             return False
         return False
