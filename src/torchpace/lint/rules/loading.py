@@ -51,6 +51,7 @@ from torchpace.lint.rule import (
     has_star_args,
     is_const,
     keyword,
+    parameter_names,
     passed_for,
     per_file,
 )
@@ -802,7 +803,7 @@ def _check_workers_not_persistent(ctx: FileContext) -> Iterator[Report]:
     iterating = [
         (loop, call)
         for loop in ctx.of_type(ast.For, ast.AsyncFor)
-        if id(loop) in ctx.loops.repeated
+        if id(loop) in ctx.loops.repeated and not _inside_loops_run_once(ctx, loop)
         for call in iterated_loader_calls(ctx, loop)
         if not _one_dataset_a_pass(ctx, call, loop)
     ]
@@ -834,6 +835,47 @@ def _check_workers_not_persistent(ctx: FileContext) -> Iterator[Report]:
             and (is_const(persistent, False) or is_const(option_default(ctx, persistent), False))
         ):
             yield Report(call)  # also an option off by default (``store_true``)
+
+
+def _inside_loops_run_once(ctx: FileContext, loop: ast.AST) -> bool:
+    """Every loop around ``loop`` in its function runs once: ``for epoch in range(num_epoch)``
+    with ``num_epoch = 1`` (a course's notebooks): the loader is iterated once a run, so its
+    workers start once whatever ``persistent_workers`` says. A loop around it that runs more
+    than once, or none (its function called in a loop), keeps it repeated."""
+    outer = [a for a in ctx.ancestors(loop) if isinstance(a, (ast.For, ast.AsyncFor, ast.While))]
+    if not outer:
+        return False
+    for a in outer:
+        if not (
+            isinstance(a, (ast.For, ast.AsyncFor))
+            and isinstance(a.iter, ast.Call)
+            and dotted(a.iter.func) == "range"
+            and "range" not in ctx.names.bindings
+            and len(a.iter.args) == 1
+        ):
+            return False
+        if not _at_most_once(ctx, a.iter.args[0], a):
+            return False
+    return True
+
+
+def _at_most_once(ctx: FileContext, count: ast.expr, at: ast.AST) -> bool:
+    """``count`` is a literal of at most 1, or a name its scope binds only to such literals
+    (``num_epoch = 1``); not an option's default, which a run may change (``--num_train_epochs``,
+    also recomputed from ``--max_train_steps`` in Diffusers' scripts)."""
+    if isinstance(count, ast.Constant):
+        return type(count.value) is int and count.value <= 1
+    if not isinstance(count, ast.Name):
+        return False
+    scope = ctx.enclosing_scope(at)
+    if count.id in parameter_names(scope):
+        return False  # what the callers pass
+    bound = bound_in(ctx, count.id, scope)
+    if bound is None and not isinstance(scope, ast.Module):
+        bound = bound_in(ctx, count.id, ctx.tree)
+    return bool(bound) and all(
+        isinstance(v, ast.Constant) and type(v.value) is int and v.value <= 1 for v in bound or ()
+    )
 
 
 @per_file
@@ -984,7 +1026,10 @@ train_loader:`, where `evaluate_model` loops over what it is handed): persistent
 one iterator, which the inner pass resets, so the outer epoch would restart and never end. Nor a
 loader built anew on each pass of
 the loop that repeats it, over a dataset of that pass's item (`for split in datasets: loader =
-DataLoader(raw[split], ...)`, then `for batch in loader:`): each loader is iterated once. The
+DataLoader(raw[split], ...)`, then `for batch in loader:`): each loader is iterated once. Nor a
+loader whose every loop around its own runs once, `for epoch in range(num_epoch)` with
+`num_epoch = 1` (a literal, or a name bound only to one; not an option's default, which a run
+may raise): its workers start once a run. The
 count is a literal,
 the default of an option or config field declared in the same file, or an option defined
 elsewhere. An option this file declares with the default 0, or a parameter of the function

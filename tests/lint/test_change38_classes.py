@@ -1,0 +1,38 @@
+"""Classes of findings judged on change-38 (issue 32), each cut from the code it was seen in and
+checked the other way round: what a GPU training run does is still reported."""
+
+from __future__ import annotations
+
+from lint_findings import findings
+
+# PyTorch-FastCampus's notebooks set ``num_epoch = 1``: the loader is iterated once a run, so its
+# two workers start once whatever persistent_workers says. Ten epochs, or an option's default
+# that a run may raise, re-iterate it.
+ONE_EPOCH = """
+import torch
+import torchvision
+
+train_loader = torch.utils.data.DataLoader(
+    torchvision.datasets.MNIST("./", train=True), batch_size=16, shuffle=True, num_workers=2
+)
+model = torch.nn.Linear(784, 10).cuda()
+optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+{epochs}
+for i in range(num_epoch):
+    for j, (image, label) in enumerate(train_loader):
+        loss = torch.nn.functional.cross_entropy(model(image.view(-1, 784).cuda()), label.cuda())
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+"""
+
+
+def test_a_loader_iterated_by_an_epoch_loop_that_runs_once_restarts_nothing() -> None:
+    assert findings(ONE_EPOCH.format(epochs="num_epoch = 1"), "TP104") == []
+    assert findings(ONE_EPOCH.format(epochs="num_epoch = 10"), "TP104") == [("TP104", 5)]
+    option = (
+        "import argparse\nparser = argparse.ArgumentParser()\n"
+        "parser.add_argument('--num_epoch', type=int, default=1)\n"
+        "num_epoch = parser.parse_args().num_epoch"
+    )
+    assert findings(ONE_EPOCH.format(epochs=option), "TP104") == [("TP104", 5)]
