@@ -36,3 +36,32 @@ def test_a_loader_iterated_by_an_epoch_loop_that_runs_once_restarts_nothing() ->
         "num_epoch = parser.parse_args().num_epoch"
     )
     assert findings(ONE_EPOCH.format(epochs=option), "TP104") == [("TP104", 5)]
+
+
+# PyTorch-FastCampus's InfoGAN and CAM notebooks: DataParallel on one device (device_ids=[0], or
+# CUDA_VISIBLE_DEVICES set to one GPU before torch starts) only calls the module.
+ONE_DEVICE = """
+import os
+{environ}
+import torch
+import torch.nn as nn
+
+generator = nn.DataParallel(Generator(){ids}).cuda()
+optimizer = torch.optim.Adam(generator.parameters())
+for z in loader:
+    loss = generator(z.cuda()).mean()
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+"""
+
+
+def test_data_parallel_on_one_device_is_left_alone_and_on_several_reported() -> None:
+    def tp501(environ: str, ids: str) -> list[tuple[str, int]]:
+        return findings(ONE_DEVICE.format(environ=environ, ids=ids), "TP501")
+
+    assert tp501("", ", device_ids=[0]") == []
+    assert tp501("os.environ['CUDA_VISIBLE_DEVICES'] = '0'", "") == []
+    assert tp501("", ", device_ids=[0, 1]") == [("TP501", 7)]
+    assert tp501("os.environ['CUDA_VISIBLE_DEVICES'] = '0,1'", "") == [("TP501", 7)]
+    assert tp501("", "") == [("TP501", 7)]

@@ -15,7 +15,15 @@ from torchpace.lint.loops import (
     walk,
 )
 from torchpace.lint.project import training_helpers
-from torchpace.lint.rule import FileContext, Report, Rule, has_star_args, is_const, keyword
+from torchpace.lint.rule import (
+    FileContext,
+    Report,
+    Rule,
+    argument,
+    has_star_args,
+    is_const,
+    keyword,
+)
 from torchpace.lint.tree import subtree
 
 _DDP = "torch.nn.parallel.DistributedDataParallel"
@@ -56,10 +64,47 @@ def _check_data_parallel(ctx: FileContext) -> Iterator[Report]:
         if name in _DATA_PARALLEL
         or (name is None and isinstance(call.func, ast.Name) and call.func.id in derived)
     ]
-    if found and _trains_anywhere(ctx):  # an inference script gains nothing from DDP's backward
+    if found and _trains_anywhere(ctx) and not _one_visible_device(ctx):
+        # an inference script gains nothing from DDP's backward
         for call in found:
+            if _one_device_id(ctx, call):
+                continue  # ``DataParallel(model, device_ids=[0])``: it only calls the module
             if not _for_inference(ctx, call) and not _only_infers(ctx, call):
                 yield Report(call.func)
+
+
+def _one_device_id(ctx: FileContext, call: ast.Call) -> bool:
+    """``device_ids`` is a list or tuple of one device (``[0]``, ``[args.gpu]``: one element,
+    one device); given by position only to the module (the functional form's second argument is
+    the inputs)."""
+    functional = (ctx.names.qualname(call.func) or "").endswith("data_parallel")
+    given = keyword(call, "device_ids")
+    ids = (given.value if given else None) if functional else argument(call, "device_ids", 1)
+    return (
+        isinstance(ids, (ast.List, ast.Tuple))
+        and len(ids.elts) == 1
+        and not any(isinstance(e, ast.Starred) for e in ids.elts)
+    )
+
+
+def _one_visible_device(ctx: FileContext) -> bool:
+    """The file sets ``os.environ["CUDA_VISIBLE_DEVICES"]`` to one device, a literal such as
+    ``"0"``, and to nothing else: DataParallel then sees one GPU and only calls the module."""
+    if b"CUDA_VISIBLE_DEVICES" not in ctx.source:
+        return False
+    values = [
+        node.value
+        for node in ctx.of_type(ast.Assign)
+        for target in node.targets
+        if isinstance(target, ast.Subscript)
+        and ctx.names.qualname(target.value) == "os.environ"
+        and isinstance(target.slice, ast.Constant)
+        and target.slice.value == "CUDA_VISIBLE_DEVICES"
+    ]
+    return bool(values) and all(
+        isinstance(v, ast.Constant) and isinstance(v.value, str) and v.value.strip().isdigit()
+        for v in values
+    )
 
 
 def _for_inference(ctx: FileContext, call: ast.Call) -> bool:
@@ -152,6 +197,9 @@ only to evaluate or sample with it (it calls `.eval()`, trains nothing and retur
 model wrapped under a name that every later use runs without autograd or hands to a function
 named for evaluation or sampling (a DDPM trainer's `net_sampler = DataParallel(net_sampler)`,
 then `with torch.no_grad(): x_0 = net_sampler(x_T)` and `evaluate(net_sampler, net_model)`).
+Nor DataParallel on one device: `device_ids` of one element (`device_ids=[0]`), or a file that
+sets `os.environ["CUDA_VISIBLE_DEVICES"]` to one device (`"0"`) and nothing else: the wrapper
+then only calls the module, and there is no second GPU for DDP to drive.
 
 ## Why is this slow
 DataParallel drives every GPU from one Python process: it copies the model to each device on
