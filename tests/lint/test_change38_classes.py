@@ -65,3 +65,47 @@ def test_data_parallel_on_one_device_is_left_alone_and_on_several_reported() -> 
     assert tp501("", ", device_ids=[0, 1]") == [("TP501", 7)]
     assert tp501("os.environ['CUDA_VISIBLE_DEVICES'] = '0,1'", "") == [("TP501", 7)]
     assert tp501("", "") == [("TP501", 7)]
+
+
+# FastSpeech 2's (ESPnet's) positional encoding: ``extend_pe`` returns early while the kept
+# table is long enough, so the table is built once, not every step. Without the early return
+# it is built and copied on every call.
+POSITIONAL = """
+import torch
+
+class PositionalEncoding(torch.nn.Module):
+    def __init__(self, d_model, max_len=5000):
+        super().__init__()
+        self.d_model = d_model
+        self.pe = None
+        self.extend_pe(torch.tensor(0.0).expand(1, max_len))
+
+    def extend_pe(self, x):
+        if self.pe is not None:
+            if self.pe.size(1) >= x.size(1):
+                {kept}
+        pe = torch.zeros(x.size(1), self.d_model)
+        self.pe = pe.unsqueeze(0).to(device=x.device, dtype=x.dtype)
+
+    def forward(self, x):
+        self.extend_pe(x)
+        return x + self.pe[:, : x.size(1)]
+"""
+
+LOOP = """
+model = PositionalEncoding(256).cuda()
+optimizer = torch.optim.Adam(model.parameters())
+for x in loader:
+    loss = model(x.cuda()).mean()
+    loss.backward()
+    optimizer.step()
+"""
+
+
+def test_a_table_a_module_keeps_and_returns_early_on_is_built_once() -> None:
+    kept = POSITIONAL.format(kept="return")
+    rebuilt = POSITIONAL.format(kept="pass")
+    assert findings(kept, "TP207") == []  # the model file alone: its forward's code
+    assert findings(rebuilt, "TP207") == [("TP207", 15)]
+    assert findings(kept + LOOP, "TP207") == []  # a loop of the file runs the model
+    assert findings(rebuilt + LOOP, "TP207") == [("TP207", 15)]

@@ -16,7 +16,9 @@ device (:func:`in_forwards`), since a model file only knows its device from its 
   where another file's loop calls it (``loops.evaluates_its_model``);
 - what only evaluation runs: the ``else`` of ``if self.training:`` and the body of ``if not
   self.training:``, also of another module's flag (``self.module[0].training``);
-- what is built once and kept: the body of ``if self.cache is None:`` (alone or in an ``or``);
+- what is built once and kept: the body of ``if self.cache is None:`` (alone or in an ``or``),
+  and what follows ``if self.pe is not None: ... return`` where it builds ``self.pe`` again
+  (ESPnet's ``extend_pe``, which returns while the kept table is long enough);
 - an error's handler (``except RuntimeError:``, an out-of-memory fallback);
 - an autograd ``Function`` with an ONNX ``symbolic`` (a stub traced for export), and the
   modules of a folder or file named for exporting or serving the model (``onnxexport/``).
@@ -42,6 +44,8 @@ from torchpace.lint.loops import (
     dotted,
     evaluates_its_model,
     failure_check,
+    returns_if_kept,
+    stores,
     walk,
 )
 from torchpace.lint.rule import FileContext, per_file
@@ -158,8 +162,14 @@ def _training_branches(body: list[ast.stmt]) -> list[ast.AST]:
     """``body`` without what only evaluation runs and what runs once and is kept (module doc),
     at any depth of ``if`` statements; an ``if``'s test runs either way."""
     out: list[ast.AST] = []
-    for stmt in body:
+    for index, stmt in enumerate(body):
         if isinstance(stmt, ast.If):
+            kept = returns_if_kept(stmt)
+            if kept is not None and stores(body[index + 1 :], kept):
+                # ``if self.pe is not None: ... return``, then the table is built and kept
+                # (ESPnet's ``extend_pe``): what follows runs on the first call
+                out += _training_branches(stmt.body)
+                break
             mode = _training_test(stmt.test)
             if mode is not None:
                 out += _training_branches(stmt.body if mode else stmt.orelse)

@@ -1516,6 +1516,36 @@ def _skips_off_cadence(test: ast.expr) -> bool:
     return False
 
 
+def returns_if_kept(stmt: ast.If) -> str | None:
+    """``self.x`` for ``if self.x is not None:`` whose body returns (also under a further
+    ``if``, ESPnet's ``if self.pe.size(1) >= x.size(1): ... return``): the function keeps
+    ``self.x`` and, once it holds one, returns before building it again."""
+    test = stmt.test
+    if not (
+        isinstance(test, ast.Compare)
+        and len(test.ops) == 1
+        and isinstance(test.ops[0], ast.IsNot)
+        and isinstance(test.comparators[0], ast.Constant)
+        and test.comparators[0].value is None
+    ):
+        return None
+    name = dotted(test.left) or ""
+    if not name.startswith("self.") or stmt.orelse:
+        return None
+    returns = any(isinstance(n, ast.Return) for n in subtree(stmt))
+    return name if returns else None
+
+
+def stores(body: list[ast.stmt], name: str) -> bool:
+    """A statement of ``body`` assigns ``name`` (``self.pe = pe.to(x.device)``)."""
+    return any(
+        isinstance(n, (ast.Assign, ast.AnnAssign))
+        and any(dotted(t) == name for t in (n.targets if isinstance(n, ast.Assign) else [n.target]))
+        for stmt in body
+        for n in subtree(stmt)
+    )
+
+
 def _before_early_return(body: list[ast.stmt]) -> list[ast.stmt]:
     """A called function's statements that run on every call: up to an early
     ``if <off cadence>: return`` (kohya's ``sample_images``: ``if steps % every != 0: return``;
@@ -1528,6 +1558,10 @@ def _before_early_return(body: list[ast.stmt]) -> list[ast.stmt]:
     for i, stmt in enumerate(body):
         if isinstance(stmt, ast.If) and _gated([stmt]):
             return body[: i + 1]
+        if isinstance(stmt, ast.If):
+            kept = returns_if_kept(stmt)
+            if kept is not None and stores(body[i + 1 :], kept):
+                return body[: i + 1]  # ESPnet's ``extend_pe``: the table is built once, kept
     return body
 
 
