@@ -109,3 +109,26 @@ def test_a_table_a_module_keeps_and_returns_early_on_is_built_once() -> None:
     assert findings(rebuilt, "TP207") == [("TP207", 15)]
     assert findings(kept + LOOP, "TP207") == []  # a loop of the file runs the model
     assert findings(rebuilt + LOOP, "TP207") == [("TP207", 15)]
+
+
+# GraphRNN sorts the loader's lengths and reads them with ``.numpy()``: a CUDA tensor's
+# ``.numpy()`` raises, so what it reads is in host memory. The copy that waits is ``.cpu()``, and
+# ``.numpy(force=True)`` copies from the device itself.
+LENGTHS = """
+import torch
+
+rnn = Net().cuda()
+optimizer = torch.optim.Adam(rnn.parameters())
+for data in loader:
+    y_len, sort_index = torch.sort(data["len"].cuda(), 0, descending=True)
+    lengths = {read}
+    loss = rnn(data["x"].cuda(), lengths).mean()
+    loss.backward()
+    optimizer.step()
+"""
+
+
+def test_numpy_reads_host_memory_and_the_copy_before_it_is_what_waits() -> None:
+    assert findings(LENGTHS.format(read="y_len.numpy().tolist()"), "TP201") == []
+    assert findings(LENGTHS.format(read="y_len.cpu().numpy().tolist()"), "TP201") == [("TP201", 8)]
+    assert findings(LENGTHS.format(read="y_len.numpy(force=True)"), "TP201") == [("TP201", 8)]

@@ -537,6 +537,8 @@ def _check_host_sync(ctx: FileContext) -> Iterator[Report]:
             receiver = call.func.value  # type: ignore[attr-defined]
             if _syncs_earlier(receiver):
                 continue
+            if call.func.attr == "numpy" and not call.keywords:  # type: ignore[attr-defined]
+                continue  # a CUDA tensor's ``.numpy()`` raises: what it reads is on the host
             if isinstance(receiver, ast.Call):
                 inner = ctx.names.qualname(receiver.func) or ""
                 if inner.startswith("numpy."):
@@ -587,7 +589,9 @@ HOST_SYNC_IN_LOOP = Rule(
     technique="avoid-syncs",
     doc=f"""\
 ## What it does
-Flags `.item()`, `.tolist()`, `.cpu()` and `.numpy()`, `float()` / `int()` / `bool()` of a tensor, a
+Flags `.item()`, `.tolist()`, `.cpu()` and `.numpy(force=True)` (a plain `.numpy()` of a CUDA
+tensor raises, so what it reads is in host memory, and the copy before it is what waits),
+`float()` / `int()` / `bool()` of a tensor, a
 tensor not in host memory as a slice bound or `range()` argument (`pred[:length]` for each `length`
 of a loop over a CUDA lengths tensor: Python reads it with `__index__`), `loss.data[0]` (the
 spelling of `loss.item()` before PyTorch 0.4, of a name that says it is a loss or that the function
