@@ -204,6 +204,11 @@ def _sync_method(call: ast.AST) -> bool:
     )
 
 
+def _plain_numpy(call: ast.Call) -> bool:
+    """``x.numpy()`` without ``force=True``: a CUDA tensor's raises, so it reads host memory."""
+    return isinstance(call.func, ast.Attribute) and call.func.attr == "numpy" and not call.keywords
+
+
 def _syncs_earlier(node: ast.expr) -> bool:
     """True when a sync already happened in the receiver chain: ``x.cpu().numpy()``."""
     while isinstance(node, (ast.Call, ast.Attribute, ast.Subscript)):
@@ -537,7 +542,7 @@ def _check_host_sync(ctx: FileContext) -> Iterator[Report]:
             receiver = call.func.value  # type: ignore[attr-defined]
             if _syncs_earlier(receiver):
                 continue
-            if call.func.attr == "numpy" and not call.keywords:  # type: ignore[attr-defined]
+            if _plain_numpy(call):
                 continue  # a CUDA tensor's ``.numpy()`` raises: what it reads is on the host
             if isinstance(receiver, ast.Call):
                 inner = ctx.names.qualname(receiver.func) or ""
@@ -1543,7 +1548,7 @@ def _waits_here(ctx: FileContext, stmt: ast.stmt, scope: Scope) -> bool:
     for n in walk([stmt]):
         if not isinstance(n, ast.Call) or id(n) in conditional:
             continue
-        if _sync_method(n) or _copies_to_cpu(n, on_cpu):
+        if (_sync_method(n) and not _plain_numpy(n)) or _copies_to_cpu(n, on_cpu):
             receiver = n.func.value  # type: ignore[attr-defined]
             if not ctx.tensors(scope).is_host(receiver):
                 return True
