@@ -348,3 +348,5 @@ def test_a_parameter_made_a_tensor_only_below_its_test_is_read_as_passed() -> No
     assert findings(JSD.format(before="pass"), "TP204") == []
     made = "beta = torch.tensor(beta, device=student.device)"
     assert findings(JSD.format(before=made), "TP204") == [("TP204", 8), ("TP204", 10)]
+    passed = JSD.format(before="pass").replace("beta=0.5)", "beta=torch.sigmoid(w.cuda()))")
+    assert findings(passed, "TP204") == [("TP204", 8), ("TP204", 10)]

@@ -871,7 +871,8 @@ class LoopFacts:
             for n in walk(loop.body, into_loops=False)
             if isinstance(n, ast.Call) and self._is_next_batch(n)
         ]
-        if drawn and all(_named_for_evaluation(d) for d in drawn):
+        over_loader = isinstance(loop, (ast.For, ast.AsyncFor)) and self.is_loader(loop.iter)
+        if drawn and not over_loader and all(_named_for_evaluation(d) for d in drawn):
             return True  # ``b = next(iter(valid_dataloader))``: examples drawn from a held-out set
         return bool(in_eval_mode(scope, loop.lineno))
 
@@ -2211,8 +2212,8 @@ def trains_only_in_inner_loops(facts: LoopFacts, loop: Loop, scope: Scope) -> bo
     loops (the rollout, the update's metrics) runs once per many optimizer steps; the inner
     training loops are step loops of their own (:func:`per_update_code`)."""
     inner = [n for n in walk(loop.body) if isinstance(n, LOOPS)]
-    if not inner:
-        return False
+    if not inner or (isinstance(loop, (ast.For, ast.AsyncFor)) and facts.is_loader(loop.iter)):
+        return False  # a loop over batches: its body runs once a batch
     for n in walk(loop.body, into_loops=False):
         if isinstance(n, ast.Call) and (
             facts.is_backward(n)
@@ -2221,7 +2222,15 @@ def trains_only_in_inner_loops(facts: LoopFacts, loop: Loop, scope: Scope) -> bo
             or any(facts.function_trains(f) for f in facts.callees(n, scope))
         ):
             return False
-    return any(facts.is_step_loop(n, scope) and facts.trains(n.body, scope) for n in inner)
+    # epochs of minibatch steps (``for epoch in range(k): for start in range(0, n, m):``), not
+    # one loop of steps per batch (a GAN's ``for _ in range(n_critic):``): the outer body runs
+    # once per many optimizer steps
+    return any(
+        facts.is_step_loop(n, scope)
+        and facts.trains(n.body, scope)
+        and any(m is not n and any(x is n for x in walk(m.body)) for m in inner)
+        for n in inner
+    )
 
 
 def per_update_code(facts: LoopFacts) -> frozenset[int]:

@@ -15,8 +15,10 @@ arguments with literal values, or a class of this file or of another file of the
 (``from model import Net``) built the same way, each read in its own file with the sizes its
 caller passes; a class that derives from no module (a logger, a meter) and the objects of
 logging and metric libraries have no weights. A class that keeps what it is handed and runs it
-(``self.backbone = backbone``, then ``self.backbone(x)``) holds a model whose size is not read
-there: it is unknown. One size is read from the data rather than the
+(``self.backbone = backbone``, then ``self.backbone(x)`` or ``self.backbone.forward_features(x)``)
+holds a model whose size is not read there: it is unknown, unless its default and every call of
+the class in the file hand it a torch function or a weightless layer (``activation=F.relu``).
+One size is read from the data rather than the
 file: a linear layer's side given as the data's width (``nn.Linear(x.shape[1], 50)``), beside
 a side of at most :data:`NARROW_WIDTH` the file gives, is counted at :data:`DATA_WIDTH`. A layer
 from a library (torchvision, timm) or a size the file cannot read makes the model unknown, and
@@ -927,7 +929,11 @@ class _Sizer:
                         target = dotted(stmt.targets[0]) or ""
                         if target.startswith("self.") and not isinstance(stmt.value, ast.Call):
                             scope[target] = self._size_or_none(stmt.value, scope)
-                            if scope[target] is None and _runs(node, target):
+                            if (
+                                scope[target] is None
+                                and _runs(node, target)
+                                and not self._handed_weightless(init, stmt.value)
+                            ):
                                 raise _Unknown  # ``self.backbone = backbone``: a model handed in
             if any(self._foreign_base(b) for b in node.bases):
                 raise _Unknown
@@ -936,6 +942,35 @@ class _Sizer:
             self._building.discard(cls)
         self._classes[key] = weights
         return weights
+
+    def _handed_weightless(self, init: Function, value: ast.expr) -> bool:
+        """``value`` is a parameter of ``init`` that its default and every call of the class
+        give a torch function (``F.relu``, ``torch.tanh``) or a weightless ``torch.nn`` layer
+        (``nn.ReLU()``)."""
+        if not isinstance(value, ast.Name):
+            return False
+        params = [*init.args.posonlyargs, *init.args.args]
+        names = [a.arg for a in params]
+        if value.id not in names:
+            return False
+        defaults = dict(zip(reversed(names), reversed(init.args.defaults), strict=False))
+        given = self._constructed_with(init, value.id)
+        given = [defaults.get(value.id) if g is None else g for g in given]
+        if not given:
+            return False
+
+        def weightless(v: ast.expr | None) -> bool:
+            if v is None:
+                return False
+            if isinstance(v, ast.Call):
+                name = self.ctx.names.qualname(v.func) or ""
+                last = name.rsplit(".", 1)[-1]
+                return _is_nn(name) and last in _LIGHT and last not in _CONTAINERS
+            name = self.ctx.names.qualname(v) or ""
+            last = name.rsplit(".", 1)[-1]
+            return name.startswith("torch.") and last[:1].islower()
+
+        return all(weightless(g) for g in given)
 
     def _plain(self, node: ast.ClassDef) -> bool:
         from torchpace.lint.project import plain_class
@@ -1112,11 +1147,12 @@ def small_steps(ctx: FileContext) -> frozenset[int]:
 
 
 def _runs(cls: ast.ClassDef, target: str) -> bool:
-    """A method of ``cls`` calls ``target`` (``self.backbone(x)``) or loops over it (``for m
-    in self.models:``): what it holds is a module, not a size."""
+    """A method of ``cls`` calls ``target`` (``self.backbone(x)``) or a method of it, or loops
+    over it (``for m in self.models:``): what it holds is a module, not a size."""
     for n in subtree(cls):
-        if isinstance(n, ast.Call) and dotted(n.func) == target:
-            return True
+        called = dotted(n.func) if isinstance(n, ast.Call) else None
+        if called is not None and (called == target or called.startswith(f"{target}.")):
+            return True  # also a method of it: timm's ``self.backbone.forward_features(x)``
         if isinstance(n, (ast.For, ast.comprehension)) and dotted(n.iter) == target:
             return True
     return False

@@ -25,7 +25,9 @@ _XFORMERS = frozenset(
 def _fused(qual: str | None) -> bool:
     """``qual`` is a fused attention kernel: SDPA, FlashAttention's functions (``flash_attn.
     flash_attn_func``, ``flash_attn_unpadded_func``), xformers' memory-efficient attention."""
-    return qual == _SDPA or (qual or "").startswith("flash_attn.") or qual in _XFORMERS
+    qual = qual or ""
+    flash = qual.startswith("flash_attn.") and qual.rsplit(".", 1)[-1].startswith("flash_attn_")
+    return qual == _SDPA or flash or qual in _XFORMERS
 
 
 # Methods that only reshape: a transposed tensor viewed anew is still transposed
@@ -523,7 +525,8 @@ softmax of those scores, and the product of the probabilities with the values, o
 (`probs @ v`, `torch.bmm(v, probs)`). Reported at the scores.
 
 Not reported where the same function also calls `F.scaled_dot_product_attention` or another
-fused kernel, FlashAttention's (`flash_attn_func`, `flash_attn_unpadded_func`) or xformers'
+fused kernel, FlashAttention's (its `flash_attn_*` functions, `flash_attn_func`,
+`flash_attn_unpadded_func`; not its rotary or padding helpers) or xformers'
 `memory_efficient_attention` (the hand path is then a fallback: for old torch versions, as in
 nanoGPT; for cached decoding beside the training path's FlashAttention), where the scores or the
 probabilities go through a module of the model's own other than dropout (talking heads, `attn =

@@ -89,11 +89,12 @@ def _one_device_id(ctx: FileContext, call: ast.Call) -> bool:
 
 def _one_visible_device(ctx: FileContext) -> bool:
     """The file sets ``os.environ["CUDA_VISIBLE_DEVICES"]`` to one device, a literal such as
-    ``"0"``, and to nothing else: DataParallel then sees one GPU and only calls the module."""
+    ``"0"``, at its top level and nowhere else (not under ``if args.debug:``): DataParallel
+    then sees one GPU and only calls the module."""
     if b"CUDA_VISIBLE_DEVICES" not in ctx.source:
         return False
-    values = [
-        node.value
+    assigned = [
+        node
         for node in ctx.of_type(ast.Assign)
         for target in node.targets
         if isinstance(target, ast.Subscript)
@@ -101,9 +102,12 @@ def _one_visible_device(ctx: FileContext) -> bool:
         and isinstance(target.slice, ast.Constant)
         and target.slice.value == "CUDA_VISIBLE_DEVICES"
     ]
-    return bool(values) and all(
-        isinstance(v, ast.Constant) and isinstance(v.value, str) and v.value.strip().isdigit()
-        for v in values
+    return bool(assigned) and all(
+        ctx.parents.get(id(node)) is ctx.tree
+        and isinstance(node.value, ast.Constant)
+        and isinstance(node.value.value, str)
+        and node.value.value.strip().isdigit()
+        for node in assigned
     )
 
 
@@ -198,7 +202,8 @@ model wrapped under a name that every later use runs without autograd or hands t
 named for evaluation or sampling (a DDPM trainer's `net_sampler = DataParallel(net_sampler)`,
 then `with torch.no_grad(): x_0 = net_sampler(x_T)` and `evaluate(net_sampler, net_model)`).
 Nor DataParallel on one device: `device_ids` of one element (`device_ids=[0]`), or a file that
-sets `os.environ["CUDA_VISIBLE_DEVICES"]` to one device (`"0"`) and nothing else: the wrapper
+sets `os.environ["CUDA_VISIBLE_DEVICES"]` to one device (`"0"`) at its top level and nowhere
+else (not under `if args.debug:`): the wrapper
 then only calls the module, and there is no second GPU for DDP to drive.
 
 ## Why is this slow

@@ -551,7 +551,7 @@ def _small_models(ctx: FileContext, models: set[str], scope: Scope) -> bool:
     autograd records for its forward is a few activations of a few thousand numbers, freed at
     once, so turning it off saves next to nothing."""
     for target in models:
-        weights = model_weights(ctx, target, scope, graphs=True)
+        weights = model_weights(ctx, target, scope)
         if weights is None or weights > TINY_WEIGHTS:
             return False
     return True

@@ -843,8 +843,8 @@ def _inside_loops_run_once(ctx: FileContext, loop: ast.AST) -> bool:
     workers start once whatever ``persistent_workers`` says. A loop around it that runs more
     than once, or none (its function called in a loop), keeps it repeated."""
     outer = [a for a in ctx.ancestors(loop) if isinstance(a, (ast.For, ast.AsyncFor, ast.While))]
-    if not outer:
-        return False
+    if not outer or id(outer[-1]) in ctx.loops.repeated:
+        return False  # the outermost runs again: its function is called in a loop
     for a in outer:
         if not (
             isinstance(a, (ast.For, ast.AsyncFor))
@@ -1029,7 +1029,7 @@ the loop that repeats it, over a dataset of that pass's item (`for split in data
 DataLoader(raw[split], ...)`, then `for batch in loader:`): each loader is iterated once. Nor a
 loader whose every loop around its own runs once, `for epoch in range(num_epoch)` with
 `num_epoch = 1` (a literal, or a name bound only to one; not an option's default, which a run
-may raise): its workers start once a run. The
+may raise), in a function no loop calls: its workers start once a run. The
 count is a literal,
 the default of an option or config field declared in the same file, or an option defined
 elsewhere. An option this file declares with the default 0, or a parameter of the function

@@ -31,10 +31,32 @@ from torchpace.lint.loops import (
     root_name,
     walk,
 )
-from torchpace.lint.rule import Check, FileContext, Report, Rule, parameter_names, per_file
+from torchpace.lint.rule import (
+    Check,
+    FileContext,
+    Report,
+    Rule,
+    parameter_names,
+    passed_for,
+    per_file,
+)
 from torchpace.lint.scale import SMALL_MODELS_DOC, step_runs
 from torchpace.lint.tensors import TensorFacts
 from torchpace.lint.tree import subtree
+
+# What every rule about waiting for the device (TP201-TP205) leaves alone, beside small models:
+# the hot code of :func:`_hot` without these.
+WAITS_LEFT_ALONE_DOC = (
+    "Not the reads of a function that turns objects into bytes and back (`pickle.dumps`, "
+    "`pickle.loads`), trains nothing, and that no call of the file hands a tensor on the device: "
+    "a pickle-based `all_gather` must bring each rank's byte count and bytes to the host to "
+    "unpickle them; its caller's per-step read of the values it gathers is what costs, and is "
+    "reported there. Nor, in a loop that trains only in loops nested two deep inside it (TRL's "
+    "PPO update: draw a batch, roll out, then epochs of minibatch steps; not a loop over a "
+    "loader's batches, nor a GAN's one loop of critic steps), what its own body runs around "
+    "them: once an update, after many optimizer steps (the update's metrics); the inner loops' "
+    "waits are reported."
+)
 
 REFERENCES = 'PyTorch Performance Tuning Guide, "Avoid unnecessary CPU-GPU synchronization"'
 
@@ -84,7 +106,30 @@ def _pickling_functions(ctx: FileContext) -> frozenset[int]:
         if qual in _PICKLES
         and isinstance(scope := ctx.enclosing_scope(call), (ast.FunctionDef, ast.AsyncFunctionDef))
         and not ctx.loops.function_trains(scope)
+        and not _handed_device_values(ctx, scope)
     )
+
+
+def _handed_device_values(
+    ctx: FileContext, function: ast.FunctionDef | ast.AsyncFunctionDef
+) -> bool:
+    """A call of ``function`` in this file hands it a tensor not in host memory, as an
+    argument or inside a literal dict, list or tuple (``all_gather({"loss": loss.detach()})``):
+    pickling it copies it from the device, a wait that only the helper's reads show."""
+    for call, _ in ctx.calls:
+        if not (isinstance(call.func, ast.Name) and call.func.id == function.name):
+            continue
+        tensors = ctx.tensors(ctx.enclosing_scope(call))
+        stack: list[ast.expr] = [*call.args, *(k.value for k in call.keywords)]
+        while stack:
+            arg = stack.pop()
+            if isinstance(arg, ast.Dict):
+                stack += [v for v in arg.values if v is not None]
+            elif isinstance(arg, (ast.List, ast.Tuple, ast.Set)):
+                stack += arg.elts
+            elif tensors.is_tensor(arg) and not tensors.is_host(arg):
+                return True
+    return False
 
 
 @per_file
@@ -427,18 +472,33 @@ def _fed_to_host_library(ctx: FileContext, read: ast.Call, scope: Scope) -> bool
     if not isinstance(stmt, (ast.Assign, ast.AnnAssign)):
         return False
     targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
-    tainted = {n.id for t in targets for n in subtree(t) if isinstance(n, ast.Name)}
+
+    def bound(t: ast.expr) -> set[str]:  # the names a target binds, not ``x`` of ``x[i]``
+        if isinstance(t, ast.Name):
+            return {t.id}
+        if isinstance(t, (ast.Tuple, ast.List)):
+            return {n for e in t.elts for n in bound(e)}
+        if isinstance(t, ast.Starred):
+            return bound(t.value)
+        return set()
+
+    tainted = {n for t in targets for n in bound(t)}
     body = list(walk(scope.body))
     for _ in range(3):  # names bound from the read, and from those, a few steps on
         for node in body:
             if isinstance(node, ast.Assign) and any(
                 isinstance(n, ast.Name) and n.id in tainted for n in subtree(node.value)
             ):
-                tainted |= {
-                    n.id for t in node.targets for n in subtree(t) if isinstance(n, ast.Name)
-                }
+                tainted |= {n for t in node.targets for n in bound(t)}
+    # the library call runs with each read: inside the loop of the function that makes the
+    # read, if any (not after it, once an epoch, on what the steps gathered)
+    loop = next((a for a in ctx.ancestors(read) if isinstance(a, LOOPS)), None)
+    if loop is not None and not any(a is scope for a in ctx.ancestors(loop)):
+        loop = None  # the read's loop is outside this function: each call is one step
+    within = {id(n) for n in subtree(loop)} if loop is not None else None
     return any(
         isinstance(node, ast.Call)
+        and (within is None or id(node) in within)
         and (ctx.names.qualname(node.func) or "").startswith(_HOST_LIBRARIES)
         and any(
             isinstance(n, ast.Name) and n.id in tainted
@@ -662,16 +722,12 @@ the optimizer's `param_groups[0]["lr"]`): that branch never runs. Handed a tenso
 (DETR's loss dict), it is reported. Nor, in a notebook, the reads of a training loop that trains
 on the host (it moves nothing, in its body or the functions of the notebook it calls, and runs no
 model the notebook moves): a notebook's cells are separate runs, and a cell that only prints the
-CUDA device puts nothing on it (TP302 reads notebooks so too). Nor the reads of a function that
-turns objects into bytes and back (`pickle.dumps`, `pickle.loads`) and trains nothing: a
-pickle-based `all_gather` must bring each rank's byte count and bytes to the host to unpickle them;
-its caller's per-step gather of Python values is what costs, and is reported at the caller. Nor a
+CUDA device puts nothing on it (TP302 reads notebooks so too). Nor a
 read whose value a function of the step hands, through the names it binds from it, to OpenCV, SciPy
 or scikit-image (RITM's click simulation: `cv2.distanceTransform` of each step's error region):
-that part of the algorithm runs on the host. Nor, in a loop that trains only in the loops inside
-it (TRL's PPO update: draw a batch, roll out, then epochs of minibatch steps), what its own body
-runs around them: once an update, after many optimizer steps (the update's metrics); the inner
-loops' reads are reported.
+that part of the algorithm runs on the host.
+
+{WAITS_LEFT_ALONE_DOC}
 
 {SMALL_MODELS_DOC}
 
@@ -798,6 +854,8 @@ Flags a tensor passed to `print`, `str`, `repr`, `str.format` or `%`, placed in 
 or given to a tqdm progress bar's `set_postfix` (`pbar.set_postfix(loss=loss)`: tqdm formats
 every value that is not a number with `str()`), inside a training loop, unless a logging
 cadence (`if step % N == 0:`) gates it.
+
+{WAITS_LEFT_ALONE_DOC}
 
 {SMALL_MODELS_DOC}
 
@@ -1235,6 +1293,8 @@ host memory (a loader's batch before it is moved, `torch.from_numpy`, a factory 
 `device=`, or what is computed from one such as `torch.arange(n) < k`; a NumPy comparison such as
 `np.random.random(n) < p`): its count needs no wait for the device.
 
+{WAITS_LEFT_ALONE_DOC}
+
 {SMALL_MODELS_DOC}
 
 ## Why is this slow
@@ -1282,8 +1342,8 @@ def _tensor_operands(test: ast.expr, tensors: TensorFacts) -> Iterator[ast.expr]
 def _made_a_tensor_below(ctx: FileContext, node: ast.If, operand: ast.expr, scope: Scope) -> bool:
     """``operand`` compares a parameter of the function with a constant, and the function binds
     that parameter to a tensor only inside this ``if`` (TRL's ``if beta == 0: ... elif beta ==
-    1: ... else: beta = torch.tensor(beta, ...)``), outside any loop: at the test it still holds
-    what the caller passed, a config's float."""
+    1: ... else: beta = torch.tensor(beta, ...)``), outside any loop, and no call of the file
+    hands it a tensor: at the test it still holds what the caller passed, a config's float."""
     if not (
         isinstance(operand, ast.Compare)
         and len(operand.comparators) == 1
@@ -1297,6 +1357,12 @@ def _made_a_tensor_below(ctx: FileContext, node: ast.If, operand: ast.expr, scop
     name = names[0]
     if name not in parameter_names(scope):
         return False
+    for given in passed_for(ctx, scope, name) or ():
+        if given is None:
+            continue  # the default
+        tensors = ctx.tensors(ctx.enclosing_scope(given))
+        if tensors.is_tensor(given) and not tensors.is_host(given):
+            return False  # a caller hands a tensor: the test reads the device
     top: ast.AST = node  # the first ``if`` of an ``if``/``elif`` chain
     for parent in ctx.ancestors(node):
         if isinstance(parent, ast.If) and len(parent.orelse) == 1 and parent.orelse[0] is top:
@@ -1343,8 +1409,10 @@ nor an `if` that only leaves a loop nested in the step (a conjugate-gradient loo
 tol: break`, a line search's `if kl < limit: accepted = True; break`), nor such a loop's own
 `while` test (`while rdotr > tol:`): the host must know when that loop ends. Nor a test of a
 function's parameter against a constant where the function makes that name a tensor only inside
-the `if` (TRL's `if beta == 0: ... else: beta = torch.tensor(beta, ...)`, outside any loop): the
-test reads what the caller passed.
+the `if` (TRL's `if beta == 0: ... else: beta = torch.tensor(beta, ...)`, outside any loop), and
+no call of the file hands it a tensor: the test reads what the caller passed.
+
+{WAITS_LEFT_ALONE_DOC}
 
 {SMALL_MODELS_DOC}
 
@@ -1708,6 +1776,8 @@ ranks together, so the second wait is an empty round trip; the first wait after 
 reported. Nor a barrier right after a block only the main process runs (`if rank == 0:
 llm.load_weights(...)`, `if accelerator.is_main_process:`): the other ranks wait for what it
 did, which is what the barrier is for.
+
+{WAITS_LEFT_ALONE_DOC}
 
 {SMALL_MODELS_DOC}
 
