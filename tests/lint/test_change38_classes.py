@@ -132,3 +132,38 @@ def test_numpy_reads_host_memory_and_the_copy_before_it_is_what_waits() -> None:
     assert findings(LENGTHS.format(read="y_len.numpy().tolist()"), "TP201") == []
     assert findings(LENGTHS.format(read="y_len.cpu().numpy().tolist()"), "TP201") == [("TP201", 8)]
     assert findings(LENGTHS.format(read="y_len.numpy(force=True)"), "TP201") == [("TP201", 8)]
+
+
+# PyTorch-FastCampus's DCGAN and InfoGAN: a transposed convolution with its default bias straight
+# into a BatchNorm, and the same pair named in an OrderedDict; a conv followed by a ReLU first,
+# or with bias=False, is left alone.
+GENERATOR = """
+from collections import OrderedDict
+
+import torch
+import torch.nn as nn
+
+class Generator(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.up = nn.Sequential(
+            nn.ConvTranspose2d(100, 256, 4, 1, 0{bias}),
+            nn.BatchNorm2d(256),
+            nn.ReLU(),
+        )
+        self.down = nn.Sequential(OrderedDict([
+            ("conv1", nn.Conv2d(256, 64, 3, padding=1{bias})),
+            ("bn1", nn.BatchNorm2d(64)),
+            ("conv2", nn.Conv2d(64, 64, 3, padding=1)),
+            ("relu2", nn.ReLU()),
+            ("bn2", nn.BatchNorm2d(64)),
+        ]))
+
+    def forward(self, z):
+        return self.down(self.up(z))
+"""
+
+
+def test_a_transposed_conv_or_a_named_pair_before_batchnorm_keeps_a_cancelled_bias() -> None:
+    assert findings(GENERATOR.format(bias=""), "TP401") == [("TP401", 11), ("TP401", 16)]
+    assert findings(GENERATOR.format(bias=", bias=False"), "TP401") == []

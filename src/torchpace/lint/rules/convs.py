@@ -859,7 +859,7 @@ def _pairs_in(items: list[ast.expr], names: dict[int, str | None]) -> Iterator[a
         if (
             isinstance(conv, ast.Call)
             and isinstance(norm, ast.Call)
-            and names.get(id(conv)) in _CONVS
+            and names.get(id(conv)) in _CONV_MODULES
             and names.get(id(norm)) in _NORMS
             and _same_channels(conv, norm)
         ):
@@ -906,7 +906,7 @@ def _sequential_pairs(ctx: FileContext, names: dict[int, str | None]) -> Iterato
     for call, name in ctx.calls:
         if name != "torch.nn.Sequential":
             continue
-        yield from _pairs_in(call.args, names)
+        yield from _pairs_in(_layers_given(ctx, call), names)
         if not any(isinstance(a, ast.Starred) for a in call.args):
             continue
         scope = ctx.enclosing_scope(call)
@@ -937,6 +937,23 @@ def _sequential_pairs(ctx: FileContext, names: dict[int, str | None]) -> Iterato
                     for found in _pairs_in(pair, names):
                         optional = found is not added or isinstance(block[i + 1], ast.If)
                         yield _optional(found) if optional else found
+
+
+def _layers_given(ctx: FileContext, sequential: ast.Call) -> list[ast.expr]:
+    """The layers an ``nn.Sequential(...)`` call is given, in order: its arguments, or the
+    values of the ``(name, layer)`` pairs of one ``OrderedDict([...])`` it is given."""
+    args = sequential.args
+    if (
+        len(args) == 1
+        and isinstance(args[0], ast.Call)
+        and ctx.names.qualname(args[0].func) == "collections.OrderedDict"
+        and len(args[0].args) == 1
+        and isinstance(args[0].args[0], (ast.List, ast.Tuple))
+    ):
+        pairs = args[0].args[0].elts
+        if all(isinstance(p, ast.Tuple) and len(p.elts) == 2 for p in pairs):
+            return [p.elts[1] for p in pairs]  # type: ignore[attr-defined]
+    return list(args)
 
 
 def _bound_call(ctx: FileContext, node: ast.expr) -> ast.expr:
@@ -1077,13 +1094,13 @@ def _class_pairs(cls: ast.ClassDef, names: dict[int, str | None]) -> Iterator[as
     layers = {
         attr: layer
         for attr, layer in layers.items()
-        if layer.call is not None and names.get(id(layer.call)) in _CONVS | _NORMS
+        if layer.call is not None and names.get(id(layer.call)) in _CONV_MODULES | _NORMS
     }
     for method in methods:
         _scan_method(method, layers)
     for layer in layers.values():
         conv = layer.call
-        if conv is None or names.get(id(conv)) not in _CONVS:
+        if conv is None or names.get(id(conv)) not in _CONV_MODULES:
             continue
         if layer.escapes or not layer.paired_with:
             continue
@@ -1123,7 +1140,7 @@ def _check_conv_bias_before_bn(ctx: FileContext) -> Iterator[Report]:
         _wrapped_convs(ctx, names)
         present = set(names.values())
     convs: list[ast.Call] = []
-    if present & _CONVS and present & _NORMS:  # most files build neither: skip the scans
+    if present & _CONV_MODULES and present & _NORMS:  # most files build neither: skip the scans
         convs += _sequential_pairs(ctx, names)
         for node in ctx.of_type(ast.ClassDef):
             convs.extend(_class_pairs(node, names))
@@ -1146,10 +1163,12 @@ CONV_BIAS_BEFORE_BATCHNORM = Rule(
     technique="conv-bias-before-bn",
     doc="""\
 ## What it does
-Flags a convolution with a bias whose output goes straight into a BatchNorm (or an
-InstanceNorm, which cancels it per sample) over the same channels:
+Flags a convolution (`nn.Conv1d/2d/3d`, also a transposed one, `nn.ConvTranspose2d`, a DCGAN
+generator's) with a bias whose output goes straight into a BatchNorm (or an InstanceNorm, which
+cancels it per sample) over the same channels:
 
-- in an `nn.Sequential(...)` literal, a conv directly followed by the norm; in a function that
+- in an `nn.Sequential(...)` literal (also one given an `OrderedDict([("conv1", conv), ("bn1",
+  bn), ...])`), a conv directly followed by the norm; in a function that
   builds `nn.Sequential(*layers)`, the same in a list literal (`layers += [conv, bn, relu]`) or
   in consecutive statements that add to the list (`layers.append(conv)`, `layers += [conv]`,
   `layers.extend([...])`); also a conv bound once to a name and added so (`conv2d =
