@@ -167,3 +167,32 @@ class Generator(nn.Module):
 def test_a_transposed_conv_or_a_named_pair_before_batchnorm_keeps_a_cancelled_bias() -> None:
     assert findings(GENERATOR.format(bias=""), "TP401") == [("TP401", 11), ("TP401", 16)]
     assert findings(GENERATOR.format(bias=", bias=False"), "TP401") == []
+
+
+# Stability AI's generative-models: a Lightning data module whose file ends in a demo
+# ``__main__`` that only shows a sample; the Trainer trains from ``train_dataloader()``. A file
+# of the same shape whose method no framework calls to train is an offline script.
+DATA_MODULE = """
+import pytorch_lightning as pl
+import torchvision
+from torch.utils.data import DataLoader
+
+class MNISTLoader(pl.LightningDataModule):
+    def __init__(self, batch_size=8, num_workers=1):
+        super().__init__()
+        self.batch_size, self.num_workers = batch_size, num_workers
+        self.train_dataset = torchvision.datasets.MNIST(".", train=True)
+
+    def {hook}(self):
+        return DataLoader(self.train_dataset, batch_size=self.batch_size,
+                          shuffle=True, num_workers=self.num_workers)
+
+if __name__ == "__main__":
+    ex = torchvision.datasets.MNIST(".", train=False)[0]
+    print(ex[0].size)
+"""
+
+
+def test_a_lightning_data_module_with_a_demo_main_still_feeds_training() -> None:
+    assert findings(DATA_MODULE.format(hook="train_dataloader"), "TP104") == [("TP104", 13)]
+    assert findings(DATA_MODULE.format(hook="load_samples"), "TP104") == []

@@ -2034,15 +2034,26 @@ _TRAINING_WORDS = re.compile(
 )
 
 
+# Hooks a framework calls to train: what they return or do is a training run's.
+_FRAMEWORK_TRAINING_HOOKS = frozenset({"train_dataloader", "training_step"})
+
+
 def _inference_script(tree: ast.Module, by_type: dict[type, list[Any]], names: Resolver) -> bool:
     """A script (``if __name__ == "__main__":``) with no sign of training anywhere: no call
     named for it (:data:`_TRAINING_WORDS`: ``loss.backward()``, ``optimizer.step()``,
-    ``trainer.fit(...)``, ``model.train()``, ``train_one_epoch(...)``) and no optimizer or
-    gradient scaler built. Its loops over batches run a model to extract, save or score: an
-    offline segmentation-extraction script (taming-transformers), a captioning or inference
-    script, never a training step."""
+    ``trainer.fit(...)``, ``model.train()``, ``train_one_epoch(...)``), no optimizer or
+    gradient scaler built, and no framework hook that trains (``train_dataloader``,
+    ``training_step``: a Lightning data module's demo ``__main__``). Its loops over batches run
+    a model to extract, save or score: an offline segmentation-extraction script
+    (taming-transformers), a captioning or inference script, never a training step."""
     if _main_block(tree) is None:
         return False
+    if any(
+        f.name in _FRAMEWORK_TRAINING_HOOKS
+        for f in (*by_type.get(ast.FunctionDef, ()), *by_type.get(ast.AsyncFunctionDef, ()))
+    ):
+        return False  # a Lightning data or model module with a demo ``__main__``: a framework
+        # trains from what its hooks return
     for call in by_type.get(ast.Call, ()):
         func = call.func
         last = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
