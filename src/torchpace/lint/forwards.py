@@ -44,6 +44,7 @@ from torchpace.lint.loops import (
     dotted,
     evaluates_its_model,
     failure_check,
+    none_test,
     returns_if_kept,
     stores,
     walk,
@@ -198,14 +199,7 @@ def _fills_once(test: ast.expr) -> bool:
     n``): the body builds what the module keeps, on the first call (or when the size
     changes)."""
     tests = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or) else [test]
-    return any(
-        isinstance(t, ast.Compare)
-        and isinstance(t.ops[0], ast.Is)
-        and (dotted(t.left) or "").startswith("self.")
-        and isinstance(t.comparators[0], ast.Constant)
-        and t.comparators[0].value is None
-        for t in tests
-    )
+    return any((none_test(t) or "").startswith("self.") for t in tests)
 
 
 __all__ = ["forward_code", "in_forwards"]

@@ -861,8 +861,7 @@ class LoopFacts:
         if not isinstance(scope, ast.Module) and self._only_run_without_grad(scope):
             return True
         if isinstance(loop, (ast.For, ast.AsyncFor)):
-            loader = dotted(iterated(loop.iter)) or ""
-            if EVAL_NAME.search(loader.rsplit(".", 1)[-1].lower()):
+            if _named_for_evaluation(loop.iter):
                 return True
             if self._only_forwards(loop) or _peeks(loop):
                 return True
@@ -1517,20 +1516,25 @@ def _skips_off_cadence(test: ast.expr) -> bool:
     return False
 
 
+def none_test(test: ast.expr, op: type[ast.cmpop] = ast.Is) -> str | None:
+    """``x`` for a test ``x is None`` (with ``op=ast.IsNot``, ``x is not None``), where ``x`` is
+    a name or an attribute chain (``self.pe``); else None."""
+    if (
+        isinstance(test, ast.Compare)
+        and len(test.ops) == 1
+        and isinstance(test.ops[0], op)
+        and isinstance(test.comparators[0], ast.Constant)
+        and test.comparators[0].value is None
+    ):
+        return dotted(test.left)
+    return None
+
+
 def returns_if_kept(stmt: ast.If) -> str | None:
     """``self.x`` for ``if self.x is not None:`` whose body returns (also under a further
     ``if``, ESPnet's ``if self.pe.size(1) >= x.size(1): ... return``): the function keeps
     ``self.x`` and, once it holds one, returns before building it again."""
-    test = stmt.test
-    if not (
-        isinstance(test, ast.Compare)
-        and len(test.ops) == 1
-        and isinstance(test.ops[0], ast.IsNot)
-        and isinstance(test.comparators[0], ast.Constant)
-        and test.comparators[0].value is None
-    ):
-        return None
-    name = dotted(test.left) or ""
+    name = none_test(stmt.test, ast.IsNot) or ""
     if not name.startswith("self.") or stmt.orelse:
         return None
     returns = any(isinstance(n, ast.Return) for n in subtree(stmt))
@@ -1799,15 +1803,7 @@ def _initialises(node: ast.If) -> bool:
             )
             for stmt in node.body
         )
-    if not (
-        isinstance(test, ast.Compare)
-        and len(test.ops) == 1
-        and isinstance(test.ops[0], ast.Is)
-        and isinstance(test.comparators[0], ast.Constant)
-        and test.comparators[0].value is None
-    ):
-        return False
-    name = dotted(test.left)
+    name = none_test(test)
     return name is not None and any(
         isinstance(stmt, (ast.Assign, ast.AnnAssign))
         and any(
@@ -2216,15 +2212,15 @@ _LR_FINDER = re.compile(
 _LR_SWEEPS = frozenset({"range_test", "find_lr", "lr_find"})
 
 
-def trains_only_in_inner_loops(facts: LoopFacts, loop: Loop, scope: Scope) -> bool:
-    """The loop's own statements train nothing (no backward, no optimizer step, here or in
-    what they call), but a loop inside it trains: TRL's PPO update loop, which draws a batch,
-    rolls out, then runs epochs of minibatch steps. What the outer body runs besides the inner
-    loops (the rollout, the update's metrics) runs once per many optimizer steps; the inner
-    training loops are step loops of their own (:func:`per_update_code`)."""
+def _inner_training_loops(facts: LoopFacts, loop: Loop, scope: Scope) -> list[Loop]:
+    """The step loops inside ``loop`` that train, where its own statements train nothing (no
+    backward, no optimizer step, here or in what they call) and one of them trains nested two
+    deep: TRL's PPO update loop, which draws a batch, rolls out, then runs epochs of minibatch
+    steps. What the outer body runs besides them (the rollout, the update's metrics) runs once
+    per many optimizer steps (:func:`per_update_code`). Empty for any other loop."""
     inner = [n for n in walk(loop.body) if isinstance(n, LOOPS)]
     if not inner or (isinstance(loop, (ast.For, ast.AsyncFor)) and facts.is_loader(loop.iter)):
-        return False  # a loop over batches: its body runs once a batch
+        return []  # a loop over batches: its body runs once a batch
     for n in walk(loop.body, into_loops=False):
         if isinstance(n, ast.Call) and (
             facts.is_backward(n)
@@ -2232,44 +2228,34 @@ def trains_only_in_inner_loops(facts: LoopFacts, loop: Loop, scope: Scope) -> bo
             or facts.hands_optimizer(n)
             or any(facts.function_trains(f) for f in facts.callees(n, scope))
         ):
-            return False
+            return []
+    training = [n for n in inner if facts.is_step_loop(n, scope) and facts.trains(n.body, scope)]
     # epochs of minibatch steps (``for epoch in range(k): for start in range(0, n, m):``), not
     # one loop of steps per batch (a GAN's ``for _ in range(n_critic):``): the outer body runs
     # once per many optimizer steps
-    return any(
-        facts.is_step_loop(n, scope)
-        and facts.trains(n.body, scope)
-        and any(m is not n and any(x is n for x in walk(m.body)) for m in inner)
-        for n in inner
-    )
+    nested = any(m is not n and any(x is n for x in walk(m.body)) for n in training for m in inner)
+    return training if nested else []
 
 
 def per_update_code(facts: LoopFacts) -> frozenset[int]:
     """``id`` of the nodes of each step loop that trains only in its inner loops
-    (:func:`trains_only_in_inner_loops`), outside those training loops: code that runs once an
+    (:func:`_inner_training_loops`), outside those training loops: code that runs once an
     update, after or before many optimizer steps."""
     out: set[int] = set()
     for loop in facts.step_loops:
-        scope = facts.scope_of[id(loop)]
-        if not trains_only_in_inner_loops(facts, loop, scope):
+        inner = _inner_training_loops(facts, loop, facts.scope_of[id(loop)])
+        if not inner:
             continue
-        training = {
-            id(m)
-            for n in walk(loop.body)
-            if isinstance(n, LOOPS) and facts.is_step_loop(n, scope) and facts.trains(n.body, scope)
-            for m in subtree(n)
-        }
+        training = {id(m) for n in inner for m in subtree(n)}
         out |= {id(n) for n in walk(loop.body) if id(n) not in training}
     return frozenset(out)
 
 
 def _named_for_evaluation(source: ast.expr) -> bool:
-    """What ``next()`` draws from names a held-out set: ``iter(valid_dataloader)``,
-    ``val_iter``."""
-    if isinstance(source, ast.Call) and dotted(source.func) == "iter" and source.args:
-        source = source.args[0]
-    name = dotted(source) or ""
-    return bool(name) and EVAL_NAME.search(name.rsplit(".", 1)[-1]) is not None
+    """What a loop iterates, or ``next()`` draws from, names a held-out set (``val_loader``,
+    ``enumerate(val_loader)``, ``iter(valid_dataloader)``, ``val_iter``)."""
+    name = dotted(iterated(source)) or ""
+    return EVAL_NAME.search(name.rsplit(".", 1)[-1]) is not None
 
 
 def _lr_sweep(facts: LoopFacts, scope: Scope) -> bool:

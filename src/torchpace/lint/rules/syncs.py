@@ -468,7 +468,7 @@ def _fed_to_host_library(ctx: FileContext, read: ast.Call, scope: Scope) -> bool
         (q or "").startswith(_HOST_LIBRARIES) for _, q in ctx.calls
     ):
         return False
-    stmt = next((a for a in ctx.ancestors(read) if isinstance(a, ast.stmt)), None)
+    stmt = _statement_of(ctx, read)
     if not isinstance(stmt, (ast.Assign, ast.AnnAssign)):
         return False
     targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
