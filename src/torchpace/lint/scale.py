@@ -51,6 +51,7 @@ from torchpace.lint.loops import (
     Step,
     constructor,
     dotted,
+    parameter_defaults,
     rewraps,
     strip_moves,
     walk,
@@ -953,9 +954,8 @@ class _Sizer:
         names = [a.arg for a in params]
         if value.id not in names:
             return False
-        defaults = dict(zip(reversed(names), reversed(init.args.defaults), strict=False))
-        given = self._constructed_with(init, value.id)
-        given = [defaults.get(value.id) if g is None else g for g in given]
+        default = parameter_defaults(init).get(value.id)
+        given = [default if g is None else g for g in self._constructed_with(init, value.id)]
         if not given:
             return False
 
