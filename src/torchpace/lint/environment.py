@@ -13,7 +13,8 @@ a function of the file that does, outside that function's own loops (an agent's
 of its own runs many steps per call). The environment-bound nodes are those lexically inside
 such a loop, and those of the functions it calls directly (``select_action(state)``), except
 inside a loop of those functions that trains on its own (a PPO update's epochs over its
-minibatches: syncs there happen per gradient step, not per environment step).
+minibatches: syncs there happen per gradient step, not per environment step), unless that loop
+runs once a call (``for _ in range(args.gradient_steps)`` with a default of 1).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import re
 from torchpace.lint.loops import LOOPS, dotted, walk
 from torchpace.lint.rule import FileContext
 from torchpace.lint.tree import subtree
+from torchpace.lint.values import int_value
 
 _ENV_NAME = re.compile(r"^(?:.*_)?(?:envs?|environments?|vec_?envs?)$", re.IGNORECASE)
 _ENV_MAKERS = (
@@ -72,6 +74,21 @@ def _steps_env_in(fn: ast.AST, made: set[str]) -> bool:
     return any(steps_env(n, made) for n in walk(body, into_loops=False))
 
 
+def _once(ctx: FileContext, loop: ast.AST) -> bool:
+    """``for _ in range(n)`` with ``n`` at most 1, a literal or an option's default (SAC's
+    ``--gradient_steps`` of 1): one gradient step each environment step, as the loop is written
+    to run."""
+    if not (
+        isinstance(loop, (ast.For, ast.AsyncFor))
+        and isinstance(loop.iter, ast.Call)
+        and dotted(loop.iter.func) == "range"
+        and len(loop.iter.args) == 1
+    ):
+        return False
+    count = int_value(ctx, loop.iter.args[0])
+    return count is not None and count <= 1
+
+
 def env_bound(ctx: FileContext) -> frozenset[int]:
     """``id`` of every node that runs once per environment step (module docs)."""
     if b"step(" not in ctx.source:
@@ -96,7 +113,7 @@ def env_bound(ctx: FileContext) -> frozenset[int]:
         inner_training = {
             id(n)
             for loop in walk(fn.body, into_loops=True)
-            if isinstance(loop, LOOPS) and facts.trains(loop.body, fn)
+            if isinstance(loop, LOOPS) and facts.trains(loop.body, fn) and not _once(ctx, loop)
             for n in subtree(loop)
         }
         bound |= {id(n) for n in subtree(fn) if id(n) not in inner_training}

@@ -36,6 +36,7 @@ from torchpace.lint.rule import (
     FileContext,
     Report,
     Rule,
+    argument,
     parameter_names,
     passed_for,
     per_file,
@@ -598,6 +599,9 @@ def _check_host_sync(ctx: FileContext) -> Iterator[Report]:
         if _reads_scale(call):
             yield Report(call)
             continue
+        if _logged_tensor(ctx, call, scope):
+            yield Report(call)  # the writer reads the value to the host: ``.item()`` unwritten
+            continue
         if _sync_method(call):
             receiver = call.func.value  # type: ignore[attr-defined]
             if _syncs_earlier(receiver):
@@ -632,6 +636,32 @@ def _check_host_sync(ctx: FileContext) -> Iterator[Report]:
             yield Report(call)
 
 
+# A logger's methods that turn a tensor they are handed into a host number or array:
+# TensorBoard's ``SummaryWriter`` (``make_np``: ``.detach().cpu().numpy()``) and W&B's ``log``
+# (a dict of values, each tensor converted with ``.cpu()``), and the argument that holds it.
+_WRITER_VALUES = {"add_scalar": (1, "scalar_value"), "add_histogram": (1, "values")}
+
+
+def _logged_tensor(ctx: FileContext, call: ast.Call, scope: Scope) -> bool:
+    """``writer.add_scalar("loss", loss, step)`` or ``wandb.log({"loss": loss})`` handed a tensor
+    not in host memory: the writer reads it to the host, a wait as ``loss.item()`` is, hidden in
+    the library (``add_scalar("loss", loss.item(), step)`` is reported at the ``.item()``)."""
+    func = call.func
+    if not isinstance(func, ast.Attribute):
+        return False
+    tensors = ctx.tensors(scope)
+    if func.attr in _WRITER_VALUES:
+        position, keyword = _WRITER_VALUES[func.attr]
+        value = argument(call, keyword, position)
+        return value is not None and tensors.on_device(value)
+    if func.attr == "log" and ctx.names.qualname(func) == "wandb.log" and call.args:
+        logged = call.args[0]
+        return isinstance(logged, ast.Dict) and any(
+            v is not None and tensors.on_device(v) for v in logged.values
+        )
+    return False
+
+
 def _tensor_bounds(ctx: FileContext, node: ast.AST, scope: Scope) -> list[ast.expr]:
     """A slice's bounds, or a ``range()``'s arguments, in hot code that are tensors not on the
     host: Python reads each with ``__index__``, an implicit ``int()`` that waits for the device
@@ -660,8 +690,11 @@ tensor raises, so what it reads is in host memory, and the copy before it is wha
 tensor not in host memory as a slice bound or `range()` argument (`pred[:length]` for each `length`
 of a loop over a CUDA lengths tensor: Python reads it with `__index__`), `loss.data[0]` (the
 spelling of `loss.item()` before PyTorch 0.4, of a name that says it is a loss or that the function
-calls `.backward()` on), and a GradScaler's `get_scale()` or `state_dict()` (both read the scale
-with `.item()`), inside a training loop or a function that the loop calls (also the getter of a
+calls `.backward()` on), a GradScaler's `get_scale()` or `state_dict()` (both read the scale
+with `.item()`), and a tensor not in host memory handed to a logger that reads it
+(TensorBoard's `writer.add_scalar("loss", loss, step)` or `add_histogram`, `wandb.log({{"loss":
+loss}})`: the library calls `.cpu()` on it), inside a training loop or a function that the loop
+calls (also the getter of a
 property the step reads, `self.r` where `r` is a `@property` returning `self.decoder.r.item()`; a
 Lightning module's `training_step`, a Transformers trainer's `training_step(self, model, inputs)`
 and `compute_loss(self, model, inputs)` overrides (TRL's trainers, a custom loss), and the
