@@ -14,8 +14,10 @@ installable package (a ``setup.py``, ``pyproject.toml`` or ``setup.cfg`` at or a
 up to the project's top: what it defines is for its users to call), a decorated definition (a
 registry's, such as a model library's ``@register_model``), a test, a ``hubconf.py`` (torch.hub's
 entry points) or a notebook's. A name
-written anywhere else, in a comment, a string or a launcher (a Makefile, a job script), counts
-as a use. A project of more than :data:`MAX_FILES` text files is not read: nothing is left out.
+written anywhere else, in a string, a document or a launcher (a Makefile, a job script), counts
+as a use; not on a line commented out in code, a configuration or a shell script
+(``# self.tiny_att = RWKV_TinyAttn(config)``), which nothing runs. A project of more than
+:data:`MAX_FILES` text files is not read: nothing is left out.
 """
 
 from __future__ import annotations
@@ -46,6 +48,10 @@ TEXT_SUFFIXES: tuple[str, ...] = (".py", ".ipynb", ".yaml", ".yml", ".json", ".t
 TEXT_SUFFIXES += (".ini", ".sh", ".bash", ".zsh", ".slurm", ".sbatch", ".md", ".rst", ".txt")
 TEXT_NAMES = frozenset({"Makefile", "makefile", "GNUmakefile", "Dockerfile", "Justfile"})
 CODE_SUFFIXES = (".py", ".ipynb")
+# Files whose lines starting with ``#`` are comments (a notebook's within its JSON strings).
+COMMENTED_SUFFIXES: tuple[str, ...] = (*CODE_SUFFIXES, ".yaml", ".yml", ".toml", ".cfg", ".ini")
+COMMENTED_SUFFIXES += (".sh", ".bash", ".zsh", ".slurm", ".sbatch")
+_COMMENT = re.compile(r'[ \t]*"?[ \t]*#')
 MAX_TEXT_BYTES = 1 << 20  # a larger configuration or text file is data, not what names code
 MAX_CODE_BYTES = 64 << 20  # a notebook with its outputs: read whole, up to this
 MAX_FILES = 50_000  # a project with more text files than this: nothing is left out
@@ -181,10 +187,13 @@ def _unnamed(root: Path, candidates: list[_Definition]) -> set[str]:
     for path, text in texts:
         inside = spans.get(path.resolve(), [])
         starts = [0] + [m.end() for m in re.finditer("\n", text)] if inside else []
+        commented = path.name.endswith(COMMENTED_SUFFIXES)
         for match in pattern.finditer(text):
             name = match.group(1)
             if name in live:
                 continue
+            if commented and _COMMENT.match(text, text.rfind("\n", 0, match.start()) + 1):
+                continue  # a line commented out, or a comment's prose: nothing runs it
             line = bisect.bisect_right(starts, match.start()) if inside else 0
             owner = next((d.name for d in inside if d.first <= line <= d.last), None)
             if owner is None:
