@@ -53,8 +53,9 @@ linted.
 
 **A learning-rate finder's sweep is not the training run**: the loops of a method of a class
 named for one (`LRFinder`, `LearningRateFinder`, `FindLR`) or of a function named `range_test`,
-`find_lr` or `lr_find`, a short run once before training that reads the loss each step to stop
-where it diverges, are not training loops; files named `*lr_finder*.py` are skipped (above).
+`find_lr` or `lr_find` or for a finder or a range test (`lr_range_test`), a short run once
+before training that reads the loss each step to stop where it diverges, are not training loops;
+files named `*lr_finder*.py` are skipped (above).
 
 **A script with no sign of training has no training loop**: a file with an `if __name__ ==
 "__main__":` block that calls nothing named for training (`backward`, `step`, `fit`, `train...`,

@@ -2260,13 +2260,18 @@ def _named_for_evaluation(source: ast.expr) -> bool:
 
 def _lr_sweep(facts: LoopFacts, scope: Scope) -> bool:
     """``scope`` is a learning-rate finder's sweep (a method of a class named for one, or a
-    function named ``range_test``, ``find_lr`` or ``lr_find``): a short run, once, before the
+    function named ``range_test``, ``find_lr`` or ``lr_find``, or for a finder or a range
+    test, ``lr_range_test``): a short run, once, before the
     training run, that reads the loss at every step to smooth it and to stop where it diverges
     (the tutorials' ``LRFinder.range_test``), not the training run whose steps it times."""
     if isinstance(scope, ast.Module):
         return False
-    if scope.name in _LR_SWEEPS:
-        return True
+    if (
+        scope.name in _LR_SWEEPS
+        or scope.name.endswith("range_test")
+        or _LR_FINDER.search(scope.name)
+    ):
+        return True  # also ``lr_range_test`` (PyTorch Step-by-Step's), ``find_lr_rate``
     owner = facts._class_of(scope)
     return owner is not None and bool(_LR_FINDER.search(owner))
 
