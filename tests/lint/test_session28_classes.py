@@ -3,7 +3,13 @@ code it was seen in, and checked the other way round."""
 
 from __future__ import annotations
 
-from lint_findings import findings
+import json
+from pathlib import Path
+
+import pytest
+from lint_findings import findings, write_project
+
+from torchpace.cli import main
 
 # pytorch-ddpm and pytorch-cifar100: TensorBoard's add_scalar handed the CUDA loss (or a gradient
 # norm) converts it with .cpu().numpy() on every step, a wait no .item() in the source shows.
@@ -88,3 +94,157 @@ for episode in range(1000):
 def test_one_gradient_step_each_environment_step_is_the_environment_loops() -> None:
     assert findings(SAC.format(steps=1), "TP201") == []
     assert findings(SAC.format(steps=10), "TP201") == [("TP201", 25)]  # the .item()
+
+
+# change-39, PyTorch Step-by-Step: loaders over a random_split of a TensorDataset, and over the
+# TensorDataset a helper returns (features extracted once, token ids): a batch is a slice of
+# tensors in memory. A split of an image folder still decodes files.
+IN_MEMORY = """
+import torch
+from torch.utils.data import DataLoader, TensorDataset, random_split
+from torchvision.datasets import ImageFolder
+
+
+def tokenize_dataset(sentences, labels, tokenizer):
+    token_ids = tokenizer(sentences, return_tensors="pt")["input_ids"]
+    dataset = TensorDataset(token_ids, torch.as_tensor(labels))
+    return dataset
+
+
+dataset = {dataset}
+train_data, val_data = random_split(dataset, [80, 20])
+train_loader = DataLoader(dataset=train_data, batch_size=16, shuffle=True)
+model = Net().cuda()
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+for xb, yb in train_loader:
+    loss = model(xb.cuda()).sum()
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+"""
+
+
+@pytest.mark.parametrize(
+    ("dataset", "reported"),
+    [
+        ("TensorDataset(torch.as_tensor(x).float(), torch.as_tensor(y).float())", False),
+        ("tokenize_dataset(sentences, labels, tokenizer)", False),
+        ('ImageFolder("data/train")', True),
+    ],
+)
+def test_a_split_of_tensors_in_memory_or_a_helpers_is_in_memory(
+    dataset: str, reported: bool
+) -> None:
+    found = findings(IN_MEMORY.format(dataset=dataset), "TP101")
+    assert found == ([("TP101", 15)] if reported else [])
+
+
+# change-39, RWKV's trainers: `if config.num_workers > 0:` builds a loader with that count, and
+# `else:` one without, for a run that asks for none; the config class's default is 0.
+GUARDED = """
+import torch
+from torch.utils.data import DataLoader
+
+
+class TrainerConfig:
+    num_workers = 0
+
+
+def train(model, dataset, config):
+    optimizer = torch.optim.Adam(model.cuda().parameters())
+    {build}
+    for x, y in loader:
+        loss = model(x.cuda(), y.cuda())
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+"""
+
+
+def test_a_loader_built_in_a_branch_on_the_worker_count_is_what_the_code_chose() -> None:
+    guarded = (
+        "if config.num_workers > 0:\n"
+        "        loader = DataLoader(dataset, batch_size=8, num_workers=config.num_workers)\n"
+        "    else:\n"
+        "        loader = DataLoader(dataset, batch_size=8)"
+    )
+    assert findings(GUARDED.format(build=guarded), "TP101") == []
+    plain = "loader = DataLoader(dataset, batch_size=8, num_workers=config.num_workers)"
+    assert findings(GUARDED.format(build=plain), "TP101") == [("TP101", 12)]
+
+
+# change-39, PyTorch Step-by-Step's StepByStep.lr_range_test: a learning-rate sweep, run once
+# before training, is no training run, whatever its function is called beside range_test.
+SWEEP = """
+import torch
+
+
+def {name}(model, loader, optimizer, end_lr=10.0, num_iter=100):
+    model.cuda()
+    losses = []
+    for x, y in loader:
+        loss = torch.nn.functional.mse_loss(model(x.cuda()), y.cuda())
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    return losses
+"""
+
+
+def test_a_learning_rate_range_test_is_a_sweep_not_the_training_run() -> None:
+    assert findings(SWEEP.format(name="lr_range_test"), "TP201") == []
+    assert findings(SWEEP.format(name="find_lr_rate"), "TP201") == []
+    assert findings(SWEEP.format(name="fit"), "TP201") == [("TP201", 13)]
+
+
+# change-39, RWKV-v1: RWKV_TinyAttn's only use is a commented-out line; it never runs.
+ATTN = """
+import torch
+import torch.nn as nn
+
+
+class TinyAttn(nn.Module):
+    def forward(self, x):
+        mask = torch.ones(x.shape[1], x.shape[1]).cuda()
+        return x * mask
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        {use}
+
+    def forward(self, x):
+        return x + torch.zeros(x.shape[0]).cuda()
+"""
+ATTN_TRAIN = """
+import torch
+
+from model import Block
+
+
+def train(loader, opt):
+    model = Block().cuda()
+    for x in loader:
+        loss = model(x.cuda()).sum()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+"""
+
+
+@pytest.mark.parametrize(
+    ("use", "lines"),
+    [
+        ("# self.tiny_att = TinyAttn()", [18]),
+        ("self.tiny_att = TinyAttn()  # the tiny attention", [8, 18]),
+    ],
+)
+def test_a_name_only_on_a_line_commented_out_is_not_a_use(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], use: str, lines: list[int]
+) -> None:
+    write_project(tmp_path, {"model.py": ATTN.format(use=use), "train.py": ATTN_TRAIN})
+    main(["lint", str(tmp_path), "--select", "TP207", "--format", "json"])
+    found = json.loads(capsys.readouterr().out)
+    assert sorted(f["line"] for f in found if Path(f["path"]).name == "model.py") == lines

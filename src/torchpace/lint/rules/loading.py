@@ -94,15 +94,33 @@ def _in_memory(ctx: FileContext, call: ast.Call) -> bool:
     return _tensors_in_memory(ctx, data, lists)
 
 
-def _tensors_in_memory(ctx: FileContext, data: ast.expr | None, lists: bool = True) -> bool:
+def _tensors_in_memory(
+    ctx: FileContext, data: ast.expr | None, lists: bool = True, depth: int = 1
+) -> bool:
     if isinstance(data, ast.Name):
         # every value the scope binds the name to (a notebook's cells bind ``data`` again)
         values = bound_in(ctx, data.id, ctx.enclosing_scope(data))
         if values and len(values) > 1:
             return all(
-                not isinstance(v, ast.Name) and _tensors_in_memory(ctx, v, lists) for v in values
+                not isinstance(v, ast.Name) and _tensors_in_memory(ctx, v, lists, depth)
+                for v in values
             )
+        split = _split_from(ctx, data.id)
+        if split is not None:
+            return _tensors_in_memory(ctx, split, lists, depth)
+        if values is None:
+            values = _assigned_in_scope(ctx, data)
+        if values and len(values) == 1 and not isinstance(values[0], ast.Name):
+            data = values[0]  # what this scope binds it to (a helper's ``dataset = ...``)
     data = assigned_once(ctx, data)
+    if isinstance(data, ast.Subscript):
+        data = data.value  # ``random_split(data, [n, m])[0]``
+    if isinstance(data, ast.Call) and _SUBSETS.intersection(
+        {ctx.names.qualname(data.func), dotted(data.func)}
+    ):
+        return bool(data.args) and _tensors_in_memory(ctx, data.args[0], lists, depth)
+    if isinstance(data, ast.Call) and depth > 0 and _returns_in_memory(ctx, data, depth):
+        return True
     while (
         isinstance(data, ast.Call)
         and isinstance(data.func, ast.Attribute)
@@ -112,6 +130,66 @@ def _tensors_in_memory(ctx: FileContext, data: ast.expr | None, lists: bool = Tr
     if isinstance(data, ast.Call) and ctx.names.qualname(data.func) in _IN_MEMORY:
         return True
     return lists and _python_list(ctx, data)
+
+
+# What takes part of a dataset, items and all: a subset of tensors in memory is in memory.
+_SUBSETS = frozenset(
+    {"torch.utils.data.random_split", "torch.utils.data.Subset", "random_split", "Subset"}
+)
+
+
+def _assigned_in_scope(ctx: FileContext, name: ast.Name) -> list[ast.expr]:
+    """The values plain assignments of ``name``'s own scope bind it to (a function's own
+    ``dataset = ...`` is not the module's)."""
+    scope = ctx.enclosing_scope(name)
+    return [
+        n.value
+        for n in ctx.of_type(ast.Assign)
+        if any(isinstance(t, ast.Name) and t.id == name.id for t in n.targets)
+        and ctx.enclosing_scope(n) is scope
+    ]
+
+
+def _split_from(ctx: FileContext, name: str) -> ast.expr | None:
+    """The dataset that every binding of ``name`` in the file unpacks from a split of it
+    (``train_data, val_data = random_split(dataset, [n_train, n_val])``); else None."""
+    found: ast.expr | None = None
+    for node in ctx.of_type(ast.Assign):
+        for target in node.targets:
+            names = [
+                e.id
+                for e in (target.elts if isinstance(target, ast.Tuple) else [target])
+                if isinstance(e, ast.Name)
+            ]
+            if name not in names:
+                continue
+            value = node.value
+            if not (
+                isinstance(target, ast.Tuple)
+                and isinstance(value, ast.Call)
+                and value.args
+                and _SUBSETS.intersection({ctx.names.qualname(value.func), dotted(value.func)})
+                and (found is None or ast.dump(found) == ast.dump(value.args[0]))
+            ):
+                return None
+            found = value.args[0]
+    return found
+
+
+def _returns_in_memory(ctx: FileContext, call: ast.Call, depth: int) -> bool:
+    """``call`` is of a function of the project whose every return is tensors in memory
+    (``return TensorDataset(features, labels)``: a helper that tokenizes or extracts features
+    once, before training), read ``depth`` calls deep."""
+    from torchpace.lint.project import definition_of  # imports the rules' package back
+
+    found = definition_of(ctx, call, ast.FunctionDef)
+    if found is None:
+        return False
+    where, function = found
+    returns = returned(function)
+    return bool(returns) and all(
+        _tensors_in_memory(where, r, lists=False, depth=depth - 1) for r in returns
+    )
 
 
 # Tensor methods that give the same data in another dtype or place.
@@ -268,6 +346,8 @@ def _check_loader_workers(ctx: FileContext) -> Iterator[Report]:
                 cpu_only = not may_use_accelerator(ctx)
             if cpu_only or _only_host_loops(ctx, call):
                 continue
+        if _decided_by_workers(ctx, call):
+            continue  # ``if config.num_workers > 0:``: the code chose for either count
         workers = loader_argument(ctx, call, "num_workers", _NUM_WORKERS_POSITION)
         if isinstance(workers, Unknown):
             continue  # *args or **kwargs may set num_workers: stay silent when we cannot tell
@@ -280,6 +360,22 @@ def _check_loader_workers(ctx: FileContext) -> Iterator[Report]:
             # (`num_workers=args.workers` with `--workers` defaulting to 0): at the argument
             # when the call passes it, at the call when a **kwargs dict does
             yield Report(argument(call, "num_workers", _NUM_WORKERS_POSITION) or call)
+
+
+def _decided_by_workers(ctx: FileContext, call: ast.Call) -> bool:
+    """The loader is built in a branch of a test on a worker count (RWKV's trainer: ``if
+    config.num_workers > 0:`` one loader with them, ``else:`` one without): the branch with
+    workers has them whatever the option's default, and the one without is what the run asks
+    for when it wants none."""
+    return any(
+        isinstance(a, (ast.If, ast.IfExp))
+        and any(
+            "workers" in (n.id if isinstance(n, ast.Name) else n.attr).lower()
+            for n in subtree(a.test)
+            if isinstance(n, (ast.Name, ast.Attribute))
+        )
+        for a in ctx.ancestors(call)
+    )
 
 
 def _asks_for_workers(ctx: FileContext, call: ast.Call) -> bool:
@@ -313,11 +409,15 @@ a literal 0, or an option or config field whose default in the same file is 0
 (`num_workers=args.workers` with `parser.add_argument("--workers", default=0)`, a click option, a
 dataclass field), unless the same call sets `persistent_workers` (not to False) or `prefetch_factor`
 (not to None), which the DataLoader refuses without workers: the run it is written for passes a
-worker count. Not, on any device, where the dataset is tensors in memory (`TensorDataset(x, y)`,
-also when every call of the function that builds the loader hands it one; a tensor, cast or not; a
-Python list the file builds, `list(zip(inputs, labels))`, a comprehension, a slice or sum of them,
-without a `collate_fn`): a batch is a slice of what the main process holds, and workers would only
-add processes and a copy between them. Not in a file that runs on the CPU only where a training loop
+worker count; nor a loader built in a branch of a test on a worker count (`if config.num_workers >
+0:` one loader with them, `else:` one without: the code chose for either count). Not, on any
+device, where the dataset is tensors in memory (`TensorDataset(x, y)`, also when every call of the
+function that builds the loader hands it one, a `random_split` or `Subset` of one, or what a
+function of the project returns as one, `return TensorDataset(features, labels)`; a tensor, cast or
+not; a Python list the file builds, `list(zip(inputs, labels))`, a comprehension, a slice or sum
+of them, without a `collate_fn`): a batch is a slice of what the main process holds, and workers
+would only add processes and a copy between them. Not in a file that runs on the CPU only where a
+training loop
 of the same file iterates the loader: there workers take cores from the step's own threads (whether
 they pay is measured by `torchpace doctor`, not read); nor in a notebook whose loops that iterate
 the loader all train on the host (a cell that only prints the CUDA device puts nothing on it). A
