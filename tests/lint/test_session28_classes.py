@@ -248,3 +248,75 @@ def test_a_name_only_on_a_line_commented_out_is_not_a_use(
     main(["lint", str(tmp_path), "--select", "TP207", "--format", "json"])
     found = json.loads(capsys.readouterr().out)
     assert sorted(f["line"] for f in found if Path(f["path"]).name == "model.py") == lines
+
+
+# change-39, RWKV's and minGPT's trainers (also decision-transformer's copy): the token counter
+# adds a device tensor each step (`self.tokens += (y >= 0).sum()`), then the learning-rate
+# schedule branches on it and reads it with float(): the batch comes through a progress bar
+# bound to a name, `pbar = tqdm(enumerate(loader)) if is_train else enumerate(loader)`.
+TOKENS = """
+import math
+import torch
+from torch.utils.data import DataLoader
+from tqdm import tqdm
+
+
+class Trainer:
+    def __init__(self, model, train_dataset, config):
+        self.model, self.train_dataset, self.config = model, train_dataset, config
+        self.tokens = 0
+        self.device = "cuda"
+
+    def train(self):
+        model, config = self.model.to(self.device), self.config
+        optimizer = torch.optim.AdamW(model.parameters())
+        for epoch in range(config.max_epochs):
+            loader = DataLoader(self.train_dataset, batch_size=config.batch_size, num_workers=4)
+            pbar = {pbar}
+            for it, (x, y) in pbar:
+                x = x.to(self.device)
+                y = y.to(self.device)
+                _, loss = model(x, y)
+                model.zero_grad()
+                loss.backward()
+                optimizer.step()
+                self.tokens += (y >= 0).sum()
+                if self.tokens < config.warmup_tokens:
+                    lr_mult = 1.0
+                else:
+                    progress = float(self.tokens - config.warmup_tokens) / config.final_tokens
+                    lr_mult = 0.5 * (1.0 + math.cos(math.pi * progress))
+                if it >= 0:
+                    pass
+"""
+
+
+@pytest.mark.parametrize(
+    "pbar",
+    [
+        "tqdm(enumerate(loader), total=len(loader))",
+        "tqdm(enumerate(loader)) if epoch == 0 else enumerate(loader)",
+        "enumerate(loader)\n            pbar = tqdm(pbar, total=len(loader))",
+    ],
+)
+def test_a_counter_of_device_tensors_is_read_through_a_progress_bars_batches(pbar: str) -> None:
+    found = [f for f in findings(TOKENS.format(pbar=pbar)) if f[0] in ("TP201", "TP204")]
+    shift = pbar.count("\n")
+    # the counter's branch and read; not `it`, the progress bar's count of steps
+    assert found == [("TP204", 28 + shift), ("TP201", 31 + shift)]
+
+
+def test_a_loader_wrapped_in_a_progress_bar_each_epoch_still_restarts_its_workers() -> None:
+    src = TOKENS.replace(
+        "            loader = DataLoader(self.train_dataset, batch_size=config.batch_size, "
+        "num_workers=4)\n",
+        "",
+    ).replace(
+        "        for epoch in range(config.max_epochs):\n",
+        "        loader = DataLoader(self.train_dataset, batch_size=config.batch_size, "
+        "num_workers=4)\n        for epoch in range(config.max_epochs):\n",
+    )
+    assert findings(
+        src.format(pbar="tqdm(loader)").replace("(x, y) in pbar", "(x, y) in enumerate(pbar)"),
+        "TP104",
+    ) == [("TP104", 17)]

@@ -588,7 +588,7 @@ def iterated_loader_calls(ctx: FileContext, loop: ast.For | ast.AsyncFor) -> lis
         return []
     (name, scope), passed = iterated_names[0], iterated_names[1:]
     names = [name]
-    if name not in ctx.loops.loader_calls and not ctx.loops.is_loader(loop.iter):
+    if name not in ctx.loops.loader_calls:
         wrapped = _wrapped_by(ctx, name, scope)
         if wrapped is not None:  # ``pbar = tqdm(dataloader)``, then ``for x, _ in pbar:``
             names.append(wrapped)

@@ -602,6 +602,8 @@ class LoopFacts:
     made: dict[str, list[Function]] = field(default_factory=dict)
     loaders: set[str] = field(default_factory=set)  # names bound to a DataLoader
     loader_calls: dict[str, list[ast.Call]] = field(default_factory=dict)  # name → DataLoader()
+    # name → the wrapper of a loader it is bound to (``pbar = tqdm(enumerate(loader))``)
+    loader_wrappers: dict[str, list[ast.Call]] = field(default_factory=dict)
     optimizers: set[str] = field(default_factory=set)  # names bound to a torch.optim optimizer
     scope_of: dict[int, Scope] = field(default_factory=dict)  # id(loop or function) → scope
     step_loops: list[Loop] = field(default_factory=list)
@@ -745,7 +747,11 @@ class LoopFacts:
         text = dotted(node)
         if text is None:
             return False
-        return text in self.loaders or bool(_LOADER_NAME.search(text.rsplit(".", 1)[-1]))
+        return (
+            text in self.loaders
+            or text in self.loader_wrappers
+            or bool(_LOADER_NAME.search(text.rsplit(".", 1)[-1]))
+        )
 
     def _is_next_batch(self, call: ast.Call) -> bool:
         """``next(it)`` where ``it = iter(loader)``, or ``next(iter(loader))``."""
@@ -1362,6 +1368,11 @@ def _collect_bindings(facts: LoopFacts, tree: ast.Module, by_type: dict[type, li
         value = strip_moves(value)
         if dotted(value) == target:
             continue  # ``model = model.cuda()``: the same object, moved; its class stays
+        if isinstance(value, ast.IfExp):
+            # ``pbar = tqdm(enumerate(loader)) if is_train else enumerate(loader)`` (minGPT's)
+            for branch in (value.body, value.orelse):
+                if isinstance(branch, ast.Call) and facts.is_loader(branch):
+                    facts.loader_wrappers.setdefault(target, []).append(branch)
         if not isinstance(value, ast.Call):
             seen.setdefault(target, set()).add("?")
             unmade.add(target)
@@ -1379,6 +1390,9 @@ def _collect_bindings(facts: LoopFacts, tree: ast.Module, by_type: dict[type, li
             continue  # the same module, wrapped: its class is what the other bindings say
         if qual in DATALOADERS:
             facts.loader_calls.setdefault(target, []).append(value)
+        # ``pbar = tqdm(enumerate(loader), total=len(loader))``: its items are the batches
+        if (qual or dotted(value.func)) in ITER_WRAPPERS and facts.is_loader(value):
+            facts.loader_wrappers.setdefault(target, []).append(value)
         if (
             qual in DATALOADERS
             or local in returns_loader

@@ -549,7 +549,13 @@ def _node_bindings(node: ast.AST, facts: LoopFacts) -> Iterator[tuple[str, ast.e
                     yield from _bind_loop_target(element, source, batch=facts.is_loader(source))
             return
         batch = facts.is_loader(node.iter)
-        yield from _bind_loop_target(node.target, node.iter, batch=batch)
+        iterable = node.iter
+        if _enumerates(facts, iterable, set()):
+            # ``for it, (x, y) in pbar`` with ``pbar = tqdm(enumerate(loader))``: ``it`` counts
+            iterable = ast.Call(
+                func=ast.Name("enumerate", ast.Load()), args=[iterable], keywords=[]
+            )
+        yield from _bind_loop_target(node.target, iterable, batch=batch)
     elif isinstance(node, ast.comprehension) and isinstance(node.target, ast.Name):
         # ``[label.tolist() for label in target]``: each element is what indexing the
         # iterable gives, as in ``for d in done`` (a batch's host tensors stay on the host)
@@ -639,6 +645,28 @@ def _bind(target: ast.expr, value: ast.expr | None) -> Iterator[tuple[str, ast.e
                 yield from _bind(element, None)
     elif isinstance(target, ast.Starred):
         yield from _bind(target.value, None)
+
+
+def _enumerates(facts: LoopFacts, node: ast.expr, seen: set[str]) -> bool:
+    """``node`` names a loader's wrapper that enumerates it (``pbar = enumerate(loader)``,
+    then ``pbar = tqdm(pbar, total=nb)``: YOLO's), as any of its bindings says."""
+    name = dotted(node)
+    if name is None or name in seen:
+        return False
+    seen.add(name)
+    for wrapper in facts.loader_wrappers.get(name, []):
+        inner: ast.expr = wrapper
+        while (
+            isinstance(inner, ast.Call)
+            and inner.args
+            and (dotted(inner.func) or "").rsplit(".", 1)[-1] == "tqdm"
+        ):
+            inner = inner.args[0]
+        if isinstance(inner, ast.Call) and dotted(inner.func) == "enumerate":
+            return True
+        if _enumerates(facts, inner, seen):
+            return True
+    return False
 
 
 def _bind_loop_target(
