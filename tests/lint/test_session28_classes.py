@@ -320,3 +320,80 @@ def test_a_loader_wrapped_in_a_progress_bar_each_epoch_still_restarts_its_worker
         src.format(pbar="tqdm(loader)").replace("(x, y) in pbar", "(x, y) in enumerate(pbar)"),
         "TP104",
     ) == [("TP104", 17)]
+
+
+# change-39, PatchTST (and Time-Series-Library, change-8): the experiment's `_get_data` unpacks
+# `data_set, data_loader = data_provider(self.args, flag)` from another file and returns both;
+# the epoch loop re-iterates the training loader, whose workers start again each epoch.
+FACTORY = """
+from torch.utils.data import DataLoader
+
+
+def data_provider(args, flag):
+    data_set = Dataset_Custom(args.root_path, flag=flag)
+    data_loader = DataLoader(
+        data_set, batch_size=args.batch_size, shuffle=True, num_workers=args.num_workers
+    )
+    return data_set, data_loader
+"""
+EXPERIMENT = """
+import argparse
+
+import torch
+
+from data_provider.data_factory import data_provider
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--num_workers", type=int, default={workers})
+
+
+class Exp_Main:
+    def __init__(self, args):
+        self.args = args
+        self.model = Model(args).cuda()
+
+    def _get_data(self, flag):
+        data_set, data_loader = data_provider(self.args, flag)
+        return data_set, data_loader
+
+    def train(self):
+        train_data, train_loader = self._get_data(flag="train")
+        optimizer = torch.optim.Adam(self.model.parameters())
+        for epoch in range(self.args.train_epochs):
+            for batch_x, batch_y in train_loader:
+                loss = self.model(batch_x.cuda()).mean()
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+
+
+def main():
+    args = parser.parse_args()
+    {run}
+"""
+
+
+@pytest.mark.parametrize(
+    ("workers", "run", "reported"),
+    [
+        (10, "Exp_Main(args).train()", True),
+        # the options this file parses and hands on say no workers (DLRM's --num-workers 0)
+        (0, "Exp_Main(args).train()", False),
+    ],
+)
+def test_a_loader_unpacked_from_another_files_factory_restarts_each_epoch(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], workers: int, run: str, reported: bool
+) -> None:
+    write_project(
+        tmp_path,
+        {
+            "data_provider/__init__.py": "",
+            "data_provider/data_factory.py": FACTORY,
+            "exp/__init__.py": "",
+            "exp/exp_main.py": EXPERIMENT.format(workers=workers, run=run),
+        },
+    )
+    main(["lint", str(tmp_path), "--format", "json"])
+    found = json.loads(capsys.readouterr().out)
+    tp104 = [(Path(f["path"]).name, f["line"]) for f in found if f["code"] == "TP104"]
+    assert tp104 == ([("data_factory.py", 7)] if reported else [])

@@ -511,9 +511,13 @@ def _returned_loaders(ctx: FileContext, name: str) -> list[ast.Call]:
 def built_loaders(ctx: FileContext, function: Function) -> list[ast.Call]:
     """The DataLoader calls ``function`` returns: ``return DataLoader(...)``, or ``return
     loader`` where the function binds ``loader`` only to DataLoader calls (SlowFast's
-    ``construct_loader``, one call per kind of dataset)."""
+    ``construct_loader``, one call per kind of dataset), also in a tuple (``return data_set,
+    data_loader``: Time-Series-Library's ``data_provider``)."""
     found = returned_loaders(function, ctx.names)
-    for value in returned(function):
+    returns = returned(function)
+    # ``return data_set, data_loader``: a loader among what it returns
+    elements = [e for r in returns for e in (r.elts if isinstance(r, ast.Tuple) else [r])]
+    for value in elements:
         if isinstance(value, ast.Name):
             bound = bound_in(ctx, value.id, function) or []
             if bound and all(

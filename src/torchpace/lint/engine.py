@@ -27,7 +27,9 @@ from torchpace.lint.loops import (
     bound_in,
     changed_objects,
     dotted,
+    iterated,
     parameter_defaults,
+    returned,
     walk,
 )
 from torchpace.lint.notebooks import read_notebook
@@ -555,6 +557,7 @@ def _epoch_loader_factories(ctx: FileContext, analysed: bool) -> list[tuple[str,
                 loop, ctx.enclosing_scope(loop)
             ):
                 values += iterated_values(ctx, loop)
+                values += _unpacked_factories(ctx, loop)
     values += [
         v
         for loop, v in handed_each_epoch(ctx)
@@ -571,6 +574,70 @@ def _epoch_loader_factories(ctx: FileContext, analysed: bool) -> list[tuple[str,
             out.append((found[0], EPOCH_LOADER + found[1]))
             out += [(found[0], f"{GIVEN}{found[1]}.{p}") for p in _zeros_given(ctx, value)]
     return out
+
+
+def _unpacked_factories(ctx: FileContext, loop: ast.For | ast.AsyncFor) -> list[ast.Call]:
+    """The calls of imported project functions that the name ``loop`` iterates is unpacked
+    from, in the loop's scope (``train_data, train_loader = data_provider(args, "train")``),
+    or through a method or function of this file that returns what it unpacks from one
+    (Time-Series-Library's ``self._get_data(flag="train")``, whose ``data_set, data_loader =
+    data_provider(self.args, flag)`` it returns)."""
+    name = dotted(iterated(loop.iter))
+    if name is None:
+        return []
+    scope = ctx.enclosing_scope(loop)
+    out: list[ast.Call] = []
+    for value in _unpacked_into(ctx, scope, {name}):
+        if _project_function(ctx, value.func) is not None:
+            out.append(value)
+            continue
+        callee = value.func.attr if isinstance(value.func, ast.Attribute) else dotted(value.func)
+        for function in ctx.loops.functions.get(callee or "", ()):
+            returned_names = {
+                dotted(e) or ""
+                for r in returned(function)
+                for e in (r.elts if isinstance(r, ast.Tuple) else [r])
+            }
+            out += [
+                v
+                for v in _unpacked_into(ctx, function, returned_names - {""})
+                if _project_function(ctx, v.func) is not None
+            ]
+    return [v for v in out if not _handed_no_workers(ctx, v)]
+
+
+def _handed_no_workers(ctx: FileContext, call: ast.Call) -> bool:
+    """``call`` hands the factory an options object (``args``, ``self.args``), and the options
+    this file parses give the worker count a default of 0 (DLRM's
+    ``make_random_data_and_loader(args, ...)`` with ``--num-workers`` of 0): the loader it
+    builds from them has no workers to restart."""
+    from torchpace.lint.values import int_value
+
+    if not any(isinstance(a, (ast.Name, ast.Attribute)) for a in (*call.args, *call.keywords)):
+        return False  # no options object handed on
+    options = ast.Name("args", ast.Load())  # what matters is the option's name
+    return any(
+        int_value(ctx, ast.Attribute(value=options, attr=attr, ctx=ast.Load())) == 0
+        for attr in ("num_workers", "workers")
+    )
+
+
+def _unpacked_into(ctx: FileContext, scope: ast.AST, names: set[str]) -> list[ast.Call]:
+    """The calls whose result ``scope``'s own assignments unpack into one of ``names``
+    (``data_set, data_loader = data_provider(args, flag)``)."""
+    body = (
+        scope.body if isinstance(scope, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef)) else []
+    )
+    return [
+        node.value
+        for node in walk(body)
+        if isinstance(node, ast.Assign)
+        and isinstance(node.value, ast.Call)
+        and any(
+            isinstance(t, ast.Tuple) and any(dotted(e) in names for e in t.elts)
+            for t in node.targets
+        )
+    ]
 
 
 def _builds_a_loader(ctx: FileContext, value: ast.expr) -> bool:
