@@ -397,3 +397,77 @@ def test_a_loader_unpacked_from_another_files_factory_restarts_each_epoch(
     found = json.loads(capsys.readouterr().out)
     tp104 = [(Path(f["path"]).name, f["line"]) for f in found if f["code"] == "TP104"]
     assert tp104 == ([("data_factory.py", 7)] if reported else [])
+
+
+# change-39, PyTorch Step-by-Step: the notebooks train conv nets through the book's StepByStep
+# class (stepbystep/v3.py), whose train() calls set_seed(), which turns the auto-tuner off for
+# reproducible lessons: the choice is made, in the class the notebook builds.
+STEPBYSTEP = """
+import numpy as np
+import torch
+
+
+class StepByStep:
+    def __init__(self, model, loss_fn, optimizer):
+        self.model, self.loss_fn, self.optimizer = model, loss_fn, optimizer
+        self.device = "cuda" if torch.cuda.is_available() else "cpu"
+        self.model.to(self.device)
+
+    def set_seed(self, seed=42):
+        {setting}
+        torch.manual_seed(seed)
+        np.random.seed(seed)
+
+    def train(self, loader, n_epochs, seed=42):
+        self.set_seed(seed)
+        for epoch in range(n_epochs):
+            for x, y in loader:
+                loss = self.loss_fn(self.model(x.to(self.device)), y.to(self.device))
+                loss.backward()
+                self.optimizer.step()
+                self.optimizer.zero_grad()
+"""
+NOTEBOOK_SCRIPT = """
+import torch
+import torch.nn as nn
+
+from stepbystep.v3 import StepByStep
+
+device = "cuda" if torch.cuda.is_available() else "cpu"
+model = nn.Sequential(nn.Conv2d(3, 64, 3), nn.ReLU(), nn.Flatten(), nn.LazyLinear(3))
+sbs = StepByStep(model, nn.CrossEntropyLoss(), torch.optim.Adam(model.parameters()))
+sbs.train(train_loader, 10)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+for x, y in train_loader:  # the notebook's own loop, after the book's class trained the net
+    loss = nn.functional.cross_entropy(model(x.to(device)), y.to(device))
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad()
+"""
+
+
+@pytest.mark.parametrize(
+    ("setting", "reported"),
+    [
+        (
+            "torch.backends.cudnn.deterministic = True\n"
+            "        torch.backends.cudnn.benchmark = False",
+            False,
+        ),
+        ("pass", True),
+    ],
+)
+def test_cudnn_set_up_by_a_method_of_a_class_the_file_builds_is_set_up(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], setting: str, reported: bool
+) -> None:
+    write_project(
+        tmp_path,
+        {
+            "stepbystep/__init__.py": "",
+            "stepbystep/v3.py": STEPBYSTEP.format(setting=setting),
+            "train.py": NOTEBOOK_SCRIPT,
+        },
+    )
+    main(["lint", str(tmp_path / "train.py"), "--select", "TP303", "--format", "json"])
+    found = json.loads(capsys.readouterr().out)
+    assert [f["line"] for f in found] == ([8] if reported else [])

@@ -178,9 +178,10 @@ def _chooses_in(
 
 def _helper_chooses_cudnn_setup(ctx: FileContext, depth: int = 2) -> bool:
     """A function of another project file that this file calls sets cuDNN up, followed
-    ``depth`` calls deep: YOLOv7's train.py calls ``init_seeds``, whose ``init_torch_seeds``,
-    in a third file, turns the auto-tuner on for every seed but 0. A call under an ``if`` is a
-    choice for that case, not for the default run."""
+    ``depth`` calls deep (YOLOv7's train.py calls ``init_seeds``, whose ``init_torch_seeds``, in
+    a third file, turns the auto-tuner on for every seed but 0), or a method of a class of
+    another project file that this file builds does. A call under an ``if`` is a choice for that
+    case, not for the default run."""
     seen: set[int] = set()
     todo = [(ctx, [call for call, _ in ctx.calls], depth)]
     while todo:
@@ -189,7 +190,23 @@ def _helper_chooses_cudnn_setup(ctx: FileContext, depth: int = 2) -> bool:
             if _only_in_a_branch(where, call):
                 continue  # PyTorch-YOLOv3's provide_determinism(seed), under `if args.seed != -1`
             found = definition_of(where, call, ast.FunctionDef)
-            if found is None or id(found[1]) in seen:
+            if found is None:
+                # a class of another project file built here (PyTorch Step-by-Step's
+                # ``StepByStep(model, loss_fn, optimizer)``, whose ``train`` seeds and sets cuDNN
+                # up in ``set_seed``): its methods are what this file runs
+                built = definition_of(where, call, ast.ClassDef)
+                if built is not None and built[0] is not where and id(built[1]) not in seen:
+                    seen.add(id(built[1]))
+                    nodes = list(subtree(built[1]))
+                    named = [
+                        (c, built[0].names.qualname(c.func))
+                        for c in nodes
+                        if isinstance(c, ast.Call)
+                    ]
+                    if _chooses_in(built[0], nodes, named):
+                        return True
+                continue
+            if id(found[1]) in seen:
                 continue
             helper, function = found
             seen.add(id(function))
@@ -604,7 +621,9 @@ turns cuDNN off, uses `torch.backends.cudnn.flags(...)`, or calls anything with
 `deterministic=True` (a seeding helper such as YOLOv5's `init_seeds`); a tuple assignment
 (`cudnn.benchmark, cudnn.deterministic = True, False`) sets both. Nor where a function of
 another project file that it calls, not under an `if`, does so, up to two calls deep (YOLOv7's
-`init_seeds`, whose `init_torch_seeds` in a third file turns the auto-tuner on).
+`init_seeds`, whose `init_torch_seeds` in a third file turns the auto-tuner on), or a method of
+a class of another project file that it builds (PyTorch Step-by-Step's `StepByStep`, whose
+`set_seed` turns the auto-tuner off for reproducible lessons).
 A file without convs of its own is flagged at the construction of a conv net it trains: a
 torchvision model; a conv net of a model library, known by what it is (diffusers' UNets, VAEs and
 ControlNet, segmentation_models_pytorch's nets, `EfficientNet`, built by the class or one of its
