@@ -471,3 +471,52 @@ def test_cudnn_set_up_by_a_method_of_a_class_the_file_builds_is_set_up(
     main(["lint", str(tmp_path / "train.py"), "--select", "TP303", "--format", "json"])
     found = json.loads(capsys.readouterr().out)
     assert [f["line"] for f in found] == ([8] if reported else [])
+
+
+# change-39: MAR's cache_latents (the frozen VAE's latents written to .npz files, once, before
+# training) and PyTorch Step-by-Step's preprocessed_dataset (a frozen model's features, in eval
+# mode each pass): passes over a loader that train nothing, whose host reads are their output.
+CACHING = """
+import os
+
+import numpy as np
+import torch
+
+import misc
+
+
+def cache_latents(vae, data_loader, device, args):
+    for samples, _, paths in data_loader:
+        samples = samples.to(device, non_blocking=True)
+        with torch.no_grad():
+            moments = vae.encode(samples).parameters
+        for i, path in enumerate(paths):
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            np.savez(os.path.join(args.cached_path, path), moments=moments[i].cpu().numpy())
+        if misc.is_dist_avail_and_initialized():
+            torch.cuda.synchronize()
+        {step}
+"""
+FEATURES = """
+import torch
+
+
+def preprocessed_dataset(model, loader, device="cuda"):
+    features = []
+    for x, y in loader:
+        model.{mode}()
+        output = model(x.to(device))
+        features.append(output.detach().cpu())
+    return torch.cat(features)
+"""
+
+
+def test_a_pass_that_caches_or_extracts_features_is_not_a_training_step() -> None:
+    def syncs(src: str) -> list[tuple[str, int]]:
+        return [f for f in findings(src) if f[0] in ("TP201", "TP205")]
+
+    assert syncs(CACHING.format(step="")) == []
+    trains = "vae.train_step(samples)"  # a call lint cannot see into may train
+    assert syncs(CACHING.format(step=trains)) == [("TP201", 17), ("TP205", 19)]
+    assert syncs(FEATURES.format(mode="eval")) == []
+    assert syncs(FEATURES.format(mode="train")) == [("TP201", 10)]

@@ -147,7 +147,7 @@ EVAL_NAME = re.compile(
 # functions of these libraries (but the few that train), Python's builtins that read or build
 # values, the methods of tensors and lists that move, convert, shape or collect, and the models
 # of torch.nn and of model libraries, run forward.
-_INERT_LIBRARIES = ("torch.", "numpy.", "math.", "time.")
+_INERT_LIBRARIES = ("torch.", "numpy.", "math.", "time.", "os.", "json.", "shutil.", "pickle.")
 _TRAINING_CALLS = frozenset({"torch.autograd.backward", "torch.autograd.grad"})
 _INERT_BUILTINS = frozenset(
     {
@@ -859,9 +859,12 @@ class LoopFacts:
         if id(loop) in self.no_grad or all(self._without_grad(n) for n in loop.body):
             return True
         if any(self._without_grad(n) for n in loop.body) and all(
-            self._without_grad(n) or _rebinds_moved(n) for n in loop.body
+            self._without_grad(n) or _rebinds_moved(n) or self._inert_statement(n)
+            for n in loop.body
         ):
-            return True  # the batch moved, then everything under ``torch.no_grad()``
+            # the batch moved, then everything under ``torch.no_grad()``, and what is left
+            # only saves or prints what it computed (MAR's ``cache_latents``: ``np.savez``)
+            return True
         if not isinstance(scope, ast.Module) and EVAL_NAME.search(scope.name):
             return True
         if not isinstance(scope, ast.Module) and self._only_run_without_grad(scope):
@@ -879,7 +882,13 @@ class LoopFacts:
         over_loader = isinstance(loop, (ast.For, ast.AsyncFor)) and self.is_loader(loop.iter)
         if drawn and not over_loader and all(_named_for_evaluation(d) for d in drawn):
             return True  # ``b = next(iter(valid_dataloader))``: examples drawn from a held-out set
-        return bool(in_eval_mode(scope, loop.lineno))
+        return bool(in_eval_mode(scope, loop.lineno)) or _sets_eval_mode(loop)
+
+    def _inert_statement(self, stmt: ast.stmt) -> bool:
+        """Every call of ``stmt`` is inert (:meth:`_inert_call`: torch's, NumPy's, the file
+        system's, a builtin, a tensor's method), and it calls something."""
+        calls = [n for n in walk([stmt]) if isinstance(n, ast.Call)]
+        return bool(calls) and all(self._inert_call(c) for c in calls)
 
     def _only_forwards(self, loop: Loop) -> bool:
         """A loop over batches in which nothing could train, that runs a model forward or moves
@@ -937,6 +946,8 @@ class LoopFacts:
         qual = self.names.qualname(func) or ""
         if qual.startswith(_INERT_LIBRARIES) and qual not in _TRAINING_CALLS:
             return True
+        if qual and not call.args and not call.keywords and self.names.import_path(func):
+            return True  # an imported module's function handed nothing (``misc.is_main()``)
         if isinstance(func, ast.Name):
             return func.id in _INERT_BUILTINS and func.id not in self.functions
         return isinstance(func, ast.Attribute) and func.attr in _INERT_METHODS
@@ -994,6 +1005,25 @@ class LoopFacts:
             isinstance(stmt, (ast.With, ast.AsyncWith))
             and any(disables_grad(self.names, i.context_expr) for i in stmt.items)
         )
+
+
+def _sets_eval_mode(loop: Loop) -> bool:
+    """A statement of the loop's own body puts a module in eval mode (``model.eval()``) and
+    none puts one back in training mode: each pass runs the model for inference (PyTorch
+    Step-by-Step's ``preprocessed_dataset``, features extracted once before training)."""
+    modes = [
+        stmt.value
+        for stmt in loop.body
+        if isinstance(stmt, ast.Expr)
+        and isinstance(stmt.value, ast.Call)
+        and isinstance(stmt.value.func, ast.Attribute)
+        and stmt.value.func.attr in {"eval", "train"}
+    ]
+    return bool(modes) and all(
+        m.func.attr == "eval"  # type: ignore[attr-defined]
+        or (bool(m.args) and _is_false(m.args[0]))
+        for m in modes
+    )
 
 
 def in_eval_mode(scope: Scope, before: int) -> set[str]:

@@ -716,8 +716,11 @@ a resumed run's fast-forward), in an exception handler that does not train (`exc
 torch.cuda.OutOfMemoryError:`), in a cache filled once per key (`if key not in
 cache: cache[key] = ...`, where the body fills the key it tests), after the loop, in the evaluation
 branch of a loop that serves both passes (`if not train:` where the backward runs under `if
-train:`), and in evaluation loops (under `torch.no_grad()`, after `model.eval()`, in a function
-named for evaluation) are not flagged; the optimizer step of gradient accumulation (`if (i + 1) %
+train:`), and in evaluation loops (under `torch.no_grad()`, after `model.eval()` or with
+`model.eval()` in the loop's body, in a function named for evaluation, or a pass that moves each
+batch, runs the model under `torch.no_grad()` and then only saves or prints what it computed, a
+latent cache's `np.savez`) are not flagged; the optimizer step of gradient accumulation
+(`if (i + 1) %
 accumulate == 0: optimizer.step()`) is training, and is; so is what a gate on the accumulation count
 runs (`if step % args.gradient_accumulation_steps == 0:`), once per optimizer step. Nor are reads of
 tensors in host memory: a loader's batch before it is moved (also a batch a function is handed and
