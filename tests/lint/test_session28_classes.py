@@ -520,3 +520,46 @@ def test_a_pass_that_caches_or_extracts_features_is_not_a_training_step() -> Non
     assert syncs(CACHING.format(step=trains)) == [("TP201", 17), ("TP205", 19)]
     assert syncs(FEATURES.format(mode="eval")) == []
     assert syncs(FEATURES.format(mode="train")) == [("TP201", 10)]
+
+
+# change-39: FEDformer's "attention" over complex Fourier modes, and RWKV's inference demos
+# (soft-capped scores, decoded under torch.no_grad() in a file that trains nothing): no fused
+# kernel runs either. Plain attention in a model file is still reported.
+ATTENTION = """
+import torch
+import torch.nn.functional as F
+
+
+def attention(q, k, v):
+    {prologue}
+    scores = {scores}
+    probs = F.softmax(scores, dim=-1)
+    return probs @ v
+"""
+
+
+@pytest.mark.parametrize(
+    ("prologue", "scores", "reported"),
+    [
+        ("pass", "q @ k.transpose(-2, -1) / 8", True),
+        ("q = torch.fft.rfft(q, dim=-1)", "q @ k.transpose(-2, -1) / 8", False),
+        ("pass", "64 * torch.tanh((q @ k.mT) / 1024)", False),
+    ],
+)
+def test_attention_no_fused_kernel_takes_is_left_alone(
+    prologue: str, scores: str, reported: bool
+) -> None:
+    found = findings(ATTENTION.format(prologue=prologue, scores=scores), "TP307")
+    assert found == ([("TP307", 8)] if reported else [])
+
+
+def test_attention_decoded_without_autograd_in_a_file_that_trains_nothing_is_inference() -> None:
+    demo = ATTENTION.format(prologue="pass", scores="q @ k.transpose(-2, -1) / 8").replace(
+        "def attention", "@torch.no_grad()\ndef attention"
+    )
+    assert findings(demo, "TP307") == []
+    training = demo + (
+        "\nfor x in loader:\n    loss = attention(x, x, x).sum()\n    loss.backward()\n"
+        "    optimizer.step()\n"
+    )
+    assert findings(training, "TP307") == [("TP307", 9)]

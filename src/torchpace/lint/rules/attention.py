@@ -218,6 +218,11 @@ class _Function:
                 continue
             name = dotted(call.func) or ""
             last = name.rsplit(".", 1)[-1].lower()
+            if self.ctx.names.qualname(call.func) == "torch.tanh" or last == "tanh":
+                # a soft cap (``64 * torch.tanh(q @ k.mT / 1024)``), which SDPA cannot apply
+                if any(self._score_in(a) for a in (*call.args, call.func)):
+                    return True
+                continue
             if not name.startswith("self.") or "drop" in last or "softmax" in last:
                 continue
             if name.count(".") == 1 and name[5:] in self._identities:
@@ -478,10 +483,52 @@ def _check_hand_written_attention(ctx: FileContext) -> Iterator[Report]:
         if id(fn) not in owners:
             continue
         found = _Function(ctx, fn).reports(fn)
-        if found and _only_a_fallback(ctx, fn):
+        if found and (_only_a_fallback(ctx, fn) or _complex(ctx, fn)):
             continue
+        trains = bool(ctx.loops.step_loops or ctx.loops.step_functions)
         for node in found:
+            if not trains and _without_grad(ctx, node):
+                continue  # an inference script's decoding, autograd off: nothing trains it
             yield Report(node)
+
+
+# What makes complex tensors: the scores of Fourier-domain "attention" (FEDformer's frequency
+# enhanced blocks) are complex, which no fused kernel takes.
+_COMPLEX = frozenset(
+    {"torch.cfloat", "torch.cdouble", "torch.complex64", "torch.complex128", "torch.complex"}
+)
+
+
+def _complex(ctx: FileContext, fn: ast.AST) -> bool:
+    """The function computes on complex tensors: it calls ``torch.fft`` or names a complex
+    dtype (``torch.zeros(..., dtype=torch.cfloat)``, ``torch.complex(re, im)``)."""
+    for node in _own_nodes(fn):
+        if isinstance(node, ast.Attribute):
+            qual = ctx.names.qualname(node) or ""
+            if qual in _COMPLEX or qual.startswith("torch.fft."):
+                return True
+    return False
+
+
+_NO_GRAD = frozenset({"torch.no_grad", "torch.inference_mode"})
+
+
+def _without_grad(ctx: FileContext, node: ast.AST) -> bool:
+    """``node`` runs with autograd off: inside ``with torch.no_grad():`` (or
+    ``torch.inference_mode()``), or in a function decorated with either."""
+    for a in ctx.ancestors(node):
+        if isinstance(a, (ast.With, ast.AsyncWith)) and any(
+            isinstance(i.context_expr, ast.Call)
+            and ctx.names.qualname(i.context_expr.func) in _NO_GRAD
+            for i in a.items
+        ):
+            return True
+        if isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
+            ctx.names.qualname(d.func if isinstance(d, ast.Call) else d) in _NO_GRAD
+            for d in a.decorator_list
+        ):
+            return True
+    return False
 
 
 def _calls_sdpa(ctx: FileContext, scope: ast.AST) -> bool:
@@ -524,6 +571,11 @@ both (`"bhqd,bhkd->bhqk"`, `"bct,bcs->bts"`, its operands given one by one or as
 softmax of those scores, and the product of the probabilities with the values, on either side
 (`probs @ v`, `torch.bmm(v, probs)`). Reported at the scores.
 
+Not reported on complex tensors (a function that calls `torch.fft` or names a complex dtype:
+FEDformer's attention over Fourier modes), which no fused kernel takes, nor on scores soft-capped
+with `tanh` (`64 * torch.tanh(q @ k.mT / 1024)`), which SDPA cannot apply. Not in a file that
+trains nothing where the attention runs with autograd off (under `torch.no_grad()` or
+`torch.inference_mode()`, or in a function decorated with either): an inference demo's decoding.
 Not reported where the same function also calls `F.scaled_dot_product_attention` or another
 fused kernel, FlashAttention's (its `flash_attn_*` functions, `flash_attn_func`,
 `flash_attn_unpadded_func`; not its rotary or padding helpers) or xformers'
