@@ -563,3 +563,37 @@ def test_attention_decoded_without_autograd_in_a_file_that_trains_nothing_is_inf
         "    optimizer.step()\n"
     )
     assert findings(training, "TP307") == [("TP307", 9)]
+
+
+def test_a_counter_of_host_batches_compared_with_a_config_value_is_on_the_host() -> None:
+    # RWKV-v4's trainer leaves the batch on the host (the model moves it): the counter of
+    # host tensors is a host tensor, and so is its comparison with a config's number
+    host = TOKENS.format(pbar="tqdm(enumerate(loader))").replace(
+        "                x = x.to(self.device)\n                y = y.to(self.device)\n", ""
+    )
+    assert [f for f in findings(host) if f[0] in ("TP201", "TP204")] == []
+
+
+# change-39, MAR: a host mask drawn each step, then transformed and moved
+# (`torch.rand(bsz) < p`, then `.unsqueeze(-1).cuda().to(x.dtype)`).
+DROP_MASK = """
+import torch
+import torch.nn as nn
+
+
+class MAR(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(16, 16)
+
+    def forward(self, x):
+        drop_latent_mask = torch.rand(x.shape[0]) < 0.1
+        drop_latent_mask = drop_latent_mask{move}
+        return self.proj(x) * drop_latent_mask
+"""
+
+
+def test_a_host_mask_transformed_then_moved_is_built_on_the_host() -> None:
+    moved = ".unsqueeze(-1).cuda().to(x.dtype)"
+    assert findings(DROP_MASK.format(move=moved), "TP207") == [("TP207", 12)]
+    assert findings(DROP_MASK.format(move=".unsqueeze(-1).float()"), "TP207") == []

@@ -322,8 +322,11 @@ class TensorFacts:
             )
             if any(self._host_array(n) for n in parts):
                 return True  # with a tensor on a device it would raise: the result is the host's
+            # a host tensor beside numbers, or beside values not known as tensors (a config's
+            # ``warmup_tokens``): with a device tensor of more than one element it would raise
             return any(self.is_host(n) for n in parts) and all(
-                self.is_host(n) or isinstance(n, ast.Constant) for n in parts
+                self.is_host(n) or isinstance(n, ast.Constant) or not self.is_tensor(n)
+                for n in parts
             )
         if not isinstance(node, ast.Call):
             return False

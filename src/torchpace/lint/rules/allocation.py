@@ -404,12 +404,13 @@ def _values_besides_moves(name: str, scope: ast.AST) -> list[ast.expr]:
 
 def _moves_itself(value: ast.expr, name: str) -> bool:
     """``z.cuda()``, ``z.to(device)``, also through casts and further moves
-    (pretrain-gnns' ``self_loop_attr.to(edge_attr.device).to(edge_attr.dtype)``)."""
+    (pretrain-gnns' ``self_loop_attr.to(edge_attr.device).to(edge_attr.dtype)``) and after
+    transforms on the host (MAR's ``drop_latent_mask.unsqueeze(-1).cuda().to(x.dtype)``)."""
     moved = False
     while (
         isinstance(value, ast.Call)
         and isinstance(value.func, ast.Attribute)
-        and value.func.attr in _MOVES | _CASTS
+        and value.func.attr in _MOVES | _CASTS | (_TRANSFORMS if moved else frozenset())
     ):
         moved = moved or value.func.attr in _MOVES
         value = value.func.value
