@@ -508,15 +508,28 @@ def _returned_loaders(ctx: FileContext, name: str) -> list[ast.Call]:
     return _loaders_by_name(ctx).get(name, [])
 
 
-def built_loaders(ctx: FileContext, function: Function) -> list[ast.Call]:
+def built_loaders(
+    ctx: FileContext, function: Function, position: int | None = None
+) -> list[ast.Call]:
     """The DataLoader calls ``function`` returns: ``return DataLoader(...)``, or ``return
     loader`` where the function binds ``loader`` only to DataLoader calls (SlowFast's
-    ``construct_loader``, one call per kind of dataset), also in a tuple (``return data_set,
-    data_loader``: Time-Series-Library's ``data_provider``)."""
-    found = returned_loaders(function, ctx.names)
+    ``construct_loader``, one call per kind of dataset); at ``position``, the loader that element
+    of a returned tuple is (``return data_set, data_loader``: Time-Series-Library's
+    ``data_provider``, position 1)."""
     returns = returned(function)
-    # ``return data_set, data_loader``: a loader among what it returns
-    elements = [e for r in returns for e in (r.elts if isinstance(r, ast.Tuple) else [r])]
+    if position is None:
+        found = returned_loaders(function, ctx.names)
+        elements = [r for r in returns if not isinstance(r, ast.Tuple)]
+    else:  # ``return data_set, data_loader``: the element at that position
+        found = []
+        elements = [
+            r.elts[position] for r in returns if isinstance(r, ast.Tuple) and position < len(r.elts)
+        ]
+        found += [
+            e
+            for e in elements
+            if isinstance(e, ast.Call) and ctx.names.qualname(e.func) in DATALOADERS
+        ]
     for value in elements:
         if isinstance(value, ast.Name):
             bound = bound_in(ctx, value.id, function) or []

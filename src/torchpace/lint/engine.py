@@ -551,13 +551,14 @@ def _epoch_loader_factories(ctx: FileContext, analysed: bool) -> list[tuple[str,
     from torchpace.lint.dataloaders import handed_each_epoch, iterated_values
 
     values: list[ast.expr] = []
+    unpacked: list[tuple[ast.Call, int]] = []  # a factory's call, and where its loader is
     if analysed:
         for loop in ctx.of_type(ast.For, ast.AsyncFor):
             if id(loop) in ctx.loops.repeated and ctx.loops.is_step_loop(
                 loop, ctx.enclosing_scope(loop)
             ):
                 values += iterated_values(ctx, loop)
-                values += _unpacked_factories(ctx, loop)
+                unpacked += _unpacked_factories(ctx, loop)
     values += [
         v
         for loop, v in handed_each_epoch(ctx)
@@ -573,37 +574,46 @@ def _epoch_loader_factories(ctx: FileContext, analysed: bool) -> list[tuple[str,
             assert isinstance(value, ast.Call)
             out.append((found[0], EPOCH_LOADER + found[1]))
             out += [(found[0], f"{GIVEN}{found[1]}.{p}") for p in _zeros_given(ctx, value)]
+    for value, index in unpacked:
+        found = _project_function(ctx, value.func)
+        if found is not None:
+            # ``function.1``: the loader is the second of what it returns, the one re-iterated
+            out.append((found[0], f"{EPOCH_LOADER}{found[1]}.{index}"))
+            out += [(found[0], f"{GIVEN}{found[1]}.{p}") for p in _zeros_given(ctx, value)]
     return out
 
 
-def _unpacked_factories(ctx: FileContext, loop: ast.For | ast.AsyncFor) -> list[ast.Call]:
+def _unpacked_factories(
+    ctx: FileContext, loop: ast.For | ast.AsyncFor
+) -> list[tuple[ast.Call, int]]:
     """The calls of imported project functions that the name ``loop`` iterates is unpacked
     from, in the loop's scope (``train_data, train_loader = data_provider(args, "train")``),
     or through a method or function of this file that returns what it unpacks from one
     (Time-Series-Library's ``self._get_data(flag="train")``, whose ``data_set, data_loader =
-    data_provider(self.args, flag)`` it returns)."""
+    data_provider(self.args, flag)`` it returns), each with the position in the factory's
+    returned tuple of the loader the loop iterates (not a memory bank's loader beside it)."""
     name = dotted(iterated(loop.iter))
     if name is None:
         return []
     scope = ctx.enclosing_scope(loop)
-    out: list[ast.Call] = []
-    for value in _unpacked_into(ctx, scope, {name}):
+    out: list[tuple[ast.Call, int]] = []
+    for value, index in _unpacked_into(ctx, scope, name):
         if _project_function(ctx, value.func) is not None:
-            out.append(value)
+            out.append((value, index))
             continue
         callee = value.func.attr if isinstance(value.func, ast.Attribute) else dotted(value.func)
         for function in ctx.loops.functions.get(callee or "", ()):
-            returned_names = {
-                dotted(e) or ""
-                for r in returned(function)
-                for e in (r.elts if isinstance(r, ast.Tuple) else [r])
-            }
-            out += [
-                v
-                for v in _unpacked_into(ctx, function, returned_names - {""})
-                if _project_function(ctx, v.func) is not None
-            ]
-    return [v for v in out if not _handed_no_workers(ctx, v)]
+            for r in returned(function):
+                if not (isinstance(r, ast.Tuple) and index < len(r.elts)):
+                    continue
+                inner = dotted(r.elts[index])
+                if inner is not None:
+                    out += [
+                        (v, j)
+                        for v, j in _unpacked_into(ctx, function, inner)
+                        if _project_function(ctx, v.func) is not None
+                    ]
+    return [(v, i) for v, i in out if not _handed_no_workers(ctx, v)]
 
 
 def _handed_no_workers(ctx: FileContext, call: ast.Call) -> bool:
@@ -613,7 +623,10 @@ def _handed_no_workers(ctx: FileContext, call: ast.Call) -> bool:
     builds from them has no workers to restart."""
     from torchpace.lint.values import int_value
 
-    if not any(isinstance(a, (ast.Name, ast.Attribute)) for a in (*call.args, *call.keywords)):
+    if not any(
+        isinstance(a, (ast.Name, ast.Attribute))
+        for a in (*call.args, *(k.value for k in call.keywords))
+    ):
         return False  # no options object handed on
     options = ast.Name("args", ast.Load())  # what matters is the option's name
     return any(
@@ -622,21 +635,18 @@ def _handed_no_workers(ctx: FileContext, call: ast.Call) -> bool:
     )
 
 
-def _unpacked_into(ctx: FileContext, scope: ast.AST, names: set[str]) -> list[ast.Call]:
-    """The calls whose result ``scope``'s own assignments unpack into one of ``names``
-    (``data_set, data_loader = data_provider(args, flag)``)."""
+def _unpacked_into(ctx: FileContext, scope: ast.AST, name: str) -> list[tuple[ast.Call, int]]:
+    """The calls whose result ``scope``'s own assignments unpack into ``name``, with its
+    position (``data_set, data_loader = data_provider(args, flag)``: 1 for ``data_loader``)."""
     body = (
         scope.body if isinstance(scope, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef)) else []
     )
     return [
-        node.value
+        (node.value, [dotted(e) for e in t.elts].index(name))
         for node in walk(body)
-        if isinstance(node, ast.Assign)
-        and isinstance(node.value, ast.Call)
-        and any(
-            isinstance(t, ast.Tuple) and any(dotted(e) in names for e in t.elts)
-            for t in node.targets
-        )
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
+        for t in node.targets
+        if isinstance(t, ast.Tuple) and name in [dotted(e) for e in t.elts]
     ]
 
 

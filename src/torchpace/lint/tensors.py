@@ -322,10 +322,11 @@ class TensorFacts:
             )
             if any(self._host_array(n) for n in parts):
                 return True  # with a tensor on a device it would raise: the result is the host's
-            # a host tensor beside numbers, or beside values not known as tensors (a config's
-            # ``warmup_tokens``): with a device tensor of more than one element it would raise
+            # a host tensor beside numbers: a literal, a config's field not known as a tensor
+            # (``config.warmup_tokens``) or a constant's name (``IGNORE_INDEX``); not what a call
+            # returns, which may be a device tensor (a CPU scalar tensor combines with one)
             return any(self.is_host(n) for n in parts) and all(
-                self.is_host(n) or isinstance(n, ast.Constant) or not self.is_tensor(n)
+                self.is_host(n) or isinstance(n, ast.Constant) or self._number_like(n)
                 for n in parts
             )
         if not isinstance(node, ast.Call):
@@ -428,6 +429,15 @@ class TensorFacts:
     def on_device(self, node: ast.AST) -> bool:
         """A tensor, and not certainly on the host: reading it may wait for a device."""
         return self.is_tensor(node) and not self.is_host(node)
+
+    def _number_like(self, node: ast.expr) -> bool:
+        """A field of a config not known as a tensor (``config.warmup_tokens``), or a name
+        written as a constant (``IGNORE_INDEX``, upper case)."""
+        if self.is_tensor(node):
+            return False
+        if isinstance(node, ast.Name):
+            return node.id.isupper()
+        return isinstance(node, ast.Attribute) and dotted(node) is not None
 
     def is_not_tensor(self, node: ast.expr) -> bool:
         """True when ``node`` certainly is not a tensor: a literal, a container, ``.item()``."""

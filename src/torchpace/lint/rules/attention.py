@@ -6,7 +6,15 @@ import ast
 from collections.abc import Iterator
 from functools import cached_property
 
-from torchpace.lint.loops import LOOPS, NESTED_SCOPES, assignments, dotted, strip_moves, walk
+from torchpace.lint.loops import (
+    LOOPS,
+    NESTED_SCOPES,
+    assignments,
+    disables_grad,
+    dotted,
+    strip_moves,
+    walk,
+)
 from torchpace.lint.rule import FileContext, Report, Rule
 from torchpace.lint.tree import children, subtree
 
@@ -218,7 +226,8 @@ class _Function:
                 continue
             name = dotted(call.func) or ""
             last = name.rsplit(".", 1)[-1].lower()
-            if self.ctx.names.qualname(call.func) == "torch.tanh" or last == "tanh":
+            method = call.func.attr if isinstance(call.func, ast.Attribute) else ""
+            if self.ctx.names.qualname(call.func) == "torch.tanh" or "tanh" in (last, method):
                 # a soft cap (``64 * torch.tanh(q @ k.mT / 1024)``), which SDPA cannot apply
                 if any(self._score_in(a) for a in (*call.args, call.func)):
                     return True
@@ -503,14 +512,11 @@ def _complex(ctx: FileContext, fn: ast.AST) -> bool:
     """The function computes on complex tensors: it calls ``torch.fft`` or names a complex
     dtype (``torch.zeros(..., dtype=torch.cfloat)``, ``torch.complex(re, im)``)."""
     for node in _own_nodes(fn):
-        if isinstance(node, ast.Attribute):
+        if isinstance(node, (ast.Attribute, ast.Name)):  # also ``from torch.fft import rfft``
             qual = ctx.names.qualname(node) or ""
             if qual in _COMPLEX or qual.startswith("torch.fft."):
                 return True
     return False
-
-
-_NO_GRAD = frozenset({"torch.no_grad", "torch.inference_mode"})
 
 
 def _without_grad(ctx: FileContext, node: ast.AST) -> bool:
@@ -518,14 +524,11 @@ def _without_grad(ctx: FileContext, node: ast.AST) -> bool:
     ``torch.inference_mode()``), or in a function decorated with either."""
     for a in ctx.ancestors(node):
         if isinstance(a, (ast.With, ast.AsyncWith)) and any(
-            isinstance(i.context_expr, ast.Call)
-            and ctx.names.qualname(i.context_expr.func) in _NO_GRAD
-            for i in a.items
+            disables_grad(ctx.names, i.context_expr) for i in a.items
         ):
             return True
         if isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
-            ctx.names.qualname(d.func if isinstance(d, ast.Call) else d) in _NO_GRAD
-            for d in a.decorator_list
+            disables_grad(ctx.names, d) for d in a.decorator_list
         ):
             return True
     return False

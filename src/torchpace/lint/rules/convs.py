@@ -197,7 +197,7 @@ def _helper_chooses_cudnn_setup(ctx: FileContext, depth: int = 2) -> bool:
                 built = definition_of(where, call, ast.ClassDef)
                 if built is not None and built[0] is not where and id(built[1]) not in seen:
                     seen.add(id(built[1]))
-                    nodes = list(subtree(built[1]))
+                    nodes = _methods_run(where, call, built[1])
                     named = [
                         (c, built[0].names.qualname(c.func))
                         for c in nodes
@@ -218,6 +218,40 @@ def _helper_chooses_cudnn_setup(ctx: FileContext, depth: int = 2) -> bool:
             if left > 1:
                 todo.append((helper, inner, left - 1))
     return False
+
+
+def _methods_run(ctx: FileContext, call: ast.Call, cls: ast.ClassDef) -> list[ast.AST]:
+    """The nodes of the methods of ``cls`` that the file runs on the instance ``call`` builds:
+    ``__init__``, the methods it calls on the name bound to it outside an ``if``
+    (``sbs.train(...)``), and those they call on ``self`` (``self.set_seed(seed)``)."""
+    methods = {
+        m.name: m for m in cls.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))
+    }
+    parent = ctx.parents.get(id(call))
+    names = (
+        {dotted(t) for t in parent.targets} - {None} if isinstance(parent, ast.Assign) else set()
+    )
+    todo = ["__init__"] + [
+        c.func.attr
+        for c, _ in ctx.calls
+        if isinstance(c.func, ast.Attribute)
+        and dotted(c.func.value) in names
+        and not _only_in_a_branch(ctx, c)
+    ]
+    run: set[str] = set()
+    while todo:
+        name = todo.pop()
+        if name in run or name not in methods:
+            continue
+        run.add(name)
+        todo += [
+            n.func.attr
+            for n in subtree(methods[name])
+            if isinstance(n, ast.Call)
+            and isinstance(n.func, ast.Attribute)
+            and dotted(n.func.value) == "self"
+        ]
+    return [n for name in run for n in subtree(methods[name])]
 
 
 # ``from solver import Solver``, ``import trainer``, ``from .engine import train`` at any indent.

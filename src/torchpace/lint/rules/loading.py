@@ -31,6 +31,7 @@ from torchpace.lint.loops import (
     LOOPS,
     PINS_ON_CUDA,
     TRAINING_ENGINES,
+    assigned_in,
     assignments,
     bound_in,
     changed_objects,
@@ -105,11 +106,11 @@ def _tensors_in_memory(
                 not isinstance(v, ast.Name) and _tensors_in_memory(ctx, v, lists, depth)
                 for v in values
             )
-        split = _split_from(ctx, data.id)
+        split = _split_from(ctx, data)
         if split is not None:
             return _tensors_in_memory(ctx, split, lists, depth)
         if values is None:
-            values = _assigned_in_scope(ctx, data)
+            values = assigned_in(ctx, data.id, ctx.enclosing_scope(data))
         if values and len(values) == 1 and not isinstance(values[0], ast.Name):
             data = values[0]  # what this scope binds it to (a helper's ``dataset = ...``)
     data = assigned_once(ctx, data)
@@ -138,23 +139,14 @@ _SUBSETS = frozenset(
 )
 
 
-def _assigned_in_scope(ctx: FileContext, name: ast.Name) -> list[ast.expr]:
-    """The values plain assignments of ``name``'s own scope bind it to (a function's own
-    ``dataset = ...`` is not the module's)."""
-    scope = ctx.enclosing_scope(name)
-    return [
-        n.value
-        for n in ctx.of_type(ast.Assign)
-        if any(isinstance(t, ast.Name) and t.id == name.id for t in n.targets)
-        and ctx.enclosing_scope(n) is scope
-    ]
-
-
-def _split_from(ctx: FileContext, name: str) -> ast.expr | None:
+def _split_from(ctx: FileContext, used: ast.Name) -> ast.expr | None:
     """The dataset that every binding of ``name`` in the file unpacks from a split of it
     (``train_data, val_data = random_split(dataset, [n_train, n_val])``); else None."""
     found: ast.expr | None = None
+    name, scope = used.id, ctx.enclosing_scope(used)
     for node in ctx.of_type(ast.Assign):
+        if ctx.enclosing_scope(node) is not scope:
+            continue  # another function's ``train_data``
         for target in node.targets:
             names = [
                 e.id
@@ -860,8 +852,10 @@ def _epoch_factories(ctx: FileContext) -> Iterator[ast.Call]:
     ``tools/train_net.py``)."""
     for entry in ctx.entries:
         if entry.startswith(EPOCH_LOADER):
-            for function in ctx.loops.functions.get(entry.removeprefix(EPOCH_LOADER), ()):
-                yield from built_loaders(ctx, function)
+            # ``function.1``: the loader is that element of the tuple the function returns
+            name, _, position = entry.removeprefix(EPOCH_LOADER).partition(".")
+            for function in ctx.loops.functions.get(name, ()):
+                yield from built_loaders(ctx, function, int(position) if position else None)
 
 
 def _engine_runs(ctx: FileContext) -> Iterator[ast.Call]:

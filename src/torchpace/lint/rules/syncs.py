@@ -650,7 +650,8 @@ def _logged_tensor(ctx: FileContext, call: ast.Call, scope: Scope) -> bool:
     if not isinstance(func, ast.Attribute):
         return False
     tensors = ctx.tensors(scope)
-    if func.attr in _WRITER_VALUES:
+    if func.attr in _WRITER_VALUES and func.attr not in ctx.loops.functions:
+        # (a method of the file's own, a buffer that keeps the tensor, is no writer)
         position, keyword = _WRITER_VALUES[func.attr]
         value = argument(call, keyword, position)
         return value is not None and tensors.on_device(value)
