@@ -597,3 +597,53 @@ def test_a_host_mask_transformed_then_moved_is_built_on_the_host() -> None:
     moved = ".unsqueeze(-1).cuda().to(x.dtype)"
     assert findings(DROP_MASK.format(move=moved), "TP207") == [("TP207", 12)]
     assert findings(DROP_MASK.format(move=".unsqueeze(-1).float()"), "TP207") == []
+
+
+# change-40, DeepGCNs' OGB examples: the options come from `args = ArgsInit().save_exp()`, whose
+# args.py declares `--num_workers` with a default of 0: the loader has no workers (TP101), and
+# none to pin beside the step or keep across epochs (TP102, TP104).
+OPTIONS = """
+import argparse
+
+
+class ArgsInit(object):
+    def __init__(self):
+        parser = argparse.ArgumentParser(description="DeeperGCN")
+        parser.add_argument("--num_workers", type=int, default={workers})
+        parser.add_argument("--epochs", type=int, default=300)
+        self.args = parser.parse_args()
+
+    def save_exp(self):
+        return self.args
+"""
+OGB_MAIN = """
+import torch
+from torch_geometric.loader import DataLoader
+
+from args import ArgsInit
+
+
+def main():
+    args = ArgsInit().save_exp()
+    device = torch.device("cuda")
+    model = DeeperGCN(args).to(device)
+    optimizer = torch.optim.Adam(model.parameters())
+    train_loader = DataLoader(dataset, batch_size=32, shuffle=True,
+                              num_workers=args.num_workers)
+    for epoch in range(args.epochs):
+        for batch in train_loader:
+            loss = model(batch.to(device)).mean()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+"""
+
+
+@pytest.mark.parametrize(("workers", "codes"), [(0, {"TP101"}), (4, {"TP102", "TP104"})])
+def test_option_defaults_are_read_in_the_file_the_options_object_comes_from(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], workers: int, codes: set[str]
+) -> None:
+    write_project(tmp_path, {"args.py": OPTIONS.format(workers=workers), "main.py": OGB_MAIN})
+    main(["lint", str(tmp_path / "main.py"), "--format", "json"])
+    found = json.loads(capsys.readouterr().out)
+    assert {f["code"] for f in found if f["code"] in ("TP101", "TP102", "TP104")} == codes

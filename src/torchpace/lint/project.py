@@ -585,6 +585,26 @@ def _imported_files_of(ctx: FileContext) -> tuple[FileContext, ...]:
 _imported_files = per_context(_imported_files_of, tuple[FileContext, ...]())
 
 
+def options_files(ctx: FileContext, name: str) -> tuple[FileContext, ...]:
+    """The project files an options object ``name`` of this file comes from: what the file
+    binds it to, at module level or in any function, is a call into another project file
+    (deep_gcns' ``args = ArgsInit().save_exp()``, ``opt = get_opts()``), the root of a chain of
+    calls; each such file, parsed once. Its ``add_argument`` declarations are the options' own."""
+    roots: list[ast.Call] = []
+    for node in ctx.of_type(ast.Assign):
+        if not any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
+            continue
+        value: ast.expr = node.value
+        while isinstance(value, ast.Call):
+            roots.append(value)
+            func = value.func
+            value = func.value if isinstance(func, ast.Attribute) else func
+    own = Path(ctx.path).resolve()
+    paths = dict.fromkeys(path for call in roots for path, _ in imported_from(ctx, call))
+    files = (_parsed(p) for p in paths if p.resolve() != own)
+    return tuple(f for f in files if f is not None and b"add_argument" in f.source)
+
+
 def imported_files(ctx: FileContext) -> tuple[FileContext, ...]:
     """The project files whose functions this file hands its argparse parser to, to declare
     options (``train_util.add_training_arguments(parser)``), parsed once."""

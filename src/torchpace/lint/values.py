@@ -6,7 +6,8 @@ step options (issue 32: rules read ``num_workers=args.workers`` as "some workers
 :func:`origin` follows one name to where it is set:
 
 - ``args.x``: the ``default=`` of the ``add_argument`` that defines ``x`` in this file
-  (``--x``, or ``dest="x"``), a "flag";
+  (``--x``, or ``dest="x"``), or in the project file ``args`` comes from (``args =
+  ArgsInit().save_exp()`` with ``ArgsInit`` imported from ``args.py``), a "flag";
 - a bare name ``x``: the ``default=`` of a ``@click.option("--x", ...)`` on the function that
   reads it (a "flag"), else a module-level ``X = literal`` assigned once (a "constant");
 - ``cfg.x`` (any object): the default of a field ``x`` declared in exactly one class of this
@@ -23,7 +24,7 @@ import re
 from dataclasses import dataclass, replace
 
 from torchpace.lint.loops import rewrites_globals
-from torchpace.lint.project import imported_files, per_context
+from torchpace.lint.project import imported_files, options_files, per_context
 from torchpace.lint.rule import FileContext, keyword, parameter_names
 from torchpace.lint.tree import subtree
 
@@ -177,14 +178,19 @@ def debug_flags_off(ctx: FileContext) -> frozenset[str]:
 DEBUG_ONLY = re.compile(r"(debug|dbg|verbose|test|test_only|eval|eval_only|evaluate)$", re.I)
 
 
-def _argparse_default(ctx: FileContext, attr: str) -> list[Origin]:
+def _argparse_default(ctx: FileContext, attr: str, owner: str | None = None) -> list[Origin]:
     """The ``add_argument`` of ``attr`` in this file; else in the project files this file hands
-    its parser to (kohya's scripts call ``train_util.add_training_arguments(parser)``)."""
+    its parser to (kohya's scripts call ``train_util.add_training_arguments(parser)``); else,
+    for ``owner.attr``, in the project file the options object ``owner`` comes from
+    (deep_gcns' ``args = ArgsInit().save_exp()``, whose ``args.py`` declares the options)."""
 
     def declared(f: FileContext) -> list[Origin]:
         return [Origin(o.default, "flag", o.flag) for o in _options_of(f) if o.dest == attr]
 
-    return declared(ctx) or [found for f in imported_files(ctx) for found in declared(f)]
+    found = declared(ctx) or [found for f in imported_files(ctx) for found in declared(f)]
+    if found or owner is None:
+        return found
+    return [found for f in options_files(ctx, owner) for found in declared(f)]
 
 
 def _click_default(ctx: FileContext, name: str) -> list[Origin]:
@@ -304,7 +310,7 @@ def origin(ctx: FileContext, node: ast.expr | None) -> Origin | None:
     """Where ``node``'s value is set, where the file declares exactly one place (module docs)."""
     found: list[Origin] = []
     if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
-        found = _argparse_default(ctx, node.attr) or _class_field(ctx, node.attr)
+        found = _argparse_default(ctx, node.attr, node.value.id) or _class_field(ctx, node.attr)
     elif isinstance(node, ast.Attribute):
         found = _class_field(ctx, node.attr)  # self.cfg.num_workers
     elif isinstance(node, ast.Name):

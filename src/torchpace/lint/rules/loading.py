@@ -399,8 +399,10 @@ PyTorch-Ignite's `idist.auto_dataloader`, webdataset's `WebLoader`) created with
 `num_workers`, or with `num_workers=0`:
 a literal 0, or an option or config field whose default in the same file is 0
 (`num_workers=args.workers` with `parser.add_argument("--workers", default=0)`, a click option, a
-dataclass field), unless the same call sets `persistent_workers` (not to False) or `prefetch_factor`
-(not to None), which the DataLoader refuses without workers: the run it is written for passes a
+dataclass field; also an option the project file the options object comes from declares, `args =
+ArgsInit().save_exp()` with `ArgsInit` of `args.py`), unless the same call sets
+`persistent_workers` (not to False) or `prefetch_factor` (not to None),
+which the DataLoader refuses without workers: the run it is written for passes a
 worker count; nor a loader built in a branch of a test on a worker count (`if config.num_workers >
 0:` one loader with them, `else:` one without: the code chose for either count). Not, on any
 device, where the dataset is tensors in memory (`TensorDataset(x, y)`, also when every call of the
