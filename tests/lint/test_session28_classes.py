@@ -647,3 +647,46 @@ def test_option_defaults_are_read_in_the_file_the_options_object_comes_from(
     main(["lint", str(tmp_path / "main.py"), "--format", "json"])
     found = json.loads(capsys.readouterr().out)
     assert {f["code"] for f in found if f["code"] in ("TP101", "TP102", "TP104")} == codes
+
+
+# change-40, DeepGCNs' ModelNet: `def infer(model, test_loader, criterion, opt)` puts the model
+# in eval mode and computes under `with torch.no_grad():`; the epoch loop calls it beside the
+# training step: its reads are the evaluation's, whatever the function is called.
+INFER = """
+import torch
+
+
+def train_step(model, loader, optimizer, criterion):
+    model.train()
+    for data, label in loader:
+        optimizer.zero_grad()
+        loss = criterion(model(data.cuda()), label.cuda())
+        loss.backward()
+        optimizer.step()
+
+
+def {name}(model, loader, criterion):
+    model.eval()
+    losses = []
+    {context}
+        for data, label in loader:
+            loss = criterion(model(data.cuda()), label.cuda())
+            losses.append(loss.item())
+    return losses
+
+
+model = Net().cuda()
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+for epoch in range(100):
+    train_step(model, train_loader, optimizer, criterion)
+    {name}(model, test_loader, criterion)
+"""
+
+
+def test_a_function_in_eval_mode_under_no_grad_that_trains_nothing_evaluates() -> None:
+    def tp201(name: str, context: str) -> list[tuple[str, int]]:
+        return findings(INFER.format(name=name, context=context), "TP201")
+
+    assert tp201("infer", "with torch.no_grad():") == []
+    assert tp201("run_pass", "with torch.no_grad():") == []
+    assert tp201("run_pass", "if True:") == [("TP201", 20)]  # autograd on: not shown to evaluate

@@ -1663,17 +1663,18 @@ def evaluation_function(facts: LoopFacts, function: Function) -> bool:
     computes under ``with torch.no_grad():`` (DGL's ``def evaluate(...)``), or trains nothing
     (:meth:`LoopFacts.function_trains`: no backward, no optimizer step; PyG's ``def test():
     model.eval(); ...`` with autograd left on, which TP403 reports; a ``scheduler.step(loss)``
-    is no training). A ``@no_grad`` helper the step needs (an EMA update) stays hot."""
+    is no training); and one of any name that does both, eval mode and ``with
+    torch.no_grad():``, and trains nothing (DeepGCNs' ``def infer(...)``).
+    A ``@no_grad`` helper the step needs (an EMA update) stays hot."""
     named = bool(_EVAL_NAME.search(function.name.lower()))
     if not any(disables_grad(facts.names, d) for d in function.decorator_list):
-        return (
-            named
-            and _switches_to_eval(function)
-            and (
-                any(facts._without_grad(stmt) for stmt in function.body)
-                or not facts.function_trains(function)
-            )
-        )
+        if not _switches_to_eval(function):
+            return False
+        without_grad = any(facts._without_grad(stmt) for stmt in function.body)
+        trains = facts.function_trains(function)
+        # unnamed (DeepGCNs' ``def infer(model, test_loader, ...)``): both eval mode and
+        # ``with torch.no_grad():``, and no training
+        return (named and (without_grad or not trains)) or (without_grad and not trains)
     return named or _switches_to_eval(function)
 
 
