@@ -690,3 +690,35 @@ def test_a_function_in_eval_mode_under_no_grad_that_trains_nothing_evaluates() -
     assert tp201("infer", "with torch.no_grad():") == []
     assert tp201("run_pass", "with torch.no_grad():") == []
     assert tp201("run_pass", "if True:") == [("TP201", 20)]  # autograd on: not shown to evaluate
+
+
+def test_a_tensors_type_name_is_a_string_not_a_tensor() -> None:
+    # change-40, KAIR's SSIM loss: `self.window.data.type() == img1.data.type()` compares names
+    ssim = """
+import torch
+import torch.nn as nn
+
+
+class SSIMLoss(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.window = torch.ones(1, 1, 11, 11)
+
+    def forward(self, img1, img2):
+        if self.window.data.type() == img1.data.type():
+            window = self.window
+        else:
+            window = self.window.type_as(img1)
+        return (img1 - img2).abs().mean() * window.mean()
+
+
+model = Net().cuda()
+criterion = SSIMLoss()
+optimizer = torch.optim.Adam(model.parameters())
+for x, y in loader:
+    loss = criterion(model(x.cuda()), y.cuda())
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+"""
+    assert findings(ssim, "TP204") == []  # was reported: `.type()` read as a cast

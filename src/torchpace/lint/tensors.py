@@ -236,7 +236,7 @@ class TensorFacts:
         if self._returns_tensor(call):
             return True
         if isinstance(func, ast.Attribute):
-            if func.attr in _NOT_TENSOR_MEMBERS:
+            if func.attr in _NOT_TENSOR_MEMBERS or _type_name(call):
                 return False
             return self.is_tensor(func.value)
         return False
@@ -449,7 +449,7 @@ class TensorFacts:
             return node.attr in _NOT_TENSOR_MEMBERS
         if isinstance(node, ast.Call):
             func = node.func
-            if isinstance(func, ast.Name) and func.id in _PYTHON_VALUES:
+            if (isinstance(func, ast.Name) and func.id in _PYTHON_VALUES) or _type_name(node):
                 return True
             if isinstance(func, ast.Attribute) and func.attr in _NOT_TENSOR_MEMBERS:
                 return True
@@ -464,6 +464,17 @@ class TensorFacts:
                 self._visiting.discard(func.id)
                 return result
         return False
+
+
+def _type_name(call: ast.Call) -> bool:
+    """``x.type()`` with no argument: the tensor's type as a string (``'torch.cuda.FloatTensor'``;
+    KAIR's SSIM loss compares two), not a cast."""
+    return (
+        isinstance(call.func, ast.Attribute)
+        and call.func.attr == "type"
+        and not call.args
+        and not call.keywords
+    )
 
 
 _CONTAINERS = (ast.List, ast.Tuple, ast.Dict, ast.Set, ast.ListComp, ast.DictComp, ast.SetComp)
