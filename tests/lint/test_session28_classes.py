@@ -702,18 +702,24 @@ import torch.nn as nn
 class SSIMLoss(nn.Module):
     def __init__(self):
         super().__init__()
+        self.channel = 1
         self.window = torch.ones(1, 1, 11, 11)
 
     def forward(self, img1, img2):
-        if self.window.data.type() == img1.data.type():
+        (_, channel, _, _) = img1.size()
+        if channel == self.channel and self.window.data.type() == img1.data.type():
             window = self.window
         else:
-            window = self.window.type_as(img1)
+            window = torch.ones(1, channel, 11, 11)
+            if img1.is_cuda:
+                window = window.cuda(img1.get_device())
+            self.window = window
+            self.channel = channel
         return (img1 - img2).abs().mean() * window.mean()
 
 
 model = Net().cuda()
-criterion = SSIMLoss()
+criterion = SSIMLoss().cuda()
 optimizer = torch.optim.Adam(model.parameters())
 for x, y in loader:
     loss = criterion(model(x.cuda()), y.cuda())
