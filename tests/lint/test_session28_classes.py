@@ -728,3 +728,35 @@ for x, y in loader:
     optimizer.step()
 """
     assert findings(ssim, "TP204") == []  # was reported: `.type()` read as a cast
+
+
+def test_a_databricks_notebook_source_file_with_shell_lines_lints(tmp_path: Path) -> None:
+    # change-41, Dolly's train_dolly.py: a Databricks notebook exported as .py, whose
+    # `!deepspeed ...` cell is IPython; it made the run exit 2 as a syntax error
+    source = (
+        "# Databricks notebook source\n"
+        "# MAGIC %md\n"
+        "# MAGIC ## Train\n"
+        "\n"
+        "# COMMAND ----------\n"
+        "\n"
+        "!deepspeed --num_gpus=8 \\\n"
+        "    --module training.trainer\n"
+        "\n"
+        "# COMMAND ----------\n"
+        "\n"
+        "import torch\n"
+        "model = Net().cuda()\n"
+        "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "for x in loader:\n"
+        "    loss = model(x.cuda()).sum()\n"
+        "    loss.backward()\n"
+        "    opt.step()\n"
+        "    print(loss.item())\n"
+    )
+    path = tmp_path / "train_dolly.py"
+    path.write_text(source)
+    assert main(["lint", str(path), "--select", "TP201"]) == 1  # findings, not an error
+    plain = tmp_path / "plain.py"
+    plain.write_text(source.replace("# Databricks notebook source\n", ""))
+    assert main(["lint", str(plain), "--select", "TP201"]) == 2  # a script's syntax error stays

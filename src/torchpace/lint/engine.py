@@ -32,7 +32,7 @@ from torchpace.lint.loops import (
     returned,
     walk,
 )
-from torchpace.lint.notebooks import read_notebook
+from torchpace.lint.notebooks import DATABRICKS_HEADER, databricks_python, read_notebook
 from torchpace.lint.results import FileResult, LintError
 from torchpace.lint.rule import FileContext, Rule, argument, in_fallback, is_const
 from torchpace.lint.selection import select
@@ -97,6 +97,10 @@ def parse(
         if declared is None:
             return LintError(path, f"not valid UTF-8 (byte {exc.start}: {exc.reason})")
         text, source = declared, declared.encode("utf-8")  # positions in UTF-8, as for others
+    if source.startswith(DATABRICKS_HEADER):
+        # a Databricks notebook exported as .py: its magics and shell lines are not Python
+        decoded = text if isinstance(text, str) else text.decode("utf-8")
+        text = databricks_python(decoded)
     try:
         # Invalid escape sequences warn at parse time; they are the user's business, not ours.
         with warnings.catch_warnings():

@@ -150,6 +150,29 @@ def _python_lines(lines: list[str]) -> list[str]:
     return out
 
 
+# A Databricks notebook exported as a .py file: its first line, and the line between cells.
+DATABRICKS_HEADER = b"# Databricks notebook source"
+_DATABRICKS_CELL = re.compile(r"^# COMMAND -+\s*$")
+
+
+def databricks_python(text: str) -> str:
+    """A Databricks notebook's source (``# Databricks notebook source``, cells between ``#
+    COMMAND ----------`` lines) with each cell's IPython syntax made Python as in a ``.ipynb``
+    (Dolly's ``!deepspeed ...`` cell), one output line per input line: positions still point
+    at the file's own lines."""
+    lines = text.split("\n")
+    out: list[str] = []
+    cell: list[str] = []
+    for line in lines:
+        if _DATABRICKS_CELL.match(line):
+            out += [*_python_lines(cell), line]
+            cell = []
+        else:
+            cell.append(line)
+    out += _python_lines(cell)
+    return "\n".join(out)
+
+
 def _logical_starts(lines: list[str]) -> list[bool]:
     """Whether each line begins a logical line: not inside brackets or a triple-quoted string
     opened above, nor after a backslash (``print("%d"\\n      % (a,))``: the second line is
