@@ -688,6 +688,12 @@ def test_a_function_in_eval_mode_under_no_grad_that_trains_nothing_evaluates() -
         return findings(INFER.format(name=name, context=context), "TP201")
 
     assert tp201("infer", "with torch.no_grad():") == []
+    # a step that trains, then validates under no_grad in the same function, still trains
+    step = INFER.replace(
+        "    losses = []\n",
+        "    losses = []\n    train_step(model, loader, optimizer, criterion)\n",
+    )
+    assert findings(step.format(name="run_pass", context="with torch.no_grad():"), "TP201") != []
     assert tp201("run_pass", "with torch.no_grad():") == []
     assert tp201("run_pass", "if True:") == [("TP201", 20)]  # autograd on: not shown to evaluate
 
@@ -756,6 +762,8 @@ def test_a_databricks_notebook_source_file_with_shell_lines_lints(tmp_path: Path
     )
     path = tmp_path / "train_dolly.py"
     path.write_text(source)
+    found = [f[1] for f in findings(source, "TP201")]
+    assert found == [19]  # the read, at its own line: the shell cell kept its lines
     assert main(["lint", str(path), "--select", "TP201"]) == 1  # findings, not an error
     plain = tmp_path / "plain.py"
     plain.write_text(source.replace("# Databricks notebook source\n", ""))

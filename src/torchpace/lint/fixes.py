@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from torchpace._files import atomic_writer
 from torchpace.findings import Edit, Finding, Fix
 from torchpace.lint.engine import BOM
+from torchpace.lint.notebooks import DATABRICKS_HEADER, databricks_python
 from torchpace.lint.rule import line_starts
 
 
@@ -55,8 +56,11 @@ def _parses(source: bytes) -> bool:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", SyntaxWarning)
-            ast.parse(source)
-    except (SyntaxError, ValueError):
+            if source.startswith(DATABRICKS_HEADER):  # its IPython lines are not Python
+                ast.parse(databricks_python(source.decode("utf-8")))
+            else:
+                ast.parse(source)
+    except (SyntaxError, ValueError, UnicodeDecodeError):
         return False
     return True
 

@@ -1674,7 +1674,8 @@ def evaluation_function(facts: LoopFacts, function: Function) -> bool:
         trains = facts.function_trains(function)
         # unnamed (DeepGCNs' ``def infer(model, test_loader, ...)``): both eval mode and
         # ``with torch.no_grad():``, and no training
-        return (named and (without_grad or not trains)) or (without_grad and not trains)
+        passes = any(isinstance(n, (ast.For, ast.AsyncFor)) for n in walk(function.body))
+        return (named and (without_grad or not trains)) or (without_grad and not trains and passes)
     return named or _switches_to_eval(function)
 
 

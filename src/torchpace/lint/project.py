@@ -599,10 +599,20 @@ def options_files(ctx: FileContext, name: str) -> tuple[FileContext, ...]:
             roots.append(value)
             func = value.func
             value = func.value if isinstance(func, ast.Attribute) else func
-    own = Path(ctx.path).resolve()
-    paths = dict.fromkeys(path for call in roots for path, _ in imported_from(ctx, call))
-    files = (_parsed(p) for p in paths if p.resolve() != own)
-    return tuple(f for f in files if f is not None and b"add_argument" in f.source)
+    found: dict[int, FileContext] = {}
+    for call in roots:
+        defined = definition(ctx, call)  # follows re-exports (``utils/__init__.py``)
+        if defined is None or defined[0] is ctx:
+            continue
+        where, node = defined
+        if any(
+            isinstance(n, ast.Call)
+            and isinstance(n.func, ast.Attribute)
+            and n.func.attr == "add_argument"
+            for n in ast.walk(node)
+        ):
+            found[id(where)] = where  # the class or function called declares options itself
+    return tuple(found.values())
 
 
 def imported_files(ctx: FileContext) -> tuple[FileContext, ...]:

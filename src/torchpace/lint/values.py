@@ -53,6 +53,8 @@ class Origin:
     value: ast.expr | None
     kind: str
     flag: str | None = None
+    # set in another project file: ``value``'s positions are not this file's
+    elsewhere: bool = False
 
 
 def _dest_of(call: ast.Call, names: list[str]) -> str:
@@ -185,7 +187,11 @@ def _argparse_default(ctx: FileContext, attr: str, owner: str | None = None) -> 
     (deep_gcns' ``args = ArgsInit().save_exp()``, whose ``args.py`` declares the options)."""
 
     def declared(f: FileContext) -> list[Origin]:
-        return [Origin(o.default, "flag", o.flag) for o in _options_of(f) if o.dest == attr]
+        return [
+            Origin(o.default, "flag", o.flag, f is not ctx)
+            for o in _options_of(f)
+            if o.dest == attr
+        ]
 
     found = declared(ctx) or [found for f in imported_files(ctx) for found in declared(f)]
     if found or owner is None:

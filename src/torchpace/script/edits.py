@@ -578,6 +578,8 @@ def _origin(s: _Script, node: ast.expr) -> _Origin | None:
     if literal is not None:
         return _Origin(literal, "literal")
     where = values.origin(s.ctx, node)
+    if where is not None and where.elsewhere:
+        return None  # set in another file: an edit here would land at that file's positions
     default = None if where is None else _number(where.value)
     if where is None or default is None:
         return None

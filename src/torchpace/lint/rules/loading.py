@@ -613,7 +613,8 @@ Calls that pass `*args` or `**kwargs`, and `pin_memory=` expressions whose value
 known, are not flagged.
 
 Not a loader without workers (`num_workers` not passed, 0, or an option or config field whose
-default in the file is 0): there the loader pins each batch in the training thread before the
+default in the file, or in the project file its options object comes from, is 0):
+there the loader pins each batch in the training thread before the
 step, a copy about as long as the staged one pinning saves, so pinning alone gains little.
 TP101 asks for workers; with them, pinning runs in the loader's own thread, beside the step.
 Nor a PyG sampler of subgraphs (`NeighborLoader`) whose graph the file moves to the device
@@ -1132,7 +1133,8 @@ loader whose every loop around its own runs once, `for epoch in range(num_epoch)
 may raise), in a function no loop calls: its workers start once a run. The
 count is a literal,
 the default of an option or config field declared in the same file, or an option defined
-elsewhere. An option this file declares with the default 0, or a parameter of the function
+elsewhere. An option this file declares with the default 0 (or the project file its options
+object comes from, `args = ArgsInit().save_exp()`), or a parameter of the function
 that builds the loader whose default is 0 (`def create_dataloader(..., num_workers=0)`) and no
 call gives another value (a call of this file, or one of another file whose epoch loop uses the
 loader, `create_train_loader(dataset, 8, NUM_WORKERS)`), is left alone: there are no workers

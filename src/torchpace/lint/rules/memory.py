@@ -107,8 +107,8 @@ ADAM_WITH_WEIGHT_DECAY = Rule(
     doc="""\
 ## What it does
 Flags `torch.optim.Adam` created with a non-zero `weight_decay`: a literal, or an option of
-the same file whose `default=` is one (`weight_decay=args.wd` with
-`parser.add_argument("--wd", type=float, default=5e-4)`).
+the same file, or of the project file its options object comes from, whose `default=` is one
+(`weight_decay=args.wd` with `parser.add_argument("--wd", type=float, default=5e-4)`).
 
 Off by default: select it with `--select TP404`. It changes what training computes, not how
 fast a step runs: the gain is in steps to a given loss, and only after the decay is retuned.
