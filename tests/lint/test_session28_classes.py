@@ -768,3 +768,26 @@ def test_a_databricks_notebook_source_file_with_shell_lines_lints(tmp_path: Path
     plain = tmp_path / "plain.py"
     plain.write_text(source.replace("# Databricks notebook source\n", ""))
     assert main(["lint", str(plain), "--select", "TP201"]) == 2  # a script's syntax error stays
+
+
+def test_a_save_on_a_new_best_score_is_no_per_step_read() -> None:
+    # change-40, DeepGCNs: full-batch training evaluates and checkpoints each step, but copies the
+    # state to the host only when the score beats the best so far
+    src = """
+import torch
+
+model = Net().cuda()
+optimizer = torch.optim.Adam(model.parameters())
+best_acc = 0.0
+for epoch in range(500):
+    loss = model(data).mean()
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    acc = evaluate(model)
+    if {test}:
+        best_acc = acc
+        torch.save({{k: v.cpu() for k, v in model.state_dict().items()}}, "best.pt")
+"""
+    assert findings(src.format(test="acc > best_acc"), "TP201") == []
+    assert findings(src.format(test="acc > 0.5"), "TP201") == [("TP201", 15)]  # no record kept

@@ -1782,6 +1782,10 @@ def _mark_hot(
             # ``if torch.isnan(k).any(): k = fallback(...)``: recovery from a bad value
             stack += [node.test, *node.orelse]
             continue
+        if isinstance(node, ast.If) and _new_best(node) and not facts.trains(node.body, scope):
+            # ``if acc > best_acc: best_acc = acc; save(...)``: a new best, rarer as it goes
+            stack += [node.test, *node.orelse]
+            continue
         if isinstance(node, ast.If) and _ends_run(node.body):
             # ``if not math.isfinite(loss): print(...); sys.exit(1)``: the body runs at most once.
             stack += [node.test, *node.orelse]
@@ -1816,6 +1820,25 @@ def _mark_hot(
             # (Real-Time-Voice-Cloning's Tacotron: ``return self.decoder.r.item()``)
             queue += [f for f in facts.callees_of_property(node.attr, scope) if f is not scope]
         stack.extend(children(node))
+
+
+def _new_best(node: ast.If) -> bool:
+    """``if acc > best_acc: best_acc = acc ...``: a test of a value against a record that the
+    body then raises or lowers to it (a checkpoint or prediction saved on a new best score)."""
+    test = node.test
+    if not (
+        isinstance(test, ast.Compare)
+        and len(test.ops) == 1
+        and isinstance(test.ops[0], (ast.Gt, ast.Lt, ast.GtE, ast.LtE))
+    ):
+        return False
+    sides = {dotted(test.left), dotted(test.comparators[0])} - {None}
+    if len(sides) != 2:
+        return False
+    return any(
+        target in sides and dotted(value) in sides and dotted(value) != target
+        for target, value in assignments(walk(node.body))
+    )
 
 
 def _initialises(node: ast.If) -> bool:

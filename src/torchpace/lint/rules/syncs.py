@@ -713,7 +713,9 @@ body sets what it tests (`if loss_ema is None:
 loss_ema = loss.item()`, once until reset; not on a parameter of a function that no loop of it
 holds, `if h is None: h = ...`, which each call starts afresh), under a latch its body turns off
 (`if self.need_sync: ...; self.need_sync = False`, also after a branch that only skips the step,
-a resumed run's fast-forward), in an exception handler that does not train (`except
+a resumed run's fast-forward), under a test for a new best that records it (`if acc >
+best_acc: best_acc = acc; save_ckpt(...)`: rarer as training goes), in an exception handler that
+does not train (`except
 torch.cuda.OutOfMemoryError:`), in a cache filled once per key (`if key not in
 cache: cache[key] = ...`, where the body fills the key it tests), after the loop, in the evaluation
 branch of a loop that serves both passes (`if not train:` where the backward runs under `if
