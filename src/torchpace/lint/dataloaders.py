@@ -521,11 +521,10 @@ def built_loaders(
         found = returned_loaders(function, ctx.names)
         elements = [r for r in returns if not isinstance(r, ast.Tuple)]
     else:  # ``return data_set, data_loader``: the element at that position
-        found = []
         elements = [
             r.elts[position] for r in returns if isinstance(r, ast.Tuple) and position < len(r.elts)
         ]
-        found += [
+        found = [
             e
             for e in elements
             if isinstance(e, ast.Call) and ctx.names.qualname(e.func) in DATALOADERS

@@ -1019,9 +1019,15 @@ def _sets_eval_mode(loop: Loop) -> bool:
         and isinstance(stmt.value.func, ast.Attribute)
         and stmt.value.func.attr in {"eval", "train"}
     ]
+    return _all_eval(modes)
+
+
+def _all_eval(modes: list[ast.Call]) -> bool:
+    """There are mode switches, and each puts its module in eval mode: ``.eval()`` or
+    ``.train(False)``."""
     return bool(modes) and all(
         m.func.attr == "eval"  # type: ignore[attr-defined]
-        or (bool(m.args) and _is_false(m.args[0]))
+        or (len(m.args) == 1 and _is_false(m.args[0]))
         for m in modes
     )
 
@@ -1282,11 +1288,7 @@ def evaluates_its_model(forward: Function) -> bool:
         and isinstance(n.func.value, ast.Attribute)
         and dotted(n.func.value.value) == "self"
     ]
-    return bool(modes) and all(
-        m.func.attr == "eval"  # type: ignore[attr-defined]
-        or (len(m.args) == 1 and isinstance(m.args[0], ast.Constant) and m.args[0].value is False)
-        for m in modes
-    )
+    return _all_eval(modes)
 
 
 def parameter_defaults(function: Function) -> dict[str, ast.expr]:

@@ -589,7 +589,15 @@ def options_files(ctx: FileContext, name: str) -> tuple[FileContext, ...]:
     """The project files an options object ``name`` of this file comes from: what the file
     binds it to, at module level or in any function, is a call into another project file
     (deep_gcns' ``args = ArgsInit().save_exp()``, ``opt = get_opts()``), the root of a chain of
-    calls; each such file, parsed once. Its ``add_argument`` declarations are the options' own."""
+    calls; each such file, parsed once. Its ``add_argument`` declarations are the options' own.
+    Found once per file and name: every ``args.x`` read that this file does not declare asks."""
+    cache: dict[str, tuple[FileContext, ...]] = ctx.__dict__.setdefault("_tp_options_files", {})
+    if name not in cache:
+        cache[name] = _options_files(ctx, name)
+    return cache[name]
+
+
+def _options_files(ctx: FileContext, name: str) -> tuple[FileContext, ...]:
     roots: list[ast.Call] = []
     for node in ctx.of_type(ast.Assign):
         if not any(isinstance(t, ast.Name) and t.id == name for t in node.targets):

@@ -671,6 +671,18 @@ def _bind(target: ast.expr, value: ast.expr | None) -> Iterator[tuple[str, ast.e
         yield from _bind(target.value, None)
 
 
+def _inside_progress_bars(node: ast.expr) -> ast.expr:
+    """What ``node`` wraps in progress bars: ``enumerate(loader)`` of
+    ``tqdm(enumerate(loader))``."""
+    while (
+        isinstance(node, ast.Call)
+        and node.args
+        and (dotted(node.func) or "").rsplit(".", 1)[-1] == "tqdm"
+    ):
+        node = node.args[0]
+    return node
+
+
 def _enumerates(facts: LoopFacts, node: ast.expr, seen: set[str]) -> bool:
     """``node`` names a loader's wrapper that enumerates it (``pbar = enumerate(loader)``,
     then ``pbar = tqdm(pbar, total=nb)``: YOLO's), as any of its bindings says."""
@@ -679,13 +691,7 @@ def _enumerates(facts: LoopFacts, node: ast.expr, seen: set[str]) -> bool:
         return False
     seen.add(name)
     for wrapper in facts.loader_wrappers.get(name, []):
-        inner: ast.expr = wrapper
-        while (
-            isinstance(inner, ast.Call)
-            and inner.args
-            and (dotted(inner.func) or "").rsplit(".", 1)[-1] == "tqdm"
-        ):
-            inner = inner.args[0]
+        inner = _inside_progress_bars(wrapper)
         if isinstance(inner, ast.Call) and dotted(inner.func) == "enumerate":
             return True
         if _enumerates(facts, inner, seen):
@@ -698,13 +704,7 @@ def _bind_loop_target(
 ) -> Iterator[tuple[str, ast.expr | None]]:
     """``for x, y in loader`` makes x and y tensors; ``for i, (x, y) in enumerate(loader)`` too,
     also inside a progress bar (``tqdm(enumerate(loader))``: ``i`` is still the count)."""
-    inner = iterable
-    while (
-        isinstance(inner, ast.Call)
-        and inner.args
-        and (dotted(inner.func) or "").rsplit(".", 1)[-1] == "tqdm"
-    ):
-        inner = inner.args[0]
+    inner = _inside_progress_bars(iterable)
     enumerated = (
         isinstance(inner, ast.Call)
         and isinstance(inner.func, ast.Name)

@@ -10,12 +10,12 @@ from torchpace.lint.loops import (
     LOOPS,
     NESTED_SCOPES,
     assignments,
-    disables_grad,
     dotted,
     strip_moves,
     walk,
 )
 from torchpace.lint.rule import FileContext, Report, Rule
+from torchpace.lint.rules.evaluation import grad_disabled
 from torchpace.lint.tree import children, subtree
 
 _SOFTMAX = frozenset({"torch.softmax", "torch.nn.functional.softmax", "torch.Tensor.softmax"})
@@ -496,7 +496,7 @@ def _check_hand_written_attention(ctx: FileContext) -> Iterator[Report]:
             continue
         trains = bool(ctx.loops.step_loops or ctx.loops.step_functions)
         for node in found:
-            if not trains and _without_grad(ctx, node):
+            if not trains and grad_disabled(ctx, node):
                 continue  # an inference script's decoding, autograd off: nothing trains it
             yield Report(node)
 
@@ -516,21 +516,6 @@ def _complex(ctx: FileContext, fn: ast.AST) -> bool:
             qual = ctx.names.qualname(node) or ""
             if qual in _COMPLEX or qual.startswith("torch.fft."):
                 return True
-    return False
-
-
-def _without_grad(ctx: FileContext, node: ast.AST) -> bool:
-    """``node`` runs with autograd off: inside ``with torch.no_grad():`` (or
-    ``torch.inference_mode()``), or in a function decorated with either."""
-    for a in ctx.ancestors(node):
-        if isinstance(a, (ast.With, ast.AsyncWith)) and any(
-            disables_grad(ctx.names, i.context_expr) for i in a.items
-        ):
-            return True
-        if isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
-            disables_grad(ctx.names, d) for d in a.decorator_list
-        ):
-            return True
     return False
 
 
