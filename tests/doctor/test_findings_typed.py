@@ -48,3 +48,52 @@ def test_a_result_file_with_a_foreign_finding_is_an_error_naming_it() -> None:
     result = {"schema": "x", "findings": [DoctorFinding("x", "m", "f", Applies(None, False))]}
     assert jsonable(result)["findings"][0]["technique"] == "x"
     assert result["findings"][0].technique == "x"  # the live result keeps its typed findings
+
+
+# The two flat mappings Evidence declares (doctor/evidence.py): peak TFLOP/s by math mode and
+# the step's phases by name, each value typed.
+FLAT_MAPPINGS = {"ev.peaks", "ev.summary.timed"}
+
+
+def test_the_patterns_read_the_run_as_typed_values_not_dicts_by_key() -> None:
+    # Issue 31: the patterns read nested dicts by key path (the precision replay as
+    # timed["from_timed_s"], timed.get("share_of")); a key renamed in the result broke them only
+    # at run time. Every string-keyed read left in a pattern module is of a flat typed mapping.
+    import ast
+
+    doctor = Path(__file__).resolve().parents[2] / "src" / "torchpace" / "doctor"
+    reads = []
+    for path in sorted(doctor.glob("*patterns.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            keyed = None
+            if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load):
+                if isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str):
+                    keyed = node.value
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                first = node.args[0] if node.args else None
+                if node.func.attr == "get" and isinstance(first, ast.Constant):
+                    keyed = node.func.value if isinstance(first.value, str) else None
+            if keyed is not None and ast.unparse(keyed) not in FLAT_MAPPINGS:
+                reads.append(f"{path.name}:{node.lineno}: {ast.unparse(node)}")
+    assert reads == []
+
+
+def test_the_precision_replay_is_read_once_into_a_typed_value_naming_a_missing_key() -> None:
+    from torchpace.doctor.run_facts import Replay
+
+    written = {
+        "basis": "this model's own calls, timed in both precisions",
+        "from": "float32", "to": "bfloat16", "signatures": 4, "timed": 4, "failed": 0,
+        "flops_share_timed": 1.0, "share_of": "FLOPs", "from_timed_s": 0.06,
+        "to_timed_s": 0.02, "cast_timed_s": 0.001, "saved_s": 0.039, "speedup": 0.06 / 0.021,
+        "recurrent_twins": [{"module": "LSTM", "calls": 1, "float64_s": 0.01, "float32_s": 0.002}],
+        "compute_measured_s": 0.045,
+    }  # fmt: skip
+    replay = Replay.of(written)
+    assert replay.recurrent_twins == 1 and replay.saved_s == pytest.approx(0.039)
+    # a finding's figures: the result's names and order, the twins counted, no basis of its own
+    expected = {k: v for k, v in written.items() if k not in ("basis", "recurrent_twins")}
+    assert replay.figures() == {**expected, "recurrent_twins": 1}
+    assert list(replay.figures()) == [*expected, "recurrent_twins"]
+    with pytest.raises(KeyError, match="share_of"):
+        Replay.of({k: v for k, v in written.items() if k != "share_of"})

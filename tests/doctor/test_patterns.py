@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from torchpace.doctor.patterns import HIGH, MODERATE, Evidence, RuntimeFinding, diagnose, rank
-from torchpace.doctor.run_facts import Settings
+from torchpace.doctor.run_facts import Replay, Settings
 from torchpace.runtime.phases import PHASES
 
 _TRAIN_LOADER = {
@@ -255,19 +255,27 @@ def test_rank_puts_estimated_gains_first_largest_first() -> None:
     assert [x.pattern for x in ranked] == ["c", "b", "a", "d"]
 
 
-def _timed(saved_s: float | None, **kw: Any) -> dict[str, Any]:
-    return {
-        "timed": 3,
-        "flops_share_timed": 0.97,
-        "from": "float32",
-        "to": "bfloat16",
-        "from_timed_s": 0.08,
-        "to_timed_s": 0.03,
-        "cast_timed_s": 0.01,
-        "speedup": 2.0,
-        "saved_s": saved_s,
-        **kw,
-    }
+def _timed(saved_s: float | None, **kw: Any) -> Replay:
+    """A precision replay as doctor/precision.py's estimate writes it, read as the patterns
+    read it."""
+    return Replay.of(
+        {
+            "signatures": 3,
+            "timed": 3,
+            "failed": 0,
+            "flops_share_timed": 0.97,
+            "share_of": "FLOPs",
+            "from": "float32",
+            "to": "bfloat16",
+            "from_timed_s": 0.08,
+            "to_timed_s": 0.03,
+            "cast_timed_s": 0.01,
+            "speedup": 2.0,
+            "saved_s": saved_s,
+            "recurrent_twins": [],
+            **kw,
+        }
+    )
 
 
 def test_a_timed_saving_is_the_gain_and_states_its_basis() -> None:
@@ -305,8 +313,8 @@ def test_a_float64_model_gains_its_timed_ratio_on_forward_backward_and_optimizer
     # The replayed ops run in half the time in float32; forward, backward and the optimizer
     # (95% of the step) convert with the parameters, the data wait does not.
     shares = {"forward": 0.3, "backward": 0.6, "optimizer": 0.05, "data": 0.05}
-    timed = _timed(0.03, **{"from": "float64", "to": "float32", "cast_timed_s": 0.0})
-    timed.update(from_timed_s=0.08, to_timed_s=0.04, speedup=2.0)
+    same = {"from": "float64", "to": "float32", "cast_timed_s": 0.0, "from_timed_s": 0.08}
+    timed = _timed(0.03, **same, to_timed_s=0.04, speedup=2.0)
     ev = _evidence(shares, settings={"autocast": [], "optimizers": [], "param_dtypes": ["float64"]})
     ev = type(ev)(**{**ev.__dict__, "precision": timed})
     (hit,) = [f for f in diagnose(ev)[0] if f.pattern == "float64-compute"]
@@ -314,8 +322,7 @@ def test_a_float64_model_gains_its_timed_ratio_on_forward_backward_and_optimizer
     assert hit.measured["basis"] == "timed on the model's calls"
     assert "2.00x less time in float32" in hit.message
     # float32 no faster on these calls: nothing to promise
-    timed.update(to_timed_s=0.09)
-    ev = type(ev)(**{**ev.__dict__, "precision": timed})
+    ev = type(ev)(**{**ev.__dict__, "precision": _timed(0.03, **same, to_timed_s=0.09)})
     assert "float64-compute" not in _patterns(diagnose(ev)[0])
 
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from torchpace.doctor.run_facts import (
     LoaderSetting,
+    Replay,
     RunSummary,
     Settings,
     worker_paces,
@@ -43,7 +44,7 @@ class Evidence:
     flops_per_step: int | None
     forward_site: Site | None
     alloc_retries: int = 0  # the CUDA allocator's retries during the measured steps
-    precision: dict[str, Any] | None = None  # precision.estimate(): bf16 timed on this model
+    precision: Replay | None = None  # precision.estimate(): bf16 timed on this model
     worker_paces: dict[int, float] = field(default_factory=dict)  # the dataset's, by workers
     threads: int | None = None  # torch's intra-op threads (env "torch_threads")
     # The run's own files put tensors or modules on a CUDA device (lint's reading), or it ran on
@@ -59,16 +60,19 @@ class Evidence:
         loaders: list[dict[str, Any]],
         memory: dict[str, Any] | None = None,
         loader_rates: dict[str, Any] | None = None,
+        precision: dict[str, Any] | None = None,
         **rest: Any,
     ) -> Evidence:
         """From the result's own dicts: the summary, settings, loaders (``LoaderInfo.to_dict()``
-        plus "key"), memory and the loader pace (``loader_rate.measure()``)."""
+        plus "key"), memory, the loader pace (``loader_rate.measure()``) and the precision replay
+        (``precision.estimate()``)."""
         return cls(
             summary=RunSummary.of(summary),
             settings=Settings.of(settings),
             loaders=tuple(LoaderSetting.of(ld) for ld in loaders),
             alloc_retries=int((memory or {}).get("alloc_retries") or 0),
             worker_paces=worker_paces(loader_rates),
+            precision=None if precision is None else Replay.of(precision),
             **rest,
         )
 

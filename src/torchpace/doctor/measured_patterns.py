@@ -17,7 +17,7 @@ from torchpace.doctor.evidence import (
     times,
 )
 from torchpace.doctor.loader_rate import step_with_workers
-from torchpace.doctor.run_facts import HotSpot
+from torchpace.doctor.run_facts import HotSpot, Replay
 from torchpace.measure.cores import usable_cores
 
 # -- input ---------------------------------------------------------------------------------------
@@ -361,7 +361,7 @@ CPU_FLOAT64_SLOWDOWN = 2.0
 def float64_match(ev: Evidence) -> list[RuntimeFinding]:
     compute = ev.share("forward") + ev.share("backward")
     timed = _timed(ev, to="float32")
-    if timed is not None and timed["from_timed_s"] > 0:
+    if timed is not None and timed.from_timed_s > 0:
         # The model's own calls, timed in float64 and float32: their ratio applies to all of
         # forward, backward and the optimizer, which convert with the parameters. Their seconds
         # saved alone fall short: the replay leaves out what goes around the ops (allocating
@@ -371,7 +371,7 @@ def float64_match(ev: Evidence) -> list[RuntimeFinding]:
         # seconds saved 1.89x, 2.13x, 1.71x and 5.11x. The corpus's LSTMCell loop measured
         # 1.41x; the ratio gave 1.35x, the seconds saved 1.29x.
         converted = compute + ev.share("optimizer")
-        ratio = float(timed["to_timed_s"]) / float(timed["from_timed_s"])
+        ratio = timed.to_timed_s / timed.from_timed_s
         gain: float | None = converted * (1.0 - ratio)
     else:
         gain = compute * (1 - 1 / CPU_FLOAT64_SLOWDOWN) if ev.device == "cpu" else None
@@ -380,7 +380,7 @@ def float64_match(ev: Evidence) -> list[RuntimeFinding]:
     if timed is not None:
         rate = (
             f"its own calls ({_shapes(timed)}), timed in both precisions after the run, take "
-            f"{timed['speedup']:.2f}x less time in float32"
+            f"{timed.speedup or 0:.2f}x less time in float32"
         )
     elif gain is not None:
         rate = f"float32 math runs at up to {CPU_FLOAT64_SLOWDOWN:g}x the float64 rate on a CPU"
@@ -416,17 +416,16 @@ def float64_match(ev: Evidence) -> list[RuntimeFinding]:
 REPLAY_OVER_MEASURED = 1.5
 
 
-def _timed(ev: Evidence, to: str = "bfloat16") -> dict[str, Any] | None:
+def _timed(ev: Evidence, to: str = "bfloat16") -> Replay | None:
     """The estimate timed on this model's own calls (doctor/precision.py) in precision ``to``,
     if there is one."""
     p = ev.precision
-    return p if p is not None and p.get("saved_s") is not None and p.get("to") == to else None
+    return p if p is not None and p.saved_s is not None and p.to == to else None
 
 
-def _shapes(timed: dict[str, Any]) -> str:
-    n = timed["timed"]
-    share, of = timed["flops_share_timed"], timed.get("share_of", "FLOPs")
-    return f"{n} shape{'' if n == 1 else 's'}, {share:.0%} of their {of}"
+def _shapes(timed: Replay) -> str:
+    n, share = timed.timed, timed.flops_share_timed
+    return f"{n} shape{'' if n == 1 else 's'}, {share:.0%} of their {timed.share_of}"
 
 
 def amp_skip(ev: Evidence) -> str | None:
@@ -436,12 +435,12 @@ def amp_skip(ev: Evidence) -> str | None:
         return "autocast is already on"
     timed = _timed(ev)
     if timed is not None:
-        if timed["saved_s"] <= 0:
+        if timed.saved_s is not None and timed.saved_s <= 0:
             return (
                 f"bfloat16 {NOT_PAYING} on this model: its own matmul, convolution and attention "
-                f"calls ({_shapes(timed)}) take {timed['from_timed_s'] * 1e3:.1f} ms a step "
+                f"calls ({_shapes(timed)}) take {timed.from_timed_s * 1e3:.1f} ms a step "
                 "in float32 and "
-                f"{(timed['to_timed_s'] + timed['cast_timed_s']) * 1e3:.1f} ms in bfloat16 "
+                f"{(timed.to_timed_s + timed.cast_timed_s) * 1e3:.1f} ms in bfloat16 "
                 "with autocast's casts (timed on this device after the run)"
             )
         return None
@@ -456,19 +455,15 @@ def amp_match(ev: Evidence) -> list[RuntimeFinding]:
     compute = ev.share("forward") + ev.share("backward")
     timed = _timed(ev)
     if timed is not None:
-        saved = float(timed["saved_s"])
+        saved = timed.saved_s or 0.0
         basis = (
             "this model's own matmul, convolution and attention calls "
-            f"({_shapes(timed)}), timed in both precisions, run {timed['speedup']:.2f}x faster "
+            f"({_shapes(timed)}), timed in both precisions, run {timed.speedup or 0:.2f}x faster "
             "in bfloat16 with autocast's casts"
         )
         # the estimate's figures; its list of recurrent layers timed is the result's
         # precision.recurrent_twins, counted here
-        figures: dict[str, Any] = {
-            "basis": "timed on the model's calls",
-            **{k: v for k, v in timed.items() if k not in ("basis", "recurrent_twins")},
-            "recurrent_twins": len(timed.get("recurrent_twins") or []),
-        }
+        figures: dict[str, Any] = {"basis": "timed on the model's calls", **timed.figures()}
     else:
         # No timing: the step's matmul/conv FLOPs at the measured peak rates, their time in
         # float32 minus their time in bfloat16.
@@ -481,7 +476,7 @@ def amp_match(ev: Evidence) -> list[RuntimeFinding]:
         )
         figures = {"basis": "device peaks", "peak_ratio": ratio}
     withheld: dict[str, Any] = {}
-    if timed is not None and timed.get("speedup") and timed.get("flops_share_timed"):
+    if timed is not None and timed.speedup and timed.flops_share_timed:
         # Bounded by measurement (issue 29): the float32 time the estimate assumes for all of
         # forward and backward's heavy calls is their replayed time over the share timed. Past
         # the forward and backward time measured in the run, only that measured time speeds
@@ -489,10 +484,10 @@ def amp_match(ev: Evidence) -> list[RuntimeFinding]:
         # compute contradicts the run (a machine busy during the replay: 0.394 s replayed
         # against 0.153 s measured made 79% of a step, "bf16 removes all of forward and
         # backward") and the estimate is withheld.
-        replayed = float(timed["from_timed_s"]) / float(timed["flops_share_timed"])
+        replayed = timed.from_timed_s / timed.flops_share_timed
         measured_s = compute * ev.step_s
         if replayed > measured_s > 0:
-            saved = measured_s * (1 - 1 / float(timed["speedup"]))
+            saved = measured_s * (1 - 1 / timed.speedup)
             figures["bounded_by_measured_s"] = measured_s
         if measured_s > 0 and replayed > REPLAY_OVER_MEASURED * measured_s:
             withheld = {

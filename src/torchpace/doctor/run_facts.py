@@ -191,6 +191,78 @@ class LoaderSetting:
         )
 
 
+@dataclass(frozen=True)
+class Replay:
+    """The precision replay (doctor/precision.py ``estimate``): the model's own matmul,
+    convolution and attention calls, timed after the run in the precision it ran (``source``)
+    and in ``to``, with autocast's casts. ``saved_s`` is None where no estimate stands (``note``
+    says why)."""
+
+    source: str  # the result's "from"
+    to: str
+    signatures: int
+    timed: int
+    failed: int
+    flops_share_timed: float
+    share_of: str  # "FLOPs" or "calls"
+    from_timed_s: float
+    to_timed_s: float
+    cast_timed_s: float
+    saved_s: float | None
+    speedup: float | None
+    recurrent_twins: int  # the result's list, counted
+    note: str | None = None
+    compute_measured_s: float | None = None  # the run's forward and backward (result.py)
+
+    @classmethod
+    def of(cls, d: Mapping[str, Any]) -> Replay:
+        def number(key: str) -> float | None:
+            return None if d[key] is None else float(d[key])
+
+        measured = d.get("compute_measured_s")
+        return cls(
+            str(d["from"]),
+            str(d["to"]),
+            int(d["signatures"]),
+            int(d["timed"]),
+            int(d["failed"]),
+            float(d["flops_share_timed"]),
+            str(d["share_of"]),
+            float(d["from_timed_s"]),
+            float(d["to_timed_s"]),
+            float(d["cast_timed_s"]),
+            number("saved_s"),
+            number("speedup"),
+            len(d["recurrent_twins"] or []),
+            None if d.get("note") is None else str(d["note"]),
+            None if measured is None else float(measured),
+        )
+
+    def figures(self) -> dict[str, Any]:
+        """The replay's figures as a finding's ``measured`` reports them, in the result's
+        names and order."""
+        out: dict[str, Any] = {
+            "from": self.source,
+            "to": self.to,
+            "signatures": self.signatures,
+            "timed": self.timed,
+            "failed": self.failed,
+            "flops_share_timed": self.flops_share_timed,
+            "share_of": self.share_of,
+            "from_timed_s": self.from_timed_s,
+            "to_timed_s": self.to_timed_s,
+            "cast_timed_s": self.cast_timed_s,
+            "saved_s": self.saved_s,
+            "speedup": self.speedup,
+        }
+        if self.note is not None:
+            out["note"] = self.note
+        if self.compute_measured_s is not None:
+            out["compute_measured_s"] = self.compute_measured_s
+        out["recurrent_twins"] = self.recurrent_twins
+        return out
+
+
 def worker_paces(loader_rates: Mapping[str, Any] | None) -> dict[int, float]:
     """Seconds per batch by worker count, as loader_rate.measure() measured them ({} if not)."""
     rates = (loader_rates or {}).get("seconds_per_batch") or {}
