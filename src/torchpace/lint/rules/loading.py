@@ -262,12 +262,23 @@ def _cheap_items(ctx: FileContext, call: ast.Call) -> bool:
     a copy between them. Any other call (a transform, a tokenizer, a file read) makes the item
     not cheap; a batch of hundreds of such items (ogb's 256, 1,024 in AI-vaccine's loaders:
     judged true) costs milliseconds of Python a step, which workers do take off the step."""
-    from torchpace.lint.project import definition_of
 
     size = int_value(ctx, argument(call, "batch_size", 1))
     if size is None or size > _FEW_ITEMS:
         return False
-    data = assigned_once(ctx, argument(call, "dataset", 0))
+    data = argument(call, "dataset", 0)
+    values: list[ast.expr | None] = [assigned_once(ctx, data)]
+    if isinstance(data, ast.Name) and not isinstance(values[0], ast.Call):
+        # a notebook's cells bind the name again, each to a dataset the file builds
+        values = list(bound_in(ctx, data.id, ctx.enclosing_scope(call)) or values)
+    return all(_cheap_dataset(ctx, v) for v in values)
+
+
+def _cheap_dataset(ctx: FileContext, data: ast.expr | None) -> bool:
+    """``data`` builds a dataset class of this or a project file whose ``__getitem__`` only
+    indexes what it holds (:func:`_cheap_items`)."""
+    from torchpace.lint.project import definition_of
+
     if not isinstance(data, ast.Call):
         return False
     found = definition_of(ctx, data, ast.ClassDef)
