@@ -3,7 +3,7 @@ cut from the code it was seen in, and checked the other way round."""
 
 from __future__ import annotations
 
-from lint_findings import notebook_findings
+from lint_findings import findings, notebook_findings
 
 # PyTorch Step-by-Step, chapter 8: two cells define the same in-memory dataset class (its
 # __getitem__ only indexes a list of tensors) and bind train_var_data to it; a small-batch loader
@@ -45,3 +45,47 @@ def test_a_dataset_bound_again_in_a_later_cell_is_read_at_every_binding() -> Non
     # one binding's items read files: workers would take that off the step
     cells[2] = DATASET.format(item=reads)
     assert notebook_findings(cells, "TP101") == [("TP101", 2, 1), ("TP101", 4, 1)]
+
+
+# The UvA deep-learning notebooks (change-42): a Lightning Trainer put on the GPU where there is
+# one, `accelerator="gpu" if str(device).startswith("cuda") else "cpu"`, fitted on a loader the
+# notebook builds: every epoch restarts its workers, and the fit runs in float32 (judges listed
+# both, in eight notebooks).
+LIGHTNING = """
+import torch
+import torch.utils.data as data
+import pytorch_lightning as pl
+
+device = torch.device("cuda:0") if torch.cuda.is_available() else torch.device("cpu")
+train_loader = data.DataLoader(train_set, batch_size=128, shuffle=True, num_workers=4)
+
+class ViT(pl.LightningModule):
+    def __init__(self):
+        super().__init__()
+        self.net = torch.nn.Sequential(*[torch.nn.Linear(1024, 1024) for _ in range(12)])
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        return torch.nn.functional.cross_entropy(self.net(x), y)
+
+def train_model(**kwargs):
+    trainer = pl.Trainer(accelerator={accelerator}, devices=1, max_epochs={epochs})
+    model = ViT(**kwargs)
+    trainer.fit(model, train_loader, val_loader)
+    return model
+"""
+
+
+def test_a_lightning_trainer_on_the_gpu_where_there_is_one_fits_its_loader_every_epoch() -> None:
+    def found(accelerator: str, epochs: int = 180) -> list[tuple[str, int]]:
+        source = LIGHTNING.format(accelerator=accelerator, epochs=epochs)
+        return [f for f in findings(source) if f[0] in ("TP104", "TP302")]
+
+    where = '"gpu" if str(device).startswith("cuda") else "cpu"'
+    assert found(where) == [("TP104", 7), ("TP302", 19)]
+    assert found('"gpu" if torch.cuda.is_available() else "cpu"') == [("TP104", 7), ("TP302", 19)]
+    assert found('"gpu"') == [("TP104", 7), ("TP302", 19)]
+    # an option a run may leave off puts nothing on the GPU; the loader is still re-iterated
+    assert found('"gpu" if args.use_gpu else "cpu"') == [("TP104", 7)]
+    # one epoch: the workers start once
+    assert found(where, epochs=1) == [("TP302", 19)]

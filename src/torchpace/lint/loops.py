@@ -462,6 +462,45 @@ def assigned_in(ctx: FileContext, name: str, scope: ast.AST) -> list[ast.expr]:
     return list(_scope_bindings(ctx, scope)[0].get(name, ()))
 
 
+def binding_before(ctx: FileContext, name: ast.Name, at: ast.AST) -> ast.expr | None:
+    """The value last assigned to ``name`` in its scope on a line before ``at``."""
+    before = [
+        v
+        for v in assigned_in(ctx, name.id, ctx.enclosing_scope(at))
+        if v.lineno < at.lineno  # type: ignore[attr-defined]
+    ]
+    return max(before, key=lambda v: (v.lineno, v.col_offset), default=None)
+
+
+def _bound_names(ctx: FileContext, call: ast.Call) -> set[str]:
+    """The names ``call``'s result is assigned to."""
+    parent = ctx.parents.get(id(call))
+    if isinstance(parent, ast.Assign):
+        return {t.id for t in parent.targets if isinstance(t, ast.Name)}
+    return set()
+
+
+def method_calls(ctx: FileContext, obj: ast.Call, method: str) -> list[ast.Call]:
+    """The calls of ``method`` on the object ``obj`` builds: on the call itself
+    (``Trainer(...).fit(model)``), or on a name whose binding before the call is ``obj`` (a
+    notebook that builds a second trainer under the same name calls that one)."""
+    names = _bound_names(ctx, obj)
+    return [
+        call
+        for call, _ in ctx.calls
+        if isinstance(call.func, ast.Attribute)
+        and call.func.attr == method
+        and (
+            call.func.value is obj
+            or (
+                isinstance(call.func.value, ast.Name)
+                and call.func.value.id in names
+                and binding_before(ctx, call.func.value, call) is obj
+            )
+        )
+    ]
+
+
 def scope_stores(ctx: FileContext, scope: ast.AST) -> Container[str]:
     """The names the scope's own code stores to (assigned, a loop's target, ``with ... as``)."""
     return _scope_bindings(ctx, scope)[1]

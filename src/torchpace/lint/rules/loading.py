@@ -25,6 +25,7 @@ from torchpace.lint.dataloaders import (
 )
 from torchpace.lint.device import may_use_accelerator, uses_cuda
 from torchpace.lint.engine import EPOCH_LOADER, GIVEN
+from torchpace.lint.lightning import fitted_loaders
 from torchpace.lint.loops import (
     DATALOADERS,
     EVAL_NAME,
@@ -928,7 +929,8 @@ def _check_workers_not_persistent(ctx: FileContext) -> Iterator[Report]:
     here |= {id(call) for call in reiterated if _only_host_loops(ctx, call)}
     factories = _epoch_factories(ctx)
     handed = _handed_on_every_epoch(ctx)
-    found = [*reiterated, *_epoch_hooks(ctx), *_engine_runs(ctx), *factories, *handed]
+    fitted = fitted_loaders(ctx)  # Lightning's fit iterates them once per epoch
+    found = [*reiterated, *_epoch_hooks(ctx), *fitted, *_engine_runs(ctx), *factories, *handed]
     for call in dict.fromkeys(found):
         if id(call) in here or id(call) in reentered or not feeds_training(ctx, call):
             continue
@@ -1126,7 +1128,8 @@ what it unpacks, Time-Series-Library's `self._get_data(flag="train")`, unless th
 script parses and hands on default the worker count to 0: reported in the file that builds it),
 as the loader a Lightning
 `train_dataloader()` hook
-returns, which the Trainer iterates every epoch (unless `max_epochs=1`), or as the loader an
+returns or a Lightning Trainer's `fit` is handed (`trainer.fit(model, train_loader,
+val_loader)`), which the Trainer iterates every epoch (unless `max_epochs=1`), or as the loader an
 Ignite training engine runs for several epochs (`trainer.run(train_loader, max_epochs=10)`,
 `trainer` built by `Engine(step)` or `create_supervised_trainer`). Not a loader whose dataset a
 loop that uses the loader changes (`train_loader.dataset.epoch_now = epoch`,

@@ -10,13 +10,15 @@ from pathlib import Path
 from torchpace.findings import Edit, Fix
 from torchpace.lint.device import moves_to_a_device, uses_cuda
 from torchpace.lint.engine import PRECISION, is_notebook
+from torchpace.lint.lightning import LIGHTNING_TRAINERS, lightning_gpu
 from torchpace.lint.loops import (
     Scope,
     Step,
-    assigned_in,
     assignments,
+    binding_before,
     dotted,
     is_optimizer_class,
+    method_calls,
     scope_stores,
     strip_moves,
     walk,
@@ -599,24 +601,14 @@ def _float32_trainer_run(ctx: FileContext) -> ast.AST | None:
         return None
     trainers = _transformers_calls(ctx, "Trainer")
     trained = sorted(
-        (trainer for trainer in trainers if _method_calls(ctx, trainer, "train")),
+        (trainer for trainer in trainers if method_calls(ctx, trainer, "train")),
         key=lambda c: c.lineno,
     )
     if not trained:
         return None
     given = argument(trained[0], "args", 1)
-    value = _binding_before(ctx, given, trained[0]) if isinstance(given, ast.Name) else given
+    value = binding_before(ctx, given, trained[0]) if isinstance(given, ast.Name) else given
     return value if any(value is call for call in built) else trained[0]
-
-
-def _binding_before(ctx: FileContext, name: ast.Name, at: ast.AST) -> ast.expr | None:
-    """The value last assigned to ``name`` in its scope on a line before ``at``."""
-    before = [
-        v
-        for v in assigned_in(ctx, name.id, ctx.enclosing_scope(at))
-        if v.lineno < at.lineno  # type: ignore[attr-defined]
-    ]
-    return max(before, key=lambda v: (v.lineno, v.col_offset), default=None)
 
 
 def _loads_reduced(ctx: FileContext) -> bool:
@@ -638,39 +630,6 @@ def _loads_reduced(ctx: FileContext) -> bool:
     return False
 
 
-def _bound_names(ctx: FileContext, call: ast.Call) -> set[str]:
-    """The names ``call``'s result is assigned to."""
-    parent = ctx.parents.get(id(call))
-    if isinstance(parent, ast.Assign):
-        return {t.id for t in parent.targets if isinstance(t, ast.Name)}
-    return set()
-
-
-def _method_calls(ctx: FileContext, obj: ast.Call, method: str) -> list[ast.Call]:
-    """The calls of ``method`` on the object ``obj`` builds: on the call itself
-    (``Trainer(...).fit(model)``), or on a name whose binding before the call is ``obj`` (a
-    notebook that builds a second trainer under the same name calls that one)."""
-    names = _bound_names(ctx, obj)
-    return [
-        call
-        for call, _ in ctx.calls
-        if isinstance(call.func, ast.Attribute)
-        and call.func.attr == method
-        and (
-            call.func.value is obj
-            or (
-                isinstance(call.func.value, ast.Name)
-                and call.func.value.id in names
-                and _binding_before(ctx, call.func.value, call) is obj
-            )
-        )
-    ]
-
-
-_LIGHTNING_TRAINERS = frozenset(
-    {"lightning.Trainer", "lightning.pytorch.Trainer", "pytorch_lightning.Trainer"}
-)
-_LIGHTNING_GPU = frozenset({"gpu", "cuda"})
 # Lightning's names for its default, 32-bit training (ControlNet's ``precision=32``).
 _LIGHTNING_32 = frozenset({32, "32", "32-true"})
 
@@ -682,7 +641,7 @@ def _float32_lightning_run(ctx: FileContext) -> ast.Call | None:
     (``**vars(args)``, ``from_argparse_args``) or the model the fit trains is small
     (:mod:`torchpace.lint.scale`)."""
     trainers = sorted(
-        (call for call, name in ctx.calls if name in _LIGHTNING_TRAINERS), key=lambda c: c.lineno
+        (call for call, name in ctx.calls if name in LIGHTNING_TRAINERS), key=lambda c: c.lineno
     )
     if not trainers or _casts_itself(ctx) or _shards_in_mixed_precision(ctx):
         return None  # a hook of the module may cast it (``configure_model`` sharding it in bf16)
@@ -691,7 +650,7 @@ def _float32_lightning_run(ctx: FileContext) -> ast.Call | None:
             continue
         given = {k.arg: k.value for k in call.keywords}
         precision = given.get("precision")
-        if not _lightning_gpu(given) or not (
+        if not lightning_gpu(given) or not (
             precision is None
             or (isinstance(precision, ast.Constant) and precision.value in _LIGHTNING_32)
         ):
@@ -702,18 +661,10 @@ def _float32_lightning_run(ctx: FileContext) -> ast.Call | None:
     return None
 
 
-def _lightning_gpu(given: dict[str | None, ast.expr]) -> bool:
-    accelerator = given.get("accelerator")
-    if isinstance(accelerator, ast.Constant) and accelerator.value in _LIGHTNING_GPU:
-        return True
-    gpus = given.get("gpus")  # Lightning 1.x
-    return isinstance(gpus, ast.Constant) and gpus.value not in (None, 0, False, "", "0")
-
-
 def _fitted_models(ctx: FileContext, trainer: ast.Call) -> list[ast.expr]:
     """What ``.fit(...)`` on this trainer trains: its first argument or ``model=`` (a second
     trainer built under the same name only to test is not this one)."""
-    fits = (argument(call, "model", 0) for call in _method_calls(ctx, trainer, "fit"))
+    fits = (argument(call, "model", 0) for call in method_calls(ctx, trainer, "fit"))
     return [model for model in fits if model is not None]
 
 
@@ -1106,7 +1057,9 @@ A run a framework trains in float32 is flagged too, at what sets it up: the `Tra
 `TrainingArguments` leaves `fp16` and `bf16` off and neither `no_cuda` nor `use_cpu` is set (the
 trainer moves the model to the GPU itself), unless the file loads the model quantized or in another
 dtype or casts it; and a Lightning `Trainer(...)` built for the GPU (`accelerator="gpu"` or
-`"cuda"`, `gpus=N`) with no `precision` (Lightning's default is 32-bit) or with `precision=32`,
+`"cuda"`, `gpus=N`, also chosen where a GPU is available: `"gpu" if torch.cuda.is_available()
+else "cpu"`; not an option a run may leave off) with no `precision` (Lightning's default is
+32-bit) or with `precision=32`,
 whose `.fit(model)` trains a model not known to be small. Keywords from elsewhere (`**kwargs`,
 `HfArgumentParser`, `from_argparse_args`) are not read: they may ask for 16 bits.
 
