@@ -89,3 +89,34 @@ def test_a_lightning_trainer_on_the_gpu_where_there_is_one_fits_its_loader_every
     assert found('"gpu" if args.use_gpu else "cpu"') == [("TP104", 7)]
     # one epoch: the workers start once
     assert found(where, epochs=1) == [("TP302", 19)]
+
+
+# RepVGG's and Swin's main.py: an accumulating branch and an `else:` that steps after every
+# backward (ACCUMULATION_STEPS defaults to 0). Only the accumulating branch's all-reduces are
+# wasted; the other branch's backward was reported too (judged false twice at change-42).
+DDP_ACCUMULATION = """
+import torch
+from torch.nn.parallel import DistributedDataParallel
+
+model = DistributedDataParallel(Net().cuda(), device_ids=[rank])
+for idx, (x, y) in enumerate(loader):
+    loss = criterion(model(x.cuda()), y.cuda())
+    if ACCUMULATION_STEPS > 1:
+        loss = loss / ACCUMULATION_STEPS
+        loss.backward()
+        if (idx + 1) % ACCUMULATION_STEPS == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+    else:
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+"""
+
+
+def test_ddp_accumulation_reports_only_the_branch_that_accumulates() -> None:
+    assert findings(DDP_ACCUMULATION, "TP502") == [("TP502", 10)]
+    every_pass = DDP_ACCUMULATION.replace(
+        "        loss.backward()\n        optimizer.step()\n", "        loss.backward()\n"
+    )
+    assert findings(every_pass, "TP502") == [("TP502", 10), ("TP502", 16)]

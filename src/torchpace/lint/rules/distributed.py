@@ -398,8 +398,44 @@ def _check_accumulation_without_no_sync(ctx: FileContext) -> Iterator[Report]:
         if not _steps_on_some_iterations(ctx, loop):
             continue
         for node in walk(loop.body):
-            if isinstance(node, ast.Call) and facts.is_backward(node):
+            if (
+                isinstance(node, ast.Call)
+                and facts.is_backward(node)
+                and not _steps_after_each(ctx, node, loop)
+            ):
                 yield Report(node)
+
+
+def _steps_after_each(ctx: FileContext, backward: ast.Call, loop: Loop) -> bool:
+    """``backward`` is in a branch that steps the optimizer on every pass, ungated (Swin's and
+    RepVGG's ``else:`` taken when ``ACCUMULATION_STEPS <= 1``): that branch accumulates
+    nothing, and each all-reduce is needed."""
+    facts = ctx.loops
+    child: ast.AST = backward
+    for ancestor in ctx.ancestors(backward):
+        if ancestor is loop:
+            return False
+        if isinstance(ancestor, ast.If):
+            block = ancestor.body if child in ancestor.body else ancestor.orelse
+            for node in walk(block):
+                if (
+                    isinstance(node, ast.Call)
+                    and facts.is_optimizer_step(node)
+                    and not _gated_below(ctx, node, ancestor)
+                ):
+                    return True
+        child = ancestor
+    return False
+
+
+def _gated_below(ctx: FileContext, node: ast.AST, top: ast.AST) -> bool:
+    """A cadence gate (``if (i + 1) % n == 0:``) stands between ``node`` and ``top``."""
+    for ancestor in ctx.ancestors(node):
+        if ancestor is top:
+            return False
+        if isinstance(ancestor, ast.If) and is_cadence_gate(ancestor.test):
+            return True
+    return False
 
 
 ACCUMULATION_WITHOUT_NO_SYNC = Rule(
@@ -411,7 +447,9 @@ ACCUMULATION_WITHOUT_NO_SYNC = Rule(
 ## What it does
 Flags `backward()` in a loop that steps the optimizer only every N iterations (gradient
 accumulation) in a file that wraps its model in `DistributedDataParallel` and never uses
-`no_sync()`.
+`no_sync()`. Not a `backward()` in a branch that steps the optimizer after it on every pass
+(`else: loss.backward(); optimizer.step()` beside an accumulating branch): there each all-reduce
+is needed.
 
 ## Why is this slow
 DDP all-reduces the gradients during every backward. With accumulation only the last
