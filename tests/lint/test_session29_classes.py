@@ -120,3 +120,37 @@ def test_ddp_accumulation_reports_only_the_branch_that_accumulates() -> None:
         "        loss.backward()\n        optimizer.step()\n", "        loss.backward()\n"
     )
     assert findings(every_pass, "TP502") == [("TP502", 10), ("TP502", 16)]
+
+
+# The UvA notebooks' tutorial 2a: train_exact and train_vae each build their own `batcher`; the
+# only call of train_exact passes num_epochs=1, so its workers start once a run (judged false at
+# change-42), while train_vae's epochs restart theirs (judged true). Each loop iterates its own
+# function's loader, not every loader of that name.
+TWO_TRAINERS = """
+import torch
+from torch.utils.data import DataLoader
+
+def train_exact(model, optimiser, training_data, num_epochs=10, num_workers=2):
+    batcher = DataLoader(training_data, 64, shuffle=True, num_workers=num_workers)
+    for epoch in range(num_epochs):
+        for x, y in batcher:
+            loss = model(x.to("cuda")).mean()
+            loss.backward()
+            optimiser.step()
+
+def train_vae(model, optimiser, training_data, num_epochs=10, num_workers=2):
+    batcher = DataLoader(training_data, 64, shuffle=True, num_workers=num_workers)
+    for epoch in range(num_epochs):
+        for x, y in batcher:
+            loss = model(x.to("cuda")).mean()
+            loss.backward()
+            optimiser.step()
+
+log = train_exact(model=mixture, optimiser=opt, training_data=train_ds, num_epochs={epochs})
+log = train_vae(model=vae, optimiser=opt2, training_data=train_ds, num_epochs=5)
+"""
+
+
+def test_a_loop_iterates_its_own_functions_loader_run_once_when_every_call_says_so() -> None:
+    assert findings(TWO_TRAINERS.format(epochs=1), "TP104") == [("TP104", 14)]
+    assert findings(TWO_TRAINERS.format(epochs=3), "TP104") == [("TP104", 6), ("TP104", 14)]

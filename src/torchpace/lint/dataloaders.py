@@ -611,7 +611,12 @@ def iterated_loader_calls(ctx: FileContext, loop: ast.For | ast.AsyncFor) -> lis
     names += [n for n, _ in passed]
     calls: list[ast.Call] = []
     for n in dict.fromkeys(names):
-        calls += ctx.loops.loader_calls.get(n, []) or _returned_loaders(ctx, n)
+        found = ctx.loops.loader_calls.get(n, []) or _returned_loaders(ctx, n)
+        if n == name and not isinstance(scope, ast.Module):
+            # a function's own loader of that name is the one it iterates, not another
+            # function's (a notebook's train_exact and train_vae each build ``batcher``)
+            found = [c for c in found if ctx.enclosing_scope(c) is scope] or found
+        calls += found
     return calls
 
 

@@ -978,14 +978,22 @@ def _at_most_once(ctx: FileContext, count: ast.expr, at: ast.AST) -> bool:
     if not isinstance(count, ast.Name):
         return False
     scope = ctx.enclosing_scope(at)
-    if count.id in parameter_names(scope):
-        return False  # what the callers pass
+    if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)) and count.id in parameter_names(
+        scope
+    ):
+        # what the callers pass: every call of the file passes at most 1 (a notebook's
+        # ``train_exact(model, loader, num_epochs=1)``), or leaves a default of at most 1
+        given = passed_for(ctx, scope, count.id)
+        default = parameter_defaults(scope).get(count.id)
+        return bool(given) and all(_one_at_most(default if g is None else g) for g in given or ())
     bound = bound_in(ctx, count.id, scope)
     if bound is None and not isinstance(scope, ast.Module):
         bound = bound_in(ctx, count.id, ctx.tree)
-    return bool(bound) and all(
-        isinstance(v, ast.Constant) and type(v.value) is int and v.value <= 1 for v in bound or ()
-    )
+    return bool(bound) and all(_one_at_most(v) for v in bound or ())
+
+
+def _one_at_most(value: ast.expr | None) -> bool:
+    return isinstance(value, ast.Constant) and type(value.value) is int and value.value <= 1
 
 
 @per_file
@@ -1143,8 +1151,9 @@ loader built anew on each pass of
 the loop that repeats it, over a dataset of that pass's item (`for split in datasets: loader =
 DataLoader(raw[split], ...)`, then `for batch in loader:`): each loader is iterated once. Nor a
 loader whose every loop around its own runs once, `for epoch in range(num_epoch)` with
-`num_epoch = 1` (a literal, or a name bound only to one; not an option's default, which a run
-may raise), in a function no loop calls: its workers start once a run. The
+`num_epoch = 1` (a literal, a name bound only to one, or a parameter every call of the file
+passes 1: `train_exact(model, loader, num_epochs=1)`; not an option's default, which a run may
+raise), in a function no loop calls: its workers start once a run. The
 count is a literal,
 the default of an option or config field declared in the same file, or an option defined
 elsewhere. An option this file declares with the default 0 (or the project file its options
