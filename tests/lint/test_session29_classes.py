@@ -154,3 +154,42 @@ log = train_vae(model=vae, optimiser=opt2, training_data=train_ds, num_epochs=5)
 def test_a_loop_iterates_its_own_functions_loader_run_once_when_every_call_says_so() -> None:
     assert findings(TWO_TRAINERS.format(epochs=1), "TP104") == [("TP104", 14)]
     assert findings(TWO_TRAINERS.format(epochs=3), "TP104") == [("TP104", 6), ("TP104", 14)]
+
+
+# The UvA steerable-CNN notebooks (change-42): a loop that checks equivariance, asserting that
+# the output of each rotated input matches the rotated output, is a test of the model, not an
+# evaluation pass (TP403, 6 judged false); and a conventional model built straight into eval
+# mode to compare against is never trained (TP401, 4 judged false).
+CHECK = """
+import torch
+
+model = Net().to("cuda")
+model.eval()
+x = torch.randn(1, 1, 17, 17, device="cuda")
+y = model(x)
+for g in group_elements:
+    y_rotated = model(rotate(x, g))
+    {check}
+"""
+CONVENTIONAL = """
+import torch
+
+conventional_model = torch.nn.Sequential(
+    torch.nn.Conv2d(1, 24, kernel_size=7),
+    torch.nn.BatchNorm2d(24),
+    torch.nn.ELU(),
+){mode}
+"""
+
+
+def test_an_equivariance_check_is_no_evaluation_and_an_eval_built_model_no_training() -> None:
+    assert findings(CHECK.format(check="errors.append((y_rotated - y).abs().max())"), "TP403") == [
+        ("TP403", 8)
+    ]
+    assert (
+        findings(CHECK.format(check="assert torch.allclose(y_rotated, rotate(y, g))"), "TP403")
+        == []
+    )
+    assert findings(CHECK.format(check="torch.testing.assert_close(y_rotated, y)"), "TP403") == []
+    assert findings(CONVENTIONAL.format(mode=".eval()"), "TP401") == []
+    assert findings(CONVENTIONAL.format(mode=""), "TP401") == [("TP401", 5)]

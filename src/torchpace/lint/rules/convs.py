@@ -949,6 +949,13 @@ def _name_of(node: ast.expr) -> str | None:
     return node.id if isinstance(node, ast.Name) else None
 
 
+def _built_in_eval_mode(ctx: FileContext, call: ast.Call) -> bool:
+    """``nn.Sequential(...).eval()``: a model built to be run, not trained (a steerable-CNN
+    notebook's conventional model, compared on one image and never fitted)."""
+    parent = ctx.parents.get(id(call))
+    return isinstance(parent, ast.Attribute) and parent.attr == "eval"
+
+
 def _sequential_pairs(ctx: FileContext, names: dict[int, str | None]) -> Iterator[ast.Call]:
     """Convs followed by a norm over the same channels in an ``nn.Sequential(...)``, or, in a
     function that builds ``nn.Sequential(*layers)``, in a list literal (``layers += [conv, bn,
@@ -957,7 +964,7 @@ def _sequential_pairs(ctx: FileContext, names: dict[int, str | None]) -> Iterato
     norm added under an ``if``: kuangliu's VGG, PyTorch-GAN's ESRGAN, pytorch-cifar100's VGG).
     A conv found through a name or an ``if`` is marked :data:`_OPTIONAL`: no fix."""
     for call, name in ctx.calls:
-        if name != "torch.nn.Sequential":
+        if name != "torch.nn.Sequential" or _built_in_eval_mode(ctx, call):
             continue
         yield from _pairs_in(_layers_given(ctx, call), names)
         if not any(isinstance(a, ast.Starred) for a in call.args):
@@ -1221,7 +1228,8 @@ generator's) with a bias whose output goes straight into a BatchNorm (or an Inst
 cancels it per sample) over the same channels:
 
 - in an `nn.Sequential(...)` literal (also one given an `OrderedDict([("conv1", conv), ("bn1",
-  bn), ...])`), a conv directly followed by the norm; in a function that
+  bn), ...])`; not one put in eval mode as it is built, `nn.Sequential(...).eval()`, a model
+  built to be run), a conv directly followed by the norm; in a function that
   builds `nn.Sequential(*layers)`, the same in a list literal (`layers += [conv, bn, relu]`) or
   in consecutive statements that add to the list (`layers.append(conv)`, `layers += [conv]`,
   `layers.extend([...])`); also a conv bound once to a name and added so (`conv2d =

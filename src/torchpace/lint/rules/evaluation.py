@@ -518,6 +518,8 @@ def _check_eval_loop_without_no_grad(ctx: FileContext) -> Iterator[Report]:
             continue  # trains at every step; an acting loop may update on its way out only
         if isinstance(loop.body[-1], ast.Break):
             continue  # one pass, then break: a lazy module's shapes, a smoke test
+        if _asserts_outputs(ctx, loop):
+            continue  # a check of the model's outputs (equivariance, a test): no evaluation
         if any(
             isinstance(n, (ast.With, ast.AsyncWith)) and grad_disabled(ctx, n.body[0])
             for n in walk(loop.body)
@@ -544,6 +546,31 @@ def _check_eval_loop_without_no_grad(ctx: FileContext) -> Iterator[Report]:
     for loop in reported:
         if not any(id(a) in ids for a in ctx.ancestors(loop)):
             yield Report(loop)
+
+
+# Numerical comparisons a check of a model's outputs asserts, and the test helpers that do.
+_COMPARISONS = frozenset({"allclose", "isclose", "equal"})
+_ASSERTS = frozenset({"assert_close", "assert_allclose"})
+
+
+def _asserts_outputs(ctx: FileContext, loop: Loop) -> bool:
+    """The loop asserts a numerical comparison of what it computes (``assert
+    torch.allclose(y_from_x_transformed.tensor, y.transform(g).tensor)`` for each group element,
+    a steerable-CNN notebook's equivariance check; ``torch.testing.assert_close``): a test of
+    the model, run once, not an evaluation pass."""
+    for node in walk(loop.body):
+        if isinstance(node, ast.Assert) and any(
+            isinstance(c, ast.Call) and _called(c) in _COMPARISONS for c in walk([node.test])
+        ):
+            return True
+        if isinstance(node, ast.Call) and _called(node) in _ASSERTS:
+            return True
+    return False
+
+
+def _called(call: ast.Call) -> str:
+    func = call.func
+    return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
 
 
 def _small_models(ctx: FileContext, models: set[str], scope: Scope) -> bool:
@@ -606,7 +633,9 @@ loops that keep `m.log_prob(a)` (or any output with its graph) for the loss, and
 outputs into a loss read after the loop. Nor an evaluation loop in a file that runs on the CPU
 only (nothing moved to a device; an acting loop is reported there too: it runs at every
 environment step of training). Nor an evaluation loop whose every model is small by the reading
-below: the history autograd records for it is a few small activations, freed at once.
+below: the history autograd records for it is a few small activations, freed at once. Nor a
+loop that asserts a numerical comparison of what it computes (`assert torch.allclose(...)`,
+`torch.testing.assert_close`: a notebook's equivariance check, a test), not an evaluation pass.
 
 {SMALL_MODELS_DOC}
 
