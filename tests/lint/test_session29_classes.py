@@ -3,7 +3,13 @@ cut from the code it was seen in, and checked the other way round."""
 
 from __future__ import annotations
 
-from lint_findings import findings, notebook_findings
+import json
+from pathlib import Path
+
+import pytest
+from lint_findings import findings, notebook_findings, write_project
+
+from torchpace.cli import main
 
 # PyTorch Step-by-Step, chapter 8: two cells define the same in-memory dataset class (its
 # __getitem__ only indexes a list of tensors) and bind train_var_data to it; a small-batch loader
@@ -193,3 +199,61 @@ def test_an_equivariance_check_is_no_evaluation_and_an_eval_built_model_no_train
     assert findings(CHECK.format(check="torch.testing.assert_close(y_rotated, y)"), "TP403") == []
     assert findings(CONVENTIONAL.format(mode=".eval()"), "TP401") == []
     assert findings(CONVENTIONAL.format(mode=""), "TP401") == [("TP401", 5)]
+
+
+# VoiceFilter (change-42): the script builds its training loader with a factory of another file
+# and hands it to train() of a third, whose `while True: for ... in trainloader:` starts the
+# workers again on every pass; the factory's file is where persistent_workers goes (judged true,
+# a listed miss). A function that iterates it once, and the evaluation loader with no workers,
+# stay silent.
+VF_FACTORY = """
+from torch.utils.data import DataLoader
+
+def create_dataloader(hp, args, train):
+    if train:
+        return DataLoader(dataset=VFDataset(hp, args, True), batch_size=hp.train.batch_size,
+                          shuffle=True, num_workers=hp.train.num_workers, pin_memory=True)
+    else:
+        return DataLoader(dataset=VFDataset(hp, args, False), batch_size=1, num_workers=0)
+"""
+VF_TRAIN = """
+import torch
+
+def train(args, trainloader, testloader, hp):
+    model = VoiceFilter(hp).cuda()
+    optimizer = torch.optim.Adam(model.parameters())
+    {loop}
+        for mels, target in trainloader:
+            loss = criterion(model(mels.cuda()), target.cuda())
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+"""
+VF_SCRIPT = """
+from datasets.dataloader import create_dataloader
+from utils.train import train
+
+trainloader = create_dataloader(hp, args, train=True)
+testloader = create_dataloader(hp, args, train=False)
+train(args, trainloader, testloader, hp)
+"""
+
+
+@pytest.mark.parametrize(("loop", "reported"), [("while True:", True), ("if True:", False)])
+def test_a_factorys_loader_handed_to_another_files_loop_that_repeats_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], loop: str, reported: bool
+) -> None:
+    write_project(
+        tmp_path,
+        {
+            "datasets/__init__.py": "",
+            "datasets/dataloader.py": VF_FACTORY,
+            "utils/__init__.py": "",
+            "utils/train.py": VF_TRAIN.format(loop=loop),
+            "trainer.py": VF_SCRIPT,
+        },
+    )
+    main(["lint", str(tmp_path), "--format", "json"])
+    found = json.loads(capsys.readouterr().out)
+    tp104 = [(Path(f["path"]).name, f["line"]) for f in found if f["code"] == "TP104"]
+    assert tp104 == ([("dataloader.py", 6)] if reported else [])

@@ -335,18 +335,21 @@ def calls_out(ctx: FileContext) -> tuple[tuple[str, str], ...]:
     precision = _precision_handed_on(ctx)
     forwards = _forward_helpers(ctx)
     epochs = None
+    # a factory's loader handed to another file's function that re-iterates it on a device:
+    # that file's device, not this one's
+    elsewhere = _reiterated_elsewhere(ctx)
     if not analysed and not handed and not precision and not forwards:
         # no loop rule ran, or no loop, no entry point and no device handed on: unless an epoch
         # loop hands a factory's loader on (``train_one_epoch(model, opt, train_loader)``)
         epochs = _epoch_loader_factories(ctx, analysed)
-        if not epochs:
+        if not epochs and not elsewhere:
             return ()
     cuda = uses_cuda(ctx)  # may_use_accelerator would compute it again
     if not cuda and not may_use_accelerator(ctx):
-        return ()
+        return tuple(dict.fromkeys(elsewhere))
     if epochs is None:
         epochs = _epoch_loader_factories(ctx, analysed)
-    out = (handed if cuda else []) + precision + forwards + epochs
+    out = (handed if cuda else []) + precision + forwards + epochs + elsewhere
     if not analysed:
         return tuple(dict.fromkeys(out))
     instances = ctx.loops.instances
@@ -585,6 +588,57 @@ def _epoch_loader_factories(ctx: FileContext, analysed: bool) -> list[tuple[str,
             out.append((found[0], f"{EPOCH_LOADER}{found[1]}.{index}"))
             out += [(found[0], f"{GIVEN}{found[1]}.{p}") for p in _zeros_given(ctx, value)]
     return out
+
+
+def _reiterated_elsewhere(ctx: FileContext) -> list[tuple[str, str]]:
+    """(module, EPOCH_LOADER + function) for each project factory whose loader the file binds
+    to a name and hands, by that name, to a function of another project file that may use an
+    accelerator and iterates the parameter in a training loop run more than once (VoiceFilter's
+    ``trainloader = create_dataloader(hp, args, train=True)``, then ``train(args, ...,
+    trainloader, ...)``, whose ``while True: for ... in trainloader:`` starts the workers again
+    on every pass)."""
+    from torchpace.lint.device import may_use_accelerator
+    from torchpace.lint.project import definition_of
+
+    if b"oader" not in ctx.source:
+        return []  # no loader named here: nothing handed on
+    out: list[tuple[str, str]] = []
+    for call, _ in ctx.calls:
+        if _project_function(ctx, call.func) is None or _builds_a_loader(ctx, call):
+            continue  # a factory itself is read where its result is iterated
+        found = definition_of(ctx, call, ast.FunctionDef)
+        if found is None:
+            continue
+        where, function = found
+        params = [a.arg for a in (*function.args.posonlyargs, *function.args.args)]
+        given = [(params[i], a) for i, a in enumerate(call.args) if i < len(params)]
+        given += [(k.arg, k.value) for k in call.keywords if k.arg in params]
+        scope = ctx.enclosing_scope(call)
+        for param, arg in given:
+            if not isinstance(arg, ast.Name) or not _reiterates(where, function, param):
+                continue
+            bound = bound_in(ctx, arg.id, scope)
+            if not (bound and len(bound) == 1 and isinstance(factory := bound[0], ast.Call)):
+                continue
+            made = _project_function(ctx, factory.func)
+            if made is not None and _builds_a_loader(ctx, factory) and may_use_accelerator(where):
+                out.append((made[0], EPOCH_LOADER + made[1]))
+                out += [(made[0], f"{GIVEN}{made[1]}.{p}") for p in _zeros_given(ctx, factory)]
+    return out
+
+
+def _reiterates(
+    ctx: FileContext, function: ast.FunctionDef | ast.AsyncFunctionDef, param: str
+) -> bool:
+    """``function`` iterates its parameter ``param`` in a training loop that runs more than
+    once (inside ``while True:`` or an epoch loop)."""
+    return any(
+        isinstance(loop, (ast.For, ast.AsyncFor))
+        and dotted(iterated(loop.iter)) == param
+        and id(loop) in ctx.loops.repeated
+        and ctx.loops.is_step_loop(loop, function)
+        for loop in walk(function.body)
+    )
 
 
 def _unpacked_factories(

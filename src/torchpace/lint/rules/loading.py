@@ -1130,7 +1130,9 @@ of the file built and returned it (`return DataLoader(...)`, or `return loader` 
 to DataLoader calls), when a function of another project file built and returned it
 (`train_loader = loader.construct_loader(cfg, "train")` in a training script that re-iterates
 it, or hands it to a function of another file from its epoch loop, `train_one_epoch(model,
-optimizer, train_loader)`; also one returned beside its dataset and unpacked, `train_data,
+optimizer, train_loader)`, or once to a function of another file that re-iterates it on a device,
+VoiceFilter's `train(args, ..., trainloader, ...)` with its `while True: for ... in
+trainloader:`; also one returned beside its dataset and unpacked, `train_data,
 train_loader = data_provider(args, "train")`, there or in a method of the script that returns
 what it unpacks, Time-Series-Library's `self._get_data(flag="train")`, unless the options the
 script parses and hands on default the worker count to 0: reported in the file that builds it),
