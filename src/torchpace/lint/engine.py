@@ -602,26 +602,60 @@ def _reiterated_elsewhere(ctx: FileContext) -> list[tuple[str, str]]:
 
     if b"oader" not in ctx.source:
         return []  # no loader named here: nothing handed on
+    # the names the file assigns a call of a project function to (most files: none)
+    to_calls = {
+        t.id
+        for node in ctx.of_type(ast.Assign)
+        if isinstance(node.value, ast.Call) and _project_function(ctx, node.value.func)
+        for t in node.targets
+        if isinstance(t, ast.Name)
+    }
+    if not to_calls:
+        return []
     out: list[tuple[str, str]] = []
     for call, _ in ctx.calls:
-        if _project_function(ctx, call.func) is None or _builds_a_loader(ctx, call):
+        if (
+            not any(
+                isinstance(a, ast.Name) and a.id in to_calls
+                for a in (*call.args, *(k.value for k in call.keywords))
+            )
+            or _project_function(ctx, call.func) is None
+        ):
+            continue
+        scope = ctx.enclosing_scope(call)
+        # first what is cheap to read here: a name the call hands on, bound once to a call of
+        # a project function (most calls hand none)
+        handed: list[tuple[int | str, ast.Call]] = []
+        named: list[tuple[int | str, ast.expr]] = [*enumerate(call.args)]
+        named += [(k.arg, k.value) for k in call.keywords if k.arg]
+        for key, arg in named:
+            if not isinstance(arg, ast.Name) or arg.id not in to_calls:
+                continue
+            bound = bound_in(ctx, arg.id, scope)
+            if (
+                bound
+                and len(bound) == 1
+                and isinstance(factory := bound[0], ast.Call)
+                and _project_function(ctx, factory.func) is not None
+            ):
+                handed.append((key, factory))
+        handed = [(key, factory) for key, factory in handed if _builds_a_loader(ctx, factory)]
+        if not handed or _builds_a_loader(ctx, call):
             continue  # a factory itself is read where its result is iterated
         found = definition_of(ctx, call, ast.FunctionDef)
         if found is None:
             continue
         where, function = found
         params = [a.arg for a in (*function.args.posonlyargs, *function.args.args)]
-        given = [(params[i], a) for i, a in enumerate(call.args) if i < len(params)]
-        given += [(k.arg, k.value) for k in call.keywords if k.arg in params]
-        scope = ctx.enclosing_scope(call)
-        for param, arg in given:
-            if not isinstance(arg, ast.Name) or not _reiterates(where, function, param):
+        for key, factory in handed:
+            param = params[key] if isinstance(key, int) and key < len(params) else key
+            if not isinstance(param, str) or param not in params:
                 continue
-            bound = bound_in(ctx, arg.id, scope)
-            if not (bound and len(bound) == 1 and isinstance(factory := bound[0], ast.Call)):
+            if not _reiterates(where, function, param):
                 continue
-            made = _project_function(ctx, factory.func)
-            if made is not None and _builds_a_loader(ctx, factory) and may_use_accelerator(where):
+            if may_use_accelerator(where):
+                made = _project_function(ctx, factory.func)
+                assert made is not None
                 out.append((made[0], EPOCH_LOADER + made[1]))
                 out += [(made[0], f"{GIVEN}{made[1]}.{p}") for p in _zeros_given(ctx, factory)]
     return out
@@ -716,11 +750,18 @@ def _builds_a_loader(ctx: FileContext, value: ast.expr) -> bool:
 
     if not isinstance(value, ast.Call):
         return False
+    key = _project_function(ctx, value.func)
+    known: dict[tuple[str, str] | None, bool] = ctx.__dict__.setdefault("_tp_builds_loader", {})
+    if key is not None and key in known:
+        return known[key]  # the same function, called again
     found = definition_of(ctx, value, ast.FunctionDef)
-    return found is not None and any(
+    builds = found is not None and any(
         isinstance(n, ast.Call) and (dotted(n.func) or "").endswith("Loader")
         for n in walk(found[1].body)
     )
+    if key is not None:
+        known[key] = builds
+    return builds
 
 
 def _changed_each_pass(value: ast.expr, loop: ast.For | ast.AsyncFor) -> bool:
