@@ -600,8 +600,6 @@ def _reiterated_elsewhere(ctx: FileContext) -> list[tuple[str, str]]:
     from torchpace.lint.device import may_use_accelerator
     from torchpace.lint.project import definition_of
 
-    if b"oader" not in ctx.source:
-        return []  # no loader named here: nothing handed on
     # the names the file assigns a call of a project function to (most files: none)
     to_calls = {
         t.id
@@ -666,10 +664,13 @@ def _reiterates(
 ) -> bool:
     """``function`` iterates its parameter ``param`` in a training loop that runs more than
     once (inside ``while True:`` or an epoch loop)."""
+    from torchpace.lint.rules.loading import inside_loops_run_once  # the rules import this module
+
     return any(
         isinstance(loop, (ast.For, ast.AsyncFor))
         and dotted(iterated(loop.iter)) == param
         and id(loop) in ctx.loops.repeated
+        and not inside_loops_run_once(ctx, loop)
         and ctx.loops.is_step_loop(loop, function)
         for loop in walk(function.body)
     )

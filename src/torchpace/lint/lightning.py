@@ -6,18 +6,13 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from torchpace.lint.loops import dotted, method_calls
+from torchpace.lint.loops import binding_before, dotted, method_calls
 from torchpace.lint.rule import FileContext, argument, is_const, keyword
 
 LIGHTNING_TRAINERS = frozenset(
     {"lightning.Trainer", "lightning.pytorch.Trainer", "pytorch_lightning.Trainer"}
 )
 _GPU = frozenset({"gpu", "cuda"})
-# A test that picks the GPU where there is one: ``"gpu" if str(device).startswith("cuda") else
-# "cpu"`` (the UvA notebooks), ``1 if torch.cuda.is_available() else 0``, as lint reads
-# ``device = "cuda" if torch.cuda.is_available() else "cpu"``. Not an option (``if args.gpu``),
-# which a run may leave off.
-_WHERE_AVAILABLE = ("cuda", "is_available", "device_count")
 
 
 def lightning_gpu(given: dict[str | None, ast.expr]) -> bool:
@@ -32,13 +27,61 @@ def lightning_gpu(given: dict[str | None, ast.expr]) -> bool:
 
     for key, test in (("accelerator", gpu_accelerator), ("gpus", some_gpus)):
         value = given.get(key)
-        if isinstance(value, ast.IfExp) and any(
-            word in ast.unparse(value.test) for word in _WHERE_AVAILABLE
-        ):
-            value = value.body
+        if isinstance(value, ast.IfExp):
+            taken = _where_available(value.test)
+            value = None if taken is None else value.body if taken else value.orelse
         if value is not None and test(value):
             return True
     return False
+
+
+def _where_available(test: ast.expr) -> bool | None:
+    """True where ``test`` holds on a machine with a GPU, False where it fails there, None for
+    any other test. It asks torch (``torch.cuda.is_available()``, ``torch.cuda.device_count() >
+    0``), or a device the code chose itself, a plain name (``str(device).startswith("cuda")``,
+    ``device.type == "cuda"``); ``not`` turns it round. An option (``args.cuda``, ``args.device
+    == "cuda"``) is one a run may leave off: None."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        inner = _where_available(test.operand)
+        return None if inner is None else not inner
+    if isinstance(test, ast.Compare) and len(test.ops) == 1:
+        left, right = test.left, test.comparators[0]
+        if isinstance(test.ops[0], (ast.Gt, ast.GtE, ast.NotEq)) and _asks_torch(left):
+            return True  # ``torch.cuda.device_count() > 0``
+        if isinstance(test.ops[0], ast.Eq) and _cuda_text(right) and _chosen_device(left):
+            return True  # ``device.type == "cuda"``
+        return None
+    if isinstance(test, ast.Call):
+        func = test.func
+        if _asks_torch(test):
+            return True
+        if (
+            isinstance(func, ast.Attribute)
+            and func.attr == "startswith"
+            and len(test.args) == 1
+            and _cuda_text(test.args[0])
+            and _chosen_device(func.value)
+        ):
+            return True  # ``str(device).startswith("cuda")``
+    return None
+
+
+def _asks_torch(node: ast.expr) -> bool:
+    name = dotted(node.func) if isinstance(node, ast.Call) else None
+    return name is not None and name.endswith(("cuda.is_available", "cuda.device_count"))
+
+
+def _cuda_text(node: ast.expr) -> bool:
+    return isinstance(node, ast.Constant) and node.value in ("cuda", "gpu")
+
+
+def _chosen_device(node: ast.expr) -> bool:
+    """A device the code holds in a plain name: ``device``, ``str(device)``, ``device.type``."""
+    if isinstance(node, ast.Call) and dotted(node.func) == "str" and len(node.args) == 1:
+        node = node.args[0]
+    if isinstance(node, ast.Attribute) and node.attr == "type":
+        node = node.value
+    return isinstance(node, ast.Name)
 
 
 def fitted_loaders(ctx: FileContext) -> Iterator[ast.Call]:
@@ -55,5 +98,15 @@ def fitted_loaders(ctx: FileContext) -> Iterator[ast.Call]:
         for fit in method_calls(ctx, trainer, "fit"):
             given = argument(fit, "train_dataloaders", 1) or argument(fit, "train_dataloader", 1)
             loader = dotted(given) if given is not None else None
-            if loader is not None:
-                yield from ctx.loops.loader_calls.get(loader, [])
+            if loader is None:
+                continue
+            calls = ctx.loops.loader_calls.get(loader, [])
+            if isinstance(given, ast.Name):
+                # the loader of that name the fit's own scope binds (another function's
+                # ``loader`` is not this one), else the module's
+                bound = binding_before(ctx, given, fit)
+                if bound is not None:
+                    calls = [c for c in calls if c is bound]
+                else:
+                    calls = [c for c in calls if ctx.enclosing_scope(c) is ctx.tree]
+            yield from calls

@@ -952,8 +952,28 @@ def _name_of(node: ast.expr) -> str | None:
 def _built_in_eval_mode(ctx: FileContext, call: ast.Call) -> bool:
     """``nn.Sequential(...).eval()``: a model built to be run, not trained (a steerable-CNN
     notebook's conventional model, compared on one image and never fitted)."""
-    parent = ctx.parents.get(id(call))
-    return isinstance(parent, ast.Attribute) and parent.attr == "eval"
+    node: ast.AST = call
+    while True:
+        parent = ctx.parents.get(id(node))
+        if isinstance(parent, ast.Attribute) and parent.attr == "eval":
+            return True
+        # ``.to(device).eval()``, ``.cuda().eval()``, ``.requires_grad_(False).eval()``; an
+        # inner block of a Sequential built so
+        if isinstance(parent, ast.Attribute) and parent.attr in _MOVES:
+            moved = ctx.parents.get(id(parent))
+            if not isinstance(moved, ast.Call):
+                return False
+            node = moved
+        elif (
+            isinstance(parent, ast.Call)
+            and ctx.names.qualname(parent.func) == "torch.nn.Sequential"
+        ):
+            node = parent
+        else:
+            return False
+
+
+_MOVES = frozenset({"to", "cuda", "requires_grad_", "float", "half"})
 
 
 def _sequential_pairs(ctx: FileContext, names: dict[int, str | None]) -> Iterator[ast.Call]:
@@ -1228,16 +1248,16 @@ generator's) with a bias whose output goes straight into a BatchNorm (or an Inst
 cancels it per sample) over the same channels:
 
 - in an `nn.Sequential(...)` literal (also one given an `OrderedDict([("conv1", conv), ("bn1",
-  bn), ...])`; not one put in eval mode as it is built, `nn.Sequential(...).eval()`, a model
-  built to be run), a conv directly followed by the norm; in a function that
-  builds `nn.Sequential(*layers)`, the same in a list literal (`layers += [conv, bn, relu]`) or
-  in consecutive statements that add to the list (`layers.append(conv)`, `layers += [conv]`,
-  `layers.extend([...])`); also a conv bound once to a name and added so (`conv2d =
-  nn.Conv2d(...)`, then `layers += [conv2d, nn.BatchNorm2d(v), ...]`, torchvision's VGG), and a
-  norm added under an option right after the conv (`if batch_norm: layers +=
-  [nn.BatchNorm2d(c)]`). No fix for those two: the name may also be added without a norm (an
-  `else`), and the line under an option also builds the convs with no norm after them;
-  `bias=not batch_norm` is the change;
+  bn), ...])`; not one put in eval mode as it is built, `nn.Sequential(...).eval()`, also after
+  `.to(device)`, nor its inner blocks: a model built to be run), a conv directly followed by the
+  norm; in a function that builds `nn.Sequential(*layers)`, the same in a list literal (`layers
+  += [conv, bn, relu]`) or in consecutive statements that add to the list
+  (`layers.append(conv)`, `layers += [conv]`, `layers.extend([...])`); also a conv bound once to
+  a name and added so (`conv2d = nn.Conv2d(...)`, then `layers += [conv2d, nn.BatchNorm2d(v),
+  ...]`, torchvision's VGG), and a norm added under an option right after the conv (`if
+  batch_norm: layers += [nn.BatchNorm2d(c)]`). No fix for those two: the name may also be added
+  without a norm (an `else`), and the line under an option also builds the convs with no norm
+  after them; `bias=not batch_norm` is the change;
 - in a module class, `self.conv = nn.Conv2d(...)` and `self.bn = nn.BatchNorm2d(...)` in
   `__init__`, where every use of `self.conv` is `self.bn(self.conv(x))`, or `y = self.conv(x)`
   directly followed by `y = self.bn(y)` / `return self.bn(y)` (other than reading

@@ -407,23 +407,27 @@ def _check_accumulation_without_no_sync(ctx: FileContext) -> Iterator[Report]:
 
 
 def _steps_after_each(ctx: FileContext, backward: ast.Call, loop: Loop) -> bool:
-    """``backward`` is in a branch that steps the optimizer on every pass, ungated (Swin's and
-    RepVGG's ``else:`` taken when ``ACCUMULATION_STEPS <= 1``): that branch accumulates
-    nothing, and each all-reduce is needed."""
+    """``backward`` is followed, in the blocks that hold it, by an optimizer step on every pass,
+    ungated (Swin's and RepVGG's ``else:`` taken when ``ACCUMULATION_STEPS <= 1``): that branch
+    accumulates nothing, and each all-reduce is needed. Only the statements after it are read,
+    not a sibling branch of an ``if`` around it."""
     facts = ctx.loops
     child: ast.AST = backward
     for ancestor in ctx.ancestors(backward):
         if ancestor is loop:
             return False
-        if isinstance(ancestor, ast.If):
-            block = ancestor.body if child in ancestor.body else ancestor.orelse
-            for node in walk(block):
-                if (
-                    isinstance(node, ast.Call)
-                    and facts.is_optimizer_step(node)
-                    and not _gated_below(ctx, node, ancestor)
-                ):
-                    return True
+        if isinstance(ancestor, ast.stmt) and isinstance(child, ast.stmt):
+            for field in ("body", "orelse", "finalbody"):
+                block = getattr(ancestor, field, None)
+                if isinstance(block, list) and any(s is child for s in block):
+                    after = block[[id(s) for s in block].index(id(child)) + 1 :]
+                    for node in walk(after):
+                        if (
+                            isinstance(node, ast.Call)
+                            and facts.is_optimizer_step(node)
+                            and not _gated_below(ctx, node, ancestor)
+                        ):
+                            return True
         child = ancestor
     return False
 

@@ -557,7 +557,10 @@ def _asserts_outputs(ctx: FileContext, loop: Loop) -> bool:
     """The loop asserts a numerical comparison of what it computes (``assert
     torch.allclose(y_from_x_transformed.tensor, y.transform(g).tensor)`` for each group element,
     a steerable-CNN notebook's equivariance check; ``torch.testing.assert_close``): a test of
-    the model, run once, not an evaluation pass."""
+    the model, run once, not an evaluation pass. Not a loop over a data loader: an evaluation
+    pass with a sanity check in it is still an evaluation pass."""
+    if isinstance(loop, (ast.For, ast.AsyncFor)) and ctx.loops.is_loader(loop.iter):
+        return False
     for node in walk(loop.body):
         if isinstance(node, ast.Assert) and any(
             isinstance(c, ast.Call) and _called(c) in _COMPARISONS for c in walk([node.test])
@@ -635,7 +638,8 @@ only (nothing moved to a device; an acting loop is reported there too: it runs a
 environment step of training). Nor an evaluation loop whose every model is small by the reading
 below: the history autograd records for it is a few small activations, freed at once. Nor a
 loop that asserts a numerical comparison of what it computes (`assert torch.allclose(...)`,
-`torch.testing.assert_close`: a notebook's equivariance check, a test), not an evaluation pass.
+`torch.testing.assert_close`: a notebook's equivariance check, a test), not an evaluation pass;
+a loop over a loader with such a sanity check in it is still one.
 
 {SMALL_MODELS_DOC}
 

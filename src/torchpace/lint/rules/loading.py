@@ -24,7 +24,7 @@ from torchpace.lint.dataloaders import (
     yields_device_tensors,
 )
 from torchpace.lint.device import may_use_accelerator, uses_cuda
-from torchpace.lint.engine import EPOCH_LOADER, GIVEN
+from torchpace.lint.engine import EPOCH_LOADER, GIVEN, is_notebook
 from torchpace.lint.lightning import fitted_loaders
 from torchpace.lint.loops import (
     DATALOADERS,
@@ -42,6 +42,7 @@ from torchpace.lint.loops import (
     parameter_defaults,
     returned,
     returned_loaders,
+    scope_stores,
     walk,
 )
 from torchpace.lint.rule import (
@@ -286,6 +287,15 @@ def _cheap_dataset(ctx: FileContext, data: ast.expr | None) -> bool:
     if found is None:
         return False
     where, cls = found
+    # a notebook that defines the class again in a later cell: each binding may build either
+    # definition (definition_of gives the last), so every one must index only
+    classes = [
+        n for n in where.tree.body if isinstance(n, ast.ClassDef) and n.name == cls.name
+    ] or [cls]
+    return all(_indexes_only(where, c) for c in classes)
+
+
+def _indexes_only(where: FileContext, cls: ast.ClassDef) -> bool:
     getitem = next(
         (m for m in cls.body if isinstance(m, ast.FunctionDef) and m.name == "__getitem__"), None
     )
@@ -912,7 +922,7 @@ def _check_workers_not_persistent(ctx: FileContext) -> Iterator[Report]:
     iterating = [
         (loop, call)
         for loop in ctx.of_type(ast.For, ast.AsyncFor)
-        if id(loop) in ctx.loops.repeated and not _inside_loops_run_once(ctx, loop)
+        if id(loop) in ctx.loops.repeated and not inside_loops_run_once(ctx, loop)
         for call in iterated_loader_calls(ctx, loop)
         if not _one_dataset_a_pass(ctx, call, loop)
     ]
@@ -947,7 +957,7 @@ def _check_workers_not_persistent(ctx: FileContext) -> Iterator[Report]:
             yield Report(call)  # also an option off by default (``store_true``)
 
 
-def _inside_loops_run_once(ctx: FileContext, loop: ast.AST) -> bool:
+def inside_loops_run_once(ctx: FileContext, loop: ast.AST) -> bool:
     """Every loop around ``loop`` in its function runs once: ``for epoch in range(num_epoch)``
     with ``num_epoch = 1`` (a course's notebooks): the loader is iterated once a run, so its
     workers start once whatever ``persistent_workers`` says. A loop around it that runs more
@@ -983,6 +993,14 @@ def _at_most_once(ctx: FileContext, count: ast.expr, at: ast.AST) -> bool:
     ):
         # what the callers pass: every call of the file passes at most 1 (a notebook's
         # ``train_exact(model, loader, num_epochs=1)``), or leaves a default of at most 1
+        if not is_notebook(ctx.path):
+            return False  # another file may import the function and pass more
+        if count.id in scope_stores(ctx, scope) or any(
+            has_star_args(c)
+            for c, _ in ctx.calls
+            if isinstance(c.func, ast.Name) and c.func.id == scope.name
+        ):
+            return False  # rebound in the body, or a call whose ``**config`` may pass it
         given = passed_for(ctx, scope, count.id)
         default = parameter_defaults(scope).get(count.id)
         return bool(given) and all(_one_at_most(default if g is None else g) for g in given or ())
@@ -1153,8 +1171,9 @@ loader built anew on each pass of
 the loop that repeats it, over a dataset of that pass's item (`for split in datasets: loader =
 DataLoader(raw[split], ...)`, then `for batch in loader:`): each loader is iterated once. Nor a
 loader whose every loop around its own runs once, `for epoch in range(num_epoch)` with
-`num_epoch = 1` (a literal, a name bound only to one, or a parameter every call of the file
-passes 1: `train_exact(model, loader, num_epochs=1)`; not an option's default, which a run may
+`num_epoch = 1` (a literal, a name bound only to one, or a parameter every call of a notebook
+passes 1, `train_exact(model, loader, num_epochs=1)`, where no call hands it `**kwargs` and the
+body does not bind it again; not an option's default, which a run may
 raise), in a function no loop calls: its workers start once a run. The
 count is a literal,
 the default of an option or config field declared in the same file, or an option defined
