@@ -596,10 +596,15 @@ def _reiterated_elsewhere(ctx: FileContext) -> list[tuple[str, str]]:
     accelerator and iterates the parameter in a training loop run more than once (VoiceFilter's
     ``trainloader = create_dataloader(hp, args, train=True)``, then ``train(args, ...,
     trainloader, ...)``, whose ``while True: for ... in trainloader:`` starts the workers again
-    on every pass)."""
+    on every pass). Only the calls the file's own run makes (top-level code, and the functions
+    it calls by name, a script's ``main()``): a library's functions hand nothing on by
+    themselves, and reading every call would parse another file for each."""
     from torchpace.lint.device import may_use_accelerator
     from torchpace.lint.project import definition_of
 
+    run = [call for call in _top_level_calls(ctx) if _project_function(ctx, call.func)]
+    if not run:
+        return []
     # the names the file assigns a call of a project function to (most files: none)
     to_calls = {
         t.id
@@ -611,13 +616,10 @@ def _reiterated_elsewhere(ctx: FileContext) -> list[tuple[str, str]]:
     if not to_calls:
         return []
     out: list[tuple[str, str]] = []
-    for call, _ in ctx.calls:
-        if (
-            not any(
-                isinstance(a, ast.Name) and a.id in to_calls
-                for a in (*call.args, *(k.value for k in call.keywords))
-            )
-            or _project_function(ctx, call.func) is None
+    for call in run:
+        if not any(
+            isinstance(a, ast.Name) and a.id in to_calls
+            for a in (*call.args, *(k.value for k in call.keywords))
         ):
             continue
         scope = ctx.enclosing_scope(call)
