@@ -602,9 +602,6 @@ def _reiterated_elsewhere(ctx: FileContext) -> list[tuple[str, str]]:
     from torchpace.lint.device import may_use_accelerator
     from torchpace.lint.project import definition_of
 
-    run = [call for call in _top_level_calls(ctx) if _project_function(ctx, call.func)]
-    if not run:
-        return []
     # the names the file assigns a call of a project function to (most files: none)
     to_calls = {
         t.id
@@ -615,6 +612,7 @@ def _reiterated_elsewhere(ctx: FileContext) -> list[tuple[str, str]]:
     }
     if not to_calls:
         return []
+    run = [call for call in _top_level_calls(ctx) if _project_function(ctx, call.func)]
     out: list[tuple[str, str]] = []
     for call in run:
         if not any(
