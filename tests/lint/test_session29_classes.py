@@ -266,3 +266,34 @@ def test_a_factorys_loader_handed_to_another_files_loop_that_repeats_it(
     found = json.loads(capsys.readouterr().out)
     tp104 = [(Path(f["path"]).name, f["line"]) for f in found if f["code"] == "TP104"]
     assert tp104 == ([("dataloader.py", 6)] if reported else [])
+
+
+# EDM2's training loop (change-42): the snapshot under `cur_nimg % snapshot_nimg == 0` asks
+# `hasattr(optimizer, "get_ema")`; asking about the optimizer steps nothing, so the gated body
+# is a cadence's, not training (its module copy's .cpu() was judged false).
+SNAPSHOT = """
+import copy
+import torch
+
+net = Net().cuda()
+optimizer = torch.optim.Adam(net.parameters())
+while True:
+    if snapshot_nimg is not None and cur_nimg % snapshot_nimg == 0:
+        ema_net = {owner}
+        data = copy.deepcopy(ema_net).cpu().eval()
+        save(data)
+    images, labels = next(dataset_iterator)
+    loss = loss_fn(net(images.cuda()), labels.cuda())
+    loss.backward()
+    optimizer.step()
+    cur_nimg += batch_size
+"""
+
+
+def test_asking_about_the_optimizer_in_a_gated_snapshot_is_no_training() -> None:
+    assert (
+        findings(SNAPSHOT.format(owner='net if hasattr(optimizer, "get_ema") else ema'), "TP201")
+        == []
+    )
+    # a call handed the optimizer may step it: the gated body then trains (accumulation)
+    assert findings(SNAPSHOT.format(owner="take_ema(net, optimizer)"), "TP201") == [("TP201", 10)]

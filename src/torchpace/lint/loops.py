@@ -120,6 +120,10 @@ _STEP_FUNCTION = re.compile(r"(^|_)step$", re.IGNORECASE)
 _READS_OPTIMIZER = re.compile(
     r"^(get|read|log|print|show|report|current)(_|$)|(^|_)(lrs?|learning_rates?)$", re.I
 )
+# Builtins that look at an object and step nothing: an optimizer handed to them is read.
+_INSPECTING_BUILTINS = frozenset(
+    {"hasattr", "getattr", "isinstance", "type", "id", "len", "print", "repr", "str", "vars"}
+)
 _OPTIMIZER_NAME = re.compile(r"^(opt|optim\w*|\w*_opt|\w*_optim\w*|\w*optimi[sz]er\w*)$", re.I)
 
 
@@ -863,6 +867,8 @@ class LoopFacts:
             return False  # ``save_checkpoint(model, optimizer)`` keeps it, does not step it
         if _READS_OPTIMIZER.search(name_of.rsplit(".", 1)[-1]):
             return False  # ``get_learning_rate(optimizer)`` for a log line reads it
+        if name_of in _INSPECTING_BUILTINS:
+            return False  # ``hasattr(optimizer, "get_ema")`` asks about it (EDM2's snapshot)
         for arg in call.args:  # positional: ``loss_scaler(loss, optimizer)``
             name = dotted(arg)
             if name is not None and (name in self.optimizers or names_optimizer(name)):
