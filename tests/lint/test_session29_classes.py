@@ -297,3 +297,35 @@ def test_asking_about_the_optimizer_in_a_gated_snapshot_is_no_training() -> None
     )
     # a call handed the optimizer may step it: the gated body then trains (accumulation)
     assert findings(SNAPSHOT.format(owner="take_ema(net, optimizer)"), "TP201") == [("TP201", 10)]
+
+
+# The UvA notebooks' activation-function tutorial (change-42): visualize_gradients runs one
+# backward per network, reads each weight's .grad to plot it, then zeroes it; no optimizer
+# steps. The loop over activation functions that calls it is no training loop (its TP302 and the
+# .cpu() feeding the plot were judged false). A helper whose backward its caller steps is.
+GRADIENTS = """
+import torch
+import torch.nn.functional as F
+
+device = torch.device("cuda")
+
+def visualize_gradients(net):
+    net.zero_grad()
+    loss = F.cross_entropy(net(imgs), labels)
+    loss.backward()
+    grads = {{n: p.grad.data.view(-1).cpu().numpy() for n, p in net.named_parameters()}}
+    {after}
+    plot(grads)
+
+for act_fn_name in act_fn_by_name:
+    net = BaseNetwork(act_fn=act_fn_by_name[act_fn_name]()).to(device)
+    visualize_gradients(net)
+"""
+
+
+def test_gradients_read_and_thrown_away_are_no_training_step() -> None:
+    def found(after: str) -> list[tuple[str, int]]:
+        return [f for f in findings(GRADIENTS.format(after=after)) if f[0] in ("TP201", "TP302")]
+
+    assert found("net.zero_grad()") == []
+    assert found("optimizer.step()") == [("TP201", 11), ("TP302", 15)]

@@ -824,7 +824,7 @@ class LoopFacts:
             self._steps[key] = False  # recursion guard
             self._steps[key] = any(
                 self.is_step(n, function) for n in walk(function.body, into_loops=False)
-            )
+            ) and not self._discards_gradients(function)
         return self._steps[key]
 
     def function_has_step_loop(self, function: Function) -> bool:
@@ -879,8 +879,42 @@ class LoopFacts:
         key = id(function)
         if key not in self._trains:
             self._trains[key] = False  # recursion guard
-            self._trains[key] = self.trains(function.body, function)
+            self._trains[key] = self.trains(function.body, function) and not (
+                self._discards_gradients(function)
+            )
         return self._trains[key]
+
+    def _discards_gradients(self, function: Function) -> bool:
+        """``function`` runs ``backward()``, reads ``.grad``, then ``zero_grad()``, and steps
+        nothing (no ``.step()`` at all): the gradients are read and thrown away (a notebook's
+        ``visualize_gradients(net)``, plotting each weight's gradient for one batch), not a
+        training step. A helper whose backward its caller steps never zeroes what it computed."""
+        body = list(walk(function.body))
+        backwards = [n.lineno for n in body if isinstance(n, ast.Call) and self.is_backward(n)]
+        if not backwards:
+            return False
+        zeroed = any(
+            isinstance(n, ast.Call)
+            and isinstance(n.func, ast.Attribute)
+            and n.func.attr == "zero_grad"
+            and n.lineno > min(backwards)
+            for n in body
+        )
+        reads = any(isinstance(n, ast.Attribute) and n.attr == "grad" for n in body)
+        return (
+            zeroed
+            and reads
+            and not any(
+                isinstance(n, ast.Call)
+                and (
+                    # any ``.step()``: an optimizer kept in a dict (``self.optimizer["g"]``)
+                    (isinstance(n.func, ast.Attribute) and n.func.attr == "step")
+                    or self.is_optimizer_step(n)
+                    or self.hands_optimizer(n)
+                )
+                for n in body
+            )
+        )
 
     def _calls_step_loop(self, node: ast.AST, scope: Scope) -> bool:
         return isinstance(node, ast.Call) and any(
