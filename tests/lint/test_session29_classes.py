@@ -329,3 +329,17 @@ def test_gradients_read_and_thrown_away_are_no_training_step() -> None:
 
     assert found("net.zero_grad()") == []
     assert found("optimizer.step()") == [("TP201", 11), ("TP302", 15)]
+
+
+# The same notebook (cells cut from it, fixtures/session29_dead_neurons.json): `train_loader`
+# (no workers) is only run through the net under no_grad to count dead neurons, layer by layer;
+# train_model builds its own loader (TP101 judged false; train_model's own loader, judged true,
+# stays reported).
+def test_a_loader_only_read_under_no_grad_feeds_no_training() -> None:
+    cells = json.loads(
+        (Path(__file__).parent / "fixtures" / "session29_dead_neurons.json").read_text()
+    )
+    assert notebook_findings(cells, "TP101") == [("TP101", 6, 23)]
+    # the same pass with autograd on may train through what it runs: reported as before
+    with_grad = [c.replace("with torch.no_grad():", "if True:") for c in cells]
+    assert ("TP101", 4, 19) in notebook_findings(with_grad, "TP101")

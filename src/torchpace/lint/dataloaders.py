@@ -688,6 +688,9 @@ def feeds_training(ctx: FileContext, call: ast.Call) -> bool:
     ):
         return False
     evaluation = {id(loop) for loop in ctx.loops.eval_loops}
+    # a pass under ``torch.no_grad()`` trains nothing, model call or not (a notebook's count of
+    # dead neurons runs each layer of the net by hand over the training set)
+    evaluation |= {id(loop) for loop in loops if id(loop) in ctx.loops.no_grad}
     idle = {id(loop) for loop in loops if _idle(loop)}
     if not loops or not all(id(loop) in evaluation | idle for loop in loops):
         return True
