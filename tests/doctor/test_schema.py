@@ -115,7 +115,8 @@ GPU_STORED = ROOT / "benchmarks" / "results" / "gpu-doctor"
 def _stored_results() -> list[Path]:
     files = [*sorted((ROOT / "tests").rglob("*.json")), *sorted(STORED.glob("*.json")),
              *sorted(GPU_STORED.glob("*.json"))]  # fmt: skip
-    return [p for p in files if json.loads(p.read_text()).get("schema") == SCHEMA]
+    loaded = [(p, json.loads(p.read_text())) for p in files]  # fixtures may be lists, too
+    return [p for p, d in loaded if isinstance(d, dict) and d.get("schema") == SCHEMA]
 
 
 def test_every_stored_result_validates() -> None:
