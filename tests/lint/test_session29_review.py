@@ -44,6 +44,12 @@ EXPECTED: dict[str, set[tuple[str, int | None, int, str]]] = {
                   ("utils/train.py", None, 9, "TP302")},
     "vf_range1": {("datasets/dataloader.py", None, 9, "TP101"),
                   ("utils/train.py", None, 8, "TP302")},
+    # a loader handed to a keyword-only parameter of the function that re-iterates it
+    "vf_kwonly": {("datasets/dataloader.py", None, 6, "TP104"),
+                  ("datasets/dataloader.py", None, 9, "TP101"),
+                  ("utils/train.py", None, 8, "TP302")},
+    # (its functions are called nowhere: read on the file alone, below)
+    "lightning_max_epochs_name": set(),
     "vf_while": {("datasets/dataloader.py", None, 6, "TP104"),
                  ("datasets/dataloader.py", None, 9, "TP101"),
                  ("utils/train.py", None, 8, "TP302")},
@@ -85,3 +91,10 @@ def test_a_trainer_is_on_the_gpu_where_torch_says_one_is_not_where_an_option_say
     assert findings(inverted, "TP302") == [("TP302", 17)]
     (option,) = CASES["lightning_option_cuda"].values()
     assert findings(option, "TP302") == []
+
+
+def test_a_trainer_run_for_a_name_bound_to_one_epoch_and_a_loader_built_in_the_fit() -> None:
+    (source,) = CASES["lightning_max_epochs_name"].values()
+    # max_epochs=EPOCHS with EPOCHS = 1: workers start once; fit(model, DataLoader(...)) for 50
+    # epochs: restarted each one; a persistent loader: kept
+    assert findings(source, "TP104") == [("TP104", 23)]

@@ -645,9 +645,10 @@ def _reiterated_elsewhere(ctx: FileContext) -> list[tuple[str, str]]:
             continue
         where, function = found
         params = [a.arg for a in (*function.args.posonlyargs, *function.args.args)]
+        keywords = {*params, *(a.arg for a in function.args.kwonlyargs)}
         for key, factory in handed:
             param = params[key] if isinstance(key, int) and key < len(params) else key
-            if not isinstance(param, str) or param not in params:
+            if not isinstance(param, str) or param not in keywords:
                 continue
             if not _reiterates(where, function, param):
                 continue

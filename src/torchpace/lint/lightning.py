@@ -6,7 +6,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from torchpace.lint.loops import binding_before, dotted, method_calls
+from torchpace.lint.loops import DATALOADERS, binding_before, dotted, method_calls
 from torchpace.lint.rule import FileContext, argument, is_const, keyword
 
 LIGHTNING_TRAINERS = frozenset(
@@ -93,10 +93,13 @@ def fitted_loaders(ctx: FileContext) -> Iterator[ast.Call]:
         return
     for trainer, name in ctx.calls:
         epochs = keyword(trainer, "max_epochs")
-        if name not in LIGHTNING_TRAINERS or (epochs is not None and is_const(epochs.value, 1)):
+        if name not in LIGHTNING_TRAINERS or (epochs is not None and _one(ctx, epochs.value)):
             continue
         for fit in method_calls(ctx, trainer, "fit"):
             given = argument(fit, "train_dataloaders", 1) or argument(fit, "train_dataloader", 1)
+            if isinstance(given, ast.Call) and ctx.names.qualname(given.func) in DATALOADERS:
+                yield given  # ``trainer.fit(model, DataLoader(...))``
+                continue
             loader = dotted(given) if given is not None else None
             if loader is None:
                 continue
@@ -110,3 +113,16 @@ def fitted_loaders(ctx: FileContext) -> Iterator[ast.Call]:
                 else:
                     calls = [c for c in calls if ctx.enclosing_scope(c) is ctx.tree]
             yield from calls
+
+
+def _one(ctx: FileContext, value: ast.expr) -> bool:
+    """``max_epochs=1``, or a name the file binds only to 1 (``EPOCHS = 1``, then
+    ``max_epochs=EPOCHS``)."""
+    if isinstance(value, ast.Name):
+        bound = [
+            n.value
+            for n in ctx.of_type(ast.Assign)
+            if any(isinstance(t, ast.Name) and t.id == value.id for t in n.targets)
+        ]
+        return bool(bound) and all(is_const(v, 1) for v in bound)
+    return is_const(value, 1)

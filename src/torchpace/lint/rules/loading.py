@@ -1157,7 +1157,8 @@ script parses and hands on default the worker count to 0: reported in the file t
 as the loader a Lightning
 `train_dataloader()` hook
 returns or a Lightning Trainer's `fit` is handed (`trainer.fit(model, train_loader,
-val_loader)`), which the Trainer iterates every epoch (unless `max_epochs=1`), or as the loader an
+val_loader)`, also one built in the call), which the Trainer iterates every epoch (unless
+`max_epochs=1`, or a name bound only to 1), or as the loader an
 Ignite training engine runs for several epochs (`trainer.run(train_loader, max_epochs=10)`,
 `trainer` built by `Engine(step)` or `create_supervised_trainer`). Not a loader whose dataset a
 loop that uses the loader changes (`train_loader.dataset.epoch_now = epoch`,
