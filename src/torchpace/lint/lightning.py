@@ -1,12 +1,19 @@
 """Lightning's ``Trainer`` as the rules read it: which calls build one, whether it runs on a GPU,
-and the loaders its ``fit`` iterates once per epoch."""
+and the loaders it iterates once per epoch (those its ``fit`` is handed, and those a
+``train_dataloader()`` hook returns)."""
 
 from __future__ import annotations
 
 import ast
 from collections.abc import Iterator
 
-from torchpace.lint.loops import DATALOADERS, binding_before, dotted, method_calls
+from torchpace.lint.loops import (
+    DATALOADERS,
+    binding_before,
+    dotted,
+    method_calls,
+    returned_loaders,
+)
 from torchpace.lint.rule import FileContext, argument, is_const, keyword
 
 LIGHTNING_TRAINERS = frozenset(
@@ -82,6 +89,17 @@ def _chosen_device(node: ast.expr) -> bool:
     if isinstance(node, ast.Attribute) and node.attr == "type":
         node = node.value
     return isinstance(node, ast.Name)
+
+
+def hook_loaders(ctx: FileContext) -> Iterator[ast.Call]:
+    """The DataLoaders a Lightning ``train_dataloader()`` hook returns: the Trainer iterates
+    the training loader once per epoch (and warns that its workers restart each time)."""
+    if b"lightning" not in ctx.source:
+        return
+    if any(is_const(k.value, 1) for c, _ in ctx.calls for k in c.keywords if k.arg == "max_epochs"):
+        return  # one epoch: the workers start once
+    for function in ctx.loops.functions.get("train_dataloader", ()):
+        yield from returned_loaders(function, ctx.names)
 
 
 def fitted_loaders(ctx: FileContext) -> Iterator[ast.Call]:

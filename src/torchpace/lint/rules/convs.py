@@ -964,16 +964,14 @@ def _built_in_eval_mode(ctx: FileContext, call: ast.Call) -> bool:
             if not isinstance(moved, ast.Call):
                 return False
             node = moved
-        elif (
-            isinstance(parent, ast.Call)
-            and ctx.names.qualname(parent.func) == "torch.nn.Sequential"
-        ):
+        elif isinstance(parent, ast.Call) and ctx.names.qualname(parent.func) == _SEQUENTIAL:
             node = parent
         else:
             return False
 
 
 _MOVES = frozenset({"to", "cuda", "requires_grad_", "float", "half"})
+_SEQUENTIAL = "torch.nn.Sequential"
 
 
 def _sequential_pairs(ctx: FileContext, names: dict[int, str | None]) -> Iterator[ast.Call]:
@@ -984,7 +982,7 @@ def _sequential_pairs(ctx: FileContext, names: dict[int, str | None]) -> Iterato
     norm added under an ``if``: kuangliu's VGG, PyTorch-GAN's ESRGAN, pytorch-cifar100's VGG).
     A conv found through a name or an ``if`` is marked :data:`_OPTIONAL`: no fix."""
     for call, name in ctx.calls:
-        if name != "torch.nn.Sequential" or _built_in_eval_mode(ctx, call):
+        if name != _SEQUENTIAL or _built_in_eval_mode(ctx, call):
             continue
         yield from _pairs_in(_layers_given(ctx, call), names)
         if not any(isinstance(a, ast.Starred) for a in call.args):

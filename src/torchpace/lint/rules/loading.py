@@ -25,7 +25,7 @@ from torchpace.lint.dataloaders import (
 )
 from torchpace.lint.device import may_use_accelerator, uses_cuda
 from torchpace.lint.engine import EPOCH_LOADER, GIVEN, is_notebook
-from torchpace.lint.lightning import fitted_loaders
+from torchpace.lint.lightning import fitted_loaders, hook_loaders
 from torchpace.lint.loops import (
     DATALOADERS,
     EVAL_NAME,
@@ -41,7 +41,6 @@ from torchpace.lint.loops import (
     may_build_loader,
     parameter_defaults,
     returned,
-    returned_loaders,
     scope_stores,
     walk,
 )
@@ -860,17 +859,6 @@ def _some_workers(ctx: FileContext, workers: ast.expr) -> bool:
     return known is None or known > 0
 
 
-def _epoch_hooks(ctx: FileContext) -> Iterator[ast.Call]:
-    """The DataLoaders a Lightning ``train_dataloader()`` hook returns: the Trainer iterates
-    the training loader once per epoch (and warns that its workers restart each time)."""
-    if b"lightning" not in ctx.source:
-        return
-    if any(is_const(k.value, 1) for c, _ in ctx.calls for k in c.keywords if k.arg == "max_epochs"):
-        return  # one epoch: the workers start once
-    for function in ctx.loops.functions.get("train_dataloader", ()):
-        yield from returned_loaders(function, ctx.names)
-
-
 def _epoch_factories(ctx: FileContext) -> Iterator[ast.Call]:
     """The DataLoaders built by the functions of this file whose loader another file's training
     loop iterates once per epoch (``lint.project``: SlowFast's ``construct_loader``, called by
@@ -940,7 +928,7 @@ def _check_workers_not_persistent(ctx: FileContext) -> Iterator[Report]:
     factories = _epoch_factories(ctx)
     handed = _handed_on_every_epoch(ctx)
     fitted = fitted_loaders(ctx)  # Lightning's fit iterates them once per epoch
-    found = [*reiterated, *_epoch_hooks(ctx), *fitted, *_engine_runs(ctx), *factories, *handed]
+    found = [*reiterated, *hook_loaders(ctx), *fitted, *_engine_runs(ctx), *factories, *handed]
     for call in dict.fromkeys(found):
         if id(call) in here or id(call) in reentered or not feeds_training(ctx, call):
             continue
@@ -984,7 +972,7 @@ def _at_most_once(ctx: FileContext, count: ast.expr, at: ast.AST) -> bool:
     (``num_epoch = 1``); not an option's default, which a run may change (``--num_train_epochs``,
     also recomputed from ``--max_train_steps`` in Diffusers' scripts)."""
     if isinstance(count, ast.Constant):
-        return type(count.value) is int and count.value <= 1
+        return _one_at_most(count)
     if not isinstance(count, ast.Name):
         return False
     scope = ctx.enclosing_scope(at)
