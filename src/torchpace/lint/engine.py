@@ -615,29 +615,21 @@ def _reiterated_elsewhere(ctx: FileContext) -> list[tuple[str, str]]:
     run = [call for call in _top_level_calls(ctx) if _project_function(ctx, call.func)]
     out: list[tuple[str, str]] = []
     for call in run:
-        if not any(
-            isinstance(a, ast.Name) and a.id in to_calls
-            for a in (*call.args, *(k.value for k in call.keywords))
-        ):
-            continue
-        scope = ctx.enclosing_scope(call)
         # first what is cheap to read here: a name the call hands on, bound once to a call of
-        # a project function (most calls hand none)
-        handed: list[tuple[int | str, ast.Call]] = []
+        # a project function that builds a loader (most calls hand none)
+        scope = ctx.enclosing_scope(call)
+        handed: list[tuple[int | str, ast.Call, tuple[str, str]]] = []
         named: list[tuple[int | str, ast.expr]] = [*enumerate(call.args)]
         named += [(k.arg, k.value) for k in call.keywords if k.arg]
         for key, arg in named:
             if not isinstance(arg, ast.Name) or arg.id not in to_calls:
                 continue
             bound = bound_in(ctx, arg.id, scope)
-            if (
-                bound
-                and len(bound) == 1
-                and isinstance(factory := bound[0], ast.Call)
-                and _project_function(ctx, factory.func) is not None
-            ):
-                handed.append((key, factory))
-        handed = [(key, factory) for key, factory in handed if _builds_a_loader(ctx, factory)]
+            if not (bound and len(bound) == 1 and isinstance(factory := bound[0], ast.Call)):
+                continue
+            made = _project_function(ctx, factory.func)
+            if made is not None and _builds_a_loader(ctx, factory):
+                handed.append((key, factory, made))
         if not handed or _builds_a_loader(ctx, call):
             continue  # a factory itself is read where its result is iterated
         found = definition_of(ctx, call, ast.FunctionDef)
@@ -646,17 +638,13 @@ def _reiterated_elsewhere(ctx: FileContext) -> list[tuple[str, str]]:
         where, function = found
         params = [a.arg for a in (*function.args.posonlyargs, *function.args.args)]
         keywords = {*params, *(a.arg for a in function.args.kwonlyargs)}
-        for key, factory in handed:
+        for key, factory, (module, name) in handed:
             param = params[key] if isinstance(key, int) and key < len(params) else key
             if not isinstance(param, str) or param not in keywords:
                 continue
-            if not _reiterates(where, function, param):
-                continue
-            if may_use_accelerator(where):
-                made = _project_function(ctx, factory.func)
-                assert made is not None
-                out.append((made[0], EPOCH_LOADER + made[1]))
-                out += [(made[0], f"{GIVEN}{made[1]}.{p}") for p in _zeros_given(ctx, factory)]
+            if _reiterates(where, function, param) and may_use_accelerator(where):
+                out.append((module, EPOCH_LOADER + name))
+                out += [(module, f"{GIVEN}{name}.{p}") for p in _zeros_given(ctx, factory)]
     return out
 
 
