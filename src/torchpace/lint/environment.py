@@ -77,7 +77,7 @@ def _steps_env_in(fn: ast.AST, made: set[str]) -> bool:
 def _once(ctx: FileContext, loop: ast.AST) -> bool:
     """``for _ in range(n)`` with ``n`` at most 1, a literal or an option's default (SAC's
     ``--gradient_steps`` of 1): one gradient step each environment step, as the loop is written
-    to run. Unlike TP104's one-epoch loop (``loading._at_most_once``), where an option's default
+    to run. Unlike TP104's one-epoch loop (``lightning.at_most_once``), where an option's default
     does not count, it counts here: the default run takes one gradient step per environment
     step, and the environment loop's own read of the action already waits for each."""
     if not (

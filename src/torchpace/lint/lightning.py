@@ -7,14 +7,25 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
+from torchpace.lint.engine import is_notebook
 from torchpace.lint.loops import (
     DATALOADERS,
     binding_before,
+    bound_in,
     dotted,
     method_calls,
+    parameter_defaults,
     returned_loaders,
+    scope_stores,
 )
-from torchpace.lint.rule import FileContext, argument, is_const, keyword
+from torchpace.lint.rule import (
+    FileContext,
+    argument,
+    has_star_args,
+    keyword,
+    parameter_names,
+    passed_for,
+)
 
 LIGHTNING_TRAINERS = frozenset(
     {"lightning.Trainer", "lightning.pytorch.Trainer", "pytorch_lightning.Trainer"}
@@ -96,8 +107,13 @@ def hook_loaders(ctx: FileContext) -> Iterator[ast.Call]:
     the training loader once per epoch (and warns that its workers restart each time)."""
     if b"lightning" not in ctx.source:
         return
-    if any(is_const(k.value, 1) for c, _ in ctx.calls for k in c.keywords if k.arg == "max_epochs"):
-        return  # one epoch: the workers start once
+    if any(
+        at_most_once(ctx, k.value, c)
+        for c, _ in ctx.calls
+        for k in c.keywords
+        if k.arg == "max_epochs"
+    ):
+        return  # one epoch (``max_epochs=1``, or a name bound only to 1): the workers start once
     for function in ctx.loops.functions.get("train_dataloader", ()):
         yield from returned_loaders(function, ctx.names)
 
@@ -111,7 +127,9 @@ def fitted_loaders(ctx: FileContext) -> Iterator[ast.Call]:
         return
     for trainer, name in ctx.calls:
         epochs = keyword(trainer, "max_epochs")
-        if name not in LIGHTNING_TRAINERS or (epochs is not None and _one(ctx, epochs.value)):
+        if name not in LIGHTNING_TRAINERS or (
+            epochs is not None and at_most_once(ctx, epochs.value, trainer)
+        ):
             continue
         for fit in method_calls(ctx, trainer, "fit"):
             given = argument(fit, "train_dataloaders", 1) or argument(fit, "train_dataloader", 1)
@@ -133,14 +151,36 @@ def fitted_loaders(ctx: FileContext) -> Iterator[ast.Call]:
             yield from calls
 
 
-def _one(ctx: FileContext, value: ast.expr) -> bool:
-    """``max_epochs=1``, or a name the file binds only to 1 (``EPOCHS = 1``, then
-    ``max_epochs=EPOCHS``)."""
-    if isinstance(value, ast.Name):
-        bound = [
-            n.value
-            for n in ctx.of_type(ast.Assign)
-            if any(isinstance(t, ast.Name) and t.id == value.id for t in n.targets)
-        ]
-        return bool(bound) and all(is_const(v, 1) for v in bound)
-    return is_const(value, 1)
+def at_most_once(ctx: FileContext, count: ast.expr, at: ast.AST) -> bool:
+    """``count`` is a literal of at most 1, or a name its scope binds only to such literals
+    (``num_epoch = 1``); not an option's default, which a run may change (``--num_train_epochs``,
+    also recomputed from ``--max_train_steps`` in Diffusers' scripts)."""
+    if isinstance(count, ast.Constant):
+        return _one_at_most(count)
+    if not isinstance(count, ast.Name):
+        return False
+    scope = ctx.enclosing_scope(at)
+    if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)) and count.id in parameter_names(
+        scope
+    ):
+        # what the callers pass: every call of the file passes at most 1 (a notebook's
+        # ``train_exact(model, loader, num_epochs=1)``), or leaves a default of at most 1
+        if not is_notebook(ctx.path):
+            return False  # another file may import the function and pass more
+        if count.id in scope_stores(ctx, scope) or any(
+            has_star_args(c)
+            for c, _ in ctx.calls
+            if isinstance(c.func, ast.Name) and c.func.id == scope.name
+        ):
+            return False  # rebound in the body, or a call whose ``**config`` may pass it
+        given = passed_for(ctx, scope, count.id)
+        default = parameter_defaults(scope).get(count.id)
+        return bool(given) and all(_one_at_most(default if g is None else g) for g in given or ())
+    bound = bound_in(ctx, count.id, scope)
+    if bound is None and not isinstance(scope, ast.Module):
+        bound = bound_in(ctx, count.id, ctx.tree)
+    return bool(bound) and all(_one_at_most(v) for v in bound or ())
+
+
+def _one_at_most(value: ast.expr | None) -> bool:
+    return isinstance(value, ast.Constant) and type(value.value) is int and value.value <= 1

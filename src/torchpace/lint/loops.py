@@ -308,6 +308,8 @@ def _opt_in(test: ast.expr, flags: frozenset[str]) -> bool:
             or (isinstance(op, ast.GtE) and bound.value == 1)
         )
         return level and _opt_in(test.left, flags)
+    if isinstance(test, ast.Subscript) and isinstance(test.slice, ast.Constant):
+        return test.slice.value in flags  # ``config["enable_tensorboard"]`` of ``vars(args)``
     return isinstance(test, ast.Attribute) and test.attr in flags
 
 
@@ -1800,6 +1802,47 @@ def _evaluation_branch(facts: LoopFacts, node: ast.If, scope: Scope) -> bool:
     )
 
 
+def _pass_test(test: ast.expr) -> bool:
+    """A test of which pass runs: a flag or a phase named for training (``if is_train:``,
+    ``if self.training:``, ``if phase == LoopPhase.TRAIN:``, ``if mode == "train":``,
+    ``config["train"]``); not a step count, a cadence, nor an option of a training section
+    (``config.TRAIN.CLIP_GRAD``)."""
+    if isinstance(test, ast.Compare):
+        if len(test.ops) != 1 or not isinstance(test.ops[0], (ast.Eq, ast.Is)):
+            return False
+        if dotted(test.left) is None:
+            return False
+        named = test.comparators[0]
+        word = named.value if isinstance(named, ast.Constant) else dotted(named)
+    elif isinstance(test, ast.Subscript):
+        if dotted(test.value) is None or not isinstance(test.slice, ast.Constant):
+            return False
+        word = test.slice.value
+    else:
+        word = dotted(test)
+    return isinstance(word, str) and _TRAIN_PASS.match(word.rsplit(".", 1)[-1]) is not None
+
+
+_TRAIN_PASS = re.compile(r"(is_|do_)?train(ing)?$", re.I)
+
+
+def _other_pass(facts: LoopFacts, node: ast.If, scope: Scope) -> bool:
+    """``else:`` of ``if is_train:`` (``elif phase == VAL:`` of ``if phase == TRAIN:``) that
+    trains nothing, in a scope whose training calls run under the same test: one function
+    serves both passes (pytorch-GAT's ``main_loop(phase)``, the original transformer's
+    ``train_val_loop(is_train)``), and the ``else`` is the other pass's logging and early
+    stopping."""
+    if not node.orelse or not _pass_test(node.test) or facts.trains(node.orelse, scope):
+        return False
+    key = ast.dump(node.test)
+    return any(
+        isinstance(other, ast.If)
+        and ast.dump(other.test) == key
+        and facts.trains(other.body, scope)
+        for other in walk(scope.body)
+    )
+
+
 def _trains_its_own(facts: LoopFacts, body: list[ast.stmt]) -> bool:
     """``body`` builds a ``torch.optim`` optimizer of its own: what it trains is a fresh copy
     (meta-learning's periodic validation: ``learner = copy.deepcopy(model)``, ``adapt_opt =
@@ -1874,6 +1917,10 @@ def _mark_hot(
         if isinstance(node, ast.If) and _evaluation_branch(facts, node, scope):
             # ``if not train:`` in a loop that trains under ``if train:``: the other pass
             stack += [node.test, *node.orelse]
+            continue
+        if isinstance(node, ast.If) and _other_pass(facts, node, scope):
+            # ``if is_train: ... else: <the evaluation's logging>``: the other pass
+            stack += [node.test, *node.body]
             continue
         if isinstance(node, ast.If) and id(node) in facts.decided:
             # ``if not reverse:`` in a flow whose training calls never pass ``reverse``

@@ -24,8 +24,8 @@ from torchpace.lint.dataloaders import (
     yields_device_tensors,
 )
 from torchpace.lint.device import may_use_accelerator, uses_cuda
-from torchpace.lint.engine import EPOCH_LOADER, GIVEN, is_notebook
-from torchpace.lint.lightning import fitted_loaders, hook_loaders
+from torchpace.lint.engine import EPOCH_LOADER, GIVEN
+from torchpace.lint.lightning import at_most_once, fitted_loaders, hook_loaders
 from torchpace.lint.loops import (
     DATALOADERS,
     EVAL_NAME,
@@ -41,7 +41,6 @@ from torchpace.lint.loops import (
     may_build_loader,
     parameter_defaults,
     returned,
-    scope_stores,
     walk,
 )
 from torchpace.lint.rule import (
@@ -53,7 +52,6 @@ from torchpace.lint.rule import (
     has_star_args,
     is_const,
     keyword,
-    parameter_names,
     passed_for,
     per_file,
 )
@@ -962,44 +960,9 @@ def inside_loops_run_once(ctx: FileContext, loop: ast.AST) -> bool:
             and len(a.iter.args) == 1
         ):
             return False
-        if not _at_most_once(ctx, a.iter.args[0], a):
+        if not at_most_once(ctx, a.iter.args[0], a):
             return False
     return True
-
-
-def _at_most_once(ctx: FileContext, count: ast.expr, at: ast.AST) -> bool:
-    """``count`` is a literal of at most 1, or a name its scope binds only to such literals
-    (``num_epoch = 1``); not an option's default, which a run may change (``--num_train_epochs``,
-    also recomputed from ``--max_train_steps`` in Diffusers' scripts)."""
-    if isinstance(count, ast.Constant):
-        return _one_at_most(count)
-    if not isinstance(count, ast.Name):
-        return False
-    scope = ctx.enclosing_scope(at)
-    if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)) and count.id in parameter_names(
-        scope
-    ):
-        # what the callers pass: every call of the file passes at most 1 (a notebook's
-        # ``train_exact(model, loader, num_epochs=1)``), or leaves a default of at most 1
-        if not is_notebook(ctx.path):
-            return False  # another file may import the function and pass more
-        if count.id in scope_stores(ctx, scope) or any(
-            has_star_args(c)
-            for c, _ in ctx.calls
-            if isinstance(c.func, ast.Name) and c.func.id == scope.name
-        ):
-            return False  # rebound in the body, or a call whose ``**config`` may pass it
-        given = passed_for(ctx, scope, count.id)
-        default = parameter_defaults(scope).get(count.id)
-        return bool(given) and all(_one_at_most(default if g is None else g) for g in given or ())
-    bound = bound_in(ctx, count.id, scope)
-    if bound is None and not isinstance(scope, ast.Module):
-        bound = bound_in(ctx, count.id, ctx.tree)
-    return bool(bound) and all(_one_at_most(v) for v in bound or ())
-
-
-def _one_at_most(value: ast.expr | None) -> bool:
-    return isinstance(value, ast.Constant) and type(value.value) is int and value.value <= 1
 
 
 @per_file

@@ -888,7 +888,14 @@ def _shows_a_device(ctx: FileContext, loop: Step) -> bool:
     # net.to(device)``.
     loop_scope = ctx.loops.scope_of[id(loop)]
     models = called_models(ctx, loop)
-    handed = _handed(ctx, loop_scope)  # what the loop's function is given, where it is bound
+    # what the loop's function is given, where it is bound; also what the functions around it
+    # are given, that it reads as a closure (the original transformer's notebook:
+    # ``get_train_val_loop(baseline_transformer, ...)`` returns the loop's ``train_val_loop``)
+    handed: set[tuple[str, Scope]] = set()
+    scope: Scope = loop_scope
+    while isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        handed |= _handed(ctx, scope)
+        scope = ctx.enclosing_scope(scope)
     for call, _ in ctx.calls:
         if moves_to_a_device(call, ctx.names):
             owner = dotted(call.func.value)  # type: ignore[attr-defined]  # a method call

@@ -706,7 +706,8 @@ step % 100 == 0:`, `if step % 100 == 0 or step == last:`, or one kept by hand, `
 off by default (`if args.verbose:` with `--verbose` a `store_true`; also `--debug`, `--profile`,
 `--print_*`, `--show_*`, `--plot_*`, `--synchronize-step`, and an option whose help says it
 visualises, plots, measures, monitors, debugs or profiles: `--visdom`, "use visdom for loss
-visualization"; also a level above zero, `if opt.debug > 0:`, and a switch named for debugging or
+visualization", or TensorBoard, read as `config["enable_tensorboard"]` of `vars(args)`; also a level
+above zero, `if opt.debug > 0:`, and a switch named for debugging or
 for an evaluation-only mode, `debug`, `verbose`, `test`, `eval`, of an options object another
 file declares: CenterNet's `if opt.test: self.save_result(...)`), under a first-value test whose
 body sets what it tests (`if loss_ema is None:
@@ -719,7 +720,9 @@ does not train (`except
 torch.cuda.OutOfMemoryError:`), in a cache filled once per key (`if key not in
 cache: cache[key] = ...`, where the body fills the key it tests), after the loop, in the evaluation
 branch of a loop that serves both passes (`if not train:` where the backward runs under `if
-train:`), and in evaluation loops (under `torch.no_grad()`, after `model.eval()` or with
+train:`; the `else:` of a test for the training pass, `if is_train: ... else:`, `if phase ==
+LoopPhase.TRAIN: ... elif phase == LoopPhase.VAL:`, where the step runs under the same test), and
+in evaluation loops (under `torch.no_grad()`, after `model.eval()` or with
 `model.eval()` in the loop's body, in a function named for evaluation, or a pass that moves each
 batch, runs the model under `torch.no_grad()` and then only saves or prints what it computed, a
 latent cache's `np.savez`) are not flagged; the optimizer step of gradient accumulation
