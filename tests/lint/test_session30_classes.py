@@ -175,3 +175,86 @@ def train_one_epoch(config, model, loader, optimizer, scaler):
 
 def test_an_option_of_a_training_section_is_not_a_test_of_the_training_pass() -> None:
     assert findings(SIMMIM, "TP201") == [("TP201", 14)]
+
+
+# SimCLR's `info_nce_loss`, every step: labels built on the host over two statements and then
+# moved (the name is bound again later in the function), and a diagonal mask made as a bool tensor
+# and moved, then used to select (listed at change-44, not reported).
+SIMCLR = """
+import torch
+import torch.nn.functional as F
+
+class SimCLR:
+    def info_nce_loss(self, features):
+        labels = torch.cat([torch.arange(self.args.batch_size) for i in range(2)], dim=0)
+        labels = (labels.unsqueeze(0) == labels.unsqueeze(1)).float()
+        labels = labels.to(self.args.device)
+        similarity_matrix = torch.matmul(features, features.T)
+        mask = torch.eye(labels.shape[0], dtype={dtype}).to(self.args.device)
+        labels = labels[~mask].view(labels.shape[0], -1)
+        logits = similarity_matrix[labels.bool()].view(labels.shape[0], -1)
+        labels = torch.zeros(logits.shape[0], dtype=torch.long).to(self.args.device)
+        return logits, labels
+
+    def train(self, train_loader):
+        for images, _ in train_loader:
+            images = images.to(self.args.device)
+            features = self.model(images)
+            logits, labels = self.info_nce_loss(features)
+            loss = self.criterion(logits, labels)
+            self.optimizer.zero_grad()
+            loss.backward()
+            self.optimizer.step()
+"""
+
+
+def test_a_tensor_built_on_the_host_in_the_lines_before_its_move_is_reported() -> None:
+    found = findings(SIMCLR.format(dtype="torch.bool"))
+    assert [f for f in found if f[0] == "TP207"] == [("TP207", 9), ("TP207", 11), ("TP207", 14)]
+    assert [f for f in found if f[0] == "TP203"] == [("TP203", 12), ("TP203", 13)]
+    # a float mask is no selection; labels built on the device are no copy
+    found = findings(
+        SIMCLR.format(dtype="torch.float").replace(
+            "torch.arange(self.args.batch_size)",
+            "torch.arange(self.args.batch_size, device=self.args.device)",
+        )
+    )
+    assert [f for f in found if f[0] in ("TP203", "TP207")] == [
+        ("TP207", 11),
+        ("TP203", 13),
+        ("TP207", 14),
+    ]
+
+
+# The universal vocoder's step loop draws batches by hand and starts the loader again when it
+# runs out: each `iter()` starts 8 workers again, once per epoch (listed at change-44).
+RESTARTED = """
+import torch
+from torch.utils.data import DataLoader
+
+def main(n_steps, device="cuda"):
+    train_loader = DataLoader(trainset, batch_size=32, shuffle=True, num_workers=8{persistent})
+    model = Vocoder().to(device)
+    optimizer = torch.optim.Adam(model.parameters())
+    train_iterator = iter(train_loader)
+    for step in range(n_steps):
+        try:
+            mels, wavs = next(train_iterator)
+        except StopIteration:
+            train_iterator = iter(train_loader)
+            mels, wavs = next(train_iterator)
+        loss = model(wavs.to(device), mels.to(device))
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+"""
+
+
+def test_a_loader_a_step_loop_starts_again_by_hand_restarts_its_workers() -> None:
+    assert findings(RESTARTED.format(persistent=""), "TP104") == [("TP104", 6)]
+    assert findings(RESTARTED.format(persistent=", persistent_workers=True"), "TP104") == []
+    # iterated once, before the loop only: no restart
+    once = RESTARTED.format(persistent="").replace(
+        "train_iterator = iter(train_loader)\n            mels", "break\n            mels"
+    )
+    assert findings(once, "TP104") == []

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 from torchpace.findings import Edit, Fix
 from torchpace.lint.forwards import in_forwards
-from torchpace.lint.loops import LOOPS, Scope, bound_in, dotted, returned
+from torchpace.lint.loops import LOOPS, Scope, binding_before, bound_in, dotted, returned
 from torchpace.lint.project import definition_of
 from torchpace.lint.rule import (
     FileContext,
@@ -303,9 +303,11 @@ def _keeps_in_place(ctx: FileContext, value: ast.expr, name: str) -> bool:
     func = value.func
     if ctx.names.qualname(func) in _EINOPS:
         return bool(value.args) and dotted(value.args[0]) == name
-    return (
-        isinstance(func, ast.Attribute) and func.attr in _TRANSFORMS and dotted(func.value) == name
-    )
+    if isinstance(func, ast.Attribute) and func.attr in _TRANSFORMS and dotted(func.value) == name:
+        return True
+    # computed from itself on the host: SimCLR's ``labels = (labels.unsqueeze(0) ==
+    # labels.unsqueeze(1)).float()``
+    return "." not in name and _built_on_host(ctx, value, frozenset({name}))
 
 
 def _returns_host_tensor(ctx: FileContext, call: ast.Call) -> bool:
@@ -324,27 +326,31 @@ def _returns_host_tensor(ctx: FileContext, call: ast.Call) -> bool:
     )
 
 
-def _operand_ok(ctx: FileContext, node: ast.expr) -> bool:
+def _operand_ok(ctx: FileContext, node: ast.expr, host: frozenset[str] = frozenset()) -> bool:
     """An operand that leaves a host computation on the host: a number, a name or attribute (a
     scalar, or a host tensor: mixing devices would raise), or itself built on the host."""
-    if isinstance(node, ast.Constant) or _built_on_host(ctx, node):
+    if isinstance(node, ast.Constant) or _built_on_host(ctx, node, host):
         return True
     if isinstance(node, (ast.Name, ast.Attribute, ast.Subscript)):
         return True  # a name, or a size read: ``x.shape[0]``
     if isinstance(node, ast.Call):
         func = node.func
-        sized = isinstance(func, ast.Attribute) and func.attr in ("size", "numel", "dim")
+        sized = isinstance(func, ast.Attribute) and func.attr in (
+            "size",
+            "numel",
+            "dim",
+        )
         return sized or (isinstance(func, ast.Name) and func.id in ("len", "int", "max", "min"))
     if isinstance(node, ast.UnaryOp):
-        return _operand_ok(ctx, node.operand)
+        return _operand_ok(ctx, node.operand, host)
     if isinstance(node, ast.BinOp):
-        return _operand_ok(ctx, node.left) and _operand_ok(ctx, node.right)
+        return _operand_ok(ctx, node.left, host) and _operand_ok(ctx, node.right, host)
     if isinstance(node, (ast.Tuple, ast.List)):  # sizes: ``.expand((b, n))``
-        return all(_operand_ok(ctx, e) for e in node.elts)
+        return all(_operand_ok(ctx, e, host) for e in node.elts)
     return False
 
 
-def _built_on_host(ctx: FileContext, node: ast.expr) -> bool:
+def _built_on_host(ctx: FileContext, node: ast.expr, host: frozenset[str] = frozenset()) -> bool:
     """A tensor computed on the host from a host factory (issue 32): through methods that keep
     it there (``torch.arange(n).unsqueeze(0).repeat(b, 1)``), pointwise torch functions and
     arithmetic (``torch.exp(k * torch.arange(n))``) and comparisons (``torch.rand(b) < p``),
@@ -352,39 +358,52 @@ def _built_on_host(ctx: FileContext, node: ast.expr) -> bool:
     process's rank as an operand (a diffusion model's timestep frequencies, ``torch.exp(
     -math.log(p) * torch.arange(half) / half).to(t.device)``) was tried and taken back: its
     added findings were judged 0 true, 2 false, 9 debatable (128 floats a step beside a large
-    model's kernels; inside ``torch.compile``, which makes the chain on the device)."""
+    model's kernels; inside ``torch.compile``, which makes the chain on the device). ``host``:
+    names known to hold host tensors (a name rebound from itself, :func:`_keeps_in_place`)."""
     if _host_factory(ctx, node) is not None:
         return True
+    if isinstance(node, ast.Name) and node.id in host:
+        return True  # a name the caller knows is a host tensor
+    if isinstance(node, (ast.ListComp, ast.GeneratorExp)):
+        # the same host tensor made for each item, ``[torch.arange(b) for _ in views]``; not
+        # one made of each item's data (``[torch.as_tensor(f(r)) for r in rows]``)
+        bound = {
+            n.id for g in node.generators for n in subtree(g.target) if isinstance(n, ast.Name)
+        }
+        reads = {n.id for n in subtree(node.elt) if isinstance(n, ast.Name)}
+        return not bound & reads and _built_on_host(ctx, node.elt, host)
     if (
         isinstance(node, ast.Call)
         and isinstance(node.func, ast.Attribute)
         and node.func.attr in _TRANSFORMS
-        and _built_on_host(ctx, node.func.value)
+        and _built_on_host(ctx, node.func.value, host)
     ):
-        return all(_operand_ok(ctx, a) for a in node.args)
-    if isinstance(node, ast.Subscript) and _built_on_host(ctx, node.value):
+        return all(_operand_ok(ctx, a, host) for a in node.args)
+    if isinstance(node, ast.Subscript) and _built_on_host(ctx, node.value, host):
         return True  # ``torch.eye(d)[None, :, :]``: indexing a host tensor keeps it there
     if (
         isinstance(node, ast.Call)
         and ctx.names.qualname(node.func) in _EINOPS
         and node.args
-        and _built_on_host(ctx, node.args[0])
+        and _built_on_host(ctx, node.args[0], host)
     ):
         return True  # ``einops.repeat(torch.zeros(h, w), "h w -> b h w", b=n)``
     if isinstance(node, ast.Call) and ctx.names.qualname(node.func) in _POINTWISE:
         args = [a for a in node.args if not isinstance(a, ast.Starred)]
         flat = [e for a in args for e in (a.elts if isinstance(a, (ast.List, ast.Tuple)) else [a])]
-        return any(_built_on_host(ctx, a) for a in flat) and all(_operand_ok(ctx, a) for a in flat)
+        return any(_built_on_host(ctx, a, host) for a in flat) and all(
+            _operand_ok(ctx, a, host) for a in flat
+        )
     if isinstance(node, ast.BinOp):
         sides = (node.left, node.right)
-        return any(_built_on_host(ctx, x) for x in sides) and all(
-            _operand_ok(ctx, x) for x in sides
+        return any(_built_on_host(ctx, x, host) for x in sides) and all(
+            _operand_ok(ctx, x, host) for x in sides
         )
     if isinstance(node, ast.Compare) and len(node.comparators) == 1:
         # a mask drawn on the host (``torch.rand(b) < p``, DiT's label dropout)
         sides = (node.left, node.comparators[0])
-        return any(_built_on_host(ctx, x) for x in sides) and all(
-            _operand_ok(ctx, x) for x in sides
+        return any(_built_on_host(ctx, x, host) for x in sides) and all(
+            _operand_ok(ctx, x, host) for x in sides
         )
     return False
 
@@ -503,7 +522,10 @@ def _read_in_forwards(node: ast.AST) -> bool:
 def _check_host_created_then_moved(ctx: FileContext) -> Iterator[Report]:
     hot = hot_calls(ctx, waits=False)  # a copy costs a small step too
     ids = {id(c) for c, _, _ in hot}
-    for call, _, scope in [*hot, *(c for c in _forward_calls(ctx) if id(c[0]) not in ids)]:
+    for call, _, scope in [
+        *hot,
+        *(c for c in _forward_calls(ctx) if id(c[0]) not in ids),
+    ]:
         func = call.func
         if _cuda_typed(ctx, func) and call.args and _host_data(ctx, call.args[0]):
             yield Report(call)  # numpy data copied into a CUDA tensor on every step
@@ -544,6 +566,8 @@ def _check_host_created_then_moved(ctx: FileContext) -> Iterator[Report]:
                 or (_derived_on_host(ctx, name, scope) if name is not None else [])
             ):
                 yield Report(root[0])  # a host tensor's name, transformed, then moved
+            elif to_device and isinstance(factory, ast.Name) and _host_just_before(ctx, factory):
+                yield Report(call)  # the lines just before built it on the host
             continue
         if func.attr == "type_as":
             yield Report(call)  # follows its argument's device: reported, not rewritten
@@ -555,6 +579,70 @@ def _check_host_created_then_moved(ctx: FileContext) -> Iterator[Report]:
                 yield Report(call)  # a move to a device, but not one we can rewrite exactly
             continue
         yield Report(call, _device_fix(factory, call, device, ctx.names.qualname(factory.func)))
+
+
+def _host_just_before(ctx: FileContext, name: ast.Name, depth: int = 0) -> bool:
+    """What ``name`` holds where it is read was built on the host by the statements just before
+    it, in the same block (the name bound again later in the scope): SimCLR's ``labels =
+    torch.cat([torch.arange(b) for _ in views])``, ``labels = (labels.unsqueeze(0) ==
+    labels.unsqueeze(1)).float()``, then ``labels = labels.to(device)`` every step."""
+    value = binding_before(ctx, name, name)
+    if value is None or depth > 3:
+        return False
+    bound, reading = _statement(ctx, value), _statement(ctx, name)
+    if bound is None or reading is None or not _one_block(ctx, bound, reading):
+        return False
+    if _reads_a_math_scalar(ctx, value):
+        return False  # a diffusion model's timestep frequencies: see _built_on_host
+    if _built_on_host(ctx, value):
+        return True
+    if not _built_on_host(ctx, value, frozenset({name.id})):
+        return False
+    # computed from its own earlier value: what that was, just before
+    return any(
+        _host_just_before(ctx, n, depth + 1)
+        for n in subtree(value)
+        if isinstance(n, ast.Name) and n.id == name.id
+    )
+
+
+def _reads_a_math_scalar(ctx: FileContext, value: ast.expr) -> bool:
+    """``value`` reads a name bound just before to a ``math`` function's result or the
+    process's rank (``emb = math.log(10000) / (half - 1)``, then ``torch.exp(torch.arange(half)
+    * -emb)``): the class :func:`_built_on_host` leaves out."""
+    for node in subtree(value):
+        if not isinstance(node, ast.Name):
+            continue
+        before = binding_before(ctx, node, node)
+        if before is not None and any(
+            isinstance(c, ast.Call)
+            and ((q := ctx.names.qualname(c.func) or "").startswith("math.") or q.endswith("rank"))
+            for c in subtree(before)
+        ):
+            return True
+    return False
+
+
+def _statement(ctx: FileContext, node: ast.AST) -> ast.stmt | None:
+    while node is not None and not isinstance(node, ast.stmt):
+        node = ctx.parents.get(id(node))  # type: ignore[assignment]
+    return node
+
+
+def _one_block(ctx: FileContext, first: ast.stmt, second: ast.stmt) -> bool:
+    """``first`` and ``second`` are statements of one block, ``first`` before ``second`` with
+    nothing between them that binds in a loop or a branch (straight-line code)."""
+    parent = ctx.parents.get(id(first))
+    if parent is None or ctx.parents.get(id(second)) is not parent:
+        return False
+    for field in ("body", "orelse", "finalbody"):
+        block = getattr(parent, field, None)
+        if isinstance(block, list) and first in block and second in block:
+            between = block[block.index(first) + 1 : block.index(second)]
+            return block.index(first) < block.index(second) and all(
+                isinstance(s, (ast.Assign, ast.AnnAssign, ast.Expr)) for s in between
+            )
+    return False
 
 
 def _copied_into_device_tensor(ctx: FileContext, call: ast.Call, scope: Scope) -> bool:

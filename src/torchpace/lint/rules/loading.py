@@ -894,6 +894,30 @@ def _engine_runs(ctx: FileContext) -> Iterator[ast.Call]:
         yield from ctx.loops.loader_calls.get(name, [])
 
 
+def _restarted_iterators(ctx: FileContext) -> Iterator[ast.Call]:
+    """The DataLoaders a step loop iterates by hand and starts again when they run out
+    (``except StopIteration: it = iter(train_loader)`` inside ``for step in range(n_steps):``,
+    the universal vocoder's): each ``iter()`` starts the workers again, once per epoch."""
+    steps = {id(loop) for loop in ctx.loops.step_loops}
+    for call, _ in ctx.calls:
+        if not (
+            isinstance(call.func, ast.Name)
+            and call.func.id == "iter"
+            and "iter" not in ctx.names.bindings
+            and len(call.args) == 1
+            and not call.keywords
+        ):
+            continue
+        if not any(id(a) in steps for a in ctx.ancestors(call)):
+            continue
+        name = dotted(call.args[0])
+        if name is None:
+            continue
+        scope = ctx.enclosing_scope(call)
+        found = ctx.loops.loader_calls.get(name, [])
+        yield from [c for c in found if ctx.enclosing_scope(c) is scope] or found
+
+
 def _handed_on_every_epoch(ctx: FileContext) -> Iterator[ast.Call]:
     """The DataLoaders an epoch loop of this file hands, by name, to a function of another
     project file (:func:`~torchpace.lint.dataloaders.handed_each_epoch`)."""
@@ -926,7 +950,9 @@ def _check_workers_not_persistent(ctx: FileContext) -> Iterator[Report]:
     factories = _epoch_factories(ctx)
     handed = _handed_on_every_epoch(ctx)
     fitted = fitted_loaders(ctx)  # Lightning's fit iterates them once per epoch
+    restarted = _restarted_iterators(ctx)
     found = [*reiterated, *hook_loaders(ctx), *fitted, *_engine_runs(ctx), *factories, *handed]
+    found += restarted
     for call in dict.fromkeys(found):
         if id(call) in here or id(call) in reentered or not feeds_training(ctx, call):
             continue
@@ -1111,7 +1137,9 @@ returns or a Lightning Trainer's `fit` is handed (`trainer.fit(model, train_load
 val_loader)`, also one built in the call), which the Trainer iterates every epoch (unless
 `max_epochs=1`, or a name bound only to 1), or as the loader an
 Ignite training engine runs for several epochs (`trainer.run(train_loader, max_epochs=10)`,
-`trainer` built by `Engine(step)` or `create_supervised_trainer`). Not a loader whose dataset a
+`trainer` built by `Engine(step)` or `create_supervised_trainer`), or as the loader a step loop
+iterates by hand and starts again when it runs out (`except StopIteration: it =
+iter(train_loader)` inside `for step in range(n_steps):`). Not a loader whose dataset a
 loop that uses the loader changes (`train_loader.dataset.epoch_now = epoch`,
 `train_set.set_epoch(epoch)`):
 workers hold their own copy of the dataset, so only workers started again see the change, and

@@ -37,6 +37,7 @@ from torchpace.lint.rule import (
     Report,
     Rule,
     argument,
+    keyword,
     parameter_names,
     passed_for,
     per_file,
@@ -474,7 +475,9 @@ def _fed_to_host_library(ctx: FileContext, read: ast.Call, scope: Scope) -> bool
         return False
     targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
 
-    def bound(t: ast.expr) -> set[str]:  # the names a target binds, not ``x`` of ``x[i]``
+    def bound(
+        t: ast.expr,
+    ) -> set[str]:  # the names a target binds, not ``x`` of ``x[i]``
         if isinstance(t, ast.Name):
             return {t.id}
         if isinstance(t, (ast.Tuple, ast.List)):
@@ -978,6 +981,28 @@ _SHAPE_METHODS = frozenset(
 )
 
 
+# Factories that make a boolean tensor when given ``dtype=torch.bool``.
+_BOOL_FACTORIES = frozenset(
+    f"torch.{f}" for f in ("eye", "zeros", "ones", "full", "empty", "tril", "triu", "rand")
+)
+
+
+def _bool_dtype(ctx: FileContext, call: ast.Call) -> bool:
+    dtype = keyword(call, "dtype")
+    return dtype is not None and ctx.names.qualname(dtype.value) == "torch.bool"
+
+
+def _changes_dtype(ctx: FileContext, call: ast.Call) -> bool:
+    """``.to(...)`` given a dtype (``x.to(torch.float)``, ``dtype=``); not ``.to(device)``."""
+    if keyword(call, "dtype") is not None:
+        return True
+    for arg in call.args:
+        qual = ctx.names.qualname(arg) or ""
+        if qual.startswith("torch.") and qual != "torch.device":
+            return True
+    return False
+
+
 def _is_mask(node: ast.expr, ctx: FileContext, tensors: TensorFacts) -> bool:
     """True when ``node`` is certainly a boolean tensor."""
     if isinstance(node, ast.Compare):
@@ -987,13 +1012,18 @@ def _is_mask(node: ast.expr, ctx: FileContext, tensors: TensorFacts) -> bool:
     if isinstance(node, ast.BinOp) and isinstance(node.op, _MASK_OPS):
         return _is_mask(node.left, ctx, tensors) and _is_mask(node.right, ctx, tensors)
     if isinstance(node, ast.Call):
-        if ctx.names.qualname(node.func) in _MASK_FUNCTIONS:
+        qual = ctx.names.qualname(node.func)
+        if qual in _MASK_FUNCTIONS:
             return True
+        if qual in _BOOL_FACTORIES and _bool_dtype(ctx, node):
+            return True  # SimCLR's ``torch.eye(n, dtype=torch.bool)``
         func = node.func
         if not isinstance(func, ast.Attribute):
             return False
         if func.attr == "bool" and not node.args:
             return True
+        if func.attr in ("to", "cuda") and not _changes_dtype(ctx, node):
+            return _is_mask(func.value, ctx, tensors)  # a mask moved to the device is one
         if func.attr in _MASK_METHODS:  # ``(pos + neg).gt(0)``, ``x.isnan()`` of a tensor
             return tensors.is_tensor(func.value)
         # a mask reshaped: ``pos.unsqueeze(2).expand_as(conf_data)``
@@ -1045,7 +1075,13 @@ def _check_data_dependent_shape(ctx: FileContext) -> Iterator[Report]:
 _MASK_NAME = re.compile(r"(?:\w+_)?masks?(?:_(?:bool|[a-z0-9]))?", re.IGNORECASE)
 # What a name bound to one of these holds is not a boolean mask.
 _INDEX_MAKERS = frozenset(
-    {"torch.arange", "torch.randperm", "torch.nonzero", "torch.argsort", "torch.multinomial"}
+    {
+        "torch.arange",
+        "torch.randperm",
+        "torch.nonzero",
+        "torch.argsort",
+        "torch.multinomial",
+    }
     | {"torch.randint", "torch.tensor", "torch.as_tensor", "torch.from_numpy"}
 )
 _INDEX_METHODS = frozenset({"long", "int", "nonzero", "argsort", "float", "half", "tolist"})
@@ -1104,7 +1140,10 @@ def _not_a_mask(value: ast.expr, ctx: FileContext, scope: Scope, depth: int = 0)
         dtype = next((k.value for k in value.keywords if k.arg == "dtype"), None)
         if qual in _INDEX_MAKERS and not (dtype and ctx.names.qualname(dtype) == "torch.bool"):
             return True
-        if qual.startswith(("numpy.", "random.")) or qual in ("torch.argwhere", "torch.topk"):
+        if qual.startswith(("numpy.", "random.")) or qual in (
+            "torch.argwhere",
+            "torch.topk",
+        ):
             return True
         if qual == "torch.where" and len(value.args) == 1:
             return True  # ``torch.where(m)[0]``: the indices of a mask
@@ -1266,7 +1305,12 @@ def _called_each_step(ctx: FileContext, scope: Scope) -> bool:
 
 
 def _a_comparison(
-    node: ast.expr, ctx: FileContext, scope: Scope, depth: int = 0, *, of_module_input: bool = False
+    node: ast.expr,
+    ctx: FileContext,
+    scope: Scope,
+    depth: int = 0,
+    *,
+    of_module_input: bool = False,
 ) -> bool:
     """``node`` is a comparison (``a == b``, ``~m``, ``m1 & m2`` of comparisons), or a name the
     scope binds to one and nothing else: as the index of a tensor it can only be a boolean mask
@@ -1537,7 +1581,11 @@ def check_calls_to(name: str, *, waits: bool) -> Check:
 # What stalls the host until the device, or every rank, has caught up: the device's queue drained,
 # or a barrier (a collective whose wait blocks the host, NCCL's included).
 _WAITS = frozenset(
-    {"torch.cuda.synchronize", "torch.distributed.barrier", "torch.distributed.monitored_barrier"}
+    {
+        "torch.cuda.synchronize",
+        "torch.distributed.barrier",
+        "torch.distributed.monitored_barrier",
+    }
 )
 
 
