@@ -713,32 +713,34 @@ Flags a tensor factory (`torch.tensor`, `zeros`, `ones`, `rand`, `randn`, `arang
 functions such as `hann_window`, ...) whose result is moved with `.cuda()`, `.to(device)`,
 `.type_as(x)` or `.to(x)` (a tensor of the step, whose device it takes), inside a training loop:
 immediately, after a dtype cast (`torch.ones(n).long().to(device)`, `.to(x.dtype).to(x.device)`) or
-the pre-0.4 wrapper (`Variable(torch.ones(n)).cuda()`), or
-through a name bound only to it (`z = torch.randn(n, d)` then `z = z.type_as(imgs)`), through
-methods, pointwise functions, arithmetic, comparisons and einops that keep it on the host, where
-every other operand is a number, a name or a size, also a tuple of them (a dropout mask
-`torch.rand(b) < p` then `.cuda()`; `torch.arange(l).unsqueeze(0).expand((b, l)).to(dev)`; an
-index of one, `torch.eye(d)[None, :, :]` then `.cuda()`; also under another
-name bound only to them: `r = torch.arange(n).long()`, then `m = r.unsqueeze(0).expand(b, n)`, then
-`m = m.cuda()`), or returned by a function of this file or of an imported project file that builds
-it so (`prepare_img_ids(b, h, w).to(device)`), also filled on the host under a name bound only
-to it (`mask = torch.BoolTensor(x.size()).fill_(0)`, then `mask = mask.cuda()`; a graph layer's
-`a = torch.zeros(n, 2)`, `a[:, 0] = 4`, then `a = a.to(e.device).to(e.dtype)`). A legacy typed
-constructor counts where it is given no data, only a `range`, sizes (several of them,
-`torch.FloatTensor(batch, steps, hidden)`, as only the one-argument form takes data; also another
-tensor's, `x.size()`, `x.shape`) or a literal list of numbers
-(`torch.LongTensor(range(n)).to(device)`, what `torch.arange(n, device=device)` makes); given host
-data (a NumPy array, an observation), it is a copy either way. `torch.as_tensor(x)` or
-`torch.tensor(x)` of data that changes with each call or pass is not one either: a parameter of the
-function built once a call, or a name the loop around it binds anew (`inputs, targets, lengths =
-batch`, then `torch.as_tensor(lengths).to(device)`). What the caller hands may already be a tensor
-on the device, which `as_tensor` returns as it is; otherwise it is host data (a Python float read
-with `.item()`, MAE's `all_reduce_mean(loss_value)`; the lengths a collate function returns) that
-reaches the device by a copy however the tensor is made. The same data each pass (a parameter read
-in a loop of the function) is reported: build it before the loop.
+the pre-0.4 wrapper (`Variable(torch.ones(n)).cuda()`), or through a name bound only to it (`z =
+torch.randn(n, d)` then `z = z.type_as(imgs)`), through methods, pointwise functions, arithmetic,
+comparisons and einops that keep it on the host, where every other operand is a number, a name or a
+size, also a tuple of them (a dropout mask `torch.rand(b) < p` then `.cuda()`;
+`torch.arange(l).unsqueeze(0).expand((b, l)).to(dev)`; an index of one, `torch.eye(d)[None, :, :]`
+then `.cuda()`; also under another name bound only to them: `r = torch.arange(n).long()`, then `m =
+r.unsqueeze(0).expand(b, n)`, then `m = m.cuda()`; also by the statements just before the move in
+one block, the name bound again later, SimCLR's `labels = torch.cat([torch.arange(b) for _ in
+views])`, `labels = (labels.unsqueeze(0) == labels.unsqueeze(1)).float()`, then `labels =
+labels.to(device)`, though not where a `math` result or the rank is an operand), or returned by a
+function of this file or of an imported project file that builds it so (`prepare_img_ids(b, h,
+w).to(device)`), also filled on the host under a name bound only to it (`mask =
+torch.BoolTensor(x.size()).fill_(0)`, then `mask = mask.cuda()`; a graph layer's `a = torch.zeros(n,
+2)`, `a[:, 0] = 4`, then `a = a.to(e.device).to(e.dtype)`). A legacy typed constructor counts where
+it is given no data, only a `range`, sizes (several of them, `torch.FloatTensor(batch, steps,
+hidden)`, as only the one-argument form takes data; also another tensor's, `x.size()`, `x.shape`) or
+a literal list of numbers (`torch.LongTensor(range(n)).to(device)`, what `torch.arange(n,
+device=device)` makes); given host data (a NumPy array, an observation), it is a copy either way.
+`torch.as_tensor(x)` or `torch.tensor(x)` of data that changes with each call or pass is not one
+either: a parameter of the function built once a call, or a name the loop around it binds anew
+(`inputs, targets, lengths = batch`, then `torch.as_tensor(lengths).to(device)`). What the caller
+hands may already be a tensor on the device, which `as_tensor` returns as it is; otherwise it is
+host data (a Python float read with `.item()`, MAE's `all_reduce_mean(loss_value)`; the lengths a
+collate function returns) that reaches the device by a copy however the tensor is made. The same
+data each pass (a parameter read in a loop of the function) is reported: build it before the loop.
 Also numpy data copied into a legacy CUDA tensor type
-(`torch.cuda.FloatTensor(np.random.normal(...))`, or a name bound to such a type), and a
-factory's tensor copied into a tensor the function moved to a device or made there
+(`torch.cuda.FloatTensor(np.random.normal(...))`, or a name bound to such a type), and a factory's
+tensor copied into a tensor the function moved to a device or made there
 (`noise.data.copy_(torch.randn(b, nz, 1, 1))` after `noise = torch.randn(b, nz, 1, 1).to(device)`:
 `noise.normal_()` draws it on the device).
 

@@ -1368,7 +1368,8 @@ not `mask_idx` or `mask_token_id`) is taken as one where it indexes a tensor, wh
 handed, or is a field of a tensor object moved to the device (PyG's `out[data.train_mask]`),
 unless the function binds it to indices (`randperm`, `nonzero()`, `.long()`) or a Python value.
 A mask is also what a tensor's comparison method gives (`(pos + neg).gt(0)`, `x.isnan()`), a
-product of masks (`(u > 0) * (l == u)`), and a mask reshaped (`pos.unsqueeze(2).expand_as(x)`);
+product of masks (`(u > 0) * (l == u)`), a mask reshaped (`pos.unsqueeze(2).expand_as(x)`), a
+factory given `dtype=torch.bool`, and a mask moved (`torch.eye(n, dtype=torch.bool).to(device)`);
 a tensor is also what the first API's typed constructors make (`torch.LongTensor(n, m)`, on the
 host) and what `Variable(x)` wraps. An augmented assignment through a mask (`l[mask] -= 1`)
 reads the selection first, and is flagged, as is assigning a tensor through a mask (`embeds[mask]
