@@ -258,3 +258,15 @@ def test_a_loader_a_step_loop_starts_again_by_hand_restarts_its_workers() -> Non
         "train_iterator = iter(train_loader)\n            mels", "break\n            mels"
     )
     assert findings(once, "TP104") == []
+
+
+def test_a_loader_whose_sampler_never_runs_out_starts_its_workers_once() -> None:
+    # minGPT's trainer: RandomSampler(..., replacement=True, num_samples=int(1e10)) under the
+    # same restart by hand; the first epoch never ends (judged false twice, session 30)
+    endless = RESTARTED.format(persistent="").replace(
+        "shuffle=True,",
+        "sampler=torch.utils.data.RandomSampler(trainset, replacement=True, "
+        "num_samples=int(1e10)),",
+    )
+    assert findings(endless, "TP104") == []
+    assert findings(endless.replace("int(1e10)", "1000"), "TP104") == [("TP104", 6)]

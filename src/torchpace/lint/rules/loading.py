@@ -918,6 +918,31 @@ def _restarted_iterators(ctx: FileContext) -> Iterator[ast.Call]:
         yield from [c for c in found if ctx.enclosing_scope(c) is scope] or found
 
 
+# A sampler's ``num_samples`` at least this large is an epoch no run reaches the end of.
+_ENDLESS_SAMPLES = 10**7
+
+
+def _endless(ctx: FileContext, call: ast.Call) -> bool:
+    """The loader's sampler draws with replacement more samples than any run takes (minGPT's
+    ``RandomSampler(ds, replacement=True, num_samples=int(1e10))``): its first epoch never
+    ends, so neither a loop around it nor ``iter()`` on ``StopIteration`` starts it again."""
+    sampler = keyword(call, "sampler")
+    if sampler is None or not isinstance(sampler.value, ast.Call):
+        return False
+    drawn = sampler.value
+    if not (ctx.names.qualname(drawn.func) or "").endswith("RandomSampler"):
+        return False
+    count = keyword(drawn, "num_samples")
+    value = count.value if count is not None else None
+    if isinstance(value, ast.Call) and dotted(value.func) == "int" and len(value.args) == 1:
+        value = value.args[0]
+    return (
+        isinstance(value, ast.Constant)
+        and isinstance(value.value, (int, float))
+        and value.value >= _ENDLESS_SAMPLES
+    )
+
+
 def _handed_on_every_epoch(ctx: FileContext) -> Iterator[ast.Call]:
     """The DataLoaders an epoch loop of this file hands, by name, to a function of another
     project file (:func:`~torchpace.lint.dataloaders.handed_each_epoch`)."""
@@ -958,6 +983,8 @@ def _check_workers_not_persistent(ctx: FileContext) -> Iterator[Report]:
             continue
         if _dataset_changed_beside(ctx, call):
             continue  # workers restarted each epoch carry what the loop wrote into the dataset
+        if _endless(ctx, call):
+            continue  # one epoch is the whole run: its workers start once
         workers = loader_argument(ctx, call, "num_workers", _NUM_WORKERS_POSITION)
         if not isinstance(workers, ast.expr) or not _some_workers(ctx, workers):
             continue
@@ -1139,7 +1166,9 @@ val_loader)`, also one built in the call), which the Trainer iterates every epoc
 Ignite training engine runs for several epochs (`trainer.run(train_loader, max_epochs=10)`,
 `trainer` built by `Engine(step)` or `create_supervised_trainer`), or as the loader a step loop
 iterates by hand and starts again when it runs out (`except StopIteration: it =
-iter(train_loader)` inside `for step in range(n_steps):`). Not a loader whose dataset a
+iter(train_loader)` inside `for step in range(n_steps):`). Not a loader whose sampler draws with
+replacement more samples than a run takes (minGPT's `RandomSampler(ds, replacement=True,
+num_samples=int(1e10))`): its one epoch is the run. Not a loader whose dataset a
 loop that uses the loader changes (`train_loader.dataset.epoch_now = epoch`,
 `train_set.set_epoch(epoch)`):
 workers hold their own copy of the dataset, so only workers started again see the change, and
