@@ -38,7 +38,12 @@ EXPECTED: dict[str, set[tuple[str, int | None, int, str]]] = {
     # is one
     "lightning_option_cuda": {("lightning_option_cuda.py", None, 5, "TP104")},
     # (train_model is called nowhere in the project: its TP302 is read on the file alone, below)
-    "lightning_inverted_available": {("lightning_inverted_available.py", None, 5, "TP104")},
+    # (on the GPU where there is one, the loader is unpinned too: TP102, since session 30's
+    # Lightning reading in device.uses_cuda)
+    "lightning_inverted_available": {
+        ("lightning_inverted_available.py", None, 5, "TP104"),
+        ("lightning_inverted_available.py", None, 5, "TP102"),
+    },
     # the loader another file's loop iterates in an epoch loop that runs once: not re-iterated
     "vf_const1": {("datasets/dataloader.py", None, 9, "TP101"),
                   ("utils/train.py", None, 9, "TP302")},

@@ -269,4 +269,121 @@ def test_a_loader_whose_sampler_never_runs_out_starts_its_workers_once() -> None
         "num_samples=int(1e10)),",
     )
     assert findings(endless, "TP104") == []
-    assert findings(endless.replace("int(1e10)", "1000"), "TP104") == [("TP104", 6)]
+    # sized to the run (the review's `num_samples=max_iters * batch_size`): the same
+    assert findings(endless.replace("int(1e10)", "max_iters * 32"), "TP104") == []
+    # a plain sampler of the dataset: each epoch ends, and `iter()` starts its workers again
+    plain = endless.replace(", replacement=True, num_samples=int(1e10)", "")
+    assert findings(plain, "TP104") == [("TP104", 6)]
+
+
+# BYOL's Lightning example: `gpus=NUM_GPUS` with `NUM_GPUS = 2` at module level puts the fit on
+# the GPU, as `gpus=2` does: float32 by default (TP302) and an unpinned loader (TP102), both
+# listed at change-45.
+BYOL = """
+import torch
+import pytorch_lightning as pl
+from torch.utils.data import DataLoader
+from torchvision import models
+
+NUM_GPUS = {gpus}
+resnet = models.resnet50(pretrained=True)
+
+class SelfSupervisedLearner(pl.LightningModule):
+    def __init__(self, net):
+        super().__init__()
+        self.learner = BYOL(net, image_size=256)
+
+    def training_step(self, images, _):
+        return self.learner(images)
+
+if __name__ == "__main__":
+    train_loader = DataLoader(ds, batch_size=32, num_workers=8, shuffle=True)
+    model = SelfSupervisedLearner(resnet)
+    trainer = pl.Trainer(gpus=NUM_GPUS, max_epochs=1000)
+    trainer.fit(model, train_loader)
+"""
+
+
+def test_a_lightning_trainer_given_a_module_constant_of_gpus_runs_on_the_gpu() -> None:
+    def codes(gpus: str) -> list[str]:
+        return [code for code, _ in findings(BYOL.format(gpus=gpus)) if code in ("TP102", "TP302")]
+
+    assert codes("2") == ["TP102", "TP302"]
+    assert codes("0") == []
+
+
+# The review of 0eaf5ac..fd18d91 (a helper who wrote none of it): each case fails on fd18d91.
+REVIEW = """
+import torch
+from torch.utils.data import DataLoader
+
+def train(loader, model, optimizer, device="cuda"):
+    it = iter(loader)
+    for step in range(100000):
+{body}
+        x = x.to(device)
+        loss = model(x)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+loader = DataLoader(ds, batch_size=64, shuffle=True, num_workers=8)
+"""
+
+
+def test_review_a_peek_under_a_cadence_is_no_restart() -> None:
+    peek = (
+        "        x = next(it)\n        if step % 5000 == 0:\n            show(next(iter(loader)))"
+    )
+    assert findings(REVIEW.format(body=peek), "TP104") == []
+
+
+def test_review_a_mask_moved_under_its_own_name_is_read_without_recursion() -> None:
+    source = """
+import torch
+
+def step(model, optimizer, x, labels, device="cuda"):
+    for i in range(1000):
+        logits = model(x)
+        mask = torch.zeros(logits.shape[0], dtype=torch.bool)
+        mask = mask.to(device)
+        loss = logits[mask].sum()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+"""
+    assert findings(source, "TP203") == [("TP203", 9)]
+
+
+def test_review_host_data_built_just_before_its_move_is_not_tp207() -> None:
+    source = """
+import torch
+
+def update(agent, buffer, device="cuda"):
+    for step in range(100000):
+        idx = buffer.sample_idx(256)
+        obs = torch.as_tensor(buffer.obs[idx])
+        obs = obs.to(device)
+        loss = agent.loss(obs)
+        agent.optimizer.zero_grad()
+        loss.backward()
+        agent.optimizer.step()
+        obs = None
+"""
+    assert findings(source, "TP207") == []
+
+
+def test_review_a_short_sanity_trainer_leaves_the_real_fit_reported() -> None:
+    two = HOOK.format(epochs="100") + "\nsanity = pl.Trainer(max_epochs=1)\n"
+    assert findings(two, "TP104") == [("TP104", 10)]
+
+
+def test_review_a_restart_by_hand_in_a_cpu_only_script_is_not_reported() -> None:
+    restart = (
+        "        try:\n            x = next(it)\n        except StopIteration:\n"
+        "            it = iter(loader)\n            x = next(it)"
+    )
+    on_gpu = REVIEW.format(body=restart)
+    assert findings(on_gpu, "TP104") == [("TP104", 19)]
+    on_cpu = on_gpu.replace('device="cuda"', 'device="cpu"').replace("x = x.to(device)", "")
+    assert findings(on_cpu, "TP104") == []

@@ -234,7 +234,20 @@ def uses_cuda(ctx: FileContext) -> bool:
             is_cuda_device(side, names) for side in (node.left, *node.comparators)
         ):
             return True
-    return False
+    return _lightning_on_a_gpu(ctx)
+
+
+def _lightning_on_a_gpu(ctx: FileContext) -> bool:
+    """A Lightning ``Trainer`` the file builds for the GPU (``accelerator="gpu"``, ``gpus=2``,
+    also through a module constant, BYOL's ``gpus=NUM_GPUS``): the fit runs on CUDA."""
+    if b"lightning" not in ctx.source:
+        return False
+    from torchpace.lint.lightning import LIGHTNING_TRAINERS, lightning_gpu
+
+    return any(
+        name in LIGHTNING_TRAINERS and lightning_gpu({k.arg: k.value for k in call.keywords}, ctx)
+        for call, name in ctx.calls
+    )
 
 
 def _cuda_parameter_default(

@@ -33,9 +33,10 @@ LIGHTNING_TRAINERS = frozenset(
 _GPU = frozenset({"gpu", "cuda"})
 
 
-def lightning_gpu(given: dict[str | None, ast.expr]) -> bool:
+def lightning_gpu(given: dict[str | None, ast.expr], ctx: FileContext | None = None) -> bool:
     """The Trainer's keywords put it on a GPU: ``accelerator="gpu"``, ``gpus=1`` (Lightning
-    1.x), or either chosen where a GPU is available."""
+    1.x), or either chosen where a GPU is available; with ``ctx``, also through a name the
+    module binds only to such constants (BYOL's ``NUM_GPUS = 2``, then ``gpus=NUM_GPUS``)."""
 
     def gpu_accelerator(value: ast.expr) -> bool:
         return isinstance(value, ast.Constant) and value.value in _GPU
@@ -48,6 +49,10 @@ def lightning_gpu(given: dict[str | None, ast.expr]) -> bool:
         if isinstance(value, ast.IfExp):
             taken = _where_available(value.test)
             value = None if taken is None else value.body if taken else value.orelse
+        if isinstance(value, ast.Name) and ctx is not None:
+            bound = bound_in(ctx, value.id, ctx.tree)
+            if bound and all(test(v) for v in bound):
+                return True
         if value is not None and test(value):
             return True
     return False
@@ -107,13 +112,11 @@ def hook_loaders(ctx: FileContext) -> Iterator[ast.Call]:
     the training loader once per epoch (and warns that its workers restart each time)."""
     if b"lightning" not in ctx.source:
         return
-    if any(
-        at_most_once(ctx, k.value, c)
-        for c, _ in ctx.calls
-        for k in c.keywords
-        if k.arg == "max_epochs"
-    ):
-        return  # one epoch (``max_epochs=1``, or a name bound only to 1): the workers start once
+    epochs = [(k.value, c) for c, _ in ctx.calls for k in c.keywords if k.arg == "max_epochs"]
+    if epochs and all(at_most_once(ctx, value, call) for value, call in epochs):
+        # every Trainer runs one epoch (``max_epochs=1``, or a name bound only to 1): the
+        # workers start once; not where another Trainer of the file trains for longer
+        return
     for function in ctx.loops.functions.get("train_dataloader", ()):
         yield from returned_loaders(function, ctx.names)
 

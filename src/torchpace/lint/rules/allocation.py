@@ -594,6 +594,8 @@ def _host_just_before(ctx: FileContext, name: ast.Name, depth: int = 0) -> bool:
         return False
     if _reads_a_math_scalar(ctx, value):
         return False  # a diffusion model's timestep frequencies: see _built_on_host
+    if _converts_data(ctx, value):
+        return False  # host data (a replay buffer's batch): it reaches the device by a copy
     if _built_on_host(ctx, value):
         return True
     if not _built_on_host(ctx, value, frozenset({name.id})):
@@ -620,6 +622,17 @@ def _reads_a_math_scalar(ctx: FileContext, value: ast.expr) -> bool:
             for c in subtree(before)
         ):
             return True
+    return False
+
+
+def _converts_data(ctx: FileContext, value: ast.expr) -> bool:
+    """``value`` makes a tensor of data (``torch.as_tensor(buffer.obs[idx])``,
+    ``torch.tensor(np.stack(rows))``), not of literal numbers: the data exists on the host."""
+    for call in subtree(value):
+        if isinstance(call, ast.Call) and ctx.names.qualname(call.func) in _DATA_FACTORIES:
+            data = argument(call, "data", 0)
+            if data is not None and not _made_from_nothing(data):
+                return True
     return False
 
 

@@ -37,6 +37,7 @@ from torchpace.lint.loops import (
     bound_in,
     changed_objects,
     dotted,
+    is_cadence_gate,
     iterated,
     may_build_loader,
     parameter_defaults,
@@ -897,8 +898,12 @@ def _engine_runs(ctx: FileContext) -> Iterator[ast.Call]:
 def _restarted_iterators(ctx: FileContext) -> Iterator[ast.Call]:
     """The DataLoaders a step loop iterates by hand and starts again when they run out
     (``except StopIteration: it = iter(train_loader)`` inside ``for step in range(n_steps):``,
-    the universal vocoder's): each ``iter()`` starts the workers again, once per epoch."""
-    steps = {id(loop) for loop in ctx.loops.step_loops}
+    the universal vocoder's): each ``iter()`` starts the workers again, once per epoch. Only
+    an iterator bound to a name the loop draws from with ``next()``, not a peek
+    (``next(iter(loader))``) nor one under a logging cadence; not a loader whose sampler is
+    its own (an endless one, or ``num_samples`` sized to the run)."""
+    facts = ctx.loops
+    steps = {id(loop) for loop in facts.step_loops}
     for call, _ in ctx.calls:
         if not (
             isinstance(call.func, ast.Name)
@@ -908,14 +913,57 @@ def _restarted_iterators(ctx: FileContext) -> Iterator[ast.Call]:
             and not call.keywords
         ):
             continue
-        if not any(id(a) in steps for a in ctx.ancestors(call)):
+        bound = ctx.parents.get(id(call))
+        if not (
+            isinstance(bound, ast.Assign)
+            and len(bound.targets) == 1
+            and isinstance(bound.targets[0], ast.Name)
+        ):
+            continue  # a peek, ``next(iter(loader))``: one batch, no restart of the training's
+        loop = next((a for a in ctx.ancestors(call) if id(a) in steps), None)
+        if loop is None or not _draws_from(loop, bound.targets[0].id):
+            continue
+        gates = [a for a in ctx.ancestors(call) if isinstance(a, ast.If)]
+        if any(is_cadence_gate(g.test, facts.cadence_helpers) for g in gates):
             continue
         name = dotted(call.args[0])
         if name is None:
             continue
         scope = ctx.enclosing_scope(call)
         found = ctx.loops.loader_calls.get(name, [])
-        yield from [c for c in found if ctx.enclosing_scope(c) is scope] or found
+        found = [c for c in found if ctx.enclosing_scope(c) is scope] or found
+        yield from (c for c in found if not _own_sampler(ctx, c))
+
+
+def _draws_from(loop: ast.AST, name: str) -> bool:
+    """The loop draws batches with ``next(name)``."""
+    return any(
+        isinstance(n, ast.Call)
+        and isinstance(n.func, ast.Name)
+        and n.func.id == "next"
+        and n.args
+        and isinstance(n.args[0], ast.Name)
+        and n.args[0].id == name
+        for n in subtree(loop)
+    )
+
+
+_PLAIN_SAMPLERS = frozenset({"RandomSampler", "SequentialSampler", "DistributedSampler"})
+
+
+def _own_sampler(ctx: FileContext, call: ast.Call) -> bool:
+    """The loader's batches come from a sampler of its own: a ``batch_sampler``, a sampler
+    class of the project's or a library's (an endless one), or a plain one given
+    ``num_samples`` (sized to the run, minGPT's)."""
+    if keyword(call, "batch_sampler") is not None:
+        return True
+    sampler = keyword(call, "sampler")
+    if sampler is None:
+        return False
+    if not isinstance(sampler.value, ast.Call):
+        return True
+    kind = (ctx.names.qualname(sampler.value.func) or "").rsplit(".", 1)[-1]
+    return kind not in _PLAIN_SAMPLERS or keyword(sampler.value, "num_samples") is not None
 
 
 # A sampler's ``num_samples`` at least this large is an epoch no run reaches the end of.
@@ -963,7 +1011,7 @@ def _check_workers_not_persistent(ctx: FileContext) -> Iterator[Report]:
     ]
     reentered = reentered_loaders(ctx)
     iterating = [(loop, call) for loop, call in iterating if id(call) not in reentered]
-    reiterated = [call for _, call in iterating]
+    reiterated = [call for _, call in iterating] + list(_restarted_iterators(ctx))
     # A file that runs on the CPU only, re-iterating the loader in its own loops: a CPU run,
     # where the guides' change is not for a GPU training run (issue 32's verdict rules; TP101
     # is silent there too). A framework's loop (Lightning, Ignite) picks its own device.
@@ -975,9 +1023,7 @@ def _check_workers_not_persistent(ctx: FileContext) -> Iterator[Report]:
     factories = _epoch_factories(ctx)
     handed = _handed_on_every_epoch(ctx)
     fitted = fitted_loaders(ctx)  # Lightning's fit iterates them once per epoch
-    restarted = _restarted_iterators(ctx)
     found = [*reiterated, *hook_loaders(ctx), *fitted, *_engine_runs(ctx), *factories, *handed]
-    found += restarted
     for call in dict.fromkeys(found):
         if id(call) in here or id(call) in reentered or not feeds_training(ctx, call):
             continue
@@ -1166,7 +1212,10 @@ val_loader)`, also one built in the call), which the Trainer iterates every epoc
 Ignite training engine runs for several epochs (`trainer.run(train_loader, max_epochs=10)`,
 `trainer` built by `Engine(step)` or `create_supervised_trainer`), or as the loader a step loop
 iterates by hand and starts again when it runs out (`except StopIteration: it =
-iter(train_loader)` inside `for step in range(n_steps):`). Not a loader whose sampler draws with
+iter(train_loader)` inside `for step in range(n_steps):`, the iterator bound to a name the loop
+draws from with `next()`; not a peek, `next(iter(loader))`, nor one under a logging cadence, nor a
+loader with a sampler of its own, an endless one or one given `num_samples`, whose first epoch
+may be the run). Not a loader whose sampler draws with
 replacement more samples than a run takes (minGPT's `RandomSampler(ds, replacement=True,
 num_samples=int(1e10))`): its one epoch is the run. Not a loader whose dataset a
 loop that uses the loader changes (`train_loader.dataset.epoch_now = epoch`,

@@ -650,7 +650,7 @@ def _float32_lightning_run(ctx: FileContext) -> ast.Call | None:
             continue
         given = {k.arg: k.value for k in call.keywords}
         precision = given.get("precision")
-        if not lightning_gpu(given) or not (
+        if not lightning_gpu(given, ctx) or not (
             precision is None
             or (isinstance(precision, ast.Constant) and precision.value in _LIGHTNING_32)
         ):
@@ -1064,8 +1064,10 @@ A run a framework trains in float32 is flagged too, at what sets it up: the `Tra
 `TrainingArguments` leaves `fp16` and `bf16` off and neither `no_cuda` nor `use_cpu` is set (the
 trainer moves the model to the GPU itself), unless the file loads the model quantized or in another
 dtype or casts it; and a Lightning `Trainer(...)` built for the GPU (`accelerator="gpu"` or
-`"cuda"`, `gpus=N`, also chosen where a GPU is available: `"gpu" if torch.cuda.is_available()
-else "cpu"`; not an option a run may leave off) with no `precision` (Lightning's default is
+`"cuda"`, `gpus=N`, also through a module constant, `gpus=NUM_GPUS` with `NUM_GPUS = 2`, or
+chosen where a GPU is available: `"gpu" if torch.cuda.is_available() else "cpu"`; not an option a
+run may leave off; such a Trainer also makes the file a CUDA run for the other rules) with no
+`precision` (Lightning's default is
 32-bit) or with `precision=32`,
 whose `.fit(model)` trains a model not known to be small. Keywords from elsewhere (`**kwargs`,
 `HfArgumentParser`, `from_argparse_args`) are not read: they may ask for 16 bits.

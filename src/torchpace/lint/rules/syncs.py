@@ -1003,14 +1003,17 @@ def _changes_dtype(ctx: FileContext, call: ast.Call) -> bool:
     return False
 
 
-def _is_mask(node: ast.expr, ctx: FileContext, tensors: TensorFacts) -> bool:
-    """True when ``node`` is certainly a boolean tensor."""
+def _is_mask(
+    node: ast.expr, ctx: FileContext, tensors: TensorFacts, seen: frozenset[str] = frozenset()
+) -> bool:
+    """True when ``node`` is certainly a boolean tensor. ``seen``: the names being read, whose
+    binding from themselves (``mask = mask.to(device)``) their other bindings decide."""
     if isinstance(node, ast.Compare):
         return tensors.is_tensor(node)
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Invert):
-        return _is_mask(node.operand, ctx, tensors)
+        return _is_mask(node.operand, ctx, tensors, seen)
     if isinstance(node, ast.BinOp) and isinstance(node.op, _MASK_OPS):
-        return _is_mask(node.left, ctx, tensors) and _is_mask(node.right, ctx, tensors)
+        return _is_mask(node.left, ctx, tensors, seen) and _is_mask(node.right, ctx, tensors, seen)
     if isinstance(node, ast.Call):
         qual = ctx.names.qualname(node.func)
         if qual in _MASK_FUNCTIONS:
@@ -1023,15 +1026,22 @@ def _is_mask(node: ast.expr, ctx: FileContext, tensors: TensorFacts) -> bool:
         if func.attr == "bool" and not node.args:
             return True
         if func.attr in ("to", "cuda") and not _changes_dtype(ctx, node):
-            return _is_mask(func.value, ctx, tensors)  # a mask moved to the device is one
+            return _is_mask(func.value, ctx, tensors, seen)  # a mask moved to the device is one
         if func.attr in _MASK_METHODS:  # ``(pos + neg).gt(0)``, ``x.isnan()`` of a tensor
             return tensors.is_tensor(func.value)
         # a mask reshaped: ``pos.unsqueeze(2).expand_as(conf_data)``
-        return func.attr in _SHAPE_METHODS and _is_mask(func.value, ctx, tensors)
+        return func.attr in _SHAPE_METHODS and _is_mask(func.value, ctx, tensors, seen)
     name = dotted(node)
     if name is not None and name in tensors.names:
+        if name in seen:
+            return True  # ``mask = mask.to(device)``: what it was bound to before decides
         values = tensors.values.get(name, [])
-        return bool(values) and all(v is not None and _is_mask(v, ctx, tensors) for v in values)
+        grounded = [v for v in values if v is not None and name not in map(dotted, subtree(v))]
+        return (
+            bool(grounded)
+            and all(v is not None for v in values)
+            and all(_is_mask(v, ctx, tensors, seen | {name}) for v in values if v is not None)
+        )
     return False
 
 
