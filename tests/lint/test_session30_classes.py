@@ -387,3 +387,70 @@ def test_review_a_restart_by_hand_in_a_cpu_only_script_is_not_reported() -> None
     assert findings(on_gpu, "TP104") == [("TP104", 19)]
     on_cpu = on_gpu.replace('device="cuda"', 'device="cpu"').replace("x = x.to(device)", "")
     assert findings(on_cpu, "TP104") == []
+
+
+# DALL-E's Attention.forward: the softmax is a local name chosen by a flag (listed as a TP307
+# miss at change-45).
+DALLE_ATTENTION = """
+import torch
+from torch import nn
+from einops import rearrange
+
+class Attention(nn.Module):
+    def __init__(self, dim, heads=8, dim_head=64, stable=False):
+        super().__init__()
+        self.heads, self.scale, self.stable = heads, dim_head ** -0.5, stable
+        self.to_qkv = nn.Linear(dim, dim_head * heads * 3, bias=False)
+        self.to_out = nn.Linear(dim_head * heads, dim)
+
+    def forward(self, x, mask=None):
+        softmax = {softmax}
+        qkv = self.to_qkv(x).chunk(3, dim=-1)
+        q, k, v = map(lambda t: rearrange(t, "b n (h d) -> b h n d", h=self.heads), qkv)
+        q = q * self.scale
+        dots = torch.einsum("b h i d, b h j d -> b h i j", q, k)
+        attn = softmax(dots, dim=-1)
+        out = torch.einsum("b h i j, b h j d -> b h i d", attn, v)
+        out = rearrange(out, "b h n d -> b n (h d)")
+        return self.to_out(out)
+"""
+
+
+def test_attention_whose_softmax_is_a_local_name_chosen_by_a_flag_is_found() -> None:
+    chosen = "torch.softmax if not self.stable else stable_softmax"
+    assert findings(DALLE_ATTENTION.format(softmax=chosen), "TP307") == [("TP307", 18)]
+    # a name bound to something that is no softmax: no attention of this shape
+    assert findings(DALLE_ATTENTION.format(softmax="torch.sigmoid"), "TP307") == []
+
+
+# rasbt's chapter 13: a Lightning data module splits MNIST in `setup` and hands the split to its
+# loader; its transform is `self.transform`, set once in `__init__`. MNIST batches are small:
+# pinning them is negligible (judged debatable twice when a GPU Trainer made the file a CUDA run).
+MNIST_MODULE = """
+import torch
+import pytorch_lightning as pl
+from torch.utils.data import DataLoader, random_split
+from torchvision import transforms
+from torchvision.datasets import MNIST
+
+class MnistDataModule(pl.LightningDataModule):
+    def __init__(self, data_path="./"):
+        super().__init__()
+        self.transform = transforms.Compose([{transform}])
+
+    def setup(self, stage=None):
+        mnist_all = MNIST(root="./", train=True, transform=self.transform, download=False)
+        self.train, self.val = random_split(mnist_all, [55000, 5000])
+
+    def train_dataloader(self):
+        return DataLoader(self.train, batch_size=64, num_workers=4)
+
+trainer = pl.Trainer(max_epochs=10, accelerator="gpu", devices=1)
+trainer.fit(model, datamodule=MnistDataModule())
+"""
+
+
+def test_a_split_of_mnist_in_a_data_module_has_small_batches() -> None:
+    assert findings(MNIST_MODULE.format(transform="transforms.ToTensor()"), "TP102") == []
+    enlarged = "transforms.Resize(224), transforms.ToTensor()"
+    assert findings(MNIST_MODULE.format(transform=enlarged), "TP102") == [("TP102", 18)]

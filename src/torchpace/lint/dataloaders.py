@@ -974,7 +974,7 @@ def yields_small_images(ctx: FileContext, call: ast.Call) -> bool:
     its transform resizes or crops, if at all, to
     at most :data:`SMALL_IMAGE_SIDE` pixels (a size the file gives: a literal or an option
     default). A size it cannot read makes the images not small."""
-    data = assigned_once(ctx, argument(call, "dataset", 0))
+    data = split_from(ctx, assigned_once(ctx, argument(call, "dataset", 0)))
     if not isinstance(data, ast.Call) or ctx.names.qualname(data.func) not in SMALL_IMAGE_DATASETS:
         return False
     given = argument(data, "transform", 2)
@@ -993,6 +993,27 @@ def yields_small_images(ctx: FileContext, call: ast.Call) -> bool:
         if not values or any(v is None or v > SMALL_IMAGE_SIDE for v in values):
             return False
     return True
+
+
+def split_from(ctx: FileContext, node: ast.expr | None) -> ast.expr | None:
+    """The dataset a split of it is: ``self.train, self.val = random_split(mnist_all, [55000,
+    5000])`` (a Lightning data module's ``setup``), where the file splits into that name once;
+    else ``node``."""
+    name = dotted(node) if node is not None else None
+    if name is None:
+        return node
+    splits = [
+        n.value
+        for n in ctx.of_type(ast.Assign)
+        if any(
+            isinstance(t, ast.Tuple) and any(dotted(e) == name for e in t.elts) for t in n.targets
+        )
+    ]
+    if len(splits) != 1 or not isinstance(splits[0], ast.Call) or not splits[0].args:
+        return node
+    if not (ctx.names.qualname(splits[0].func) or "").endswith("random_split"):
+        return node
+    return assigned_once(ctx, splits[0].args[0])
 
 
 def batch_size(ctx: FileContext, call: ast.Call) -> int | None:

@@ -72,6 +72,7 @@ class _Function:
         # the map goes through a module of the model's own (``attn = self.talking_head1(attn)``)
         self.transformed = False
         self.sdpa = False
+        self._aliases: dict[str, str] | None = None  # local names bound to a softmax
         # Statements in source order; nested functions are their own.
         body = [n for n in _own_nodes(fn) if isinstance(n, ast.stmt)]
         body.sort(key=lambda n: (n.lineno, n.col_offset))
@@ -84,6 +85,10 @@ class _Function:
         ):
             return "torch.nn.functional.softmax"  # nn.Softmax(dim=-1)(scores): built and applied
         name = self.ctx.names.qualname(call.func) or ""
+        if isinstance(call.func, ast.Name) and name not in _SOFTMAX:
+            aliased = self._softmax_alias(call.func.id)
+            if aliased:
+                return aliased
         if name or not isinstance(call.func, ast.Attribute):
             return name
         owner = call.func.value
@@ -95,6 +100,26 @@ class _Function:
         if call.func.attr == "softmax":
             return "torch.Tensor.softmax"  # x.softmax(dim=-1)
         return name
+
+    def _softmax_alias(self, name: str) -> str:
+        """The softmax a local name is bound to, also one of two chosen by a flag (DALL-E's
+        ``softmax = torch.softmax if not self.stable else stable_softmax``); else ""."""
+        if self._aliases is None:
+            self._aliases = {}
+            for node in _own_nodes(self.fn):
+                if not (
+                    isinstance(node, ast.Assign)
+                    and len(node.targets) == 1
+                    and isinstance(node.targets[0], ast.Name)
+                ):
+                    continue
+                value = node.value
+                branches = [value.body, value.orelse] if isinstance(value, ast.IfExp) else [value]
+                for branch in branches:
+                    qual = self.ctx.names.qualname(branch) or ""
+                    if qual in _SOFTMAX:
+                        self._aliases[node.targets[0].id] = qual
+        return self._aliases.get(name, "")
 
     def _is_transposed(self, node: ast.expr) -> bool:
         return _transposed(node) or (isinstance(node, ast.Name) and node.id in self.transposed)

@@ -19,6 +19,7 @@ from torchpace.lint.dataloaders import (
     iterated_loader_calls,
     loader_argument,
     prepared_by_framework,
+    split_from,
     streams_without_sharding,
     training_loaders,
     yields_device_tensors,
@@ -500,6 +501,15 @@ def _keeps_small(ctx: FileContext, transform: ast.expr | None) -> bool:
     if transform is None or is_const(transform, None):
         return True
     transform = assigned_once(ctx, transform)
+    if isinstance(transform, ast.Attribute) and dotted(transform) is not None:
+        # ``self.transform``, set once in the data module's ``__init__``
+        target = dotted(transform)
+        bound = [
+            n.value
+            for n in ctx.of_type(ast.Assign)
+            if any(dotted(t) == target for t in n.targets if isinstance(t, ast.Attribute))
+        ]
+        transform = bound[0] if len(bound) == 1 else None
     if not isinstance(transform, ast.Call):
         return False
     for node in subtree(transform):
@@ -553,7 +563,7 @@ def _small_batches(ctx: FileContext, call: ast.Call) -> bool:
     collate = argument(call, "collate_fn", COLLATE_FN_POSITION)
     if collate is not None and _pads_tokens(ctx, collate):
         return True
-    data = assigned_once(ctx, argument(call, "dataset", 0))
+    data = split_from(ctx, assigned_once(ctx, argument(call, "dataset", 0)))
     return (
         isinstance(data, ast.Call)
         and ctx.names.qualname(data.func) in _SMALL_IMAGE_DATASETS
