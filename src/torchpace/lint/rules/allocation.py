@@ -22,7 +22,13 @@ from torchpace.lint.rule import (
     keyword,
     parameter_names,
 )
-from torchpace.lint.rules.syncs import REFERENCES, check_calls_to, hot_calls
+from torchpace.lint.rules.syncs import (
+    REFERENCES,
+    block_of,
+    check_calls_to,
+    hot_calls,
+    statement_of,
+)
 from torchpace.lint.tensors import LEGACY_HOST_TYPES, RANDOM_FACTORIES, casts_only
 from torchpace.lint.tree import subtree
 
@@ -335,11 +341,7 @@ def _operand_ok(ctx: FileContext, node: ast.expr, host: frozenset[str] = frozens
         return True  # a name, or a size read: ``x.shape[0]``
     if isinstance(node, ast.Call):
         func = node.func
-        sized = isinstance(func, ast.Attribute) and func.attr in (
-            "size",
-            "numel",
-            "dim",
-        )
+        sized = isinstance(func, ast.Attribute) and func.attr in ("size", "numel", "dim")
         return sized or (isinstance(func, ast.Name) and func.id in ("len", "int", "max", "min"))
     if isinstance(node, ast.UnaryOp):
         return _operand_ok(ctx, node.operand, host)
@@ -522,10 +524,7 @@ def _read_in_forwards(node: ast.AST) -> bool:
 def _check_host_created_then_moved(ctx: FileContext) -> Iterator[Report]:
     hot = hot_calls(ctx, waits=False)  # a copy costs a small step too
     ids = {id(c) for c, _, _ in hot}
-    for call, _, scope in [
-        *hot,
-        *(c for c in _forward_calls(ctx) if id(c[0]) not in ids),
-    ]:
+    for call, _, scope in [*hot, *(c for c in _forward_calls(ctx) if id(c[0]) not in ids)]:
         func = call.func
         if _cuda_typed(ctx, func) and call.args and _host_data(ctx, call.args[0]):
             yield Report(call)  # numpy data copied into a CUDA tensor on every step
@@ -589,7 +588,7 @@ def _host_just_before(ctx: FileContext, name: ast.Name, depth: int = 0) -> bool:
     value = binding_before(ctx, name, name)
     if value is None or depth > 3:
         return False
-    bound, reading = _statement(ctx, value), _statement(ctx, name)
+    bound, reading = statement_of(ctx, value), statement_of(ctx, name)
     if bound is None or reading is None or not _one_block(ctx, bound, reading):
         return False
     if _reads_a_math_scalar(ctx, value):
@@ -636,26 +635,16 @@ def _converts_data(ctx: FileContext, value: ast.expr) -> bool:
     return False
 
 
-def _statement(ctx: FileContext, node: ast.AST) -> ast.stmt | None:
-    while node is not None and not isinstance(node, ast.stmt):
-        node = ctx.parents.get(id(node))  # type: ignore[assignment]
-    return node
-
-
 def _one_block(ctx: FileContext, first: ast.stmt, second: ast.stmt) -> bool:
     """``first`` and ``second`` are statements of one block, ``first`` before ``second`` with
     nothing between them that binds in a loop or a branch (straight-line code)."""
-    parent = ctx.parents.get(id(first))
-    if parent is None or ctx.parents.get(id(second)) is not parent:
+    block = block_of(ctx, first)
+    if block is None or not any(s is second for s in block):
         return False
-    for field in ("body", "orelse", "finalbody"):
-        block = getattr(parent, field, None)
-        if isinstance(block, list) and first in block and second in block:
-            between = block[block.index(first) + 1 : block.index(second)]
-            return block.index(first) < block.index(second) and all(
-                isinstance(s, (ast.Assign, ast.AnnAssign, ast.Expr)) for s in between
-            )
-    return False
+    at, to = block.index(first), block.index(second)
+    return at < to and all(
+        isinstance(s, (ast.Assign, ast.AnnAssign, ast.Expr)) for s in block[at + 1 : to]
+    )
 
 
 def _copied_into_device_tensor(ctx: FileContext, call: ast.Call, scope: Scope) -> bool:

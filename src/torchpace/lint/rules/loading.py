@@ -504,11 +504,7 @@ def _keeps_small(ctx: FileContext, transform: ast.expr | None) -> bool:
     if isinstance(transform, ast.Attribute) and dotted(transform) is not None:
         # ``self.transform``, set once in the data module's ``__init__``
         target = dotted(transform)
-        bound = [
-            n.value
-            for n in ctx.of_type(ast.Assign)
-            if any(dotted(t) == target for t in n.targets if isinstance(t, ast.Attribute))
-        ]
+        bound = [v for t, v in assignments(ctx.of_type(ast.Assign)) if t == target]
         transform = bound[0] if len(bound) == 1 else None
     if not isinstance(transform, ast.Call):
         return False
@@ -930,17 +926,19 @@ def _restarted_iterators(ctx: FileContext) -> Iterator[ast.Call]:
             and isinstance(bound.targets[0], ast.Name)
         ):
             continue  # a peek, ``next(iter(loader))``: one batch, no restart of the training's
-        loop = next((a for a in ctx.ancestors(call) if id(a) in steps), None)
+        around = list(ctx.ancestors(call))
+        loop = next((a for a in around if id(a) in steps), None)
         if loop is None or not _draws_from(loop, bound.targets[0].id):
             continue
-        gates = [a for a in ctx.ancestors(call) if isinstance(a, ast.If)]
-        if any(is_cadence_gate(g.test, facts.cadence_helpers) for g in gates):
+        if any(
+            isinstance(a, ast.If) and is_cadence_gate(a.test, facts.cadence_helpers) for a in around
+        ):
             continue
         name = dotted(call.args[0])
         if name is None:
             continue
         scope = ctx.enclosing_scope(call)
-        found = ctx.loops.loader_calls.get(name, [])
+        found = facts.loader_calls.get(name, [])
         found = [c for c in found if ctx.enclosing_scope(c) is scope] or found
         yield from (c for c in found if not _own_sampler(ctx, c))
 

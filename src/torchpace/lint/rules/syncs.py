@@ -365,7 +365,7 @@ def _batch_read_before_rebinding(ctx: FileContext, receiver: ast.expr) -> bool:
         return False  # also a read in an inner loop, which a rebinding may have run before
     if name not in {n.id for n in subtree(loop.target) if isinstance(n, ast.Name)}:
         return False
-    statement = _statement_of(ctx, receiver)
+    statement = statement_of(ctx, receiver)
     assert statement is not None  # an expression in a loop's body is in one of its statements
     return not any(
         isinstance(n, ast.Name)
@@ -470,14 +470,12 @@ def _fed_to_host_library(ctx: FileContext, read: ast.Call, scope: Scope) -> bool
         (q or "").startswith(_HOST_LIBRARIES) for _, q in ctx.calls
     ):
         return False
-    stmt = _statement_of(ctx, read)
+    stmt = statement_of(ctx, read)
     if not isinstance(stmt, (ast.Assign, ast.AnnAssign)):
         return False
     targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
 
-    def bound(
-        t: ast.expr,
-    ) -> set[str]:  # the names a target binds, not ``x`` of ``x[i]``
+    def bound(t: ast.expr) -> set[str]:  # the names a target binds, not ``x`` of ``x[i]``
         if isinstance(t, ast.Name):
             return {t.id}
         if isinstance(t, (ast.Tuple, ast.List)):
@@ -1085,13 +1083,7 @@ def _check_data_dependent_shape(ctx: FileContext) -> Iterator[Report]:
 _MASK_NAME = re.compile(r"(?:\w+_)?masks?(?:_(?:bool|[a-z0-9]))?", re.IGNORECASE)
 # What a name bound to one of these holds is not a boolean mask.
 _INDEX_MAKERS = frozenset(
-    {
-        "torch.arange",
-        "torch.randperm",
-        "torch.nonzero",
-        "torch.argsort",
-        "torch.multinomial",
-    }
+    {"torch.arange", "torch.randperm", "torch.nonzero", "torch.argsort", "torch.multinomial"}
     | {"torch.randint", "torch.tensor", "torch.as_tensor", "torch.from_numpy"}
 )
 _INDEX_METHODS = frozenset({"long", "int", "nonzero", "argsort", "float", "half", "tolist"})
@@ -1150,10 +1142,7 @@ def _not_a_mask(value: ast.expr, ctx: FileContext, scope: Scope, depth: int = 0)
         dtype = next((k.value for k in value.keywords if k.arg == "dtype"), None)
         if qual in _INDEX_MAKERS and not (dtype and ctx.names.qualname(dtype) == "torch.bool"):
             return True
-        if qual.startswith(("numpy.", "random.")) or qual in (
-            "torch.argwhere",
-            "torch.topk",
-        ):
+        if qual.startswith(("numpy.", "random.")) or qual in ("torch.argwhere", "torch.topk"):
             return True
         if qual == "torch.where" and len(value.args) == 1:
             return True  # ``torch.where(m)[0]``: the indices of a mask
@@ -1315,12 +1304,7 @@ def _called_each_step(ctx: FileContext, scope: Scope) -> bool:
 
 
 def _a_comparison(
-    node: ast.expr,
-    ctx: FileContext,
-    scope: Scope,
-    depth: int = 0,
-    *,
-    of_module_input: bool = False,
+    node: ast.expr, ctx: FileContext, scope: Scope, depth: int = 0, *, of_module_input: bool = False
 ) -> bool:
     """``node`` is a comparison (``a == b``, ``~m``, ``m1 & m2`` of comparisons), or a name the
     scope binds to one and nothing else: as the index of a tensor it can only be a boolean mask
@@ -1592,11 +1576,7 @@ def check_calls_to(name: str, *, waits: bool) -> Check:
 # What stalls the host until the device, or every rank, has caught up: the device's queue drained,
 # or a barrier (a collective whose wait blocks the host, NCCL's included).
 _WAITS = frozenset(
-    {
-        "torch.cuda.synchronize",
-        "torch.distributed.barrier",
-        "torch.distributed.monitored_barrier",
-    }
+    {"torch.cuda.synchronize", "torch.distributed.barrier", "torch.distributed.monitored_barrier"}
 )
 
 
@@ -1738,8 +1718,8 @@ _MAIN_PROCESS = re.compile(r"rank|main_process|is_main|is_master|master_process"
 def _after_main_process_work(ctx: FileContext, call: ast.Call) -> bool:
     """The statement before the barrier ``call`` is an ``if`` that only the main process enters
     (``if rank == 0: llm.load_weights(...)``, ``if accelerator.is_main_process: ...``)."""
-    stmt = _statement_of(ctx, call)
-    block = _block_of(ctx, stmt) if stmt is not None else None
+    stmt = statement_of(ctx, call)
+    block = block_of(ctx, stmt) if stmt is not None else None
     if not block:
         return False
     index = next(i for i, s in enumerate(block) if s is stmt)
@@ -1759,12 +1739,12 @@ def _copies_to_cpu(call: ast.Call, on_cpu: frozenset[str]) -> bool:
     )
 
 
-def _statement_of(ctx: FileContext, node: ast.AST) -> ast.stmt | None:
+def statement_of(ctx: FileContext, node: ast.AST) -> ast.stmt | None:
     """The statement ``node`` is in (itself, if it is one)."""
     return next((a for a in [node, *ctx.ancestors(node)] if isinstance(a, ast.stmt)), None)
 
 
-def _block_of(ctx: FileContext, stmt: ast.AST) -> list[ast.stmt] | None:
+def block_of(ctx: FileContext, stmt: ast.AST) -> list[ast.stmt] | None:
     """The statement list of its parent that holds ``stmt``."""
     parent = ctx.parents.get(id(stmt))
     return next(
@@ -1796,10 +1776,10 @@ def _waited_since_work(ctx: FileContext, call: ast.Call, scope: Scope) -> bool:
     ``gather(loss).mean().item()``; lucidrains' second and third barriers of a step). A wait
     right before a read of the same queue (``torch.cuda.synchronize()`` then ``loss.item()``)
     is still reported: judges called Swin's and DINO's true, a step's two waits in one."""
-    node: ast.AST | None = _statement_of(ctx, call)
+    node: ast.AST | None = statement_of(ctx, call)
     while node is not None:
         parent = ctx.parents.get(id(node))
-        block = _block_of(ctx, node)
+        block = block_of(ctx, node)
         if parent is None or block is None:
             return False
         for before in reversed(block[: next(i for i, s in enumerate(block) if s is node)]):
